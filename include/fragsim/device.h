@@ -1,0 +1,325 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fragsim: the device, the policies' upstream.
+ *
+ * A modelled GPU: usable capacity, physical memory in pages of `granularity` bytes (2 MiB), a
+ * virtual address space, and a cost per driver call.  Policies obtain device memory only through
+ * the inline wrappers below (fsim_device_mem_alloc() and friends), which count every call, charge
+ * its modelled cost, keep the reserved-bytes counter and tell the observer, so no policy can
+ * forget to.  There are two implementations of #FsimDeviceOps: the simulated device
+ * (fsim_device_sim_new()) and, when built with CUDA, a real GPU.
+ *
+ * Two families of calls, as in CUDA:
+ *   - mem_alloc / mem_free: cudaMalloc / cudaFree.  Address space and physical pages together;
+ *     sizes are rounded up to the granularity for accounting; cudaFree synchronises the device.
+ *   - va_reserve / va_release + map / unmap: the VMM API (cuMemAddressReserve, cuMemCreate +
+ *     cuMemMap + cuMemSetAccess, cuMemUnmap + cuMemRelease), used by expandable and paged
+ *     policies.  A reservation costs no physical memory; each mapped page does.
+ *
+ * Physical memory is fungible at page granularity (the driver maps any free pages), so a call
+ * fails only when free pages run out: fragmentation lives in the allocator above.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "fragsim/types.h"
+
+G_BEGIN_DECLS
+
+typedef struct FsimDevice FsimDevice;
+typedef struct FsimDeviceOps FsimDeviceOps;
+
+/**
+ * FsimDeviceCosts:
+ *
+ * The cost model, in nanoseconds.  The defaults (fsim_device_costs_default()) are documented
+ * estimates for a current NVIDIA data-centre GPU (see docs/device-model.md); a calibration profile
+ * written by `fragsim cuda calibrate` replaces them.  A call of @size bytes costs
+ * `base + per_gib * size / GiB`; map and unmap are charged per handle (page) mapped.
+ */
+typedef struct {
+    uint64_t malloc_ns;         /* cudaMalloc, fixed part */
+    uint64_t malloc_per_gib_ns; /* cudaMalloc, per GiB */
+    uint64_t free_ns;           /* cudaFree, fixed part (without the sync) */
+    uint64_t free_per_gib_ns;   /* cudaFree, per GiB */
+    uint64_t sync_ns;           /* the device synchronisation cudaFree and unmap imply */
+    uint64_t reserve_ns;        /* cuMemAddressReserve or cuMemAddressFree */
+    uint64_t map_ns;            /* cuMemCreate + cuMemMap + cuMemSetAccess, per handle */
+    uint64_t map_per_gib_ns;    /* per GiB mapped */
+    uint64_t unmap_ns;          /* cuMemUnmap + cuMemRelease, per handle (sync charged once) */
+} FsimDeviceCosts;
+
+/**
+ * FsimDeviceSpec:
+ * @name: preset name (`h100-80gb`) or a description of a custom size (`80GiB`).
+ * @description: a human description (`NVIDIA H100 80GB HBM3`).
+ * @total_bytes: memory of the card as sold.
+ * @capacity_bytes: usable by the simulated process: total minus the CUDA context and driver
+ *     reservations.  Allocations beyond it fail.
+ * @granularity: physical page size, 2 MiB on current NVIDIA GPUs.
+ * @costs: the cost model.
+ */
+typedef struct {
+    char name[64];
+    char description[96];
+    uint64_t total_bytes;
+    uint64_t capacity_bytes;
+    uint64_t granularity;
+    FsimDeviceCosts costs;
+} FsimDeviceSpec;
+
+/**
+ * FsimDeviceCall:
+ *
+ * The driver calls the device counts and reports to its observer.
+ */
+typedef enum {
+    FSIM_CALL_MEM_ALLOC = 0,
+    FSIM_CALL_MEM_FREE,
+    FSIM_CALL_VA_RESERVE,
+    FSIM_CALL_VA_RELEASE,
+    FSIM_CALL_MAP,
+    FSIM_CALL_UNMAP,
+    FSIM_CALL_COUNT,
+} FsimDeviceCall;
+
+const char *fsim_device_call_name(FsimDeviceCall call);
+
+/**
+ * FsimDeviceObserverFunc:
+ * @data: the observer's data.
+ * @call: which call succeeded.
+ * @addr: start of the range.
+ * @size: bytes as the policy passed them (not rounded).
+ *
+ * Called after each successful call (never for failed ones, never while seeding).
+ */
+typedef void (*FsimDeviceObserverFunc)(gpointer data, FsimDeviceCall call, FsimAddr addr,
+                                       uint64_t size);
+
+/**
+ * FsimDeviceOps:
+ *
+ * An implementation of the device.  Every function receives sizes that the wrappers have already
+ * checked (non-zero, below %FSIM_MAX_SIZE).  mem_alloc, va_reserve and map return %FSIM_OOM
+ * without side effects when they cannot be satisfied.  mem_free, va_release and unmap receive
+ * exactly a range obtained earlier; anything else is a bug of the caller, caught by assertions.
+ * The table lives in static storage and is never modified.
+ */
+struct FsimDeviceOps {
+    const char *name; /* "sim", "cuda" */
+    FsimStatus (*mem_alloc)(FsimDevice *self, uint64_t size, FsimAddr *out);
+    void (*mem_free)(FsimDevice *self, FsimAddr addr, uint64_t size);
+    FsimStatus (*va_reserve)(FsimDevice *self, uint64_t size, uint64_t alignment, FsimAddr *out);
+    void (*va_release)(FsimDevice *self, FsimAddr addr, uint64_t size);
+    /* map [addr, addr+size) inside a reservation, in handles of @handle_size bytes */
+    FsimStatus (*map)(FsimDevice *self, FsimAddr addr, uint64_t size, uint64_t handle_size);
+    void (*unmap)(FsimDevice *self, FsimAddr addr, uint64_t size, uint64_t handle_size);
+    void (*destroy)(FsimDevice *self);
+};
+
+/* Fault injection: fail the Nth call (1-based) of a kind, or every call from the Nth on. */
+typedef struct {
+    uint64_t fail_at[FSIM_CALL_COUNT];   /* 0 = never */
+    uint64_t fail_from[FSIM_CALL_COUNT]; /* 0 = never */
+} FsimDeviceFaults;
+
+/**
+ * FsimDevice:
+ *
+ * The base every implementation embeds first.  Fields other than @ops and @spec are maintained by
+ * the wrappers; implementations only read them.
+ *
+ * @reserved: physical bytes held (cudaMalloc'd or mapped), rounded to the granularity.
+ * @calls: successful calls per #FsimDeviceCall.
+ * @attempts: attempted calls per #FsimDeviceCall, failed ones included.
+ * @modelled_time_ns: the cost model's charge for all calls so far.
+ * @seeding: while TRUE (the engine sets it while rebuilding a trace's initial state), calls
+ *     change memory but are neither counted, nor charged, nor observed: they happened before the
+ *     trace began.
+ */
+struct FsimDevice {
+    const FsimDeviceOps *ops;
+    FsimDeviceSpec spec;
+    FsimCounter reserved;
+    uint64_t calls[FSIM_CALL_COUNT];
+    uint64_t attempts[FSIM_CALL_COUNT];
+    uint64_t modelled_time_ns;
+    gboolean seeding;
+    FsimDeviceFaults faults;
+    FsimDeviceObserverFunc observer;
+    gpointer observer_data;
+    /* one-shot address for the next mem_alloc or va_reserve (validation replays the recorded
+     * driver choices); see fsim_device_set_next_address() */
+    FsimAddr next_address;
+    gboolean has_next_address;
+};
+
+/**
+ * fsim_device_costs_default:
+ *
+ * Returns: the documented default cost model.
+ */
+FsimDeviceCosts fsim_device_costs_default(void);
+
+/**
+ * fsim_device_presets:
+ * @n: (out): number of presets.
+ *
+ * Returns: (transfer none): the preset table (`t4-16gb` … `mi300x-192gb`), in static storage.
+ */
+const FsimDeviceSpec *fsim_device_presets(gsize *n);
+
+/**
+ * fsim_device_spec_parse:
+ * @text: a preset name (`h100-80gb`), a size (`80GiB`, `24GB`, `25769803776`), or the path of a
+ *     calibration profile written by `fragsim cuda calibrate` (a key file with a [device] group).
+ * @out: (out): the spec.  For a size, capacity = total = the size.
+ * @error: FSIM_ERROR_USAGE naming the valid presets when @text is none of these.
+ *
+ * Returns: %TRUE on success.
+ */
+gboolean fsim_device_spec_parse(const char *text, FsimDeviceSpec *out, GError **error);
+
+/* The default device, `h100-80gb`. */
+#define FSIM_DEVICE_DEFAULT "h100-80gb"
+
+/**
+ * fsim_device_sim_new:
+ * @spec: the modelled GPU.
+ * @config: (nullable): key file whose `[device]` group may set fault injection:
+ *     `fail_<call>_at=N`, `fail_<call>_from=N` with <call> one of mem_alloc, mem_free,
+ *     va_reserve, va_release, map, unmap (only the allocating calls can fail).
+ * @error: FSIM_ERROR_USAGE for a bad key or value.
+ *
+ * Returns: (transfer full): a simulated device; free with fsim_device_free().
+ */
+FsimDevice *fsim_device_sim_new(const FsimDeviceSpec *spec, GKeyFile *config, GError **error);
+
+/* Free a device (NULL is a no-op).  Every range must have been released first, or not: the
+ * simulated device simply forgets them. */
+void fsim_device_free(FsimDevice *device);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimDevice, fsim_device_free)
+
+/* Parse the [device] fault-injection keys of @config into @faults. */
+gboolean fsim_device_faults_parse(GKeyFile *config, FsimDeviceFaults *faults, GError **error);
+
+/* Round @size up to the device granularity. */
+static inline uint64_t
+fsim_device_round(const FsimDevice *device, uint64_t size)
+{
+    uint64_t g = device->spec.granularity;
+    return (size + g - 1) / g * g;
+}
+
+/* Bytes of physical memory still free. */
+static inline uint64_t
+fsim_device_free_bytes(const FsimDevice *device)
+{
+    uint64_t used = (uint64_t)device->reserved.current;
+    return used >= device->spec.capacity_bytes ? 0 : device->spec.capacity_bytes - used;
+}
+
+/**
+ * fsim_device_set_next_address:
+ *
+ * The next successful mem_alloc or va_reserve returns @addr when the range starting there is free
+ * (otherwise the device chooses as usual).  The validator uses it to replay the driver's recorded
+ * choices; the hint is forgotten by fsim_device_clear_next_address() or when consumed.
+ */
+void fsim_device_set_next_address(FsimDevice *device, FsimAddr addr);
+void fsim_device_clear_next_address(FsimDevice *device);
+
+/* Internal: TRUE when the injected faults say this attempt of @call fails. */
+gboolean fsim_device_fault_hit(FsimDevice *device, FsimDeviceCall call);
+
+/* Internal: count, charge and report a successful call. */
+void fsim_device_account(FsimDevice *device, FsimDeviceCall call, FsimAddr addr, uint64_t size,
+                         uint64_t handle_size);
+
+/**
+ * fsim_device_mem_alloc:
+ * @device: the device.
+ * @size: bytes, > 0.
+ * @out: (out): the address, aligned to the granularity.
+ *
+ * cudaMalloc.  Reserves fsim_device_round(@size) physical bytes.
+ *
+ * Returns: %FSIM_OK, or %FSIM_OOM when free pages run out or a fault was injected; then nothing
+ * changed except the attempt counter.
+ */
+static inline FsimStatus
+fsim_device_mem_alloc(FsimDevice *device, uint64_t size, FsimAddr *out)
+{
+    if (!device->seeding)
+        device->attempts[FSIM_CALL_MEM_ALLOC]++;
+    if (fsim_device_fault_hit(device, FSIM_CALL_MEM_ALLOC))
+        return FSIM_OOM;
+    if (device->ops->mem_alloc(device, size, out) != FSIM_OK)
+        return FSIM_OOM;
+    fsim_device_account(device, FSIM_CALL_MEM_ALLOC, *out, size, 0);
+    return FSIM_OK;
+}
+
+/* cudaFree of a range returned by fsim_device_mem_alloc() with the same @size. */
+static inline void
+fsim_device_mem_free(FsimDevice *device, FsimAddr addr, uint64_t size)
+{
+    if (!device->seeding)
+        device->attempts[FSIM_CALL_MEM_FREE]++;
+    device->ops->mem_free(device, addr, size);
+    fsim_device_account(device, FSIM_CALL_MEM_FREE, addr, size, 0);
+}
+
+/* cuMemAddressReserve: @size bytes of address space aligned to @alignment (a power of two, at
+ * least the granularity).  No physical memory. */
+static inline FsimStatus
+fsim_device_va_reserve(FsimDevice *device, uint64_t size, uint64_t alignment, FsimAddr *out)
+{
+    if (!device->seeding)
+        device->attempts[FSIM_CALL_VA_RESERVE]++;
+    if (fsim_device_fault_hit(device, FSIM_CALL_VA_RESERVE))
+        return FSIM_OOM;
+    if (device->ops->va_reserve(device, size, alignment, out) != FSIM_OK)
+        return FSIM_OOM;
+    fsim_device_account(device, FSIM_CALL_VA_RESERVE, *out, size, 0);
+    return FSIM_OK;
+}
+
+/* cuMemAddressFree of a whole reservation; every page in it must be unmapped first. */
+static inline void
+fsim_device_va_release(FsimDevice *device, FsimAddr addr, uint64_t size)
+{
+    if (!device->seeding)
+        device->attempts[FSIM_CALL_VA_RELEASE]++;
+    device->ops->va_release(device, addr, size);
+    fsim_device_account(device, FSIM_CALL_VA_RELEASE, addr, size, 0);
+}
+
+/* cuMemCreate + cuMemMap + cuMemSetAccess of [addr, addr+size) inside a reservation, in handles
+ * of @handle_size bytes (a multiple of the granularity dividing @size).  All or nothing. */
+static inline FsimStatus
+fsim_device_map(FsimDevice *device, FsimAddr addr, uint64_t size, uint64_t handle_size)
+{
+    if (!device->seeding)
+        device->attempts[FSIM_CALL_MAP]++;
+    if (fsim_device_fault_hit(device, FSIM_CALL_MAP))
+        return FSIM_OOM;
+    if (device->ops->map(device, addr, size, handle_size) != FSIM_OK)
+        return FSIM_OOM;
+    fsim_device_account(device, FSIM_CALL_MAP, addr, size, handle_size);
+    return FSIM_OK;
+}
+
+/* cuMemUnmap + cuMemRelease of a mapped range (after a stream synchronisation). */
+static inline void
+fsim_device_unmap(FsimDevice *device, FsimAddr addr, uint64_t size, uint64_t handle_size)
+{
+    if (!device->seeding)
+        device->attempts[FSIM_CALL_UNMAP]++;
+    device->ops->unmap(device, addr, size, handle_size);
+    fsim_device_account(device, FSIM_CALL_UNMAP, addr, size, handle_size);
+}
+
+G_END_DECLS

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fragsim: the allocator policy interface and its registry.
+ *
+ * A policy is one C file exporting one `const FsimPolicyOps` table, registered by name in
+ * src/core/registry.c.  It sees sizes and streams only: the engine keeps the table of live
+ * allocations, hands back the exact #FsimBlock on dealloc (as RMM and jemalloc pass the size
+ * back), and counts requested and allocated bytes; the device counts reserved bytes and driver
+ * calls.  A policy reports only what it alone knows, through get_stats().
+ *
+ * THE CONTRACT
+ *
+ * - create() receives the device (borrowed: it outlives the policy) and a key file whose group
+ *   named after the policy holds its knobs; unknown knobs were already rejected by the registry.
+ * - alloc() either fills *out and returns FSIM_OK, or leaves *out untouched and returns FSIM_OOM.
+ *   On FSIM_OK, out->size >= req->size and the block overlaps no live block.  Before returning
+ *   FSIM_OOM a policy tries whatever reclaiming it models (freeing cached segments and retrying),
+ *   and an OOM leaves no other side effect on the allocations the policy hands out.
+ * - dealloc() receives exactly a block that alloc() (or seed()) returned and that was not
+ *   deallocated since.  A policy never sees trace addresses or ids.
+ * - stream_sync(), empty_cache(), get_stats(), check(), seed() are optional: NULL means nothing to
+ *   do (seed: the engine allocates the seeded blocks through alloc() instead).
+ * - get_stats() is called whenever the engine meets a new tightest moment of the run (see
+ *   metrics.h), which can be once per allocation while memory grows: keep it O(1) or O(log n).
+ * - check() walks the policy's invariants and returns FALSE with a message when one is broken.
+ *   The conformance tests call it after every operation, and so does the engine in paranoid mode.
+ * - There is no reset: the engine destroys the policy and creates it again.
+ * - The ops table lives in static storage and is never modified.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "fragsim/device.h"
+#include "fragsim/state.h"
+#include "fragsim/types.h"
+
+G_BEGIN_DECLS
+
+typedef struct FsimPolicy FsimPolicy;
+typedef struct FsimPolicyOps FsimPolicyOps;
+
+typedef struct {
+    uint64_t size;   /* requested bytes, 1 <= size <= FSIM_MAX_SIZE */
+    uint64_t stream; /* stream the block will be used on */
+    FsimTime now;
+} FsimAllocRequest;
+
+typedef struct {
+    FsimAddr addr;   /* start of the block handed out */
+    uint64_t size;   /* bytes set aside for it, >= requested */
+    uint64_t cookie; /* policy-private; handed back unchanged on dealloc */
+} FsimBlock;
+
+/**
+ * FsimPolicyStats:
+ * @cached_bytes: device memory the policy holds but has not handed out (free bytes inside its
+ *     segments or arena), or 0.
+ * @largest_free_block: the largest block it could hand out without asking the device, 0 if none
+ *     or unknown.
+ * @num_splits, @num_merges: block splits and coalescings so far.
+ * @num_alloc_retries: times it released cached memory and retried a device allocation.
+ * @extra: policy-specific counters (name, value), e.g. PyTorch's `oversize_allocations`;
+ *     @n_extra of them.  Names are stable (they become JSON keys and columns).
+ */
+typedef struct {
+    uint64_t cached_bytes;
+    uint64_t largest_free_block;
+    uint64_t num_splits;
+    uint64_t num_merges;
+    uint64_t num_alloc_retries;
+    struct {
+        const char *name;
+        uint64_t value;
+    } extra[16];
+    guint n_extra;
+} FsimPolicyStats;
+
+/**
+ * FsimKnob:
+ * @name: key in the policy's group (`page_size`), as `--set POLICY.KEY=VALUE` takes it.
+ * @default_value: the default, as text (`2MiB`).
+ * @summary: one line for `fragsim policies`.
+ */
+typedef struct {
+    const char *name;
+    const char *default_value;
+    const char *summary;
+} FsimKnob;
+
+struct FsimPolicyOps {
+    const char *name;      /* stable id: CLI, JSON, database, plot legends */
+    const char *summary;   /* one line for `fragsim policies` */
+    const FsimKnob *knobs; /* terminated by a {NULL} entry; NULL when there are none */
+
+    /* required */
+    FsimPolicy *(*create)(FsimDevice *device, GKeyFile *config, GError **error);
+    void (*destroy)(FsimPolicy *self);
+    FsimStatus (*alloc)(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out);
+    void (*dealloc)(FsimPolicy *self, const FsimBlock *block, FsimTime now);
+
+    /* optional: NULL means "nothing to do" */
+    void (*stream_sync)(FsimPolicy *self, uint64_t stream, FsimTime now);
+    void (*empty_cache)(FsimPolicy *self, FsimTime now);
+    void (*get_stats)(const FsimPolicy *self, FsimPolicyStats *out);
+    gboolean (*check)(const FsimPolicy *self, GError **error);
+    /* Rebuild @state (segments through the device, which is in seeding mode) and return in
+     * @blocks[i] the block standing for state->blocks[i].  FALSE with @error when the state
+     * cannot be represented. */
+    gboolean (*seed)(FsimPolicy *self, const FsimInitialState *state, FsimBlock *blocks,
+                     GError **error);
+};
+
+struct FsimPolicy {
+    const FsimPolicyOps *ops; /* always first; set by create() */
+    FsimDevice *device;       /* borrowed; outlives the policy */
+};
+
+/**
+ * fsim_policy_list:
+ * @n: (out): number of registered policies.
+ *
+ * Returns: (transfer none): the registry, in a stable order.
+ */
+const FsimPolicyOps *const *fsim_policy_list(gsize *n);
+
+/* Returns: (nullable) (transfer none): the policy named @name. */
+const FsimPolicyOps *fsim_policy_lookup(const char *name);
+
+/**
+ * fsim_policy_new:
+ * @name: a registered policy.
+ * @device: borrowed; must outlive the policy.
+ * @config: (nullable): knobs, in the group named after the policy.
+ * @error: FSIM_ERROR_USAGE for an unknown policy or knob (the message lists the valid ones) or a
+ *     bad value.
+ *
+ * Returns: (transfer full) (nullable): the policy; free with fsim_policy_free().
+ */
+FsimPolicy *fsim_policy_new(const char *name, FsimDevice *device, GKeyFile *config, GError **error);
+void fsim_policy_free(FsimPolicy *policy);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimPolicy, fsim_policy_free)
+
+/**
+ * fsim_policy_check_config:
+ *
+ * Checks that every key of @ops's group in @config is one of its knobs.
+ *
+ * Returns: %FALSE with FSIM_ERROR_USAGE naming the unknown knob and the valid ones.
+ */
+gboolean fsim_policy_check_config(const FsimPolicyOps *ops, GKeyFile *config, GError **error);
+
+/**
+ * fsim_policy_names:
+ *
+ * Returns: (transfer full): the registered names joined by ", ", for messages.
+ */
+char *fsim_policy_names(void);
+
+/**
+ * fsim_knob_get_size:
+ * @config: (nullable): the run's key file.
+ * @group: the policy name.
+ * @key: the knob.
+ * @default_value: used when the key is absent.
+ * @out: (out): the value in bytes (fsim_parse_size() syntax).
+ * @error: FSIM_ERROR_USAGE naming `group.key` for a bad value.
+ */
+gboolean fsim_knob_get_size(GKeyFile *config, const char *group, const char *key,
+                            uint64_t default_value, uint64_t *out, GError **error);
+/* The same for unsigned integers, doubles and booleans (`true/false/1/0/yes/no`). */
+gboolean fsim_knob_get_u64(GKeyFile *config, const char *group, const char *key,
+                           uint64_t default_value, uint64_t *out, GError **error);
+gboolean fsim_knob_get_double(GKeyFile *config, const char *group, const char *key,
+                              double default_value, double *out, GError **error);
+gboolean fsim_knob_get_bool(GKeyFile *config, const char *group, const char *key,
+                            gboolean default_value, gboolean *out, GError **error);
+
+G_END_DECLS

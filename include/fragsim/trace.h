@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fragsim: traces, their formats and readers.
+ *
+ * A trace file is opened once (fsim_trace_open()), which detects its format from its first bytes
+ * (after transparent gzip decompression) and reads whatever metadata the format keeps up front.
+ * Each device of the trace then yields its own event stream (fsim_trace_stream_open()), which may
+ * be opened any number of times, one after the other or at once: a text trace re-reads the file
+ * and streams, so memory does not grow with trace length; a PyTorch snapshot is parsed once at
+ * open.
+ *
+ * A format is one `const FsimTraceFormat` table registered in src/core/trace.c.  Readers know
+ * nothing of policies: they produce #FsimEvent inputs, the recorded #FsimOutcome ground truth and
+ * the #FsimInitialState at trace start.
+ *
+ * ERRORS: readers report FSIM_TRACE_ERROR codes with messages that start with the file name and
+ * the line (`FILE:LINE: `) or byte offset (`FILE: byte N: `).
+ */
+#pragma once
+
+#include <glib.h>
+
+#include <gio/gio.h>
+
+#include "fragsim/event.h"
+#include "fragsim/state.h"
+#include "fragsim/types.h"
+
+G_BEGIN_DECLS
+
+typedef struct FsimTrace FsimTrace;
+typedef struct FsimTraceStream FsimTraceStream;
+typedef struct FsimTraceFormat FsimTraceFormat;
+
+/**
+ * FsimTraceDeviceInfo:
+ *
+ * What `fragsim info` prints per device.  @actions counts entries by the action names of the
+ * format (PyTorch's `alloc`, `free_requested`, `segment_alloc`... for snapshots; the kind names
+ * for text traces), sorted by name.  @segments and @reserved_bytes describe the final state, where
+ * the format records one (0 otherwise).
+ */
+typedef struct {
+    uint32_t device;
+    uint64_t events;
+    GArray *actions; /* of FsimTraceActionCount, sorted by name */
+    uint64_t streams;
+    uint64_t segments;
+    uint64_t reserved_bytes;
+    uint64_t allocs;
+    uint64_t peak_requested_bytes; /* of the trace's own alloc/free stream */
+    FsimTime duration_ns;
+} FsimTraceDeviceInfo;
+
+typedef struct {
+    char *name;
+    uint64_t count;
+} FsimTraceActionCount;
+
+/**
+ * FsimTraceInfo:
+ * @path, @format: the file and its format name.
+ * @devices: of #FsimTraceDeviceInfo, by device index.
+ * @settings: (nullable): allocator settings recorded in the trace, as (key, value-as-text) pairs
+ *     sorted by key (PyTorch's `allocator_settings`).
+ * @alloc_conf: (nullable): the same as a PYTORCH_CUDA_ALLOC_CONF string, when the trace has one.
+ * @annotations: number of annotations (PyTorch `external_annotations`) in the file.
+ */
+typedef struct {
+    char *path;
+    char *format;
+    GArray *devices;
+    GPtrArray *settings; /* alternating key, value strings */
+    char *alloc_conf;
+    uint64_t annotations;
+} FsimTraceInfo;
+
+void fsim_trace_info_free(FsimTraceInfo *info);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimTraceInfo, fsim_trace_info_free)
+
+/**
+ * FsimTraceFormat:
+ * @name: `text`, `torch`, `rmm`, `binary`.
+ * @summary: one line for help texts.
+ * @probe: TRUE when the first @len bytes (decompressed) look like this format.
+ * @open: read the metadata of @path; @trace is allocated by the format, with the base
+ *     #FsimTrace first, and filled by fsim_trace_init().
+ * @close: free what open() allocated (the base fields are freed by fsim_trace_close()).
+ * @stream_open: an event stream of one device.
+ * @stream_next: TRUE with *ev filled; FALSE at the end (error unset) or on failure (error set).
+ * @stream_close: free the stream.
+ * @describe: (nullable): fill the format-specific parts of an info; NULL means the generic scan
+ *     of every stream is enough.
+ */
+struct FsimTraceFormat {
+    const char *name;
+    const char *summary;
+    gboolean (*probe)(const guint8 *head, gsize len);
+    FsimTrace *(*open)(const char *path, GError **error);
+    void (*close)(FsimTrace *trace);
+    FsimTraceStream *(*stream_open)(FsimTrace *trace, uint32_t device, GError **error);
+    gboolean (*stream_next)(FsimTraceStream *stream, FsimEvent *ev, GError **error);
+    void (*stream_close)(FsimTraceStream *stream);
+    gboolean (*describe)(FsimTrace *trace, FsimTraceInfo *info, GError **error);
+};
+
+/**
+ * FsimTrace:
+ *
+ * The base of every opened trace.  A format's open() fills these through fsim_trace_init() and
+ * the setters; callers read them through the accessors.
+ */
+struct FsimTrace {
+    const FsimTraceFormat *format;
+    char *path;
+    GArray *devices;     /* uint32_t: device indices that have events, ascending */
+    GPtrArray *states;   /* FsimInitialState* per device index, or NULL */
+    GPtrArray *outcomes; /* GArray of FsimOutcome per device index, or NULL */
+    GPtrArray *settings; /* alternating key, value strings, or NULL */
+    char *alloc_conf;    /* nullable */
+};
+
+struct FsimTraceStream {
+    FsimTrace *trace; /* borrowed */
+    uint32_t device;
+};
+
+/**
+ * fsim_trace_formats:
+ * @n: (out): number of formats.
+ *
+ * Returns: (transfer none): the registered formats.
+ */
+const FsimTraceFormat *const *fsim_trace_formats(gsize *n);
+
+/**
+ * fsim_trace_open:
+ * @path: a trace file, gzip-compressed or not.
+ * @error: FSIM_ERROR_IO when the file cannot be read; FSIM_TRACE_ERROR_EMPTY for an empty file;
+ *     FSIM_TRACE_ERROR_HEADER when no format recognises it; or the format's own error.
+ *
+ * Returns: (transfer full) (nullable): the trace; free with fsim_trace_close().
+ */
+FsimTrace *fsim_trace_open(const char *path, GError **error);
+void fsim_trace_close(FsimTrace *trace);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimTrace, fsim_trace_close)
+
+/* For formats: set the base fields.  @path is copied. */
+void fsim_trace_init(FsimTrace *trace, const FsimTraceFormat *format, const char *path);
+/* For formats: declare that @device has events (keeps the list sorted and unique). */
+void fsim_trace_add_device(FsimTrace *trace, uint32_t device);
+/* For formats: take ownership of @state as the initial state of @device. */
+void fsim_trace_set_initial_state(FsimTrace *trace, uint32_t device, FsimInitialState *state);
+/* For formats: take ownership of @outcomes (GArray of FsimOutcome) as @device's ground truth. */
+void fsim_trace_set_outcomes(FsimTrace *trace, uint32_t device, GArray *outcomes);
+
+const char *fsim_trace_path(const FsimTrace *trace);
+const char *fsim_trace_format_name(const FsimTrace *trace);
+
+/* Returns: (transfer none): the device indices with events, ascending; *n of them. */
+const uint32_t *fsim_trace_devices(const FsimTrace *trace, gsize *n);
+
+/* Returns: (transfer none) (nullable): the state at trace start of @device, NULL when empty. */
+const FsimInitialState *fsim_trace_initial_state(const FsimTrace *trace, uint32_t device);
+
+/* Returns: (transfer none): the recorded outcomes of @device in trace order; *n of them. */
+const FsimOutcome *fsim_trace_outcomes(const FsimTrace *trace, uint32_t device, gsize *n);
+
+/* Returns: (transfer none) (nullable): the trace's allocator settings as a
+ * PYTORCH_CUDA_ALLOC_CONF string. */
+const char *fsim_trace_alloc_conf(const FsimTrace *trace);
+
+/**
+ * fsim_trace_stream_open:
+ * @trace: the trace; must outlive the stream.
+ * @device: one of fsim_trace_devices().
+ *
+ * Returns: (transfer full) (nullable): a stream of @device's input events in time order.
+ */
+FsimTraceStream *fsim_trace_stream_open(FsimTrace *trace, uint32_t device, GError **error);
+gboolean fsim_trace_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error);
+void fsim_trace_stream_close(FsimTraceStream *stream);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimTraceStream, fsim_trace_stream_close)
+
+/**
+ * fsim_trace_describe:
+ *
+ * Counts what `fragsim info` reports.  Reads every stream once.
+ *
+ * Returns: (transfer full) (nullable): the info; free with fsim_trace_info_free().
+ */
+FsimTraceInfo *fsim_trace_describe(FsimTrace *trace, GError **error);
+
+/* For describe() implementations: add @count to @name's count in @dev->actions. */
+void fsim_trace_info_count(FsimTraceDeviceInfo *dev, const char *name, uint64_t count);
+/* For describe() implementations: the entry of @device in @info, created if missing. */
+FsimTraceDeviceInfo *fsim_trace_info_device(FsimTraceInfo *info, uint32_t device);
+
+/**
+ * fsim_input_open:
+ * @path: a file, or `-` for standard input.
+ * @error: FSIM_ERROR_IO naming @path.
+ *
+ * Opens @path for reading, decompressing gzip transparently (detected by its magic, not its
+ * name).  For formats that stream.
+ *
+ * Returns: (transfer full): a buffered input stream.
+ */
+GInputStream *fsim_input_open(const char *path, GError **error);
+
+/**
+ * fsim_input_read_all:
+ * @path: a file (gzip-compressed or not).
+ * @max_bytes: refuse larger (decompressed) contents with FSIM_TRACE_ERROR_LIMIT; 0 = no limit.
+ * @out: (out) (transfer full): the decompressed contents.
+ *
+ * Returns: %FALSE with FSIM_ERROR_IO or a decompression error naming @path.
+ */
+gboolean fsim_input_read_all(const char *path, gsize max_bytes, GBytes **out, GError **error);
+
+/**
+ * FsimTraceWriter:
+ *
+ * Writes the native text format (`fragsim-trace v1`), gzip-compressed when the path ends in
+ * `.gz`.  Output goes to a temporary file renamed into place by a successful
+ * fsim_trace_writer_close(), so an interrupted or failed write never leaves a partial trace that
+ * looks complete.
+ */
+typedef struct FsimTraceWriter FsimTraceWriter;
+
+FsimTraceWriter *fsim_trace_writer_open(const char *path, GError **error);
+gboolean fsim_trace_writer_comment(FsimTraceWriter *writer, const char *text, GError **error);
+gboolean fsim_trace_writer_write(FsimTraceWriter *writer, const FsimEvent *ev, GError **error);
+/* Finish and rename into place.  Returns FALSE (and removes the temporary file) on failure. */
+gboolean fsim_trace_writer_close(FsimTraceWriter *writer, GError **error);
+/* Abandon: remove the temporary file.  NULL-safe. */
+void fsim_trace_writer_abort(FsimTraceWriter *writer);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimTraceWriter, fsim_trace_writer_abort)
+
+G_END_DECLS

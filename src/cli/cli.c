@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The command table, dispatch, and what subcommands share: exit codes, JSON output, aligned
+ * tables and the progress bar.
+ */
+#include "cli.h"
+
+#include <glib.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* clang-format off */
+static const FsimCommand commands[] = {
+    {"replay", "replay a trace through allocator policies and compare them", fsim_cmd_replay},
+    {"info", "describe a trace: format, devices, events per action, final state", fsim_cmd_info},
+    {"convert", "convert a trace to fragsim's text format", fsim_cmd_convert},
+    {"policies", "list the allocator policies and their knobs", fsim_cmd_policies},
+    {"devices", "list the device presets", fsim_cmd_devices},
+    {NULL, NULL, NULL},
+};
+/* clang-format on */
+
+const FsimCommand *
+fsim_cli_commands(void)
+{
+    return commands;
+}
+
+static void
+print_main_help(void)
+{
+    g_print("Usage: fragsim COMMAND [OPTIONS...]\n\n"
+            "A discrete-event simulator of GPU memory allocators: replays PyTorch memory\n"
+            "snapshots, RMM logs and its own traces through allocator policies on a modelled\n"
+            "GPU, and measures fragmentation.\n\nCommands:\n");
+    for (const FsimCommand *c = commands; c->name != NULL; c++)
+        g_print("  %-10s %s\n", c->name, c->summary);
+    g_print("\nRun 'fragsim COMMAND --help' for the options of a command.\n"
+            "Exit status: 0 success, 1 bad input or runtime error, 2 usage error,\n"
+            "3 simulated OOM under --fail-on-oom, 4 validation divergence.\n");
+}
+
+int
+fsim_cli_main(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_main_help();
+        return FSIM_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        print_main_help();
+        return FSIM_EXIT_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        g_print("fragsim %s\n", FSIM_VERSION);
+        return FSIM_EXIT_OK;
+    }
+    for (const FsimCommand *c = commands; c->name != NULL; c++) {
+        if (strcmp(argv[1], c->name) == 0)
+            return c->run(argc - 1, argv + 1);
+    }
+    g_printerr("fragsim: unknown command '%s' (run 'fragsim --help' for the list)\n", argv[1]);
+    return FSIM_EXIT_USAGE;
+}
+
+gboolean
+fsim_cli_parse(GOptionContext *context, const char *command, int *argc, char ***argv)
+{
+    g_autoptr(GError) error = NULL;
+
+    if (!g_option_context_parse(context, argc, argv, &error)) {
+        g_printerr("fragsim %s: %s\nRun 'fragsim %s --help' for usage.\n", command, error->message,
+                   command);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+int
+fsim_cli_fail(const char *command, GError *error)
+{
+    int status = FSIM_EXIT_ERROR;
+
+    if (error == NULL)
+        return FSIM_EXIT_ERROR;
+    if (error->domain == FSIM_ERROR) {
+        switch (error->code) {
+        case FSIM_ERROR_USAGE:
+            status = FSIM_EXIT_USAGE;
+            break;
+        case FSIM_ERROR_OOM:
+            status = FSIM_EXIT_OOM;
+            break;
+        case FSIM_ERROR_DIVERGED:
+            status = FSIM_EXIT_DIVERGED;
+            break;
+        default:
+            break;
+        }
+    }
+    g_printerr("fragsim %s: %s\n", command, error->message);
+    g_error_free(error);
+    return status;
+}
+
+int
+fsim_cli_usage_error(const char *command, const char *format, ...)
+{
+    va_list args;
+    g_autofree char *message = NULL;
+
+    va_start(args, format);
+    message = g_strdup_vprintf(format, args);
+    va_end(args);
+    g_printerr("fragsim %s: %s\nRun 'fragsim %s --help' for usage.\n", command, message, command);
+    return FSIM_EXIT_USAGE;
+}
+
+void
+fsim_cli_print_json(JsonNode *node)
+{
+    g_autoptr(JsonGenerator) generator = json_generator_new();
+    g_autofree char *text = NULL;
+
+    json_generator_set_root(generator, node);
+    json_generator_set_pretty(generator, isatty(STDOUT_FILENO));
+    text = json_generator_to_data(generator, NULL);
+    g_print("%s\n", text);
+    json_node_unref(node);
+}
+
+void
+fsim_cli_json_add_metrics(JsonBuilder *builder, const FsimMetrics *metrics)
+{
+    gsize n;
+    const FsimMetricInfo *info = fsim_metrics_list(&n);
+
+    for (gsize i = 0; i < n; i++) {
+        const char *base = (const char *)metrics + info[i].offset;
+
+        json_builder_set_member_name(builder, info[i].name);
+        switch (info[i].kind) {
+        case FSIM_METRIC_U64: {
+            uint64_t value;
+
+            memcpy(&value, base, sizeof(value));
+            json_builder_add_int_value(builder, (gint64)value);
+            break;
+        }
+        case FSIM_METRIC_DOUBLE: {
+            double value;
+
+            memcpy(&value, base, sizeof(value));
+            json_builder_add_double_value(builder, value);
+            break;
+        }
+        case FSIM_METRIC_OPTIONAL_I64:
+        default: {
+            int64_t value;
+
+            memcpy(&value, base, sizeof(value));
+            if (value < 0)
+                json_builder_add_null_value(builder);
+            else
+                json_builder_add_int_value(builder, value);
+            break;
+        }
+        }
+    }
+}
+
+/* ---- tables -------------------------------------------------------------------------------- */
+
+struct FsimTable {
+    guint n_columns;
+    GPtrArray *cells; /* row-major, headers first */
+};
+
+FsimTable *
+fsim_table_new(guint n_columns, const char *const *headers)
+{
+    FsimTable *table = g_new0(FsimTable, 1);
+
+    table->n_columns = n_columns;
+    table->cells = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < n_columns; i++)
+        g_ptr_array_add(table->cells, g_strdup(headers[i]));
+    return table;
+}
+
+void
+fsim_table_add(FsimTable *table, const char *text)
+{
+    g_ptr_array_add(table->cells, g_strdup(text != NULL ? text : ""));
+}
+
+void
+fsim_table_addf(FsimTable *table, const char *format, ...)
+{
+    va_list args;
+
+    va_start(args, format);
+    g_ptr_array_add(table->cells, g_strdup_vprintf(format, args));
+    va_end(args);
+}
+
+static gboolean
+cell_is_numeric(const char *text)
+{
+    return (text[0] >= '0' && text[0] <= '9') || (text[0] == '-' && text[1] == '\0');
+}
+
+void
+fsim_table_print(FsimTable *table)
+{
+    g_autofree guint *widths = g_new0(guint, table->n_columns);
+    guint n_rows = table->cells->len / table->n_columns;
+
+    for (guint i = 0; i < table->cells->len; i++) {
+        guint width = (guint)g_utf8_strlen(g_ptr_array_index(table->cells, i), -1);
+
+        widths[i % table->n_columns] = MAX(widths[i % table->n_columns], width);
+    }
+    for (guint r = 0; r < n_rows; r++) {
+        g_autoptr(GString) line = g_string_new(NULL);
+
+        for (guint c = 0; c < table->n_columns; c++) {
+            const char *text = g_ptr_array_index(table->cells, r * table->n_columns + c);
+            guint pad = widths[c] - (guint)g_utf8_strlen(text, -1);
+            gboolean right = r > 0 && c > 0 && cell_is_numeric(text);
+
+            if (c > 0)
+                g_string_append(line, "  ");
+            if (right)
+                for (guint p = 0; p < pad; p++)
+                    g_string_append_c(line, ' ');
+            g_string_append(line, text);
+            if (!right && c + 1 < table->n_columns)
+                for (guint p = 0; p < pad; p++)
+                    g_string_append_c(line, ' ');
+        }
+        g_print("%s\n", line->str);
+    }
+}
+
+void
+fsim_table_free(FsimTable *table)
+{
+    if (table == NULL)
+        return;
+    g_ptr_array_unref(table->cells);
+    g_free(table);
+}
+
+/* ---- progress ------------------------------------------------------------------------------ */
+
+struct FsimProgress {
+    char *label;
+    uint64_t total;
+    gint64 last_draw_us;
+    gboolean enabled;
+    gboolean drawn;
+};
+
+FsimProgress *
+fsim_progress_new(const char *label, uint64_t total)
+{
+    FsimProgress *progress = g_new0(FsimProgress, 1);
+
+    progress->label = g_strdup(label);
+    progress->total = total;
+    progress->enabled = isatty(STDERR_FILENO) && g_getenv("FRAGSIM_NO_PROGRESS") == NULL;
+    progress->last_draw_us = g_get_monotonic_time();
+    return progress;
+}
+
+void
+fsim_progress_update(FsimProgress *progress, uint64_t done)
+{
+    gint64 now;
+
+    if (progress == NULL || !progress->enabled)
+        return;
+    now = g_get_monotonic_time();
+    /* Nothing for the first half second (short work stays silent), then 5 times a second. */
+    if (now - progress->last_draw_us < (progress->drawn ? 200000 : 500000))
+        return;
+    progress->last_draw_us = now;
+    progress->drawn = TRUE;
+    if (progress->total != 0) {
+        double fraction = MIN(1.0, (double)done / (double)progress->total);
+        int width = 30;
+        int filled = (int)(fraction * width);
+
+        fprintf(stderr, "\r%s [%.*s%*s] %3.0f%%", progress->label, filled,
+                "##############################", width - filled, "", fraction * 100.0);
+    } else {
+        fprintf(stderr, "\r%s %" G_GUINT64_FORMAT " events", progress->label, done);
+    }
+    fflush(stderr);
+}
+
+void
+fsim_progress_free(FsimProgress *progress)
+{
+    if (progress == NULL)
+        return;
+    if (progress->drawn) {
+        fprintf(stderr, "\r\033[K");
+        fflush(stderr);
+    }
+    g_free(progress->label);
+    g_free(progress);
+}

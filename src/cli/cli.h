@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fragsim command line: the subcommand table and what subcommands share (exit codes, option
+ * parsing, JSON output, tables, progress).
+ *
+ * Each subcommand is one file `cmd-<name>.c` exporting `int fsim_cmd_<name>(int argc, char
+ * **argv)`, where argv[0] is the subcommand name, and one line in the table of cli.c.  A command
+ * prints results with g_print() (stdout), messages with g_printerr() (stderr), and returns the
+ * exit status.  With --json it prints one JSON object on stdout and nothing else there.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include <json-glib/json-glib.h>
+
+#include "fragsim/fragsim.h"
+
+G_BEGIN_DECLS
+
+/* Exit statuses (DESIGN.md). */
+enum {
+    FSIM_EXIT_OK = 0,
+    FSIM_EXIT_ERROR = 1, /* bad input or runtime error */
+    FSIM_EXIT_USAGE = 2,
+    FSIM_EXIT_OOM = 3,      /* simulated OOM under --fail-on-oom */
+    FSIM_EXIT_DIVERGED = 4, /* validate found a divergence */
+};
+
+typedef struct {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv);
+} FsimCommand;
+
+/* Returns: (transfer none): the command table, terminated by a {NULL} entry. */
+const FsimCommand *fsim_cli_commands(void);
+
+/* Run the command line (argv[0] is the program).  Used by main() and by tests. */
+int fsim_cli_main(int argc, char **argv);
+
+/**
+ * fsim_cli_parse:
+ * @context: a context with the command's entries; its summary and help are set by the caller.
+ * @argc, @argv: in/out, as g_option_context_parse() takes them.
+ *
+ * Parses; on a usage error prints `fragsim CMD: MESSAGE` and a hint to --help on stderr.
+ *
+ * Returns: %FALSE on a usage error (the command then returns %FSIM_EXIT_USAGE).
+ */
+gboolean fsim_cli_parse(GOptionContext *context, const char *command, int *argc, char ***argv);
+
+/**
+ * fsim_cli_fail:
+ * @command: the subcommand name, for the message prefix.
+ * @error: the error (consumed: freed).
+ *
+ * Prints `fragsim COMMAND: MESSAGE` on stderr.
+ *
+ * Returns: the exit status for @error: 2 for FSIM_ERROR_USAGE, 3 for FSIM_ERROR_OOM, 4 for
+ * FSIM_ERROR_DIVERGED, 1 otherwise.
+ */
+int fsim_cli_fail(const char *command, GError *error);
+
+/* Print a usage error (printf-style) and return FSIM_EXIT_USAGE. */
+int fsim_cli_usage_error(const char *command, const char *format, ...) G_GNUC_PRINTF(2, 3);
+
+/* Print @node as one JSON object on stdout (pretty when stdout is a terminal), newline ended.
+ * Consumes @node. */
+void fsim_cli_print_json(JsonNode *node);
+
+/* Add a metric set to a JSON object being built (every FSIM_METRICS key). */
+void fsim_cli_json_add_metrics(JsonBuilder *builder, const FsimMetrics *metrics);
+
+/**
+ * FsimTable:
+ *
+ * A text table printed with aligned columns: cells are added row by row, numbers right-aligned.
+ */
+typedef struct FsimTable FsimTable;
+FsimTable *fsim_table_new(guint n_columns, const char *const *headers);
+/* Add a cell (copied) to the current row; a row ends after n_columns cells. */
+void fsim_table_add(FsimTable *table, const char *text);
+void fsim_table_addf(FsimTable *table, const char *format, ...) G_GNUC_PRINTF(2, 3);
+void fsim_table_print(FsimTable *table);
+void fsim_table_free(FsimTable *table);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimTable, fsim_table_free)
+
+/**
+ * FsimProgress:
+ *
+ * A progress bar on stderr, drawn only when stderr is a terminal and at most a few times per
+ * second; silent otherwise.
+ */
+typedef struct FsimProgress FsimProgress;
+/* @total: units of work (0 when unknown: shows a counter). */
+FsimProgress *fsim_progress_new(const char *label, uint64_t total);
+void fsim_progress_update(FsimProgress *progress, uint64_t done);
+/* Erase the bar and free (NULL-safe). */
+void fsim_progress_free(FsimProgress *progress);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimProgress, fsim_progress_free)
+
+/* Subcommands. */
+int fsim_cmd_replay(int argc, char **argv);
+int fsim_cmd_info(int argc, char **argv);
+int fsim_cmd_convert(int argc, char **argv);
+int fsim_cmd_policies(int argc, char **argv);
+int fsim_cmd_devices(int argc, char **argv);
+
+G_END_DECLS

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fragsim devices [--json]: the device presets that -d accepts.
+ */
+#include <glib.h>
+
+#include "cli.h"
+
+int
+fsim_cmd_devices(int argc, char **argv)
+{
+    gboolean json = FALSE;
+    GOptionEntry entries[] = {
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) context = g_option_context_new("- list device presets");
+    gsize n;
+    const FsimDeviceSpec *presets = fsim_device_presets(&n);
+
+    g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_set_description(
+        context, "Usable capacity is the memory as sold minus what the CUDA context keeps.\n"
+                 "-d also takes a size (80GiB, 24GB, plain bytes) or a calibration profile.\n"
+                 "The default device is " FSIM_DEVICE_DEFAULT ".");
+    if (!fsim_cli_parse(context, "devices", &argc, &argv))
+        return FSIM_EXIT_USAGE;
+    if (argc > 1)
+        return fsim_cli_usage_error("devices", "unexpected argument '%s'", argv[1]);
+    if (json) {
+        g_autoptr(JsonBuilder) builder = json_builder_new();
+
+        json_builder_begin_object(builder);
+        json_builder_set_member_name(builder, "devices");
+        json_builder_begin_array(builder);
+        for (gsize i = 0; i < n; i++) {
+            const FsimDeviceCosts *c = &presets[i].costs;
+
+            json_builder_begin_object(builder);
+            json_builder_set_member_name(builder, "name");
+            json_builder_add_string_value(builder, presets[i].name);
+            json_builder_set_member_name(builder, "description");
+            json_builder_add_string_value(builder, presets[i].description);
+            json_builder_set_member_name(builder, "total_bytes");
+            json_builder_add_int_value(builder, (gint64)presets[i].total_bytes);
+            json_builder_set_member_name(builder, "capacity_bytes");
+            json_builder_add_int_value(builder, (gint64)presets[i].capacity_bytes);
+            json_builder_set_member_name(builder, "granularity_bytes");
+            json_builder_add_int_value(builder, (gint64)presets[i].granularity);
+            json_builder_set_member_name(builder, "costs_ns");
+            json_builder_begin_object(builder);
+#define COST(field)                                \
+    json_builder_set_member_name(builder, #field); \
+    json_builder_add_int_value(builder, (gint64)c->field)
+            COST(malloc_ns);
+            COST(malloc_per_gib_ns);
+            COST(free_ns);
+            COST(free_per_gib_ns);
+            COST(sync_ns);
+            COST(reserve_ns);
+            COST(map_ns);
+            COST(map_per_gib_ns);
+            COST(unmap_ns);
+#undef COST
+            json_builder_end_object(builder);
+            json_builder_end_object(builder);
+        }
+        json_builder_end_array(builder);
+        json_builder_end_object(builder);
+        fsim_cli_print_json(json_builder_get_root(builder));
+        return FSIM_EXIT_OK;
+    }
+    {
+        static const char *const headers[] = {"name", "device", "memory", "usable"};
+        g_autoptr(FsimTable) table = fsim_table_new(4, headers);
+
+        for (gsize i = 0; i < n; i++) {
+            g_autofree char *total = fsim_format_size(presets[i].total_bytes);
+            g_autofree char *usable = fsim_format_size(presets[i].capacity_bytes);
+
+            fsim_table_addf(table, "%s%s", presets[i].name,
+                            g_str_equal(presets[i].name, FSIM_DEVICE_DEFAULT) ? " (default)" : "");
+            fsim_table_add(table, presets[i].description);
+            fsim_table_add(table, total);
+            fsim_table_add(table, usable);
+        }
+        fsim_table_print(table);
+    }
+    return FSIM_EXIT_OK;
+}

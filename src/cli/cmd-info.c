@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fragsim info TRACE [--json]: what a trace holds, per device.
+ */
+#include <glib.h>
+
+#include "cli.h"
+
+static void
+info_print_json(const FsimTraceInfo *info)
+{
+    g_autoptr(JsonBuilder) builder = json_builder_new();
+
+    json_builder_begin_object(builder);
+    json_builder_set_member_name(builder, "path");
+    json_builder_add_string_value(builder, info->path);
+    json_builder_set_member_name(builder, "format");
+    json_builder_add_string_value(builder, info->format);
+    json_builder_set_member_name(builder, "devices");
+    json_builder_begin_array(builder);
+    for (guint i = 0; i < info->devices->len; i++) {
+        const FsimTraceDeviceInfo *dev = &g_array_index(info->devices, FsimTraceDeviceInfo, i);
+
+        json_builder_begin_object(builder);
+        json_builder_set_member_name(builder, "device");
+        json_builder_add_int_value(builder, dev->device);
+        json_builder_set_member_name(builder, "events");
+        json_builder_add_int_value(builder, (gint64)dev->events);
+        json_builder_set_member_name(builder, "actions");
+        json_builder_begin_object(builder);
+        for (guint a = 0; a < dev->actions->len; a++) {
+            const FsimTraceActionCount *action =
+                &g_array_index(dev->actions, FsimTraceActionCount, a);
+
+            json_builder_set_member_name(builder, action->name);
+            json_builder_add_int_value(builder, (gint64)action->count);
+        }
+        json_builder_end_object(builder);
+        json_builder_set_member_name(builder, "streams");
+        json_builder_add_int_value(builder, (gint64)dev->streams);
+        json_builder_set_member_name(builder, "segments");
+        json_builder_add_int_value(builder, (gint64)dev->segments);
+        json_builder_set_member_name(builder, "reserved_bytes");
+        json_builder_add_int_value(builder, (gint64)dev->reserved_bytes);
+        json_builder_set_member_name(builder, "allocs");
+        json_builder_add_int_value(builder, (gint64)dev->allocs);
+        json_builder_set_member_name(builder, "peak_requested_bytes");
+        json_builder_add_int_value(builder, (gint64)dev->peak_requested_bytes);
+        json_builder_set_member_name(builder, "duration_ns");
+        json_builder_add_int_value(builder, (gint64)dev->duration_ns);
+        json_builder_end_object(builder);
+    }
+    json_builder_end_array(builder);
+    json_builder_set_member_name(builder, "allocator_settings");
+    if (info->settings == NULL) {
+        json_builder_add_null_value(builder);
+    } else {
+        json_builder_begin_object(builder);
+        for (guint i = 0; i + 1 < info->settings->len; i += 2) {
+            json_builder_set_member_name(builder, g_ptr_array_index(info->settings, i));
+            json_builder_add_string_value(builder, g_ptr_array_index(info->settings, i + 1));
+        }
+        json_builder_end_object(builder);
+    }
+    json_builder_set_member_name(builder, "alloc_conf");
+    if (info->alloc_conf != NULL)
+        json_builder_add_string_value(builder, info->alloc_conf);
+    else
+        json_builder_add_null_value(builder);
+    json_builder_set_member_name(builder, "annotations");
+    json_builder_add_int_value(builder, (gint64)info->annotations);
+    json_builder_end_object(builder);
+    fsim_cli_print_json(json_builder_get_root(builder));
+}
+
+static void
+info_print_text(const FsimTraceInfo *info)
+{
+    g_print("%s: %s trace, %u device%s with events\n", info->path, info->format, info->devices->len,
+            info->devices->len == 1 ? "" : "s");
+    if (info->alloc_conf != NULL)
+        g_print("allocator settings: %s\n", info->alloc_conf);
+    if (info->annotations != 0)
+        g_print("annotations: %" G_GUINT64_FORMAT "\n", info->annotations);
+    for (guint i = 0; i < info->devices->len; i++) {
+        const FsimTraceDeviceInfo *dev = &g_array_index(info->devices, FsimTraceDeviceInfo, i);
+        g_autofree char *reserved = fsim_format_size(dev->reserved_bytes);
+        g_autofree char *peak = fsim_format_size(dev->peak_requested_bytes);
+
+        g_print("device %u: %" G_GUINT64_FORMAT " events, %" G_GUINT64_FORMAT
+                " streams, peak requested %s",
+                dev->device, dev->events, dev->streams, peak);
+        if (dev->segments != 0)
+            g_print(", final state %" G_GUINT64_FORMAT " segments (%s reserved)", dev->segments,
+                    reserved);
+        g_print("\n");
+        for (guint a = 0; a < dev->actions->len; a++) {
+            const FsimTraceActionCount *action =
+                &g_array_index(dev->actions, FsimTraceActionCount, a);
+
+            g_print("  %-16s %" G_GUINT64_FORMAT "\n", action->name, action->count);
+        }
+    }
+}
+
+int
+fsim_cmd_info(int argc, char **argv)
+{
+    gboolean json = FALSE;
+    GOptionEntry entries[] = {
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) context = g_option_context_new("TRACE - describe a trace");
+    g_autoptr(FsimTrace) trace = NULL;
+    g_autoptr(FsimTraceInfo) info = NULL;
+    GError *error = NULL;
+
+    g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_set_description(
+        context, "Per device: events, counts per action, streams, and for snapshots the\n"
+                 "segments and reserved bytes of the final state.");
+    if (!fsim_cli_parse(context, "info", &argc, &argv))
+        return FSIM_EXIT_USAGE;
+    if (argc != 2)
+        return fsim_cli_usage_error("info", argc < 2 ? "missing the TRACE argument"
+                                                     : "expected exactly one TRACE");
+    trace = fsim_trace_open(argv[1], &error);
+    if (trace == NULL)
+        return fsim_cli_fail("info", error);
+    info = fsim_trace_describe(trace, &error);
+    if (info == NULL)
+        return fsim_cli_fail("info", error);
+    if (json)
+        info_print_json(info);
+    else
+        info_print_text(info);
+    return FSIM_EXIT_OK;
+}

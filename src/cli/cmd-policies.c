@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fragsim policies [--json]: the registered allocator policies and their knobs.
+ */
+#include <glib.h>
+
+#include "cli.h"
+
+int
+fsim_cmd_policies(int argc, char **argv)
+{
+    gboolean json = FALSE;
+    GOptionEntry entries[] = {
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) context = g_option_context_new("- list allocator policies");
+    gsize n;
+    const FsimPolicyOps *const *policies = fsim_policy_list(&n);
+
+    g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_set_description(context,
+                                     "Knobs are set with 'fragsim replay --set POLICY.KEY=VALUE'.");
+    if (!fsim_cli_parse(context, "policies", &argc, &argv))
+        return FSIM_EXIT_USAGE;
+    if (argc > 1)
+        return fsim_cli_usage_error("policies", "unexpected argument '%s'", argv[1]);
+    if (json) {
+        g_autoptr(JsonBuilder) builder = json_builder_new();
+
+        json_builder_begin_object(builder);
+        json_builder_set_member_name(builder, "policies");
+        json_builder_begin_array(builder);
+        for (gsize i = 0; i < n; i++) {
+            json_builder_begin_object(builder);
+            json_builder_set_member_name(builder, "name");
+            json_builder_add_string_value(builder, policies[i]->name);
+            json_builder_set_member_name(builder, "summary");
+            json_builder_add_string_value(builder, policies[i]->summary);
+            json_builder_set_member_name(builder, "knobs");
+            json_builder_begin_array(builder);
+            for (const FsimKnob *k = policies[i]->knobs; k != NULL && k->name != NULL; k++) {
+                json_builder_begin_object(builder);
+                json_builder_set_member_name(builder, "name");
+                json_builder_add_string_value(builder, k->name);
+                json_builder_set_member_name(builder, "default");
+                json_builder_add_string_value(builder, k->default_value);
+                json_builder_set_member_name(builder, "summary");
+                json_builder_add_string_value(builder, k->summary);
+                json_builder_end_object(builder);
+            }
+            json_builder_end_array(builder);
+            json_builder_end_object(builder);
+        }
+        json_builder_end_array(builder);
+        json_builder_end_object(builder);
+        fsim_cli_print_json(json_builder_get_root(builder));
+        return FSIM_EXIT_OK;
+    }
+    for (gsize i = 0; i < n; i++) {
+        g_print("%-11s %s\n", policies[i]->name, policies[i]->summary);
+        for (const FsimKnob *k = policies[i]->knobs; k != NULL && k->name != NULL; k++)
+            g_print("    %s.%s=%s  %s\n", policies[i]->name, k->name, k->default_value, k->summary);
+    }
+    return FSIM_EXIT_OK;
+}

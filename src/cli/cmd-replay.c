@@ -1,0 +1,378 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fragsim replay TRACE [-p POLICIES] [-d DEVICE] [--set POLICY.KEY=VALUE] [--trace-device N]
+ *                      [--json] [--fail-on-oom] [--paranoid]
+ *
+ * Replays each device of the trace through every policy asked for, in lock step (the trace is
+ * read once per device and each event is fed to every engine), and prints a comparison.
+ */
+#include <glib.h>
+
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct {
+    const char *policy;
+    uint32_t trace_device;
+    FsimEngine *engine;
+    gboolean stopped_oom; /* stopped by --fail-on-oom */
+    char *oom_message;
+} Run;
+
+static void
+run_clear(gpointer data)
+{
+    Run *run = data;
+
+    g_clear_pointer(&run->engine, fsim_engine_free);
+    g_clear_pointer(&run->oom_message, g_free);
+}
+
+/* Parse `POLICY.KEY=VALUE` into @config. */
+static gboolean
+replay_parse_set(GKeyFile *config, const char *text, GError **error)
+{
+    const char *eq = strchr(text, '=');
+    const char *dot = strchr(text, '.');
+    g_autofree char *group = NULL;
+    g_autofree char *key = NULL;
+
+    if (eq == NULL || dot == NULL || dot > eq || dot == text || dot + 1 == eq) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                    "--set '%s': expected POLICY.KEY=VALUE (e.g. paged.page_size=64KiB)", text);
+        return FALSE;
+    }
+    group = g_strndup(text, (gsize)(dot - text));
+    key = g_strndup(dot + 1, (gsize)(eq - dot - 1));
+    if (strcmp(group, "device") != 0 && fsim_policy_lookup(group) == NULL) {
+        g_autofree char *names = fsim_policy_names();
+
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                    "--set '%s': unknown policy '%s' (valid: %s, or device for fault injection)",
+                    text, group, names);
+        return FALSE;
+    }
+    g_key_file_set_value(config, group, key, eq + 1);
+    if (strcmp(group, "device") == 0) {
+        FsimDeviceFaults faults;
+
+        return fsim_device_faults_parse(config, &faults, error);
+    }
+    return fsim_policy_check_config(fsim_policy_lookup(group), config, error);
+}
+
+/* The policies of -p, checked; all registered ones when @list is NULL. */
+static GPtrArray *
+replay_policies(const char *list, GError **error)
+{
+    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+
+    if (list == NULL) {
+        gsize n;
+        const FsimPolicyOps *const *all = fsim_policy_list(&n);
+
+        for (gsize i = 0; i < n; i++)
+            g_ptr_array_add(names, g_strdup(all[i]->name));
+        return g_steal_pointer(&names);
+    }
+    {
+        g_auto(GStrv) parts = g_strsplit(list, ",", -1);
+
+        for (gsize i = 0; parts[i] != NULL; i++) {
+            char *name = g_strstrip(parts[i]);
+
+            if (*name == '\0')
+                continue;
+            if (fsim_policy_lookup(name) == NULL) {
+                g_autofree char *valid = fsim_policy_names();
+
+                g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "unknown policy '%s' (valid: %s)",
+                            name, valid);
+                return NULL;
+            }
+            g_ptr_array_add(names, g_strdup(name));
+        }
+    }
+    if (names->len == 0) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "-p names no policy");
+        return NULL;
+    }
+    return g_steal_pointer(&names);
+}
+
+/* Replay one device of the trace through every run in @runs (those of that device). */
+static gboolean
+replay_device(FsimTrace *trace, uint32_t device, GPtrArray *runs, GError **error)
+{
+    g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, device, error);
+    g_autoptr(FsimProgress) progress = NULL;
+    g_autofree char *label = NULL;
+    GError *local_error = NULL;
+    FsimEvent ev;
+    uint64_t count = 0;
+    guint active = runs->len;
+
+    if (stream == NULL)
+        return FALSE;
+    label = g_strdup_printf("replay device %u", device);
+    progress = fsim_progress_new(label, 0);
+    while (active > 0 && fsim_trace_stream_next(stream, &ev, &local_error)) {
+        for (guint i = 0; i < runs->len; i++) {
+            Run *run = g_ptr_array_index(runs, i);
+            g_autoptr(GError) run_error = NULL;
+
+            if (run->stopped_oom)
+                continue;
+            if (!fsim_engine_process(run->engine, &ev, &run_error)) {
+                if (g_error_matches(run_error, FSIM_ERROR, FSIM_ERROR_OOM)) {
+                    run->stopped_oom = TRUE;
+                    run->oom_message = g_strdup(run_error->message);
+                    active--;
+                    continue;
+                }
+                g_set_error(error, run_error->domain, run_error->code, "%s: %s",
+                            fsim_trace_path(trace), run_error->message);
+                return FALSE;
+            }
+        }
+        if ((++count & 0xffff) == 0)
+            fsim_progress_update(progress, count);
+    }
+    if (local_error != NULL) {
+        g_propagate_error(error, local_error);
+        return FALSE;
+    }
+    for (guint i = 0; i < runs->len; i++) {
+        Run *run = g_ptr_array_index(runs, i);
+
+        if (!run->stopped_oom && !fsim_engine_finish(run->engine, error)) {
+            g_prefix_error(error, "%s: ", fsim_trace_path(trace));
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+static void
+replay_print_json(const char *path, GPtrArray *runs)
+{
+    g_autoptr(JsonBuilder) builder = json_builder_new();
+
+    json_builder_begin_object(builder);
+    json_builder_set_member_name(builder, "trace");
+    json_builder_add_string_value(builder, path);
+    json_builder_set_member_name(builder, "runs");
+    json_builder_begin_array(builder);
+    for (guint i = 0; i < runs->len; i++) {
+        Run *run = g_ptr_array_index(runs, i);
+        const FsimRunConfig *config = fsim_engine_config(run->engine);
+
+        json_builder_begin_object(builder);
+        json_builder_set_member_name(builder, "policy");
+        json_builder_add_string_value(builder, run->policy);
+        json_builder_set_member_name(builder, "device");
+        json_builder_add_string_value(builder, config->device.name);
+        json_builder_set_member_name(builder, "capacity_bytes");
+        json_builder_add_int_value(builder, (gint64)config->device.capacity_bytes);
+        json_builder_set_member_name(builder, "trace_device");
+        json_builder_add_int_value(builder, run->trace_device);
+        json_builder_set_member_name(builder, "status");
+        json_builder_add_string_value(builder, run->stopped_oom ? "oom" : "complete");
+        fsim_cli_json_add_metrics(builder, fsim_engine_metrics(run->engine));
+        json_builder_end_object(builder);
+    }
+    json_builder_end_array(builder);
+    json_builder_end_object(builder);
+    fsim_cli_print_json(json_builder_get_root(builder));
+}
+
+static char *
+format_time_ns(uint64_t ns)
+{
+    if (ns >= 1000000000)
+        return g_strdup_printf("%.2f s", (double)ns / 1e9);
+    if (ns >= 1000000)
+        return g_strdup_printf("%.1f ms", (double)ns / 1e6);
+    return g_strdup_printf("%.1f us", (double)ns / 1e3);
+}
+
+static void
+replay_print_table(FsimTrace *trace, GPtrArray *runs)
+{
+    static const char *const headers[] = {
+        "policy",      "peak reserved", "peak allocated", "lower bound",  "excess",
+        "utilization", "ext. frag",     "OOMs",           "driver calls", "modelled time",
+    };
+    guint32 shown_device = G_MAXUINT32;
+    g_autoptr(FsimTable) table = NULL;
+
+    for (guint i = 0; i < runs->len; i++) {
+        Run *run = g_ptr_array_index(runs, i);
+        const FsimMetrics *m = fsim_engine_metrics(run->engine);
+        const FsimRunConfig *config = fsim_engine_config(run->engine);
+        g_autofree char *reserved = fsim_format_size(m->peak_reserved_bytes);
+        g_autofree char *allocated = fsim_format_size(m->peak_allocated_bytes);
+        g_autofree char *lower = fsim_format_size(m->lower_bound_bytes);
+        g_autofree char *excess = fsim_format_size(m->excess_over_lower_bound_bytes);
+        g_autofree char *time = format_time_ns(m->modelled_alloc_time_ns);
+
+        if (run->trace_device != shown_device) {
+            g_autofree char *capacity = fsim_format_size(config->device.capacity_bytes);
+
+            if (table != NULL) {
+                fsim_table_print(table);
+                g_print("\n");
+            }
+            g_clear_pointer(&table, fsim_table_free);
+            shown_device = run->trace_device;
+            g_print("%s (%s), trace device %u, %" G_GUINT64_FORMAT " events, on %s (%s usable)\n",
+                    fsim_trace_path(trace), fsim_trace_format_name(trace), run->trace_device,
+                    m->events, config->device.name, capacity);
+            table = fsim_table_new(G_N_ELEMENTS(headers), headers);
+        }
+        fsim_table_add(table, run->policy);
+        fsim_table_add(table, reserved);
+        fsim_table_add(table, allocated);
+        fsim_table_add(table, lower);
+        fsim_table_add(table, excess);
+        fsim_table_addf(table, "%.1f%%", 100.0 * m->peak_utilization);
+        fsim_table_addf(table, "%.1f%%", 100.0 * m->external_frag_at_peak);
+        if (run->stopped_oom)
+            fsim_table_addf(table, "%" G_GUINT64_FORMAT " (stopped)", m->ooms);
+        else
+            fsim_table_addf(table, "%" G_GUINT64_FORMAT, m->ooms);
+        fsim_table_addf(table, "%" G_GUINT64_FORMAT,
+                        m->device_mallocs + m->device_frees + m->device_maps + m->device_unmaps);
+        fsim_table_add(table, time);
+    }
+    if (table != NULL)
+        fsim_table_print(table);
+    for (guint i = 0; i < runs->len; i++) {
+        Run *run = g_ptr_array_index(runs, i);
+        const FsimMetrics *m = fsim_engine_metrics(run->engine);
+
+        if (m->unmatched_frees != 0 || m->double_frees != 0) {
+            g_print("note: %s: %" G_GUINT64_FORMAT " frees of unknown ids (trace started late), "
+                    "%" G_GUINT64_FORMAT " double frees\n",
+                    run->policy, m->unmatched_frees, m->double_frees);
+            break;
+        }
+    }
+}
+
+int
+fsim_cmd_replay(int argc, char **argv)
+{
+    g_autofree char *policy_list = NULL;
+    g_autofree char *device_name = NULL;
+    g_auto(GStrv) sets = NULL;
+    gint trace_device = -1;
+    gboolean json = FALSE;
+    gboolean fail_on_oom = FALSE;
+    gboolean paranoid = FALSE;
+    GOptionEntry entries[] = {
+        {"policies", 'p', 0, G_OPTION_ARG_STRING, &policy_list,
+         "Comma-separated policies (default: all; see 'fragsim policies')", "LIST"},
+        {"device", 'd', 0, G_OPTION_ARG_STRING, &device_name,
+         "Modelled GPU: a preset, a size (80GiB) or a profile (default " FSIM_DEVICE_DEFAULT ")",
+         "DEVICE"},
+        {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Set a policy knob (repeatable)",
+         "POLICY.KEY=VALUE"},
+        {"trace-device", 0, 0, G_OPTION_ARG_INT, &trace_device,
+         "Replay only this device of a multi-GPU trace (default: every device with events)", "N"},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
+        {"fail-on-oom", 0, 0, G_OPTION_ARG_NONE, &fail_on_oom,
+         "Stop a run at its first simulated OOM and exit with status 3", NULL},
+        {"paranoid", 0, 0, G_OPTION_ARG_NONE, &paranoid,
+         "Check the policy's invariants after every operation (slow)", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) context =
+        g_option_context_new("TRACE - replay a trace through allocator policies");
+    g_autoptr(GKeyFile) config = g_key_file_new();
+    g_autoptr(GPtrArray) policies = NULL;
+    g_autoptr(GPtrArray) runs = g_ptr_array_new_with_free_func(run_clear);
+    g_autoptr(FsimTrace) trace = NULL;
+    GError *error = NULL;
+    FsimDeviceSpec spec;
+    const uint32_t *devices;
+    gsize n_devices;
+    gboolean any_oom = FALSE;
+
+    g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_set_description(
+        context, "Formats: fragsim text traces (.gz too), PyTorch memory snapshots, RMM logs.\n"
+                 "Example: fragsim replay traces/fragmenting.trace -p bestfit,paged -d 24GB\n"
+                 "Exit status: 0 success, 1 bad input, 2 usage error, 3 OOM under --fail-on-oom.");
+    if (!fsim_cli_parse(context, "replay", &argc, &argv))
+        return FSIM_EXIT_USAGE;
+    if (argc != 2)
+        return fsim_cli_usage_error("replay", argc < 2 ? "missing the TRACE argument"
+                                                       : "expected exactly one TRACE");
+    if (!fsim_device_spec_parse(device_name != NULL ? device_name : FSIM_DEVICE_DEFAULT, &spec,
+                                &error))
+        return fsim_cli_fail("replay", error);
+    for (gsize i = 0; sets != NULL && sets[i] != NULL; i++) {
+        if (!replay_parse_set(config, sets[i], &error))
+            return fsim_cli_fail("replay", error);
+    }
+    policies = replay_policies(policy_list, &error);
+    if (policies == NULL)
+        return fsim_cli_fail("replay", error);
+    trace = fsim_trace_open(argv[1], &error);
+    if (trace == NULL)
+        return fsim_cli_fail("replay", error);
+    devices = fsim_trace_devices(trace, &n_devices);
+    if (trace_device >= 0) {
+        gboolean found = FALSE;
+
+        for (gsize i = 0; i < n_devices; i++)
+            found |= devices[i] == (uint32_t)trace_device;
+        if (!found)
+            return fsim_cli_usage_error("replay", "%s has no events on device %d",
+                                        fsim_trace_path(trace), trace_device);
+    }
+    if (n_devices == 0 && !json)
+        g_print("%s: the trace has no events to replay\n", fsim_trace_path(trace));
+    for (gsize d = 0; d < n_devices; d++) {
+        g_autoptr(GPtrArray) device_runs = g_ptr_array_new();
+
+        if (trace_device >= 0 && devices[d] != (uint32_t)trace_device)
+            continue;
+        for (guint p = 0; p < policies->len; p++) {
+            Run *run = g_new0(Run, 1);
+            FsimRunConfig run_config;
+
+            fsim_run_config_init(&run_config);
+            run_config.policy = g_ptr_array_index(policies, p);
+            run_config.config = config;
+            run_config.device = spec;
+            run_config.initial_state = fsim_trace_initial_state(trace, devices[d]);
+            run_config.fail_on_oom = fail_on_oom;
+            run_config.paranoid = run_config.paranoid || paranoid;
+            run->policy = run_config.policy;
+            run->trace_device = devices[d];
+            g_ptr_array_add(runs, run);
+            run->engine = fsim_engine_new(&run_config, &error);
+            if (run->engine == NULL)
+                return fsim_cli_fail("replay", error);
+            g_ptr_array_add(device_runs, run);
+        }
+        if (!replay_device(trace, devices[d], device_runs, &error))
+            return fsim_cli_fail("replay", error);
+    }
+    for (guint i = 0; i < runs->len; i++) {
+        Run *run = g_ptr_array_index(runs, i);
+
+        if (run->stopped_oom) {
+            g_printerr("fragsim replay: %s: %s\n", fsim_trace_path(trace), run->oom_message);
+            any_oom = TRUE;
+        }
+    }
+    if (json)
+        replay_print_json(fsim_trace_path(trace), runs);
+    else
+        replay_print_table(trace, runs);
+    return any_oom ? FSIM_EXIT_OOM : FSIM_EXIT_OK;
+}

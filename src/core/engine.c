@@ -1,0 +1,678 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine: one event stream through one policy on one device.  See engine.h for the rules.
+ *
+ * Accounting.  requested and allocated bytes drop when the program frees (PyTorch's
+ * allocated_bytes drops at free_requested), even when the memory only becomes reusable later;
+ * reserved bytes are the device's counter.  After every input event the engine updates the peaks,
+ * the tightest moment of the run ("at peak" in metrics.h) and the minimum utilisation, then tells
+ * its observers.
+ */
+#include "fragsim/engine.h"
+
+#include <glib.h>
+
+#include <string.h>
+
+#include "event-queue.h"
+#include "live-table.h"
+#include "range-set.h"
+
+typedef struct {
+    const FsimObserver *ops;
+    gpointer data;
+} ObserverEntry;
+
+struct FsimEngine {
+    FsimRunConfig config;
+    FsimDevice *device;
+    FsimPolicy *policy;
+    FsimLiveTable live;
+    FsimRangeSet *seen_ids; /* every id ever allocated: tells a double free from an unmatched */
+    FsimEventQueue queue;
+    uint64_t seq;
+    GArray *observers; /* of ObserverEntry */
+    GArray *ooms;      /* of FsimOomRecord */
+    FsimEngineCounters counters;
+    FsimMetrics metrics;
+    uint64_t peak_requested;
+    uint64_t peak_allocated;
+    /* the tightest moment: highest allocated while reserved is at its peak */
+    uint64_t at_peak_reserved;
+    uint64_t at_peak_allocated;
+    uint64_t at_peak_requested;
+    uint64_t at_peak_largest_free;
+    gboolean at_peak_seen;
+    double min_utilization; /* > 1 until measured */
+    FsimTime last_time;
+    gboolean started;
+    gboolean finished;
+    gboolean failed;
+    gint64 wall_start_us;
+};
+
+void
+fsim_run_config_init(FsimRunConfig *config)
+{
+    memset(config, 0, sizeof(*config));
+    config->policy = "bestfit";
+    g_assert(fsim_device_spec_parse(FSIM_DEVICE_DEFAULT, &config->device, NULL));
+#ifdef FSIM_PARANOID
+    config->paranoid = TRUE;
+#endif
+}
+
+static void
+engine_device_observer(gpointer data, FsimDeviceCall call, FsimAddr addr, uint64_t size)
+{
+    FsimEngine *engine = data;
+
+    for (guint i = 0; i < engine->observers->len; i++) {
+        ObserverEntry *entry = &g_array_index(engine->observers, ObserverEntry, i);
+
+        if (entry->ops->device_call != NULL)
+            entry->ops->device_call(entry->data, engine, call, addr, size);
+    }
+}
+
+FsimEngine *
+fsim_engine_new(const FsimRunConfig *config, GError **error)
+{
+    g_autoptr(FsimDevice) device = NULL;
+    FsimPolicy *policy;
+    FsimEngine *engine;
+
+    g_return_val_if_fail(config != NULL && config->policy != NULL, NULL);
+    if (fsim_policy_lookup(config->policy) == NULL) {
+        g_autofree char *names = fsim_policy_names();
+
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "unknown policy '%s' (valid: %s)",
+                    config->policy, names);
+        return NULL;
+    }
+    device = fsim_device_sim_new(&config->device, config->config, error);
+    if (device == NULL)
+        return NULL;
+    policy = fsim_policy_new(config->policy, device, config->config, error);
+    if (policy == NULL)
+        return NULL;
+    engine = g_new0(FsimEngine, 1);
+    engine->config = *config;
+    engine->device = g_steal_pointer(&device);
+    engine->policy = policy;
+    fsim_live_table_init(&engine->live);
+    engine->seen_ids = fsim_range_set_new();
+    fsim_event_queue_init(&engine->queue);
+    engine->observers = g_array_new(FALSE, FALSE, sizeof(ObserverEntry));
+    engine->ooms = g_array_new(FALSE, FALSE, sizeof(FsimOomRecord));
+    engine->metrics.first_oom_event = -1;
+    engine->min_utilization = 2.0;
+    engine->device->observer = engine_device_observer;
+    engine->device->observer_data = engine;
+    return engine;
+}
+
+void
+fsim_engine_free(FsimEngine *engine)
+{
+    if (engine == NULL)
+        return;
+    /* The policy goes before its upstream. */
+    g_clear_pointer(&engine->policy, fsim_policy_free);
+    g_clear_pointer(&engine->device, fsim_device_free);
+    fsim_live_table_clear(&engine->live);
+    g_clear_pointer(&engine->seen_ids, fsim_range_set_free);
+    fsim_event_queue_clear(&engine->queue);
+    g_clear_pointer(&engine->observers, g_array_unref);
+    g_clear_pointer(&engine->ooms, g_array_unref);
+    g_free(engine);
+}
+
+void
+fsim_engine_add_observer(FsimEngine *engine, const FsimObserver *observer, gpointer data)
+{
+    ObserverEntry entry = {observer, data};
+
+    g_return_if_fail(engine != NULL && observer != NULL);
+    g_array_append_val(engine->observers, entry);
+}
+
+#define FOREACH_OBSERVER(engine, entry)                                                         \
+    for (ObserverEntry *entry = (ObserverEntry *)(void *)(engine)->observers->data;             \
+         entry < (ObserverEntry *)(void *)(engine)->observers->data + (engine)->observers->len; \
+         entry++)
+
+static gboolean
+engine_check(FsimEngine *engine, const char *what, GError **error)
+{
+    g_autoptr(GError) local_error = NULL;
+
+    if (!engine->config.paranoid || engine->policy->ops->check == NULL)
+        return TRUE;
+    if (engine->policy->ops->check(engine->policy, &local_error))
+        return TRUE;
+    g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                "policy '%s': invariant broken after %s (event %" G_GUINT64_FORMAT "): %s",
+                engine->policy->ops->name, what, engine->counters.event_index,
+                local_error->message);
+    return FALSE;
+}
+
+static void
+engine_policy_stats(const FsimEngine *engine, FsimPolicyStats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (engine->policy->ops->get_stats != NULL)
+        engine->policy->ops->get_stats(engine->policy, out);
+}
+
+/* After every event: peaks, the tightest moment, minimum utilisation. */
+static void
+engine_update_peaks(FsimEngine *engine)
+{
+    FsimEngineCounters *c = &engine->counters;
+    uint64_t reserved = (uint64_t)engine->device->reserved.current;
+
+    c->reserved_bytes = reserved;
+    if (c->requested_bytes > engine->peak_requested)
+        engine->peak_requested = c->requested_bytes;
+    if (c->allocated_bytes > engine->peak_allocated)
+        engine->peak_allocated = c->allocated_bytes;
+    if (!engine->at_peak_seen || reserved > engine->at_peak_reserved ||
+        (reserved == engine->at_peak_reserved && c->allocated_bytes > engine->at_peak_allocated)) {
+        FsimPolicyStats stats;
+
+        engine_policy_stats(engine, &stats);
+        engine->at_peak_seen = TRUE;
+        engine->at_peak_reserved = reserved;
+        engine->at_peak_allocated = c->allocated_bytes;
+        engine->at_peak_requested = c->requested_bytes;
+        engine->at_peak_largest_free = stats.largest_free_block;
+    }
+    /* Utilisation counts only while reserved is at least half its running peak: start-up and
+     * tear-down, with a few bytes in a large segment, say nothing about fragmentation. */
+    if (reserved > 0 && reserved * 2 >= (uint64_t)engine->device->reserved.peak) {
+        double utilization = (double)MIN(c->allocated_bytes, reserved) / (double)reserved;
+
+        if (utilization < engine->min_utilization)
+            engine->min_utilization = utilization;
+    }
+}
+
+static void
+engine_release(FsimEngine *engine, FsimLiveEntry *entry)
+{
+    FsimBlock block = entry->block;
+    uint64_t id = entry->id;
+    uint64_t requested = entry->requested;
+
+    fsim_live_table_remove(&engine->live, entry);
+    engine->counters.live_blocks--;
+    engine->policy->ops->dealloc(engine->policy, &block, engine->counters.now);
+    FOREACH_OBSERVER(engine, obs)
+    {
+        if (obs->ops->release != NULL)
+            obs->ops->release(obs->data, engine, id, &block, requested);
+    }
+}
+
+gboolean
+fsim_engine_start(FsimEngine *engine, GError **error)
+{
+    const FsimInitialState *state = engine->config.initial_state;
+    g_autofree FsimBlock *blocks = NULL;
+
+    if (engine->started)
+        return TRUE;
+    engine->started = TRUE;
+    engine->wall_start_us = g_get_monotonic_time();
+    if (state == NULL || (state->n_segments == 0 && state->n_blocks == 0))
+        return TRUE;
+    if (!fsim_initial_state_check(state, error))
+        return FALSE;
+    blocks = g_new0(FsimBlock, MAX(state->n_blocks, 1));
+    engine->device->seeding = TRUE;
+    if (engine->policy->ops->seed != NULL) {
+        if (!engine->policy->ops->seed(engine->policy, state, blocks, error)) {
+            engine->device->seeding = FALSE;
+            g_prefix_error(error, "policy '%s': cannot rebuild the trace's initial state: ",
+                           engine->policy->ops->name);
+            return FALSE;
+        }
+    } else {
+        /* Without a seed operation the policy receives the live blocks as ordinary allocations,
+         * in address order; the free space of the recorded segments is not modelled. */
+        for (gsize i = 0; i < state->n_blocks; i++) {
+            FsimAllocRequest req = {.size = state->blocks[i].size,
+                                    .stream = state->blocks[i].stream};
+
+            if (engine->policy->ops->alloc(engine->policy, &req, &blocks[i]) != FSIM_OK) {
+                engine->device->seeding = FALSE;
+                g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                            "policy '%s': the memory alive at trace start does not fit the "
+                            "device (%s)",
+                            engine->policy->ops->name, engine->device->spec.name);
+                return FALSE;
+            }
+        }
+    }
+    engine->device->seeding = FALSE;
+    for (gsize i = 0; i < state->n_segments; i++) {
+        FOREACH_OBSERVER(engine, obs)
+        {
+            if (obs->ops->seed_segment != NULL)
+                obs->ops->seed_segment(obs->data, engine, &state->segments[i]);
+        }
+    }
+    for (gsize i = 0; i < state->n_blocks; i++) {
+        const FsimSeedBlock *seed = &state->blocks[i];
+        FsimLiveEntry *entry;
+
+        if (fsim_live_table_lookup(&engine->live, seed->id) != NULL) {
+            g_set_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_DUPLICATE,
+                        "initial state: id %" G_GUINT64_FORMAT " appears twice", seed->id);
+            return FALSE;
+        }
+        entry = fsim_live_table_insert(&engine->live, seed->id);
+        entry->block = blocks[i];
+        entry->requested = seed->requested;
+        entry->stream = seed->stream;
+        engine->counters.live_blocks++;
+        fsim_range_set_add(engine->seen_ids, seed->id, seed->id + 1);
+        if (seed->pending_free) {
+            entry->state = FSIM_LIVE_PENDING;
+        } else {
+            engine->counters.requested_bytes += seed->requested;
+            engine->counters.allocated_bytes += blocks[i].size;
+        }
+        FOREACH_OBSERVER(engine, obs)
+        {
+            if (obs->ops->alloc != NULL)
+                obs->ops->alloc(obs->data, engine, NULL, seed->id, &blocks[i], seed->requested);
+        }
+    }
+    engine_update_peaks(engine);
+    return engine_check(engine, "seeding", error);
+}
+
+static gboolean
+engine_oom(FsimEngine *engine, const FsimEvent *ev, GError **error)
+{
+    FsimOomRecord oom = {0};
+    FsimPolicyStats stats;
+
+    engine_policy_stats(engine, &stats);
+    oom.event_index = ev->index;
+    oom.time = ev->time;
+    oom.id = ev->id;
+    oom.size = ev->size;
+    oom.stream = ev->stream;
+    oom.reserved_bytes = (uint64_t)engine->device->reserved.current;
+    oom.allocated_bytes = engine->counters.allocated_bytes;
+    oom.requested_bytes = engine->counters.requested_bytes;
+    oom.largest_free_block = stats.largest_free_block;
+    oom.device_free_bytes = fsim_device_free_bytes(engine->device);
+    g_array_append_val(engine->ooms, oom);
+    if (engine->metrics.first_oom_event < 0)
+        engine->metrics.first_oom_event = (int64_t)ev->index;
+    FOREACH_OBSERVER(engine, obs)
+    {
+        if (obs->ops->oom != NULL)
+            obs->ops->oom(obs->data, engine, &oom);
+    }
+    if (engine->config.fail_on_oom) {
+        g_autofree char *size = fsim_format_size(ev->size);
+        g_autofree char *reserved = fsim_format_size(oom.reserved_bytes);
+        g_autofree char *allocated = fsim_format_size(oom.allocated_bytes);
+        g_autofree char *largest = fsim_format_size(oom.largest_free_block);
+        g_autofree char *capacity = fsim_format_size(engine->device->spec.capacity_bytes);
+
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_OOM,
+                    "policy '%s' on %s (%s): out of memory at event %" G_GUINT64_FORMAT
+                    " (time %" G_GUINT64_FORMAT " ns): alloc id %" G_GUINT64_FORMAT
+                    " of %" G_GUINT64_FORMAT " bytes (%s) on stream %" G_GUINT64_FORMAT
+                    ": reserved %s, allocated %s, largest free block %s",
+                    engine->policy->ops->name, engine->device->spec.name, capacity, ev->index,
+                    ev->time, ev->id, ev->size, size, ev->stream, reserved, allocated, largest);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean
+engine_alloc(FsimEngine *engine, const FsimEvent *ev, GError **error)
+{
+    FsimLiveEntry *entry;
+    FsimAllocRequest req;
+    FsimBlock block;
+
+    engine->metrics.allocs++;
+    if (ev->size == 0 || ev->size > FSIM_MAX_SIZE) {
+        g_set_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_SIZE,
+                    "event %" G_GUINT64_FORMAT ": alloc of %" G_GUINT64_FORMAT
+                    " bytes (sizes must be 1 to 2^60)",
+                    ev->index, ev->size);
+        return FALSE;
+    }
+    if (fsim_live_table_lookup(&engine->live, ev->id) != NULL) {
+        g_set_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_DUPLICATE,
+                    "event %" G_GUINT64_FORMAT ": id %" G_GUINT64_FORMAT
+                    " is allocated again while it is still live",
+                    ev->index, ev->id);
+        return FALSE;
+    }
+    fsim_range_set_add(engine->seen_ids, ev->id, ev->id + 1);
+    req.size = ev->size;
+    req.stream = ev->stream;
+    req.now = ev->time;
+    if (engine->policy->ops->alloc(engine->policy, &req, &block) != FSIM_OK) {
+        entry = fsim_live_table_insert(&engine->live, ev->id);
+        entry->state = FSIM_LIVE_FAILED;
+        entry->stream = ev->stream;
+        engine->metrics.ooms++;
+        if (!engine_oom(engine, ev, error))
+            return FALSE;
+        return engine_check(engine, "an OOM", error);
+    }
+    g_assert(block.size >= ev->size);
+    entry = fsim_live_table_insert(&engine->live, ev->id);
+    entry->block = block;
+    entry->requested = ev->size;
+    entry->stream = ev->stream;
+    engine->counters.live_blocks++;
+    engine->counters.requested_bytes += ev->size;
+    engine->counters.allocated_bytes += block.size;
+    FOREACH_OBSERVER(engine, obs)
+    {
+        if (obs->ops->alloc != NULL)
+            obs->ops->alloc(obs->data, engine, ev, ev->id, &block, ev->size);
+    }
+    return engine_check(engine, "an alloc", error);
+}
+
+static gboolean
+engine_free(FsimEngine *engine, const FsimEvent *ev, GError **error)
+{
+    FsimLiveEntry *entry = fsim_live_table_lookup(&engine->live, ev->id);
+
+    engine->metrics.frees++;
+    if (entry == NULL || entry->state == FSIM_LIVE_PENDING) {
+        if (entry != NULL || fsim_range_set_contains(engine->seen_ids, ev->id)) {
+            engine->metrics.double_frees++;
+            g_info("event %" G_GUINT64_FORMAT ": id %" G_GUINT64_FORMAT " freed twice", ev->index,
+                   ev->id);
+        } else {
+            engine->metrics.unmatched_frees++;
+        }
+        return TRUE;
+    }
+    if (entry->state == FSIM_LIVE_FAILED) {
+        /* Its allocation failed: nothing to give back. */
+        fsim_live_table_remove(&engine->live, entry);
+        return TRUE;
+    }
+    engine->counters.requested_bytes -= entry->requested;
+    engine->counters.allocated_bytes -= entry->block.size;
+    if ((ev->flags & FSIM_EVF_DEFERRED) != 0) {
+        entry->state = FSIM_LIVE_PENDING;
+        return TRUE;
+    }
+    if (engine->config.free_delay_ns != 0) {
+        FsimEvent completion = *ev;
+
+        entry->state = FSIM_LIVE_PENDING;
+        completion.kind = FSIM_EV_FREE_COMPLETED;
+        completion.time = ev->time + engine->config.free_delay_ns;
+        completion.flags = 0;
+        fsim_event_queue_push(&engine->queue, &completion, engine->seq++);
+        return TRUE;
+    }
+    engine_release(engine, entry);
+    return engine_check(engine, "a free", error);
+}
+
+static gboolean
+engine_free_completed(FsimEngine *engine, const FsimEvent *ev, GError **error)
+{
+    FsimLiveEntry *entry = fsim_live_table_lookup(&engine->live, ev->id);
+
+    /* After an immediate free, or for an id the trace never showed, there is nothing to do. */
+    if (entry == NULL || entry->state != FSIM_LIVE_PENDING)
+        return TRUE;
+    engine_release(engine, entry);
+    return engine_check(engine, "a free_completed", error);
+}
+
+static gboolean
+engine_handle(FsimEngine *engine, const FsimEvent *ev, GError **error)
+{
+    gboolean ok = TRUE;
+
+    engine->counters.event_index = ev->index;
+    engine->counters.now = ev->time;
+    switch (ev->kind) {
+    case FSIM_EV_ALLOC:
+        ok = engine_alloc(engine, ev, error);
+        break;
+    case FSIM_EV_FREE:
+        ok = engine_free(engine, ev, error);
+        break;
+    case FSIM_EV_FREE_COMPLETED:
+        ok = engine_free_completed(engine, ev, error);
+        break;
+    case FSIM_EV_EMPTY_CACHE:
+        if (engine->policy->ops->empty_cache != NULL) {
+            engine->policy->ops->empty_cache(engine->policy, ev->time);
+            ok = engine_check(engine, "empty_cache", error);
+        }
+        break;
+    case FSIM_EV_MARK:
+        break;
+    default:
+        g_set_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_KIND,
+                    "event %" G_GUINT64_FORMAT ": unknown kind %d", ev->index, (int)ev->kind);
+        return FALSE;
+    }
+    if (!ok)
+        return FALSE;
+    engine->counters.events++;
+    engine->metrics.events++;
+    engine_update_peaks(engine);
+    FOREACH_OBSERVER(engine, obs)
+    {
+        if (obs->ops->event != NULL)
+            obs->ops->event(obs->data, engine, ev);
+    }
+    return TRUE;
+}
+
+/* Run the scheduled events due at or before @time. */
+static gboolean
+engine_run_queue(FsimEngine *engine, FsimTime time, GError **error)
+{
+    const FsimQueuedEvent *next;
+
+    while ((next = fsim_event_queue_peek(&engine->queue)) != NULL && next->event.time <= time) {
+        FsimQueuedEvent item;
+
+        fsim_event_queue_pop(&engine->queue, &item);
+        if (!engine_handle(engine, &item.event, error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean
+fsim_engine_process(FsimEngine *engine, const FsimEvent *ev, GError **error)
+{
+    g_return_val_if_fail(engine != NULL && ev != NULL, FALSE);
+    g_return_val_if_fail(!engine->finished, FALSE);
+    if (engine->failed) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED, "the run already stopped on an error");
+        return FALSE;
+    }
+    if (!engine->started && !fsim_engine_start(engine, error)) {
+        engine->failed = TRUE;
+        return FALSE;
+    }
+    if (ev->time < engine->last_time) {
+        g_set_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_TIME,
+                    "event %" G_GUINT64_FORMAT ": time %" G_GUINT64_FORMAT
+                    " ns is before the previous event's %" G_GUINT64_FORMAT " ns",
+                    ev->index, ev->time, engine->last_time);
+        engine->failed = TRUE;
+        return FALSE;
+    }
+    engine->last_time = ev->time;
+    engine->seq++;
+    if (fsim_event_queue_length(&engine->queue) != 0 &&
+        !engine_run_queue(engine, ev->time, error)) {
+        engine->failed = TRUE;
+        return FALSE;
+    }
+    if (!engine_handle(engine, ev, error)) {
+        engine->failed = TRUE;
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean
+fsim_engine_finish(FsimEngine *engine, GError **error)
+{
+    FsimMetrics *m = &engine->metrics;
+    double wall;
+
+    g_return_val_if_fail(!engine->finished, FALSE);
+    if (!engine->started && !fsim_engine_start(engine, error))
+        return FALSE;
+    if (!engine_run_queue(engine, G_MAXUINT64, error))
+        return FALSE;
+    engine->finished = TRUE;
+    m->peak_requested_bytes = engine->peak_requested;
+    m->peak_allocated_bytes = engine->peak_allocated;
+    m->peak_reserved_bytes = (uint64_t)engine->device->reserved.peak;
+    m->lower_bound_bytes = engine->peak_requested;
+    m->excess_over_lower_bound_bytes = m->peak_reserved_bytes > m->lower_bound_bytes
+                                           ? m->peak_reserved_bytes - m->lower_bound_bytes
+                                           : 0;
+    m->peak_utilization = m->peak_reserved_bytes != 0
+                              ? (double)m->peak_allocated_bytes / (double)m->peak_reserved_bytes
+                              : 0.0;
+    if (engine->at_peak_reserved > engine->at_peak_allocated) {
+        uint64_t total_free = engine->at_peak_reserved - engine->at_peak_allocated;
+        uint64_t largest = MIN(engine->at_peak_largest_free, total_free);
+
+        m->external_frag_at_peak = 1.0 - (double)largest / (double)total_free;
+    } else {
+        m->external_frag_at_peak = 0.0;
+    }
+    m->internal_frag_bytes_at_peak = engine->at_peak_allocated - engine->at_peak_requested;
+    m->external_frag_bytes_at_peak = engine->at_peak_reserved > engine->at_peak_allocated
+                                         ? engine->at_peak_reserved - engine->at_peak_allocated
+                                         : 0;
+    m->min_utilization = engine->min_utilization <= 1.0 ? engine->min_utilization : 0.0;
+    m->device_mallocs = engine->device->calls[FSIM_CALL_MEM_ALLOC];
+    m->device_frees = engine->device->calls[FSIM_CALL_MEM_FREE];
+    m->device_maps = engine->device->calls[FSIM_CALL_MAP];
+    m->device_unmaps = engine->device->calls[FSIM_CALL_UNMAP];
+    m->modelled_alloc_time_ns = engine->device->modelled_time_ns;
+    wall = (double)(g_get_monotonic_time() - engine->wall_start_us) / 1e6;
+    m->wall_seconds = wall;
+    m->events_per_second = wall > 0 ? (double)m->events / wall : 0.0;
+    return TRUE;
+}
+
+gboolean
+fsim_engine_run(FsimEngine *engine, gboolean (*next)(gpointer data, FsimEvent *ev, GError **error),
+                gpointer data, GError **error)
+{
+    FsimEvent ev;
+    GError *local_error = NULL;
+
+    while (next(data, &ev, &local_error)) {
+        if (!fsim_engine_process(engine, &ev, error))
+            return FALSE;
+    }
+    if (local_error != NULL) {
+        g_propagate_error(error, local_error);
+        return FALSE;
+    }
+    return fsim_engine_finish(engine, error);
+}
+
+const FsimRunConfig *
+fsim_engine_config(const FsimEngine *engine)
+{
+    return &engine->config;
+}
+
+const FsimEngineCounters *
+fsim_engine_counters(const FsimEngine *engine)
+{
+    return &engine->counters;
+}
+
+const FsimMetrics *
+fsim_engine_metrics(const FsimEngine *engine)
+{
+    return &engine->metrics;
+}
+
+const FsimOomRecord *
+fsim_engine_ooms(const FsimEngine *engine, gsize *n)
+{
+    *n = engine->ooms->len;
+    return (const FsimOomRecord *)(void *)engine->ooms->data;
+}
+
+FsimDevice *
+fsim_engine_device(const FsimEngine *engine)
+{
+    return engine->device;
+}
+
+FsimPolicy *
+fsim_engine_policy(const FsimEngine *engine)
+{
+    return engine->policy;
+}
+
+void
+fsim_engine_policy_stats(const FsimEngine *engine, FsimPolicyStats *out)
+{
+    engine_policy_stats(engine, out);
+}
+
+static gint
+live_by_addr(gconstpointer a, gconstpointer b)
+{
+    const FsimLiveEntry *const *x = a;
+    const FsimLiveEntry *const *y = b;
+
+    if ((*x)->block.addr != (*y)->block.addr)
+        return (*x)->block.addr < (*y)->block.addr ? -1 : 1;
+    return (*x)->id < (*y)->id ? -1 : (*x)->id > (*y)->id ? 1 : 0;
+}
+
+void
+fsim_engine_foreach_live(const FsimEngine *engine,
+                         void (*func)(gpointer data, uint64_t id, const FsimBlock *block,
+                                      uint64_t requested, uint64_t stream),
+                         gpointer data)
+{
+    g_autoptr(GPtrArray) entries = g_ptr_array_new();
+
+    for (gsize i = 0; i < engine->live.capacity; i++) {
+        FsimLiveEntry *entry = &engine->live.slots[i];
+
+        if (entry->state == FSIM_LIVE_ALLOCATED || entry->state == FSIM_LIVE_PENDING)
+            g_ptr_array_add(entries, entry);
+    }
+    g_ptr_array_sort(entries, live_by_addr);
+    for (guint i = 0; i < entries->len; i++) {
+        const FsimLiveEntry *entry = g_ptr_array_index(entries, i);
+
+        func(data, entry->id, &entry->block, entry->requested, entry->stream);
+    }
+}

@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The policy registry, the policy lifecycle and knob parsing.
+ */
+#include <glib.h>
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "fragsim/policy.h"
+
+#include "policies/policies.h"
+
+/* The registry.  Order is the default order of `replay -p` listings and of tables. */
+static const FsimPolicyOps *const all_policies[] = {
+    &fsim_policy_direct,
+    &fsim_policy_best_fit,
+    &fsim_policy_paged,
+};
+
+const FsimPolicyOps *const *
+fsim_policy_list(gsize *n)
+{
+    *n = G_N_ELEMENTS(all_policies);
+    return all_policies;
+}
+
+const FsimPolicyOps *
+fsim_policy_lookup(const char *name)
+{
+    g_return_val_if_fail(name != NULL, NULL);
+    for (gsize i = 0; i < G_N_ELEMENTS(all_policies); i++) {
+        if (strcmp(all_policies[i]->name, name) == 0)
+            return all_policies[i];
+    }
+    return NULL;
+}
+
+char *
+fsim_policy_names(void)
+{
+    GString *names = g_string_new(NULL);
+
+    for (gsize i = 0; i < G_N_ELEMENTS(all_policies); i++)
+        g_string_append_printf(names, "%s%s", i ? ", " : "", all_policies[i]->name);
+    return g_string_free(names, FALSE);
+}
+
+gboolean
+fsim_policy_check_config(const FsimPolicyOps *ops, GKeyFile *config, GError **error)
+{
+    g_auto(GStrv) keys = NULL;
+
+    if (config == NULL || !g_key_file_has_group(config, ops->name))
+        return TRUE;
+    keys = g_key_file_get_keys(config, ops->name, NULL, NULL);
+    for (gsize k = 0; keys != NULL && keys[k] != NULL; k++) {
+        gboolean known = FALSE;
+
+        for (const FsimKnob *knob = ops->knobs; knob != NULL && knob->name != NULL; knob++) {
+            if (strcmp(knob->name, keys[k]) == 0) {
+                known = TRUE;
+                break;
+            }
+        }
+        if (!known) {
+            g_autoptr(GString) valid = g_string_new(NULL);
+
+            for (const FsimKnob *knob = ops->knobs; knob != NULL && knob->name != NULL; knob++)
+                g_string_append_printf(valid, "%s%s", valid->len ? ", " : "", knob->name);
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                        "policy '%s' has no knob '%s' (valid: %s)", ops->name, keys[k],
+                        valid->len ? valid->str : "none");
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+FsimPolicy *
+fsim_policy_new(const char *name, FsimDevice *device, GKeyFile *config, GError **error)
+{
+    const FsimPolicyOps *ops;
+    FsimPolicy *policy;
+
+    g_return_val_if_fail(name != NULL, NULL);
+    g_return_val_if_fail(device != NULL, NULL);
+    ops = fsim_policy_lookup(name);
+    if (ops == NULL) {
+        g_autofree char *names = fsim_policy_names();
+
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "unknown policy '%s' (valid: %s)", name,
+                    names);
+        return NULL;
+    }
+    if (!fsim_policy_check_config(ops, config, error))
+        return NULL;
+    policy = ops->create(device, config, error);
+    if (policy == NULL)
+        return NULL;
+    g_assert(policy->ops == ops);
+    g_assert(policy->device == device);
+    return policy;
+}
+
+void
+fsim_policy_free(FsimPolicy *policy)
+{
+    if (policy == NULL)
+        return;
+    policy->ops->destroy(policy);
+}
+
+/* ---- knobs --------------------------------------------------------------------------------- */
+
+static char *
+knob_value(GKeyFile *config, const char *group, const char *key)
+{
+    char *value;
+
+    if (config == NULL)
+        return NULL;
+    value = g_key_file_get_value(config, group, key, NULL);
+    if (value != NULL)
+        g_strstrip(value);
+    return value;
+}
+
+gboolean
+fsim_knob_get_size(GKeyFile *config, const char *group, const char *key, uint64_t default_value,
+                   uint64_t *out, GError **error)
+{
+    g_autofree char *value = knob_value(config, group, key);
+
+    if (value == NULL) {
+        *out = default_value;
+        return TRUE;
+    }
+    if (!fsim_parse_size(value, out, NULL)) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                    "%s.%s: '%s' is not a size (examples: 2MiB, 64KiB, 1048576)", group, key,
+                    value);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean
+fsim_knob_get_u64(GKeyFile *config, const char *group, const char *key, uint64_t default_value,
+                  uint64_t *out, GError **error)
+{
+    g_autofree char *value = knob_value(config, group, key);
+
+    if (value == NULL) {
+        *out = default_value;
+        return TRUE;
+    }
+    if (!fsim_parse_u64(value, out)) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                    "%s.%s: '%s' is not a non-negative integer", group, key, value);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean
+fsim_knob_get_double(GKeyFile *config, const char *group, const char *key, double default_value,
+                     double *out, GError **error)
+{
+    g_autofree char *value = knob_value(config, group, key);
+    char *end = NULL;
+    double parsed;
+
+    if (value == NULL) {
+        *out = default_value;
+        return TRUE;
+    }
+    errno = 0;
+    parsed = g_ascii_strtod(value, &end);
+    if (*value == '\0' || end == NULL || *end != '\0' || errno != 0 || !isfinite(parsed)) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "%s.%s: '%s' is not a number", group, key,
+                    value);
+        return FALSE;
+    }
+    *out = parsed;
+    return TRUE;
+}
+
+gboolean
+fsim_knob_get_bool(GKeyFile *config, const char *group, const char *key, gboolean default_value,
+                   gboolean *out, GError **error)
+{
+    g_autofree char *value = knob_value(config, group, key);
+    static const char *const yes[] = {"true", "1", "yes", "on"};
+    static const char *const no[] = {"false", "0", "no", "off"};
+
+    if (value == NULL) {
+        *out = default_value;
+        return TRUE;
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(yes); i++) {
+        if (g_ascii_strcasecmp(value, yes[i]) == 0) {
+            *out = TRUE;
+            return TRUE;
+        }
+        if (g_ascii_strcasecmp(value, no[i]) == 0) {
+            *out = FALSE;
+            return TRUE;
+        }
+    }
+    g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "%s.%s: '%s' is not a boolean (true/false)",
+                group, key, value);
+    return FALSE;
+}

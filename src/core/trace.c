@@ -1,0 +1,655 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Trace files: format detection, transparent gzip, the base of opened traces, the generic
+ * description behind `fragsim info`, and the text-format writer.
+ */
+#include "fragsim/trace.h"
+
+#include <glib.h>
+#include <glib/gstdio.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gio/gio.h>
+#include <gio/gunixinputstream.h>
+#include <gio/gunixoutputstream.h>
+#include <string.h>
+
+#include "readers/readers.h"
+
+static const FsimTraceFormat *const all_formats[] = {
+    &fsim_trace_format_text,
+};
+
+const FsimTraceFormat *const *
+fsim_trace_formats(gsize *n)
+{
+    *n = G_N_ELEMENTS(all_formats);
+    return all_formats;
+}
+
+/* ---- input --------------------------------------------------------------------------------- */
+
+#define GZIP_MAGIC_0 0x1f
+#define GZIP_MAGIC_1 0x8b
+
+GInputStream *
+fsim_input_open(const char *path, GError **error)
+{
+    g_autoptr(GInputStream) raw = NULL;
+    g_autoptr(GBufferedInputStream) buffered = NULL;
+    g_autoptr(GError) local_error = NULL;
+    const guint8 *head;
+    gsize head_len = 0;
+
+    if (strcmp(path, "-") == 0) {
+        raw = g_unix_input_stream_new(0, FALSE);
+    } else {
+        g_autoptr(GFile) file = g_file_new_for_commandline_arg(path);
+        GFileInputStream *file_stream = g_file_read(file, NULL, &local_error);
+
+        if (file_stream == NULL) {
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: %s", path, local_error->message);
+            return NULL;
+        }
+        raw = G_INPUT_STREAM(file_stream);
+    }
+    buffered = G_BUFFERED_INPUT_STREAM(g_buffered_input_stream_new_sized(raw, 1 << 16));
+    if (g_buffered_input_stream_fill(buffered, 2, NULL, &local_error) < 0) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: %s", path, local_error->message);
+        return NULL;
+    }
+    head = g_buffered_input_stream_peek_buffer(buffered, &head_len);
+    if (head_len >= 2 && head[0] == GZIP_MAGIC_0 && head[1] == GZIP_MAGIC_1) {
+        g_autoptr(GZlibDecompressor) decompressor =
+            g_zlib_decompressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP);
+        g_autoptr(GInputStream) converted =
+            g_converter_input_stream_new(G_INPUT_STREAM(buffered), G_CONVERTER(decompressor));
+
+        return g_buffered_input_stream_new_sized(converted, 1 << 16);
+    }
+    return G_INPUT_STREAM(g_steal_pointer(&buffered));
+}
+
+gboolean
+fsim_input_read_all(const char *path, gsize max_bytes, GBytes **out, GError **error)
+{
+    g_autoptr(GInputStream) in = fsim_input_open(path, error);
+    g_autoptr(GByteArray) data = NULL;
+    g_autoptr(GError) local_error = NULL;
+
+    if (in == NULL)
+        return FALSE;
+    data = g_byte_array_new();
+    for (;;) {
+        guint8 chunk[1 << 16];
+        gssize n = g_input_stream_read(in, chunk, sizeof(chunk), NULL, &local_error);
+
+        if (n < 0) {
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: %s", path, local_error->message);
+            return FALSE;
+        }
+        if (n == 0)
+            break;
+        if (max_bytes != 0 && data->len + (gsize)n > max_bytes) {
+            g_set_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_LIMIT,
+                        "%s: larger than %" G_GSIZE_FORMAT " bytes once decompressed", path,
+                        max_bytes);
+            return FALSE;
+        }
+        g_byte_array_append(data, chunk, (guint)n);
+    }
+    *out = g_byte_array_free_to_bytes(g_steal_pointer(&data));
+    return TRUE;
+}
+
+/* ---- the base ------------------------------------------------------------------------------ */
+
+static void
+initial_state_free(gpointer data)
+{
+    FsimInitialState *state = data;
+
+    if (state == NULL)
+        return;
+    g_free(state->segments);
+    g_free(state->blocks);
+    g_free(state);
+}
+
+static void
+outcomes_free(gpointer data)
+{
+    if (data != NULL)
+        g_array_unref(data);
+}
+
+void
+fsim_trace_init(FsimTrace *trace, const FsimTraceFormat *format, const char *path)
+{
+    trace->format = format;
+    trace->path = g_strdup(path);
+    trace->devices = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+    trace->states = g_ptr_array_new_with_free_func(initial_state_free);
+    trace->outcomes = g_ptr_array_new_with_free_func(outcomes_free);
+}
+
+void
+fsim_trace_add_device(FsimTrace *trace, uint32_t device)
+{
+    guint i;
+
+    for (i = 0; i < trace->devices->len; i++) {
+        uint32_t d = g_array_index(trace->devices, uint32_t, i);
+
+        if (d == device)
+            return;
+        if (d > device)
+            break;
+    }
+    g_array_insert_val(trace->devices, i, device);
+}
+
+static void
+ptr_array_ensure(GPtrArray *array, guint len)
+{
+    if (array->len < len)
+        g_ptr_array_set_size(array, (gint)len);
+}
+
+void
+fsim_trace_set_initial_state(FsimTrace *trace, uint32_t device, FsimInitialState *state)
+{
+    ptr_array_ensure(trace->states, device + 1);
+    initial_state_free(trace->states->pdata[device]);
+    trace->states->pdata[device] = state;
+}
+
+void
+fsim_trace_set_outcomes(FsimTrace *trace, uint32_t device, GArray *outcomes)
+{
+    ptr_array_ensure(trace->outcomes, device + 1);
+    outcomes_free(trace->outcomes->pdata[device]);
+    trace->outcomes->pdata[device] = outcomes;
+}
+
+FsimTrace *
+fsim_trace_open(const char *path, GError **error)
+{
+    g_autoptr(GInputStream) in = NULL;
+    g_autoptr(GError) local_error = NULL;
+    guint8 head[512];
+    gsize head_len = 0;
+
+    g_return_val_if_fail(path != NULL, NULL);
+    if (strcmp(path, "-") != 0 && g_file_test(path, G_FILE_TEST_IS_DIR)) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: is a directory", path);
+        return NULL;
+    }
+    in = fsim_input_open(path, error);
+    if (in == NULL)
+        return NULL;
+    if (!g_input_stream_read_all(in, head, sizeof(head), &head_len, NULL, &local_error)) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: %s", path, local_error->message);
+        return NULL;
+    }
+    g_clear_object(&in);
+    if (head_len == 0) {
+        g_set_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_EMPTY, "%s: the file is empty", path);
+        return NULL;
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(all_formats); i++) {
+        if (all_formats[i]->probe(head, head_len))
+            return all_formats[i]->open(path, error);
+    }
+    g_set_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_HEADER,
+                "%s:1: not a trace fragsim can read (expected a 'fragsim-trace v1' text trace, a "
+                "PyTorch memory snapshot pickle or an RMM log)",
+                path);
+    return NULL;
+}
+
+void
+fsim_trace_close(FsimTrace *trace)
+{
+    if (trace == NULL)
+        return;
+    g_clear_pointer(&trace->path, g_free);
+    g_clear_pointer(&trace->devices, g_array_unref);
+    g_clear_pointer(&trace->states, g_ptr_array_unref);
+    g_clear_pointer(&trace->outcomes, g_ptr_array_unref);
+    g_clear_pointer(&trace->settings, g_ptr_array_unref);
+    g_clear_pointer(&trace->alloc_conf, g_free);
+    trace->format->close(trace);
+}
+
+const char *
+fsim_trace_path(const FsimTrace *trace)
+{
+    return trace->path;
+}
+
+const char *
+fsim_trace_format_name(const FsimTrace *trace)
+{
+    return trace->format->name;
+}
+
+const uint32_t *
+fsim_trace_devices(const FsimTrace *trace, gsize *n)
+{
+    *n = trace->devices->len;
+    return (const uint32_t *)(void *)trace->devices->data;
+}
+
+const FsimInitialState *
+fsim_trace_initial_state(const FsimTrace *trace, uint32_t device)
+{
+    if (device >= trace->states->len)
+        return NULL;
+    return trace->states->pdata[device];
+}
+
+const FsimOutcome *
+fsim_trace_outcomes(const FsimTrace *trace, uint32_t device, gsize *n)
+{
+    GArray *outcomes = device < trace->outcomes->len ? trace->outcomes->pdata[device] : NULL;
+
+    *n = outcomes != NULL ? outcomes->len : 0;
+    return outcomes != NULL ? (const FsimOutcome *)(void *)outcomes->data : NULL;
+}
+
+const char *
+fsim_trace_alloc_conf(const FsimTrace *trace)
+{
+    return trace->alloc_conf;
+}
+
+FsimTraceStream *
+fsim_trace_stream_open(FsimTrace *trace, uint32_t device, GError **error)
+{
+    FsimTraceStream *stream;
+    gboolean known = FALSE;
+
+    for (guint i = 0; i < trace->devices->len; i++)
+        known |= g_array_index(trace->devices, uint32_t, i) == device;
+    if (!known) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "%s: the trace has no device %u",
+                    trace->path, device);
+        return NULL;
+    }
+    stream = trace->format->stream_open(trace, device, error);
+    if (stream != NULL) {
+        stream->trace = trace;
+        stream->device = device;
+    }
+    return stream;
+}
+
+gboolean
+fsim_trace_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error)
+{
+    return stream->trace->format->stream_next(stream, ev, error);
+}
+
+void
+fsim_trace_stream_close(FsimTraceStream *stream)
+{
+    if (stream == NULL)
+        return;
+    stream->trace->format->stream_close(stream);
+}
+
+/* ---- description --------------------------------------------------------------------------- */
+
+static void
+device_info_clear(gpointer data)
+{
+    FsimTraceDeviceInfo *dev = data;
+
+    g_clear_pointer(&dev->actions, g_array_unref);
+}
+
+static void
+action_count_clear(gpointer data)
+{
+    FsimTraceActionCount *action = data;
+
+    g_clear_pointer(&action->name, g_free);
+}
+
+void
+fsim_trace_info_free(FsimTraceInfo *info)
+{
+    if (info == NULL)
+        return;
+    g_free(info->path);
+    g_free(info->format);
+    g_clear_pointer(&info->devices, g_array_unref);
+    g_clear_pointer(&info->settings, g_ptr_array_unref);
+    g_free(info->alloc_conf);
+    g_free(info);
+}
+
+FsimTraceDeviceInfo *
+fsim_trace_info_device(FsimTraceInfo *info, uint32_t device)
+{
+    FsimTraceDeviceInfo fresh = {0};
+    guint i;
+
+    for (i = 0; i < info->devices->len; i++) {
+        FsimTraceDeviceInfo *dev = &g_array_index(info->devices, FsimTraceDeviceInfo, i);
+
+        if (dev->device == device)
+            return dev;
+        if (dev->device > device)
+            break;
+    }
+    fresh.device = device;
+    fresh.actions = g_array_new(FALSE, FALSE, sizeof(FsimTraceActionCount));
+    g_array_set_clear_func(fresh.actions, action_count_clear);
+    g_array_insert_val(info->devices, i, fresh);
+    return &g_array_index(info->devices, FsimTraceDeviceInfo, i);
+}
+
+void
+fsim_trace_info_count(FsimTraceDeviceInfo *dev, const char *name, uint64_t count)
+{
+    FsimTraceActionCount fresh;
+    guint i;
+
+    for (i = 0; i < dev->actions->len; i++) {
+        FsimTraceActionCount *action = &g_array_index(dev->actions, FsimTraceActionCount, i);
+        int cmp = strcmp(action->name, name);
+
+        if (cmp == 0) {
+            action->count += count;
+            return;
+        }
+        if (cmp > 0)
+            break;
+    }
+    fresh.name = g_strdup(name);
+    fresh.count = count;
+    g_array_insert_val(dev->actions, i, fresh);
+}
+
+/* The generic part: read every stream once and count. */
+static gboolean
+describe_streams(FsimTrace *trace, FsimTraceInfo *info, GError **error)
+{
+    for (guint d = 0; d < trace->devices->len; d++) {
+        uint32_t device = g_array_index(trace->devices, uint32_t, d);
+        FsimTraceDeviceInfo *dev = fsim_trace_info_device(info, device);
+        g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, device, error);
+        g_autoptr(GHashTable) streams =
+            g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+        g_autoptr(GHashTable) live =
+            g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+        uint64_t counts[FSIM_EV_KIND_COUNT] = {0};
+        uint64_t requested = 0;
+        gboolean first = TRUE;
+        FsimTime first_time = 0;
+        FsimTime last_time = 0;
+        FsimEvent ev;
+        GError *local_error = NULL;
+
+        if (stream == NULL)
+            return FALSE;
+        while (fsim_trace_stream_next(stream, &ev, &local_error)) {
+            if (first) {
+                first_time = ev.time;
+                first = FALSE;
+            }
+            last_time = ev.time;
+            dev->events++;
+            if ((unsigned)ev.kind < FSIM_EV_KIND_COUNT)
+                counts[ev.kind]++;
+            if (ev.kind == FSIM_EV_ALLOC || ev.kind == FSIM_EV_FREE) {
+                if (!g_hash_table_contains(streams, &ev.stream))
+                    g_hash_table_add(streams, g_memdup2(&ev.stream, sizeof(ev.stream)));
+            }
+            if (ev.kind == FSIM_EV_ALLOC) {
+                dev->allocs++;
+                requested += ev.size;
+                g_hash_table_insert(live, g_memdup2(&ev.id, sizeof(ev.id)),
+                                    g_memdup2(&ev.size, sizeof(ev.size)));
+                if (requested > dev->peak_requested_bytes)
+                    dev->peak_requested_bytes = requested;
+            } else if (ev.kind == FSIM_EV_FREE) {
+                uint64_t *size = g_hash_table_lookup(live, &ev.id);
+
+                if (size != NULL) {
+                    requested -= *size;
+                    g_hash_table_remove(live, &ev.id);
+                }
+            }
+        }
+        if (local_error != NULL) {
+            g_propagate_error(error, local_error);
+            return FALSE;
+        }
+        dev->duration_ns = last_time - first_time;
+        dev->streams = g_hash_table_size(streams);
+        if (dev->actions->len == 0) {
+            for (int k = 1; k < FSIM_EV_KIND_COUNT; k++) {
+                if (counts[k] != 0)
+                    fsim_trace_info_count(dev, fsim_event_kind_name((FsimEventKind)k), counts[k]);
+            }
+        }
+    }
+    return TRUE;
+}
+
+FsimTraceInfo *
+fsim_trace_describe(FsimTrace *trace, GError **error)
+{
+    g_autoptr(FsimTraceInfo) info = g_new0(FsimTraceInfo, 1);
+
+    info->path = g_strdup(trace->path);
+    info->format = g_strdup(trace->format->name);
+    info->devices = g_array_new(FALSE, TRUE, sizeof(FsimTraceDeviceInfo));
+    g_array_set_clear_func(info->devices, device_info_clear);
+    if (trace->settings != NULL)
+        info->settings = g_ptr_array_ref(trace->settings);
+    info->alloc_conf = g_strdup(trace->alloc_conf);
+    /* The format first: it may fill actions with its own names, which the scan then keeps. */
+    if (trace->format->describe != NULL && !trace->format->describe(trace, info, error))
+        return NULL;
+    if (!describe_streams(trace, info, error))
+        return NULL;
+    return g_steal_pointer(&info);
+}
+
+/* ---- the text writer ----------------------------------------------------------------------- */
+
+struct FsimTraceWriter {
+    char *path;
+    char *tmp_path;
+    GOutputStream *file; /* the temporary file */
+    GOutputStream *out;  /* what we write to: the file, or a compressor over it */
+    GString *line;
+    gboolean failed;
+};
+
+FsimTraceWriter *
+fsim_trace_writer_open(const char *path, GError **error)
+{
+    g_autoptr(FsimTraceWriter) writer = g_new0(FsimTraceWriter, 1);
+    g_autofree char *dir = g_path_get_dirname(path);
+    g_autofree char *base = g_path_get_basename(path);
+    g_autofree char *template = g_strdup_printf(".%s.XXXXXX", base);
+    g_autoptr(GError) local_error = NULL;
+    int fd;
+
+    writer->path = g_strdup(path);
+    writer->tmp_path = g_build_filename(dir, template, NULL);
+    fd = g_mkstemp_full(writer->tmp_path, O_RDWR, 0666);
+    if (fd < 0) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: cannot create a file in %s: %s", path,
+                    dir, g_strerror(errno));
+        g_clear_pointer(&writer->tmp_path, g_free);
+        return NULL;
+    }
+    writer->file = g_unix_output_stream_new(fd, TRUE);
+    if (g_str_has_suffix(path, ".gz")) {
+        g_autoptr(GZlibCompressor) compressor =
+            g_zlib_compressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP, 6);
+
+        writer->out = g_converter_output_stream_new(writer->file, G_CONVERTER(compressor));
+    } else {
+        writer->out = g_object_ref(writer->file);
+    }
+    {
+        GOutputStream *buffered = g_buffered_output_stream_new_sized(writer->out, 1 << 16);
+
+        g_object_unref(writer->out);
+        writer->out = buffered;
+    }
+    writer->line = g_string_sized_new(128);
+    if (!g_output_stream_write_all(writer->out, "fragsim-trace v1\n", 17, NULL, NULL,
+                                   &local_error)) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: %s", path, local_error->message);
+        return NULL;
+    }
+    return g_steal_pointer(&writer);
+}
+
+static gboolean
+writer_put(FsimTraceWriter *writer, GError **error)
+{
+    g_autoptr(GError) local_error = NULL;
+
+    if (writer->failed) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: an earlier write failed", writer->path);
+        return FALSE;
+    }
+    if (!g_output_stream_write_all(writer->out, writer->line->str, writer->line->len, NULL, NULL,
+                                   &local_error)) {
+        writer->failed = TRUE;
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: %s", writer->path, local_error->message);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean
+fsim_trace_writer_comment(FsimTraceWriter *writer, const char *text, GError **error)
+{
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+
+    g_string_truncate(writer->line, 0);
+    for (gsize i = 0; lines[i] != NULL; i++)
+        g_string_append_printf(writer->line, "# %s\n", lines[i]);
+    return writer_put(writer, error);
+}
+
+/* Append @value in decimal; faster than printf on the hot path of `convert` and `synth`. */
+static void
+append_u64(GString *line, uint64_t value)
+{
+    char digits[24];
+    int n = 0;
+
+    do {
+        digits[n++] = (char)('0' + value % 10);
+        value /= 10;
+    } while (value != 0);
+    while (n > 0)
+        g_string_append_c(line, digits[--n]);
+}
+
+gboolean
+fsim_trace_writer_write(FsimTraceWriter *writer, const FsimEvent *ev, GError **error)
+{
+    GString *line = writer->line;
+
+    g_string_truncate(line, 0);
+    append_u64(line, ev->time);
+    g_string_append_c(line, ' ');
+    switch (ev->kind) {
+    case FSIM_EV_ALLOC:
+        g_string_append(line, "alloc ");
+        append_u64(line, ev->id);
+        g_string_append_c(line, ' ');
+        append_u64(line, ev->size);
+        g_string_append_c(line, ' ');
+        append_u64(line, ev->stream);
+        break;
+    case FSIM_EV_FREE:
+        g_string_append(line, (ev->flags & FSIM_EVF_DEFERRED) != 0 ? "free_requested " : "free ");
+        append_u64(line, ev->id);
+        g_string_append_c(line, ' ');
+        append_u64(line, ev->stream);
+        break;
+    case FSIM_EV_FREE_COMPLETED:
+        g_string_append(line, "free_completed ");
+        append_u64(line, ev->id);
+        g_string_append_c(line, ' ');
+        append_u64(line, ev->stream);
+        break;
+    case FSIM_EV_EMPTY_CACHE:
+        g_string_append(line, "empty_cache");
+        break;
+    case FSIM_EV_MARK: {
+        const char *label = ev->label != NULL && *ev->label != '\0' ? ev->label : "mark";
+
+        g_string_append(line, "mark ");
+        /* A label is the rest of one line: newlines would end it. */
+        for (const char *p = label; *p != '\0'; p++)
+            g_string_append_c(line, *p == '\n' || *p == '\r' ? ' ' : *p);
+        break;
+    }
+    default:
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED, "%s: cannot write event kind %d",
+                    writer->path, (int)ev->kind);
+        return FALSE;
+    }
+    g_string_append_c(line, '\n');
+    return writer_put(writer, error);
+}
+
+gboolean
+fsim_trace_writer_close(FsimTraceWriter *writer, GError **error)
+{
+    g_autoptr(GError) local_error = NULL;
+    gboolean ok;
+
+    ok = !writer->failed && g_output_stream_close(writer->out, NULL, &local_error) &&
+         g_output_stream_close(writer->file, NULL, &local_error);
+    if (ok && g_rename(writer->tmp_path, writer->path) != 0) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: %s", writer->path, g_strerror(errno));
+        fsim_trace_writer_abort(writer);
+        return FALSE;
+    }
+    if (!ok) {
+        if (local_error != NULL)
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: %s", writer->path,
+                        local_error->message);
+        else
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: an earlier write failed",
+                        writer->path);
+        fsim_trace_writer_abort(writer);
+        return FALSE;
+    }
+    g_clear_pointer(&writer->tmp_path, g_free);
+    fsim_trace_writer_abort(writer);
+    return TRUE;
+}
+
+void
+fsim_trace_writer_abort(FsimTraceWriter *writer)
+{
+    if (writer == NULL)
+        return;
+    g_clear_object(&writer->out);
+    g_clear_object(&writer->file);
+    if (writer->tmp_path != NULL) {
+        g_unlink(writer->tmp_path);
+        g_free(writer->tmp_path);
+    }
+    if (writer->line != NULL)
+        g_string_free(writer->line, TRUE);
+    g_free(writer->path);
+    g_free(writer);
+}

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Sizes as people write them (`80GiB`, `24GB`, `1.5 GiB`) and as fragsim prints them.
+ */
+#include <glib.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "fragsim/types.h"
+
+gboolean
+fsim_parse_u64(const char *text, uint64_t *out)
+{
+    uint64_t value = 0;
+
+    if (text == NULL || *text == '\0')
+        return FALSE;
+    for (const char *p = text; *p != '\0'; p++) {
+        unsigned digit;
+
+        if (*p < '0' || *p > '9')
+            return FALSE;
+        digit = (unsigned)(*p - '0');
+        if (value > (UINT64_MAX - digit) / 10)
+            return FALSE;
+        value = value * 10 + digit;
+    }
+    *out = value;
+    return TRUE;
+}
+
+typedef struct {
+    const char *suffix;
+    uint64_t multiplier;
+} SizeUnit;
+
+/* Longest suffixes first so that "GiB" is not read as "G" + "iB". */
+static const SizeUnit size_units[] = {
+    {"kib", FSIM_KiB},
+    {"mib", FSIM_MiB},
+    {"gib", FSIM_GiB},
+    {"tib", FSIM_GiB * 1024},
+    {"kb", 1000},
+    {"mb", 1000 * 1000},
+    {"gb", 1000 * 1000 * 1000},
+    {"tb", (uint64_t)1000 * 1000 * 1000 * 1000},
+    {"k", FSIM_KiB},
+    {"m", FSIM_MiB},
+    {"g", FSIM_GiB},
+    {"t", FSIM_GiB * 1024},
+    {"b", 1},
+};
+
+static gboolean
+size_error(const char *text, GError **error)
+{
+    g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                "'%s' is not a size (examples: 80GiB, 24GB, 512MiB, 1048576)", text);
+    return FALSE;
+}
+
+gboolean
+fsim_parse_size(const char *text, uint64_t *out, GError **error)
+{
+    g_autofree char *number = NULL;
+    g_autofree char *suffix = NULL;
+    const char *p;
+    uint64_t multiplier = 1;
+    gboolean has_suffix = FALSE;
+
+    if (text == NULL)
+        text = "";
+    p = text;
+    while (*p == ' ')
+        p++;
+    {
+        const char *start = p;
+
+        while ((*p >= '0' && *p <= '9') || *p == '.')
+            p++;
+        number = g_strndup(start, (gsize)(p - start));
+    }
+    while (*p == ' ')
+        p++;
+    suffix = g_ascii_strdown(p, -1);
+    g_strchomp(suffix);
+    if (*suffix != '\0') {
+        gboolean found = FALSE;
+
+        for (gsize i = 0; i < G_N_ELEMENTS(size_units); i++) {
+            if (strcmp(suffix, size_units[i].suffix) == 0) {
+                multiplier = size_units[i].multiplier;
+                found = TRUE;
+                break;
+            }
+        }
+        if (!found)
+            return size_error(text, error);
+        has_suffix = TRUE;
+    }
+    if (*number == '\0')
+        return size_error(text, error);
+    if (strchr(number, '.') == NULL) {
+        uint64_t value;
+
+        if (!fsim_parse_u64(number, &value))
+            return size_error(text, error);
+        if (value != 0 && multiplier > UINT64_MAX / value)
+            return size_error(text, error);
+        *out = value * multiplier;
+        return TRUE;
+    } else {
+        char *end = NULL;
+        double value;
+
+        if (!has_suffix || strchr(strchr(number, '.') + 1, '.') != NULL)
+            return size_error(text, error);
+        value = g_ascii_strtod(number, &end);
+        if (end == NULL || *end != '\0' || !isfinite(value) || value < 0)
+            return size_error(text, error);
+        value *= (double)multiplier;
+        if (value >= 18446744073709551615.0)
+            return size_error(text, error);
+        *out = (uint64_t)value;
+        return TRUE;
+    }
+}
+
+char *
+fsim_format_size(uint64_t bytes)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double value = (double)bytes;
+    guint unit = 0;
+
+    if (bytes < 1024)
+        return g_strdup_printf("%" G_GUINT64_FORMAT " B", bytes);
+    while (value >= 1024.0 && unit + 1 < G_N_ELEMENTS(units)) {
+        value /= 1024.0;
+        unit++;
+    }
+    if (value >= 100.0)
+        return g_strdup_printf("%.0f %s", value, units[unit]);
+    if (value >= 10.0)
+        return g_strdup_printf("%.1f %s", value, units[unit]);
+    return g_strdup_printf("%.2f %s", value, units[unit]);
+}

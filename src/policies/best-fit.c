@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bestfit: one arena, best fit by size then lowest address, immediate coalescing.
+ *
+ * This is the classic coalescing heap of RMM's pool_memory_resource and of TensorFlow's BFC
+ * allocator without its size bins (and of Knuth's TAOCP 2.5 with the best-fit rule), and the
+ * model behind the "heap size" XLA reports.  All memory comes from one contiguous arena the size
+ * of the device; blocks are kept in address order with boundary links, so a freed block merges
+ * with free neighbours in O(1), and the free blocks are indexed by (size, address) so a request
+ * takes the smallest block that fits, the lowest such on ties, and is carved from its low end.
+ *
+ * Because the arena is contiguous, fragmentation shows as its high-water mark: the reserved
+ * memory of this policy is the arena's top rounded up to pages.  Pages are mapped as the
+ * high-water mark rises (counted as map calls; a real pool would pre-allocate them) and never
+ * released, so there are no driver calls once the arena has reached its peak.
+ *
+ * The block above the high-water mark (the "wilderness") is an ordinary free block that ends at
+ * the arena's end.  Being the largest it is chosen last, which is exactly the best-fit rule.
+ *
+ * Knobs:
+ *   alignment   block size and address alignment (default 256 bytes, as RMM and BFC)
+ */
+#include <glib.h>
+
+#include "policies.h"
+
+typedef struct Block Block;
+struct Block {
+    uint64_t offset; /* from the arena base */
+    uint64_t size;
+    Block *prev; /* address-order neighbours */
+    Block *next;
+    gboolean free;
+};
+
+typedef struct {
+    FsimPolicy base; /* must be first */
+    FsimAddr arena_base;
+    uint64_t arena_size;
+    uint64_t alignment;
+    uint64_t mapped_end; /* pages are mapped in [0, mapped_end) */
+    uint64_t allocated_bytes;
+    Block *first;
+    GTree *free_blocks; /* Block* ordered by (size, offset) */
+    uint64_t num_splits;
+    uint64_t num_merges;
+} BestFit;
+
+static const FsimKnob best_fit_knobs[] = {
+    {"alignment", "256", "block size and address alignment in bytes (a power of two)"},
+    {NULL, NULL, NULL},
+};
+
+static BestFit *
+best_fit_from_policy(FsimPolicy *self)
+{
+    return (BestFit *)self;
+}
+
+static gint
+block_by_size(gconstpointer a, gconstpointer b, gpointer data)
+{
+    const Block *x = a;
+    const Block *y = b;
+
+    (void)data;
+    if (x->size != y->size)
+        return x->size < y->size ? -1 : 1;
+    return x->offset < y->offset ? -1 : x->offset > y->offset ? 1 : 0;
+}
+
+static FsimPolicy *
+best_fit_create(FsimDevice *device, GKeyFile *config, GError **error)
+{
+    BestFit *bf;
+    uint64_t alignment;
+    uint64_t arena_size = fsim_device_round(device, device->spec.capacity_bytes);
+    FsimAddr base;
+
+    if (!fsim_knob_get_size(config, "bestfit", "alignment", 256, &alignment, error))
+        return NULL;
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > 2 * FSIM_MiB) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                    "bestfit.alignment: %" G_GUINT64_FORMAT
+                    " is not a power of two of at most 2MiB",
+                    alignment);
+        return NULL;
+    }
+    /* The arena's address space; pages are mapped into it as it fills. */
+    if (fsim_device_va_reserve(device, arena_size, device->spec.granularity, &base) != FSIM_OK) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                    "bestfit: cannot reserve %" G_GUINT64_FORMAT " bytes of address space",
+                    arena_size);
+        return NULL;
+    }
+    bf = g_new0(BestFit, 1);
+    bf->base.ops = &fsim_policy_best_fit;
+    bf->base.device = device;
+    bf->arena_base = base;
+    bf->arena_size = arena_size;
+    bf->alignment = alignment;
+    bf->free_blocks = g_tree_new_full(block_by_size, NULL, NULL, NULL);
+    bf->first = g_new0(Block, 1);
+    bf->first->size = arena_size;
+    bf->first->free = TRUE;
+    g_tree_insert(bf->free_blocks, bf->first, bf->first);
+    return &bf->base;
+}
+
+static void
+best_fit_destroy(FsimPolicy *self)
+{
+    BestFit *bf = best_fit_from_policy(self);
+    Block *block = bf->first;
+
+    while (block != NULL) {
+        Block *next = block->next;
+
+        g_free(block);
+        block = next;
+    }
+    g_tree_destroy(bf->free_blocks);
+    g_free(bf);
+}
+
+static FsimStatus
+best_fit_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
+{
+    BestFit *bf = best_fit_from_policy(self);
+    uint64_t size = (req->size + bf->alignment - 1) & ~(bf->alignment - 1);
+    Block probe = {.offset = 0, .size = size};
+    GTreeNode *node;
+    Block *block;
+    uint64_t end;
+
+    if (size < req->size) /* overflow near 2^64 cannot happen below FSIM_MAX_SIZE, but be sure */
+        return FSIM_OOM;
+    node = g_tree_lower_bound(bf->free_blocks, &probe);
+    if (node == NULL)
+        return FSIM_OOM;
+    block = g_tree_node_key(node);
+    end = block->offset + size;
+    if (end > bf->mapped_end) {
+        uint64_t granularity = self->device->spec.granularity;
+        uint64_t new_end = (end + granularity - 1) / granularity * granularity;
+
+        /* The arena is a multiple of the granularity, so new_end stays inside it. */
+        if (fsim_device_map(self->device, bf->arena_base + bf->mapped_end, new_end - bf->mapped_end,
+                            granularity) != FSIM_OK)
+            return FSIM_OOM;
+        bf->mapped_end = new_end;
+    }
+    g_tree_remove(bf->free_blocks, block);
+    if (block->size > size) {
+        Block *rest = g_new0(Block, 1);
+
+        rest->offset = block->offset + size;
+        rest->size = block->size - size;
+        rest->free = TRUE;
+        rest->prev = block;
+        rest->next = block->next;
+        if (block->next != NULL)
+            block->next->prev = rest;
+        block->next = rest;
+        block->size = size;
+        g_tree_insert(bf->free_blocks, rest, rest);
+        bf->num_splits++;
+    }
+    block->free = FALSE;
+    bf->allocated_bytes += block->size;
+    out->addr = bf->arena_base + block->offset;
+    out->size = block->size;
+    out->cookie = (uint64_t)(uintptr_t)block;
+    return FSIM_OK;
+}
+
+/* Merge @right into @left; both free, adjacent, and already out of the free index. */
+static void
+best_fit_merge(BestFit *bf, Block *left, Block *right)
+{
+    left->size += right->size;
+    left->next = right->next;
+    if (right->next != NULL)
+        right->next->prev = left;
+    g_free(right);
+    bf->num_merges++;
+}
+
+static void
+best_fit_dealloc(FsimPolicy *self, const FsimBlock *fblock, FsimTime now)
+{
+    BestFit *bf = best_fit_from_policy(self);
+    Block *block = (Block *)(uintptr_t)fblock->cookie;
+
+    (void)now;
+    g_assert(block != NULL && !block->free && block->size == fblock->size);
+    bf->allocated_bytes -= block->size;
+    block->free = TRUE;
+    if (block->next != NULL && block->next->free) {
+        g_tree_remove(bf->free_blocks, block->next);
+        best_fit_merge(bf, block, block->next);
+    }
+    if (block->prev != NULL && block->prev->free) {
+        Block *prev = block->prev;
+
+        g_tree_remove(bf->free_blocks, prev);
+        best_fit_merge(bf, prev, block);
+        block = prev;
+    }
+    g_tree_insert(bf->free_blocks, block, block);
+}
+
+static void
+best_fit_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
+{
+    const BestFit *bf = (const BestFit *)self;
+    GTreeNode *last = g_tree_node_last(bf->free_blocks);
+    uint64_t largest = 0;
+
+    out->cached_bytes = bf->mapped_end - bf->allocated_bytes;
+    /* Only mapped memory counts: the wilderness beyond mapped_end is not held yet. */
+    for (GTreeNode *node = last; node != NULL; node = g_tree_node_previous(node)) {
+        const Block *block = g_tree_node_key(node);
+        uint64_t mapped = 0;
+
+        if (block->offset < bf->mapped_end)
+            mapped = MIN(block->offset + block->size, bf->mapped_end) - block->offset;
+        largest = MAX(largest, mapped);
+        if (block->offset + block->size <= bf->mapped_end)
+            break; /* entirely mapped, and every later candidate is smaller */
+    }
+    out->largest_free_block = largest;
+    out->num_splits = bf->num_splits;
+    out->num_merges = bf->num_merges;
+}
+
+static gboolean
+best_fit_check(const FsimPolicy *self, GError **error)
+{
+    const BestFit *bf = (const BestFit *)self;
+    uint64_t offset = 0;
+    uint64_t allocated = 0;
+    guint free_count = 0;
+
+    for (const Block *block = bf->first; block != NULL; block = block->next) {
+        if (block->offset != offset || block->size == 0) {
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                        "block at offset %" G_GUINT64_FORMAT " breaks the address chain",
+                        block->offset);
+            return FALSE;
+        }
+        if (block->next != NULL && block->next->prev != block) {
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED, "broken prev link");
+            return FALSE;
+        }
+        if (block->free) {
+            free_count++;
+            if (block->next != NULL && block->next->free) {
+                g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                            "adjacent free blocks at %" G_GUINT64_FORMAT " not coalesced",
+                            block->offset);
+                return FALSE;
+            }
+            if (g_tree_lookup(bf->free_blocks, block) != block) {
+                g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                            "free block at %" G_GUINT64_FORMAT " missing from the index",
+                            block->offset);
+                return FALSE;
+            }
+        } else {
+            allocated += block->size;
+            if (block->offset + block->size > bf->mapped_end) {
+                g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                            "allocated block at %" G_GUINT64_FORMAT " beyond mapped pages",
+                            block->offset);
+                return FALSE;
+            }
+        }
+        offset += block->size;
+    }
+    if (offset != bf->arena_size || allocated != bf->allocated_bytes ||
+        free_count != (guint)g_tree_nnodes(bf->free_blocks) ||
+        bf->mapped_end != (uint64_t)self->device->reserved.current) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                    "accounting mismatch: arena %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
+                    ", allocated %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
+                    ", free blocks %u/%d, mapped %" G_GUINT64_FORMAT "/%" G_GINT64_FORMAT,
+                    offset, bf->arena_size, allocated, bf->allocated_bytes, free_count,
+                    g_tree_nnodes(bf->free_blocks), bf->mapped_end, self->device->reserved.current);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+const FsimPolicyOps fsim_policy_best_fit = {
+    .name = "bestfit",
+    .summary = "one arena, best fit by size then address, immediate coalescing (RMM pool, BFC)",
+    .knobs = best_fit_knobs,
+    .create = best_fit_create,
+    .destroy = best_fit_destroy,
+    .alloc = best_fit_alloc,
+    .dealloc = best_fit_dealloc,
+    .get_stats = best_fit_get_stats,
+    .check = best_fit_check,
+};

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * direct: no caching at all.  Every allocation is its own cudaMalloc and every free its own
+ * cudaFree, as with PYTORCH_NO_CUDA_MEMORY_CACHING=1.  The device rounds each call up to whole
+ * pages, and the block is the whole pages: there is no fragmentation beyond that rounding (shown
+ * as internal fragmentation), but a driver call, and for cudaFree a device synchronisation, per
+ * operation.  The baseline that shows what caching buys.
+ *
+ * Knobs: none.
+ */
+#include <glib.h>
+
+#include "policies.h"
+
+typedef struct {
+    FsimPolicy base; /* must be first */
+    uint64_t live_blocks;
+} Direct;
+
+static Direct *
+direct_from_policy(FsimPolicy *self)
+{
+    return (Direct *)self;
+}
+
+static FsimPolicy *
+direct_create(FsimDevice *device, GKeyFile *config, GError **error)
+{
+    Direct *direct = g_new0(Direct, 1);
+
+    (void)config;
+    (void)error;
+    direct->base.ops = &fsim_policy_direct;
+    direct->base.device = device;
+    return &direct->base;
+}
+
+static void
+direct_destroy(FsimPolicy *self)
+{
+    g_free(direct_from_policy(self));
+}
+
+static FsimStatus
+direct_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
+{
+    Direct *direct = direct_from_policy(self);
+    FsimAddr addr;
+
+    if (fsim_device_mem_alloc(self->device, req->size, &addr) != FSIM_OK)
+        return FSIM_OOM;
+    out->addr = addr;
+    out->size = fsim_device_round(self->device, req->size);
+    out->cookie = 0;
+    direct->live_blocks++;
+    return FSIM_OK;
+}
+
+static void
+direct_dealloc(FsimPolicy *self, const FsimBlock *block, FsimTime now)
+{
+    Direct *direct = direct_from_policy(self);
+
+    (void)now;
+    fsim_device_mem_free(self->device, block->addr, block->size);
+    direct->live_blocks--;
+}
+
+static gboolean
+direct_check(const FsimPolicy *self, GError **error)
+{
+    const Direct *direct = (const Direct *)self;
+    uint64_t reserved = (uint64_t)self->device->reserved.current;
+
+    /* Every reserved byte belongs to a live block: nothing is ever cached. */
+    if (direct->live_blocks == 0 && reserved != 0) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                    "no live blocks but %" G_GUINT64_FORMAT " bytes reserved", reserved);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+const FsimPolicyOps fsim_policy_direct = {
+    .name = "direct",
+    .summary = "no caching: one cudaMalloc and one cudaFree per tensor",
+    .knobs = NULL,
+    .create = direct_create,
+    .destroy = direct_destroy,
+    .alloc = direct_alloc,
+    .dealloc = direct_dealloc,
+    .check = direct_check,
+};

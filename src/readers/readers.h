@@ -1,0 +1,11 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The registered trace formats: one `const FsimTraceFormat` per reader.  Adding a format means
+ * one .c file, one line here, one line in all_formats[] (src/core/trace.c), one CMake entry.
+ * Order matters: formats are probed in all_formats[] order.
+ */
+#pragma once
+
+#include "fragsim/trace.h"
+
+extern const FsimTraceFormat fsim_trace_format_text;
