@@ -89,8 +89,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimTraceInfo, fsim_trace_info_free)
  * @stream_open: an event stream of one device.
  * @stream_next: TRUE with *ev filled; FALSE at the end (error unset) or on failure (error set).
  * @stream_close: free the stream.
- * @describe: (nullable): fill the format-specific parts of an info; NULL means the generic scan
- *     of every stream is enough.
+ * @describe: (nullable): fill the format-specific parts of an info: per device (through
+ *     fsim_trace_info_device()) `events` and `actions` in the format's own vocabulary, `segments`
+ *     and `reserved_bytes` of the final state; and `annotations`.  The generic scan of every
+ *     stream then adds `streams`, `allocs`, `peak_requested_bytes` and `duration_ns`.  NULL means
+ *     the generic scan counts events and actions too (by event kind).
  */
 struct FsimTraceFormat {
     const char *name;
@@ -157,7 +160,8 @@ void fsim_trace_set_outcomes(FsimTrace *trace, uint32_t device, GArray *outcomes
 const char *fsim_trace_path(const FsimTrace *trace);
 const char *fsim_trace_format_name(const FsimTrace *trace);
 
-/* Returns: (transfer none): the device indices with events, ascending; *n of them. */
+/* Returns: (transfer none): the device indices with something to replay (events, or a recorded
+ * state), ascending; *n of them. */
 const uint32_t *fsim_trace_devices(const FsimTrace *trace, gsize *n);
 
 /* Returns: (transfer none) (nullable): the state at trace start of @device, NULL when empty. */

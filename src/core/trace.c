@@ -374,9 +374,10 @@ fsim_trace_info_count(FsimTraceDeviceInfo *dev, const char *name, uint64_t count
     g_array_insert_val(dev->actions, i, fresh);
 }
 
-/* The generic part: read every stream once and count. */
+/* The generic part: read every stream once and count.  When the format described itself,
+ * its own counts of events and actions (in its own vocabulary) are kept. */
 static gboolean
-describe_streams(FsimTrace *trace, FsimTraceInfo *info, GError **error)
+describe_streams(FsimTrace *trace, FsimTraceInfo *info, gboolean format_counts, GError **error)
 {
     for (guint d = 0; d < trace->devices->len; d++) {
         uint32_t device = g_array_index(trace->devices, uint32_t, d);
@@ -402,7 +403,8 @@ describe_streams(FsimTrace *trace, FsimTraceInfo *info, GError **error)
                 first = FALSE;
             }
             last_time = ev.time;
-            dev->events++;
+            if (!format_counts)
+                dev->events++;
             if ((unsigned)ev.kind < FSIM_EV_KIND_COUNT)
                 counts[ev.kind]++;
             if (ev.kind == FSIM_EV_ALLOC || ev.kind == FSIM_EV_FREE) {
@@ -431,7 +433,7 @@ describe_streams(FsimTrace *trace, FsimTraceInfo *info, GError **error)
         }
         dev->duration_ns = last_time - first_time;
         dev->streams = g_hash_table_size(streams);
-        if (dev->actions->len == 0) {
+        if (!format_counts) {
             for (int k = 1; k < FSIM_EV_KIND_COUNT; k++) {
                 if (counts[k] != 0)
                     fsim_trace_info_count(dev, fsim_event_kind_name((FsimEventKind)k), counts[k]);
@@ -456,7 +458,7 @@ fsim_trace_describe(FsimTrace *trace, GError **error)
     /* The format first: it may fill actions with its own names, which the scan then keeps. */
     if (trace->format->describe != NULL && !trace->format->describe(trace, info, error))
         return NULL;
-    if (!describe_streams(trace, info, error))
+    if (!describe_streams(trace, info, trace->format->describe != NULL, error))
         return NULL;
     return g_steal_pointer(&info);
 }
