@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The text format reader and writer: a corpus of good files that must parse to known events, and
+ * of bad files that must fail with a known code on a known line (json-glib style); the writer's
+ * round trip, gzip included; and the writer never leaving a partial file behind.
+ */
+#include <glib.h>
+#include <glib/gstdio.h>
+
+#include <string.h>
+
+#include "fragsim/fragsim.h"
+
+static char *
+corpus_path(const char *name)
+{
+    return g_test_build_filename(G_TEST_DIST, "data", "traces", name, NULL);
+}
+
+/* Render a whole trace as one line per event, for comparison. */
+static char *
+render_trace(const char *path, GError **error)
+{
+    g_autoptr(FsimTrace) trace = fsim_trace_open(path, error);
+    g_autoptr(FsimTraceStream) stream = NULL;
+    g_autoptr(GString) out = g_string_new(NULL);
+    GError *local_error = NULL;
+    FsimEvent ev;
+
+    if (trace == NULL)
+        return NULL;
+    stream = fsim_trace_stream_open(trace, 0, error);
+    if (stream == NULL)
+        return NULL;
+    while (fsim_trace_stream_next(stream, &ev, &local_error)) {
+        g_string_append_printf(out, "%" G_GUINT64_FORMAT "@%" G_GUINT64_FORMAT " %s", ev.index,
+                               ev.time, fsim_event_kind_name(ev.kind));
+        if (ev.kind == FSIM_EV_ALLOC)
+            g_string_append_printf(
+                out, " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " s%" G_GUINT64_FORMAT, ev.id,
+                ev.size, ev.stream);
+        else if (ev.kind == FSIM_EV_FREE || ev.kind == FSIM_EV_FREE_COMPLETED)
+            g_string_append_printf(out, " %" G_GUINT64_FORMAT " s%" G_GUINT64_FORMAT "%s", ev.id,
+                                   ev.stream, (ev.flags & FSIM_EVF_DEFERRED) ? " deferred" : "");
+        else if (ev.kind == FSIM_EV_MARK)
+            g_string_append_printf(out, " [%s]", ev.label);
+        g_string_append_c(out, '\n');
+    }
+    if (local_error != NULL) {
+        g_propagate_error(error, local_error);
+        return NULL;
+    }
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+typedef struct {
+    const char *file;
+    const char *expected;
+} OkCase;
+
+static const OkCase ok_cases[] = {
+    {"ok-design-example.trace", "3@0 alloc 1 1048576 s0\n"
+                                "4@1500 alloc 2 20971520 s0\n"
+                                "5@2000 free 1 s0\n"
+                                "6@2000 free_completed 1 s0\n"
+                                "7@9000 mark [step-1]\n"
+                                "8@9100 empty_cache\n"},
+    {"ok-comments-crlf.trace", "4@0 alloc 7 4096 s3\n"
+                               "6@10 free 7 s3\n"
+                               "7@20 mark [phase two # kept in the label]\n"},
+    {"ok-deferred.trace", "2@0 alloc 1 1000 s0\n"
+                          "3@1 alloc 2 2000 s5\n"
+                          "4@2 free 1 s0 deferred\n"
+                          "5@3 alloc 3 3000 s5\n"
+                          "6@4 free_completed 1 s0\n"
+                          "7@5 free 2 s5\n"
+                          "8@6 free 3 s5\n"
+                          "9@7 free 99 s0\n"},
+    {"ok-gzip.trace.gz", "2@0 alloc 1 100 s0\n"},
+};
+
+static void
+test_ok(gconstpointer data)
+{
+    const OkCase *c = data;
+    g_autofree char *path = corpus_path(c->file);
+    g_autoptr(GError) error = NULL;
+    g_autofree char *rendered = render_trace(path, &error);
+
+    g_assert_no_error(error);
+    g_assert_cmpstr(rendered, ==, c->expected);
+}
+
+typedef struct {
+    const char *file;
+    GQuark (*domain)(void);
+    int code;
+    int line; /* 0: the message names no line */
+} BadCase;
+
+static const BadCase bad_cases[] = {
+    {"bad-empty.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_EMPTY, 0},
+    {"bad-not-a-trace.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_HEADER, 1},
+    {"bad-version.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_HEADER, 1},
+    {"bad-header-trailing.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_HEADER, 1},
+    {"bad-number.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_NUMBER, 3},
+    {"bad-negative.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_NUMBER, 2},
+    {"bad-zero-size.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_SIZE, 3},
+    {"bad-absurd-size.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_SIZE, 2},
+    {"bad-overflow.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_NUMBER, 2},
+    {"bad-duplicate.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_DUPLICATE, 4},
+    {"bad-time-backwards.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_TIME, 3},
+    {"bad-time.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_NUMBER, 2},
+    {"bad-kind.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_KIND, 3},
+    {"bad-missing-size.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_SYNTAX, 2},
+    {"bad-missing-kind.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_SYNTAX, 2},
+    {"bad-extra-field.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_SYNTAX, 2},
+    {"bad-stream.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_NUMBER, 2},
+};
+
+static void
+test_bad(gconstpointer data)
+{
+    const BadCase *c = data;
+    g_autofree char *path = corpus_path(c->file);
+    g_autoptr(GError) error = NULL;
+    g_autofree char *rendered = render_trace(path, &error);
+
+    g_assert_null(rendered);
+    g_assert_error(error, c->domain(), c->code);
+    /* Every message names the file, and the line where there is one. */
+    g_assert_true(g_str_has_prefix(error->message, path));
+    if (c->line > 0) {
+        g_autofree char *where = g_strdup_printf("%s:%d: ", path, c->line);
+
+        if (!g_str_has_prefix(error->message, where))
+            g_error("expected '%s' at the start of '%s'", where, error->message);
+    }
+}
+
+static void
+test_missing_file(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimTrace) trace = fsim_trace_open("/nonexistent/dir/x.trace", &error);
+
+    g_assert_null(trace);
+    g_assert_error(error, FSIM_ERROR, FSIM_ERROR_IO);
+    g_assert_nonnull(strstr(error->message, "/nonexistent/dir/x.trace"));
+}
+
+static void
+test_directory(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = g_test_build_filename(G_TEST_DIST, "data", NULL);
+    g_autoptr(FsimTrace) trace = fsim_trace_open(dir, &error);
+
+    g_assert_null(trace);
+    g_assert_error(error, FSIM_ERROR, FSIM_ERROR_IO);
+}
+
+static void
+write_events(FsimTraceWriter *writer, GError **error)
+{
+    FsimEvent events[] = {
+        {.time = 0, .kind = FSIM_EV_ALLOC, .id = 1, .size = 100, .stream = 0},
+        {.time = 5, .kind = FSIM_EV_ALLOC, .id = 2, .size = FSIM_MAX_SIZE, .stream = 7},
+        {.time = 6, .kind = FSIM_EV_FREE, .id = 1, .flags = FSIM_EVF_DEFERRED},
+        {.time = 7, .kind = FSIM_EV_FREE_COMPLETED, .id = 1},
+        {.time = 8, .kind = FSIM_EV_MARK, .label = "iteration 1\nwith a newline"},
+        {.time = 9, .kind = FSIM_EV_EMPTY_CACHE},
+        {.time = G_MAXUINT64, .kind = FSIM_EV_FREE, .id = 2, .stream = 7},
+    };
+
+    g_assert_true(fsim_trace_writer_comment(writer, "a comment\nover two lines", error));
+    for (gsize i = 0; i < G_N_ELEMENTS(events); i++)
+        g_assert_true(fsim_trace_writer_write(writer, &events[i], error));
+}
+
+static void
+test_writer_round_trip(gconstpointer data)
+{
+    const char *suffix = data;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = g_dir_make_tmp("fragsim-XXXXXX", &error);
+    g_autofree char *path = g_strdup_printf("%s/out.trace%s", dir, suffix);
+    g_autoptr(FsimTraceWriter) writer = fsim_trace_writer_open(path, &error);
+    g_autofree char *rendered = NULL;
+
+    g_assert_no_error(error);
+    write_events(writer, &error);
+    g_assert_no_error(error);
+    /* Nothing at the final path until close succeeds. */
+    g_assert_false(g_file_test(path, G_FILE_TEST_EXISTS));
+    g_assert_true(fsim_trace_writer_close(g_steal_pointer(&writer), &error));
+    g_assert_no_error(error);
+    rendered = render_trace(path, &error);
+    g_assert_no_error(error);
+    g_assert_cmpstr(rendered, ==,
+                    "4@0 alloc 1 100 s0\n"
+                    "5@5 alloc 2 1152921504606846976 s7\n"
+                    "6@6 free 1 s0 deferred\n"
+                    "7@7 free_completed 1 s0\n"
+                    "8@8 mark [iteration 1 with a newline]\n"
+                    "9@9 empty_cache\n"
+                    "10@18446744073709551615 free 2 s7\n");
+    g_unlink(path);
+    g_rmdir(dir);
+}
+
+static void
+test_writer_abort_leaves_nothing(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = g_dir_make_tmp("fragsim-XXXXXX", &error);
+    g_autofree char *path = g_build_filename(dir, "out.trace", NULL);
+    FsimTraceWriter *writer = fsim_trace_writer_open(path, &error);
+    g_autoptr(GDir) listing = NULL;
+
+    g_assert_no_error(error);
+    write_events(writer, &error);
+    fsim_trace_writer_abort(writer);
+    listing = g_dir_open(dir, 0, &error);
+    g_assert_no_error(error);
+    g_assert_null(g_dir_read_name(listing));
+    g_rmdir(dir);
+}
+
+static void
+test_writer_unwritable(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimTraceWriter) writer =
+        fsim_trace_writer_open("/nonexistent/dir/out.trace", &error);
+
+    g_assert_null(writer);
+    g_assert_error(error, FSIM_ERROR, FSIM_ERROR_IO);
+    g_assert_nonnull(strstr(error->message, "/nonexistent/dir/out.trace"));
+}
+
+/* Every prefix of a valid trace is either valid or fails cleanly: never a crash or a hang. */
+static void
+test_truncated_prefixes(void)
+{
+    g_autofree char *source = corpus_path("ok-design-example.trace");
+    g_autofree char *contents = NULL;
+    gsize length = 0;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = g_dir_make_tmp("fragsim-XXXXXX", &error);
+    g_autofree char *path = g_build_filename(dir, "prefix.trace", NULL);
+
+    g_assert_true(g_file_get_contents(source, &contents, &length, &error));
+    for (gsize n = 0; n <= length; n++) {
+        g_autoptr(GError) local_error = NULL;
+        g_autofree char *rendered = NULL;
+
+        g_assert_true(g_file_set_contents(path, contents, (gssize)n, &error));
+        rendered = render_trace(path, &local_error);
+        g_assert_true((rendered == NULL) != (local_error == NULL));
+    }
+    g_unlink(path);
+    g_rmdir(dir);
+}
+
+/* A long line is refused with a limit error, not read into unbounded memory. */
+static void
+test_long_line(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = g_dir_make_tmp("fragsim-XXXXXX", &error);
+    g_autofree char *path = g_build_filename(dir, "long.trace", NULL);
+    g_autoptr(GString) text = g_string_new("fragsim-trace v1\n0 mark ");
+    g_autofree char *rendered = NULL;
+
+    for (int i = 0; i < 2 * 1024 * 1024; i++)
+        g_string_append_c(text, 'x');
+    g_assert_true(g_file_set_contents(path, text->str, (gssize)text->len, &error));
+    rendered = render_trace(path, &error);
+    g_assert_null(rendered);
+    g_assert_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_LIMIT);
+    g_unlink(path);
+    g_rmdir(dir);
+}
+
+int
+main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    for (gsize i = 0; i < G_N_ELEMENTS(ok_cases); i++) {
+        g_autofree char *name = g_strdup_printf("/reader/text/ok/%s", ok_cases[i].file);
+
+        g_test_add_data_func(name, &ok_cases[i], test_ok);
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(bad_cases); i++) {
+        g_autofree char *name = g_strdup_printf("/reader/text/bad/%s", bad_cases[i].file);
+
+        g_test_add_data_func(name, &bad_cases[i], test_bad);
+    }
+    g_test_add_func("/reader/text/bad/missing-file", test_missing_file);
+    g_test_add_func("/reader/text/bad/directory", test_directory);
+    g_test_add_func("/reader/text/bad/truncated-prefixes", test_truncated_prefixes);
+    g_test_add_func("/reader/text/bad/long-line", test_long_line);
+    g_test_add_data_func("/writer/text/round-trip", "", test_writer_round_trip);
+    g_test_add_data_func("/writer/text/round-trip-gzip", ".gz", test_writer_round_trip);
+    g_test_add_func("/writer/text/abort-leaves-nothing", test_writer_abort_leaves_nothing);
+    g_test_add_func("/writer/text/unwritable", test_writer_unwritable);
+    return g_test_run();
+}
