@@ -54,6 +54,11 @@ typedef struct FsimEngine FsimEngine;
  * @paranoid: call the policy's check() after every operation (on by default in Debug builds).
  * @free_delay_ns: when non-zero, a FREE not followed by its FREE_COMPLETED becomes reusable only
  *     this many nanoseconds later (models stream-ordered frees); 0 = at once.
+ * @device_factory: (nullable): creates the device instead of the simulated one (the CUDA backend
+ *     passes a real GPU).  It receives the engine's copy of @device and @config and returns a
+ *     device the engine then owns (freed with fsim_device_free() after the policy), or NULL with
+ *     @error set.  NULL = fsim_device_sim_new().
+ * @device_factory_data: for @device_factory.
  */
 typedef struct {
     const char *policy;
@@ -63,6 +68,9 @@ typedef struct {
     gboolean fail_on_oom;
     gboolean paranoid;
     FsimTime free_delay_ns;
+    FsimDevice *(*device_factory)(gpointer data, const FsimDeviceSpec *spec, GKeyFile *config,
+                                  GError **error);
+    gpointer device_factory_data;
 } FsimRunConfig;
 
 /* Fill @config with the defaults: policy "bestfit", the default device, paranoid iff

@@ -90,7 +90,11 @@ fsim_engine_new(const FsimRunConfig *config, GError **error)
                     config->policy, names);
         return NULL;
     }
-    device = fsim_device_sim_new(&config->device, config->config, error);
+    if (config->device_factory != NULL)
+        device = config->device_factory(config->device_factory_data, &config->device,
+                                        config->config, error);
+    else
+        device = fsim_device_sim_new(&config->device, config->config, error);
     if (device == NULL)
         return NULL;
     policy = fsim_policy_new(config->policy, device, config->config, error);
