@@ -1,0 +1,397 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The small core modules: sizes, the range set, the live table, the event queue, and the
+ * simulated device (presets, address space, faults, costs, hints).
+ */
+#include <glib.h>
+
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "fragsim/fragsim.h"
+
+#include "core/event-queue.h"
+#include "core/live-table.h"
+#include "core/range-set.h"
+
+static void
+test_parse_size(void)
+{
+    static const struct {
+        const char *text;
+        uint64_t bytes;
+    } good[] = {
+        {"0", 0},
+        {"4096", 4096},
+        {"80GiB", 80 * FSIM_GiB},
+        {"24GB", 24000000000ull},
+        {"1.5 GiB", 3 * FSIM_GiB / 2},
+        {"512MiB", 512 * FSIM_MiB},
+        {"64KiB", 64 * FSIM_KiB},
+        {"2m", 2 * FSIM_MiB},
+        {"2MB", 2000000},
+        {"1TiB", 1024 * FSIM_GiB},
+        {"7b", 7},
+    };
+    static const char *const bad[] = {"",
+                                      "GiB",
+                                      "-1",
+                                      "1.5",
+                                      "abc",
+                                      "1..5GiB",
+                                      "12XB",
+                                      "1e9",
+                                      "0x10",
+                                      "99999999999999999999",
+                                      "18446744073709551615GiB"};
+
+    for (gsize i = 0; i < G_N_ELEMENTS(good); i++) {
+        uint64_t out = 1;
+        g_autoptr(GError) error = NULL;
+
+        g_assert_true(fsim_parse_size(good[i].text, &out, &error));
+        g_assert_no_error(error);
+        g_assert_cmpuint(out, ==, good[i].bytes);
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        uint64_t out = 0;
+        g_autoptr(GError) error = NULL;
+
+        g_assert_false(fsim_parse_size(bad[i], &out, &error));
+        g_assert_error(error, FSIM_ERROR, FSIM_ERROR_USAGE);
+    }
+}
+
+static void
+test_format_size(void)
+{
+    static const struct {
+        uint64_t bytes;
+        const char *text;
+    } cases[] = {
+        {0, "0 B"},
+        {512, "512 B"},
+        {1536, "1.50 KiB"},
+        {20 * FSIM_MiB, "20.0 MiB"},
+        {80 * FSIM_GiB, "80.0 GiB"},
+        {140 * FSIM_GiB, "140 GiB"},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *text = fsim_format_size(cases[i].bytes);
+
+        g_assert_cmpstr(text, ==, cases[i].text);
+    }
+}
+
+static void
+test_range_set(void)
+{
+    g_autoptr(FsimRangeSet) set = fsim_range_set_new();
+
+    /* Dense increasing ids collapse into one range. */
+    for (uint64_t i = 1; i <= 1000; i++)
+        fsim_range_set_add(set, i, i + 1);
+    g_assert_cmpuint(fsim_range_set_count(set), ==, 1);
+    g_assert_true(fsim_range_set_contains(set, 1));
+    g_assert_true(fsim_range_set_contains(set, 1000));
+    g_assert_false(fsim_range_set_contains(set, 0));
+    g_assert_false(fsim_range_set_contains(set, 1001));
+    fsim_range_set_add(set, 2000, 3000);
+    fsim_range_set_add(set, 1500, 1600);
+    g_assert_cmpuint(fsim_range_set_count(set), ==, 3);
+    g_assert_true(fsim_range_set_covers(set, 2000, 3000));
+    g_assert_false(fsim_range_set_covers(set, 1999, 3000));
+    g_assert_true(fsim_range_set_overlaps(set, 1550, 1700));
+    g_assert_false(fsim_range_set_overlaps(set, 1600, 2000));
+    /* Bridging merges. */
+    fsim_range_set_add(set, 1001, 2500);
+    g_assert_cmpuint(fsim_range_set_count(set), ==, 1);
+    g_assert_true(fsim_range_set_covers(set, 1, 3000));
+    /* Removing splits. */
+    fsim_range_set_remove(set, 100, 200);
+    g_assert_cmpuint(fsim_range_set_count(set), ==, 2);
+    g_assert_false(fsim_range_set_contains(set, 150));
+    g_assert_true(fsim_range_set_contains(set, 99));
+    g_assert_true(fsim_range_set_contains(set, 200));
+    fsim_range_set_remove(set, 0, 2000);
+    g_assert_false(fsim_range_set_overlaps(set, 0, 2000));
+    g_assert_true(fsim_range_set_covers(set, 2000, 3000));
+    fsim_range_set_remove(set, 2500, 5000);
+    g_assert_true(fsim_range_set_covers(set, 2000, 2500));
+    g_assert_false(fsim_range_set_contains(set, 2500));
+}
+
+/* Compare the live table against GHashTable under random inserts and removes. */
+static void
+test_live_table(void)
+{
+    FsimLiveTable table;
+    g_autoptr(GHashTable) model = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    g_autoptr(GRand) rand = g_rand_new_with_seed(11);
+
+    fsim_live_table_init(&table);
+    for (int i = 0; i < 200000; i++) {
+        uint64_t id = (uint64_t)g_rand_int_range(rand, 0, 5000) * 7919;
+        FsimLiveEntry *entry = fsim_live_table_lookup(&table, id);
+        gboolean in_model = g_hash_table_contains(model, &id);
+
+        g_assert_cmpint(entry != NULL, ==, in_model);
+        if (entry != NULL) {
+            g_assert_cmpuint(entry->requested, ==, id + 1);
+            fsim_live_table_remove(&table, entry);
+            g_hash_table_remove(model, &id);
+        } else {
+            entry = fsim_live_table_insert(&table, id);
+            entry->requested = id + 1;
+            g_hash_table_add(model, g_memdup2(&id, sizeof(id)));
+        }
+        g_assert_cmpuint(table.count, ==, g_hash_table_size(model));
+    }
+    fsim_live_table_clear(&table);
+}
+
+static void
+test_event_queue(void)
+{
+    FsimEventQueue queue;
+    FsimQueuedEvent item;
+    g_autoptr(GRand) rand = g_rand_new_with_seed(3);
+    uint64_t last_time = 0;
+    uint64_t last_seq = 0;
+
+    fsim_event_queue_init(&queue);
+    g_assert_null(fsim_event_queue_peek(&queue));
+    for (uint64_t seq = 0; seq < 5000; seq++) {
+        FsimEvent ev = {.time = (uint64_t)g_rand_int_range(rand, 0, 100), .id = seq};
+
+        fsim_event_queue_push(&queue, &ev, seq);
+    }
+    g_assert_cmpuint(fsim_event_queue_length(&queue), ==, 5000);
+    /* Ordered by time, then first-in first-out. */
+    while (fsim_event_queue_pop(&queue, &item)) {
+        g_assert_cmpuint(item.event.time, >=, last_time);
+        if (item.event.time == last_time)
+            g_assert_cmpuint(item.seq, >=, last_seq);
+        last_time = item.event.time;
+        last_seq = item.seq;
+    }
+    g_assert_cmpuint(fsim_event_queue_length(&queue), ==, 0);
+    fsim_event_queue_clear(&queue);
+}
+
+static void
+test_device_presets(void)
+{
+    static const char *const names[] = {"t4-16gb",    "l4-24gb",    "rtx4090-24gb",
+                                        "a100-40gb",  "a100-80gb",  "h100-80gb",
+                                        "h200-141gb", "b200-192gb", "mi300x-192gb"};
+    gsize n;
+    const FsimDeviceSpec *presets = fsim_device_presets(&n);
+    FsimDeviceSpec spec;
+    g_autoptr(GError) error = NULL;
+
+    g_assert_cmpuint(n, ==, G_N_ELEMENTS(names));
+    for (gsize i = 0; i < n; i++) {
+        g_assert_cmpstr(presets[i].name, ==, names[i]);
+        g_assert_cmpuint(presets[i].capacity_bytes, <, presets[i].total_bytes);
+        g_assert_cmpuint(presets[i].granularity, ==, 2 * FSIM_MiB);
+        g_assert_cmpuint(presets[i].costs.malloc_ns, >, 0);
+        g_assert_true(fsim_device_spec_parse(names[i], &spec, &error));
+    }
+    g_assert_true(fsim_device_spec_parse("H100-80GB", &spec, &error));
+    g_assert_cmpstr(spec.name, ==, "h100-80gb");
+    g_assert_true(fsim_device_spec_parse("24GB", &spec, &error));
+    g_assert_cmpuint(spec.capacity_bytes, ==, 24000000000ull);
+    g_assert_true(fsim_device_spec_parse("80GiB", &spec, &error));
+    g_assert_cmpuint(spec.capacity_bytes, ==, 80 * FSIM_GiB);
+    g_assert_true(fsim_device_spec_parse("25769803776", &spec, &error));
+    g_assert_cmpuint(spec.capacity_bytes, ==, 24 * FSIM_GiB);
+    g_assert_false(fsim_device_spec_parse("h100", &spec, &error));
+    g_assert_error(error, FSIM_ERROR, FSIM_ERROR_USAGE);
+    g_assert_nonnull(strstr(error->message, "h100-80gb"));
+    g_clear_error(&error);
+    g_assert_false(fsim_device_spec_parse("1KiB", &spec, &error));
+    g_assert_error(error, FSIM_ERROR, FSIM_ERROR_USAGE);
+}
+
+static void
+test_device_profile(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = g_dir_make_tmp("fragsim-XXXXXX", &error);
+    g_autofree char *path = g_build_filename(dir, "gpu.profile", NULL);
+    FsimDeviceSpec spec;
+    static const char profile[] = "[device]\nname=my-gpu\ndescription=Measured\n"
+                                  "total_bytes=1000000000\ncapacity_bytes=900000000\n"
+                                  "granularity=2097152\n[costs]\nmalloc_ns=1234\n";
+
+    g_assert_true(g_file_set_contents(path, profile, -1, &error));
+    g_assert_true(fsim_device_spec_parse(path, &spec, &error));
+    g_assert_no_error(error);
+    g_assert_cmpstr(spec.name, ==, "my-gpu");
+    g_assert_cmpuint(spec.capacity_bytes, ==, 900000000);
+    g_assert_cmpuint(spec.costs.malloc_ns, ==, 1234);
+    g_assert_cmpuint(spec.costs.map_ns, ==, fsim_device_costs_default().map_ns);
+    g_assert_true(g_file_set_contents(path, "[device]\nname=x\n", -1, &error));
+    g_assert_false(fsim_device_spec_parse(path, &spec, &error));
+    g_assert_error(error, FSIM_ERROR, FSIM_ERROR_USAGE);
+    g_remove(path);
+    g_rmdir(dir);
+}
+
+static FsimDevice *
+small_device(GKeyFile *config)
+{
+    FsimDeviceSpec spec;
+    g_autoptr(GError) error = NULL;
+    FsimDevice *device;
+
+    g_assert_true(fsim_device_spec_parse("64MiB", &spec, &error));
+    device = fsim_device_sim_new(&spec, config, &error);
+    g_assert_no_error(error);
+    return device;
+}
+
+static void
+test_device_memory(void)
+{
+    g_autoptr(FsimDevice) device = small_device(NULL);
+    FsimAddr a, b, c, d;
+
+    g_assert_cmpint(fsim_device_mem_alloc(device, 1, &a), ==, FSIM_OK);
+    g_assert_cmpuint(a % (2 * FSIM_MiB), ==, 0);
+    g_assert_cmpint(device->reserved.current, ==, 2 * FSIM_MiB);
+    g_assert_cmpint(fsim_device_mem_alloc(device, 30 * FSIM_MiB, &b), ==, FSIM_OK);
+    g_assert_cmpint(fsim_device_mem_alloc(device, 32 * FSIM_MiB, &c), ==, FSIM_OK);
+    /* Full: 64 MiB. */
+    g_assert_cmpint(fsim_device_mem_alloc(device, 1, &d), ==, FSIM_OOM);
+    g_assert_cmpuint(device->calls[FSIM_CALL_MEM_ALLOC], ==, 3);
+    g_assert_cmpuint(device->attempts[FSIM_CALL_MEM_ALLOC], ==, 4);
+    fsim_device_mem_free(device, b, 30 * FSIM_MiB);
+    /* The freed range of the right size is reused first. */
+    g_assert_cmpint(fsim_device_mem_alloc(device, 30 * FSIM_MiB, &d), ==, FSIM_OK);
+    g_assert_cmpuint(d, ==, b);
+    fsim_device_mem_free(device, a, 1);
+    fsim_device_mem_free(device, c, 32 * FSIM_MiB);
+    fsim_device_mem_free(device, d, 30 * FSIM_MiB);
+    g_assert_cmpint(device->reserved.current, ==, 0);
+    g_assert_cmpint(device->reserved.peak, ==, 64 * FSIM_MiB);
+    g_assert_cmpuint(device->modelled_time_ns, >, 0);
+}
+
+static void
+test_device_vmm(void)
+{
+    g_autoptr(FsimDevice) device = small_device(NULL);
+    FsimAddr base;
+
+    /* Address space is not memory: reserve far more than the device has. */
+    g_assert_cmpint(fsim_device_va_reserve(device, 100 * FSIM_GiB, 64 * FSIM_MiB, &base), ==,
+                    FSIM_OK);
+    g_assert_cmpuint(base % (64 * FSIM_MiB), ==, 0);
+    g_assert_cmpint(device->reserved.current, ==, 0);
+    g_assert_cmpint(fsim_device_map(device, base, 40 * FSIM_MiB, 20 * FSIM_MiB), ==, FSIM_OK);
+    g_assert_cmpint(device->reserved.current, ==, 40 * FSIM_MiB);
+    g_assert_cmpint(fsim_device_map(device, base + 40 * FSIM_MiB, 40 * FSIM_MiB, 20 * FSIM_MiB), ==,
+                    FSIM_OOM);
+    g_assert_cmpint(fsim_device_map(device, base + 40 * FSIM_MiB, 20 * FSIM_MiB, 20 * FSIM_MiB), ==,
+                    FSIM_OK);
+    fsim_device_unmap(device, base, 60 * FSIM_MiB, 20 * FSIM_MiB);
+    g_assert_cmpint(device->reserved.current, ==, 0);
+    fsim_device_va_release(device, base, 100 * FSIM_GiB);
+    g_assert_cmpuint(device->calls[FSIM_CALL_MAP], ==, 2);
+    g_assert_cmpuint(device->calls[FSIM_CALL_UNMAP], ==, 1);
+}
+
+static void
+test_device_faults(void)
+{
+    g_autoptr(GKeyFile) config = g_key_file_new();
+    g_autoptr(FsimDevice) device = NULL;
+    g_autoptr(GError) error = NULL;
+    FsimDeviceSpec spec;
+    FsimAddr a;
+
+    g_key_file_set_value(config, "device", "fail_mem_alloc_at", "2");
+    g_key_file_set_value(config, "device", "fail_map_from", "1");
+    device = small_device(config);
+    g_assert_cmpint(fsim_device_mem_alloc(device, 1, &a), ==, FSIM_OK);
+    g_assert_cmpint(fsim_device_mem_alloc(device, 1, &a), ==, FSIM_OOM);
+    g_assert_cmpint(fsim_device_mem_alloc(device, 1, &a), ==, FSIM_OK);
+    g_assert_cmpint(fsim_device_va_reserve(device, FSIM_GiB, 0, &a), ==, FSIM_OK);
+    g_assert_cmpint(fsim_device_map(device, a, 2 * FSIM_MiB, 2 * FSIM_MiB), ==, FSIM_OOM);
+    g_assert_cmpint(fsim_device_map(device, a, 2 * FSIM_MiB, 2 * FSIM_MiB), ==, FSIM_OOM);
+    /* Bad keys and values are usage errors. */
+    g_key_file_set_value(config, "device", "fail_everything", "1");
+    g_assert_true(fsim_device_spec_parse("1GiB", &spec, NULL));
+    g_assert_null(fsim_device_sim_new(&spec, config, &error));
+    g_assert_error(error, FSIM_ERROR, FSIM_ERROR_USAGE);
+    g_clear_error(&error);
+    g_key_file_remove_key(config, "device", "fail_everything", NULL);
+    g_key_file_set_value(config, "device", "fail_map_at", "x");
+    g_assert_null(fsim_device_sim_new(&spec, config, &error));
+    g_assert_error(error, FSIM_ERROR, FSIM_ERROR_USAGE);
+}
+
+static void
+test_device_next_address(void)
+{
+    g_autoptr(FsimDevice) device = small_device(NULL);
+    FsimAddr a, b, want = 0x7f0040000000;
+
+    fsim_device_set_next_address(device, want);
+    g_assert_cmpint(fsim_device_mem_alloc(device, 4 * FSIM_MiB, &a), ==, FSIM_OK);
+    g_assert_cmpuint(a, ==, want);
+    /* Consumed: the next call chooses by itself. */
+    g_assert_cmpint(fsim_device_mem_alloc(device, 4 * FSIM_MiB, &b), ==, FSIM_OK);
+    g_assert_cmpuint(b, !=, want);
+    /* A hint inside a used range is ignored. */
+    fsim_device_set_next_address(device, want);
+    g_assert_cmpint(fsim_device_mem_alloc(device, 2 * FSIM_MiB, &b), ==, FSIM_OK);
+    g_assert_cmpuint(b, !=, want);
+}
+
+static void
+test_device_costs(void)
+{
+    g_autoptr(FsimDevice) device = small_device(NULL);
+    FsimDeviceCosts costs = device->spec.costs;
+    FsimAddr a;
+    uint64_t before;
+
+    g_assert_cmpint(fsim_device_mem_alloc(device, FSIM_GiB / 32, &a), ==, FSIM_OK);
+    g_assert_cmpuint(device->modelled_time_ns, ==, costs.malloc_ns + costs.malloc_per_gib_ns / 32);
+    before = device->modelled_time_ns;
+    fsim_device_mem_free(device, a, FSIM_GiB / 32);
+    /* cudaFree pays the device synchronisation. */
+    g_assert_cmpuint(device->modelled_time_ns - before, ==,
+                     costs.free_ns + costs.sync_ns + costs.free_per_gib_ns / 32);
+    /* Seeding calls are neither counted nor charged. */
+    before = device->modelled_time_ns;
+    device->seeding = TRUE;
+    g_assert_cmpint(fsim_device_mem_alloc(device, 2 * FSIM_MiB, &a), ==, FSIM_OK);
+    device->seeding = FALSE;
+    g_assert_cmpuint(device->modelled_time_ns, ==, before);
+    g_assert_cmpuint(device->calls[FSIM_CALL_MEM_ALLOC], ==, 1);
+    g_assert_cmpint(device->reserved.current, ==, 2 * FSIM_MiB);
+}
+
+int
+main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/units/parse-size", test_parse_size);
+    g_test_add_func("/units/format-size", test_format_size);
+    g_test_add_func("/range-set/basics", test_range_set);
+    g_test_add_func("/live-table/against-ghashtable", test_live_table);
+    g_test_add_func("/event-queue/order", test_event_queue);
+    g_test_add_func("/device/presets", test_device_presets);
+    g_test_add_func("/device/profile", test_device_profile);
+    g_test_add_func("/device/memory", test_device_memory);
+    g_test_add_func("/device/vmm", test_device_vmm);
+    g_test_add_func("/device/faults", test_device_faults);
+    g_test_add_func("/device/next-address", test_device_next_address);
+    g_test_add_func("/device/costs", test_device_costs);
+    return g_test_run();
+}
