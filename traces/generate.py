@@ -127,7 +127,7 @@ def small_device_oom():
     but not a 16 GB T4 once the allocator's fragmentation is added."""
     rng = random.Random(3)
     w = Writer("small-device-oom.trace", """
-Sample: a training step that needs about 13.8 GiB at its peak.  Replayed on t4-16gb
+Sample: a training step that needs about 14.0 GiB at its peak.  Replayed on t4-16gb
 (14.6 GiB usable) it runs out of memory under a contiguous best-fit heap, whose holes
 left by the forward pass do not fit the backward pass's larger gradients; paged memory
 fits.  Try: fragsim replay traces/small-device-oom.trace -d t4-16gb
