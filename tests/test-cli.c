@@ -1,0 +1,330 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The command line as users and scripts see it: the real binary (CTest passes its path in
+ * FRAGSIM_BINARY) run with an argv array, its exit statuses, and the JSON contracts of DESIGN.md.
+ */
+#include <glib.h>
+#include <glib/gstdio.h>
+
+#include <json-glib/json-glib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "fragsim/fragsim.h"
+
+typedef struct {
+    int status;
+    char *out;
+    char *err;
+} Result;
+
+static void
+result_clear(Result *r)
+{
+    g_free(r->out);
+    g_free(r->err);
+}
+
+static const char *
+binary(void)
+{
+    const char *path = g_getenv("FRAGSIM_BINARY");
+
+    if (path == NULL)
+        g_error("FRAGSIM_BINARY is not set (run through ctest)");
+    return path;
+}
+
+static char *
+source_path(const char *relative)
+{
+    const char *dir = g_getenv("FRAGSIM_SOURCE_DIR");
+
+    g_assert_nonnull(dir);
+    return g_build_filename(dir, relative, NULL);
+}
+
+/* Run fragsim with the NULL-terminated arguments after argv[0]. */
+static Result
+run(const char *first, ...)
+{
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GError) error = NULL;
+    Result r = {0};
+    int wait_status = 0;
+    va_list args;
+
+    g_ptr_array_add(argv, g_strdup(binary()));
+    va_start(args, first);
+    for (const char *a = first; a != NULL; a = va_arg(args, const char *))
+        g_ptr_array_add(argv, g_strdup(a));
+    va_end(args);
+    g_ptr_array_add(argv, NULL);
+    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+                               &r.out, &r.err, &wait_status, &error));
+    g_assert_no_error(error);
+    g_assert_true(WIFEXITED(wait_status));
+    r.status = WEXITSTATUS(wait_status);
+    return r;
+}
+
+static JsonObject *
+parse_object(JsonParser *parser, const char *text)
+{
+    g_autoptr(GError) error = NULL;
+    JsonNode *root;
+
+    g_assert_true(json_parser_load_from_data(parser, text, -1, &error));
+    g_assert_no_error(error);
+    root = json_parser_get_root(parser);
+    g_assert_true(JSON_NODE_HOLDS_OBJECT(root));
+    return json_node_get_object(root);
+}
+
+static void
+test_help(void)
+{
+    static const char *const commands[] = {"replay", "info", "convert", "policies", "devices"};
+    Result r = run("--help", NULL);
+
+    g_assert_cmpint(r.status, ==, 0);
+    g_assert_nonnull(strstr(r.out, "replay"));
+    result_clear(&r);
+    for (gsize i = 0; i < G_N_ELEMENTS(commands); i++) {
+        r = run(commands[i], "--help", NULL);
+        g_assert_cmpint(r.status, ==, 0);
+        g_assert_nonnull(strstr(r.out, "Usage:"));
+        result_clear(&r);
+    }
+    r = run("frobnicate", NULL);
+    g_assert_cmpint(r.status, ==, 2);
+    result_clear(&r);
+    r = run(NULL, NULL);
+    g_assert_cmpint(r.status, ==, 2);
+    result_clear(&r);
+}
+
+static void
+test_replay_json(void)
+{
+    g_autofree char *trace = source_path("traces/fragmenting.trace");
+    Result r = run("replay", trace, "--json", NULL);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *root;
+    JsonArray *runs;
+    gsize n_metrics;
+    const FsimMetricInfo *metrics = fsim_metrics_list(&n_metrics);
+    gsize n_policies;
+
+    fsim_policy_list(&n_policies);
+    g_assert_cmpint(r.status, ==, 0);
+    g_assert_cmpstr(r.err, ==, "");
+    root = parse_object(parser, r.out);
+    g_assert_cmpstr(json_object_get_string_member(root, "trace"), ==, trace);
+    runs = json_object_get_array_member(root, "runs");
+    /* By default every registered policy runs. */
+    g_assert_cmpuint(json_array_get_length(runs), ==, n_policies);
+    for (guint i = 0; i < json_array_get_length(runs); i++) {
+        JsonObject *run_object = json_array_get_object_element(runs, i);
+
+        g_assert_true(json_object_has_member(run_object, "policy"));
+        g_assert_cmpstr(json_object_get_string_member(run_object, "device"), ==,
+                        FSIM_DEVICE_DEFAULT);
+        g_assert_cmpint(json_object_get_int_member(run_object, "capacity_bytes"), >, 0);
+        g_assert_cmpint(json_object_get_int_member(run_object, "trace_device"), ==, 0);
+        for (gsize m = 0; m < n_metrics; m++) {
+            if (!json_object_has_member(run_object, metrics[m].name))
+                g_error("run %u lacks the metric '%s'", i, metrics[m].name);
+        }
+        g_assert_cmpint(json_object_get_int_member(run_object, "events"), ==, 5399);
+        g_assert_true(json_object_get_null_member(run_object, "first_oom_event"));
+    }
+    result_clear(&r);
+}
+
+static void
+test_replay_fail_on_oom(void)
+{
+    g_autofree char *trace = source_path("traces/small-device-oom.trace");
+    Result r = run("replay", trace, "-p", "bestfit,paged", "-d", "t4-16gb", "--fail-on-oom",
+                   "--json", NULL);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *root;
+    JsonArray *runs;
+
+    g_assert_cmpint(r.status, ==, 3);
+    /* The failing event is printed on stderr; stdout stays one JSON object. */
+    g_assert_nonnull(strstr(r.err, "out of memory at event"));
+    root = parse_object(parser, r.out);
+    runs = json_object_get_array_member(root, "runs");
+    g_assert_cmpuint(json_array_get_length(runs), ==, 2);
+    g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(runs, 0), "status"),
+                    ==, "oom");
+    g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(runs, 1), "status"),
+                    ==, "complete");
+    result_clear(&r);
+    /* Without --fail-on-oom the run completes, counting OOMs. */
+    r = run("replay", trace, "-p", "bestfit", "-d", "t4-16gb", NULL);
+    g_assert_cmpint(r.status, ==, 0);
+    result_clear(&r);
+}
+
+static void
+test_replay_usage_errors(void)
+{
+    g_autofree char *trace = source_path("traces/fragmenting.trace");
+    Result r = run("replay", trace, "-p", "bestfit,nosuch", NULL);
+
+    g_assert_cmpint(r.status, ==, 2);
+    g_assert_nonnull(strstr(r.err, "nosuch"));
+    g_assert_nonnull(strstr(r.err, "paged")); /* names the valid ones */
+    result_clear(&r);
+    r = run("replay", trace, "--set", "paged.pagesize=4KiB", NULL);
+    g_assert_cmpint(r.status, ==, 2);
+    g_assert_nonnull(strstr(r.err, "page_size"));
+    result_clear(&r);
+    r = run("replay", trace, "--set", "paged.page_size=banana", NULL);
+    g_assert_cmpint(r.status, ==, 2);
+    result_clear(&r);
+    r = run("replay", trace, "-d", "h100", NULL);
+    g_assert_cmpint(r.status, ==, 2);
+    g_assert_nonnull(strstr(r.err, "h100-80gb"));
+    result_clear(&r);
+    r = run("replay", NULL);
+    g_assert_cmpint(r.status, ==, 2);
+    result_clear(&r);
+    r = run("replay", trace, "--no-such-option", NULL);
+    g_assert_cmpint(r.status, ==, 2);
+    result_clear(&r);
+    r = run("replay", trace, "-p", "paged", "--set", "paged.page_size=64KiB", "--json", NULL);
+    g_assert_cmpint(r.status, ==, 0);
+    result_clear(&r);
+}
+
+static void
+test_replay_bad_input(void)
+{
+    g_autofree char *bad = source_path("tests/data/traces/bad-duplicate.trace");
+    Result r = run("replay", "/nonexistent/x.trace", NULL);
+
+    g_assert_cmpint(r.status, ==, 1);
+    g_assert_nonnull(strstr(r.err, "/nonexistent/x.trace"));
+    result_clear(&r);
+    r = run("replay", bad, NULL);
+    g_assert_cmpint(r.status, ==, 1);
+    {
+        g_autofree char *where = g_strdup_printf("%s:4:", bad);
+
+        g_assert_nonnull(strstr(r.err, where));
+    }
+    result_clear(&r);
+}
+
+static void
+test_info_json(void)
+{
+    g_autofree char *trace = source_path("traces/multi-stream.trace");
+    Result r = run("info", trace, "--json", NULL);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *root;
+    JsonObject *device;
+    JsonObject *actions;
+
+    g_assert_cmpint(r.status, ==, 0);
+    root = parse_object(parser, r.out);
+    g_assert_cmpstr(json_object_get_string_member(root, "path"), ==, trace);
+    g_assert_cmpstr(json_object_get_string_member(root, "format"), ==, "text");
+    g_assert_true(json_object_get_null_member(root, "allocator_settings"));
+    device = json_array_get_object_element(json_object_get_array_member(root, "devices"), 0);
+    g_assert_cmpint(json_object_get_int_member(device, "device"), ==, 0);
+    g_assert_cmpint(json_object_get_int_member(device, "events"), ==, 800);
+    g_assert_cmpint(json_object_get_int_member(device, "streams"), ==, 3);
+    g_assert_cmpint(json_object_get_int_member(device, "segments"), ==, 0);
+    g_assert_cmpint(json_object_get_int_member(device, "reserved_bytes"), ==, 0);
+    actions = json_object_get_object_member(device, "actions");
+    g_assert_cmpint(json_object_get_int_member(actions, "mark"), ==, 40);
+    g_assert_cmpint(json_object_get_int_member(actions, "free_completed"), ==, 40);
+    g_assert_cmpint(json_object_get_int_member(actions, "alloc"), ==, 360);
+    g_assert_cmpint(json_object_get_int_member(actions, "free"), ==, 360);
+    result_clear(&r);
+}
+
+static void
+test_convert(void)
+{
+    g_autofree char *trace = source_path("traces/multi-stream.trace");
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = g_dir_make_tmp("fragsim-XXXXXX", &error);
+    g_autofree char *out = g_build_filename(dir, "copy.trace.gz", NULL);
+    Result a;
+    Result b;
+    Result r = run("convert", trace, out, NULL);
+
+    g_assert_cmpint(r.status, ==, 0);
+    result_clear(&r);
+    /* The converted trace replays to identical results. */
+    a = run("replay", trace, "--json", "-p", "bestfit", NULL);
+    b = run("replay", out, "--json", "-p", "bestfit", NULL);
+    g_assert_cmpint(a.status, ==, 0);
+    g_assert_cmpint(b.status, ==, 0);
+    {
+        g_autoptr(JsonParser) pa = json_parser_new();
+        g_autoptr(JsonParser) pb = json_parser_new();
+        JsonObject *ra = json_array_get_object_element(
+            json_object_get_array_member(parse_object(pa, a.out), "runs"), 0);
+        JsonObject *rb = json_array_get_object_element(
+            json_object_get_array_member(parse_object(pb, b.out), "runs"), 0);
+
+        g_assert_cmpint(json_object_get_int_member(ra, "peak_reserved_bytes"), ==,
+                        json_object_get_int_member(rb, "peak_reserved_bytes"));
+        g_assert_cmpint(json_object_get_int_member(ra, "events"), ==,
+                        json_object_get_int_member(rb, "events"));
+    }
+    result_clear(&a);
+    result_clear(&b);
+    r = run("convert", trace, NULL);
+    g_assert_cmpint(r.status, ==, 2);
+    result_clear(&r);
+    r = run("convert", trace, "/nonexistent/dir/out.trace", NULL);
+    g_assert_cmpint(r.status, ==, 1);
+    result_clear(&r);
+    g_unlink(out);
+    g_rmdir(dir);
+}
+
+static void
+test_policies_and_devices_json(void)
+{
+    Result r = run("policies", "--json", NULL);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonArray *array;
+    gsize n;
+
+    fsim_policy_list(&n);
+    g_assert_cmpint(r.status, ==, 0);
+    array = json_object_get_array_member(parse_object(parser, r.out), "policies");
+    g_assert_cmpuint(json_array_get_length(array), ==, n);
+    result_clear(&r);
+    r = run("devices", "--json", NULL);
+    g_assert_cmpint(r.status, ==, 0);
+    array = json_object_get_array_member(parse_object(parser, r.out), "devices");
+    g_assert_cmpuint(json_array_get_length(array), ==, 9);
+    g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(array, 5), "name"),
+                    ==, "h100-80gb");
+    result_clear(&r);
+}
+
+int
+main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/cli/help", test_help);
+    g_test_add_func("/cli/replay/json", test_replay_json);
+    g_test_add_func("/cli/replay/fail-on-oom", test_replay_fail_on_oom);
+    g_test_add_func("/cli/replay/usage-errors", test_replay_usage_errors);
+    g_test_add_func("/cli/replay/bad-input", test_replay_bad_input);
+    g_test_add_func("/cli/info/json", test_info_json);
+    g_test_add_func("/cli/convert", test_convert);
+    g_test_add_func("/cli/policies-and-devices-json", test_policies_and_devices_json);
+    return g_test_run();
+}
