@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Set up, build, and run every test: the formatting check, a gcc Debug build with
+# AddressSanitizer + UndefinedBehaviorSanitizer and invariant checks, and a clang
+# RelWithDebInfo build, both with warnings as errors.  This is what CI runs.
+# Usage: scripts/test.sh   (from anywhere)
+# Tests that use the real PyTorch snapshots read FRAGSIM_SHARED_TRACES (a directory); when it
+# is unset and ../shared/traces exists beside the project, that one is used.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh --tests
+jobs=$(nproc)
+
+if [[ -z ${FRAGSIM_SHARED_TRACES:-} && -d ../shared/traces ]]; then
+  FRAGSIM_SHARED_TRACES=$(cd ../shared/traces && pwd)
+  export FRAGSIM_SHARED_TRACES
+fi
+
+echo "== format"
+files=$(git ls-files '*.c' '*.h' 2>/dev/null || find src include tests bench -name '*.[ch]')
+clang-format --dry-run --Werror $files
+
+echo "== gcc, Debug, ASan + UBSan"
+export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
+CC=gcc cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DFRAGSIM_WERROR=ON \
+  -DFRAGSIM_SANITIZE=address,undefined >/dev/null
+cmake --build build/asan -j"$jobs"
+ctest --test-dir build/asan --output-on-failure -j"$jobs"
+
+echo "== clang, RelWithDebInfo"
+CC=clang cmake -S . -B build/clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFRAGSIM_WERROR=ON >/dev/null
+cmake --build build/clang -j"$jobs"
+ctest --test-dir build/clang --output-on-failure -j"$jobs"
+
+echo "== all tests passed"
