@@ -4,8 +4,8 @@
  * simulated device (presets, address space, faults, costs, hints).
  */
 #include <glib.h>
-
 #include <glib/gstdio.h>
+
 #include <string.h>
 
 #include "fragsim/fragsim.h"
