@@ -31,7 +31,7 @@ G_BEGIN_DECLS
     X(external_frag_at_peak, F, "1 - largest_free / total_free at peak")                      \
     X(internal_frag_bytes_at_peak, U, "allocated - requested at peak: rounding inside blocks") \
     X(external_frag_bytes_at_peak, U, "reserved - allocated at peak: free bytes cached")      \
-    X(min_utilization, F, "min of allocated / reserved while reserved >= half its peak")     \
+    X(min_utilization, F, "min of allocated / reserved while allocated >= half its peak")   \
     X(ooms, U, "simulated out-of-memory failures")                                            \
     X(first_oom_event, I, "trace index of the first OOM, or null")                            \
     X(device_mallocs, U, "cudaMalloc calls")                                                  \

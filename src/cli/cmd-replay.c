@@ -21,12 +21,13 @@ typedef struct {
 } Run;
 
 static void
-run_clear(gpointer data)
+run_free(gpointer data)
 {
     Run *run = data;
 
-    g_clear_pointer(&run->engine, fsim_engine_free);
-    g_clear_pointer(&run->oom_message, g_free);
+    fsim_engine_free(run->engine);
+    g_free(run->oom_message);
+    g_free(run);
 }
 
 /* Parse `POLICY.KEY=VALUE` into @config. */
@@ -292,7 +293,7 @@ fsim_cmd_replay(int argc, char **argv)
         g_option_context_new("TRACE - replay a trace through allocator policies");
     g_autoptr(GKeyFile) config = g_key_file_new();
     g_autoptr(GPtrArray) policies = NULL;
-    g_autoptr(GPtrArray) runs = g_ptr_array_new_with_free_func(run_clear);
+    g_autoptr(GPtrArray) runs = g_ptr_array_new_with_free_func(run_free);
     g_autoptr(FsimTrace) trace = NULL;
     GError *error = NULL;
     FsimDeviceSpec spec;

@@ -193,9 +193,10 @@ engine_update_peaks(FsimEngine *engine)
         engine->at_peak_requested = c->requested_bytes;
         engine->at_peak_largest_free = stats.largest_free_block;
     }
-    /* Utilisation counts only while reserved is at least half its running peak: start-up and
-     * tear-down, with a few bytes in a large segment, say nothing about fragmentation. */
-    if (reserved > 0 && reserved * 2 >= (uint64_t)engine->device->reserved.peak) {
+    /* Utilisation counts only while allocated memory is at least half its running peak: at
+     * start-up and tear-down a few bytes sit in memory a caching policy keeps, which says
+     * nothing about fragmentation. */
+    if (reserved > 0 && c->allocated_bytes * 2 >= engine->peak_allocated) {
         double utilization = (double)MIN(c->allocated_bytes, reserved) / (double)reserved;
 
         if (utilization < engine->min_utilization)
