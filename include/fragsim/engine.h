@@ -170,7 +170,8 @@ gboolean fsim_engine_process(FsimEngine *engine, const FsimEvent *ev, GError **e
  * fsim_engine_finish:
  *
  * Runs the scheduled events still pending and computes the final metrics.  Live allocations
- * stay live (a trace need not free everything).  Call once, after the last event.
+ * stay live (a trace need not free everything).  Call once, after the last event, or after
+ * fsim_engine_process() failed, to get the metrics of what ran until then.
  */
 gboolean fsim_engine_finish(FsimEngine *engine, GError **error);
 

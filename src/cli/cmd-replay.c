@@ -147,7 +147,7 @@ replay_device(FsimTrace *trace, uint32_t device, GPtrArray *runs, GError **error
     for (guint i = 0; i < runs->len; i++) {
         Run *run = g_ptr_array_index(runs, i);
 
-        if (!run->stopped_oom && !fsim_engine_finish(run->engine, error)) {
+        if (!fsim_engine_finish(run->engine, error)) {
             g_prefix_error(error, "%s: ", fsim_trace_path(trace));
             return FALSE;
         }
@@ -220,6 +220,15 @@ replay_print_table(FsimTrace *trace, GPtrArray *runs)
 
         if (run->trace_device != shown_device) {
             g_autofree char *capacity = fsim_format_size(config->device.capacity_bytes);
+            uint64_t events = 0;
+
+            /* Runs stopped by an OOM saw fewer events than the trace has. */
+            for (guint j = i; j < runs->len; j++) {
+                Run *other = g_ptr_array_index(runs, j);
+
+                if (other->trace_device == run->trace_device)
+                    events = MAX(events, fsim_engine_metrics(other->engine)->events);
+            }
 
             if (table != NULL) {
                 fsim_table_print(table);
@@ -229,7 +238,7 @@ replay_print_table(FsimTrace *trace, GPtrArray *runs)
             shown_device = run->trace_device;
             g_print("%s (%s), trace device %u, %" G_GUINT64_FORMAT " events, on %s (%s usable)\n",
                     fsim_trace_path(trace), fsim_trace_format_name(trace), run->trace_device,
-                    m->events, config->device.name, capacity);
+                    events, config->device.name, capacity);
             table = fsim_table_new(G_N_ELEMENTS(headers), headers);
         }
         fsim_table_add(table, run->policy);
