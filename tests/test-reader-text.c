@@ -116,6 +116,7 @@ static const BadCase bad_cases[] = {
     {"bad-missing-kind.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_SYNTAX, 2},
     {"bad-extra-field.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_SYNTAX, 2},
     {"bad-stream.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_NUMBER, 2},
+    {"bad-nul.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_SYNTAX, 2},
 };
 
 static void

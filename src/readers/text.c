@@ -124,17 +124,6 @@ text_read_line(TextStream *s, char **line, gsize *len, GError **error)
     }
 }
 
-static gboolean
-text_parse_u64(TextStream *s, const char *field, const char *what, uint64_t *out, GError **error)
-{
-    if (fsim_parse_u64(field, out))
-        return TRUE;
-    if (field[0] == '-')
-        return text_error(s, error, FSIM_TRACE_ERROR_NUMBER, "%s '%s' is negative", what, field);
-    return text_error(s, error, FSIM_TRACE_ERROR_NUMBER,
-                      "%s '%s' is not a non-negative 64-bit integer", what, field);
-}
-
 static FsimTraceStream *
 text_stream_new(const char *path, GError **error)
 {
@@ -202,37 +191,100 @@ text_stream_open(FsimTrace *trace, uint32_t device, GError **error)
     return stream;
 }
 
-/* Split @line into at most TEXT_MAX_FIELDS fields at spaces and tabs, stopping at a field that
- * starts with '#'.  Returns the count, or TEXT_MAX_FIELDS + 1 when there are more. */
+/* A field of the current line: [ptr, ptr + len), not NUL-terminated. */
+typedef struct {
+    const char *ptr;
+    gsize len;
+} Field;
+
+/* Split @line at spaces and tabs into at most TEXT_MAX_FIELDS fields, stopping at a field that
+ * starts with '#'.  The line is not modified (a mark's label is its raw rest).  Returns the
+ * count, or TEXT_MAX_FIELDS + 1 when there are more; *nul tells whether a NUL byte ended the
+ * scan before the end of the line. */
 static guint
-text_split(char *line, char **fields, char **rest_after)
+text_split(const char *line, gsize len, Field *fields, gboolean *nul)
 {
     guint n = 0;
-    char *p = line;
+    const char *p = line;
 
+    *nul = FALSE;
     for (;;) {
+        const char *start;
+
         while (*p == ' ' || *p == '\t')
             p++;
-        if (*p == '\0' || *p == '#')
+        if (*p == '#')
             return n;
+        if (*p == '\0') {
+            *nul = p != line + len; /* a NUL byte before the end of the line */
+            return n;
+        }
         if (n == TEXT_MAX_FIELDS)
             return n + 1;
-        fields[n] = p;
+        start = p;
         while (*p != '\0' && *p != ' ' && *p != '\t')
             p++;
-        rest_after[n] = p; /* where the field ended, before it is terminated */
+        fields[n].ptr = start;
+        fields[n].len = (gsize)(p - start);
         n++;
-        if (*p != '\0')
-            *p++ = '\0';
     }
 }
 
-/* The label of a mark: everything after the kind field, trimmed. */
+static gboolean
+field_is(const Field *f, const char *word, gsize word_len)
+{
+    return f->len == word_len && memcmp(f->ptr, word, word_len) == 0;
+}
+
+#define FIELD_IS(f, literal) field_is((f), literal, sizeof(literal) - 1)
+
+/* A decimal u64 field; FALSE on anything else (sign, non-digit, overflow). */
+static gboolean
+field_u64(const Field *f, uint64_t *out)
+{
+    uint64_t value = 0;
+
+    if (f->len == 0 || f->len > 20)
+        return FALSE;
+    /* Up to 19 digits cannot overflow; only the 20th needs the check. */
+    for (gsize i = 0; i < MIN(f->len, (gsize)19); i++) {
+        unsigned digit = (unsigned)(f->ptr[i] - '0');
+
+        if (digit > 9)
+            return FALSE;
+        value = value * 10 + digit;
+    }
+    if (f->len == 20) {
+        unsigned digit = (unsigned)(f->ptr[19] - '0');
+
+        if (digit > 9 || value > (UINT64_MAX - digit) / 10)
+            return FALSE;
+        value = value * 10 + digit;
+    }
+    *out = value;
+    return TRUE;
+}
+
+static gboolean
+text_field_u64(TextStream *s, const Field *f, const char *what, uint64_t *out, GError **error)
+{
+    g_autofree char *text = NULL;
+
+    if (field_u64(f, out))
+        return TRUE;
+    text = g_strndup(f->ptr, f->len);
+    if (text[0] == '-')
+        return text_error(s, error, FSIM_TRACE_ERROR_NUMBER, "%s '%s' is negative", what, text);
+    return text_error(s, error, FSIM_TRACE_ERROR_NUMBER,
+                      "%s '%s' is not a non-negative 64-bit integer", what, text);
+}
+
+/* The label of a mark: the rest of the line after the kind field, trimmed. */
 static char *
-text_mark_label(const char *after_kind, gsize len)
+text_mark_label(const char *after_kind, const char *line_end)
 {
     const char *p = after_kind;
-    const char *end = after_kind + len;
+    const char *end = line_end;
 
     while (p < end && (*p == ' ' || *p == '\t'))
         p++;
@@ -249,26 +301,23 @@ text_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error)
     gsize len;
 
     while (text_read_line(s, &line, &len, error)) {
-        char *fields[TEXT_MAX_FIELDS];
-        char *ends[TEXT_MAX_FIELDS];
-        g_autofree char *copy = NULL;
+        Field f[TEXT_MAX_FIELDS];
         guint n;
-        const char *kind;
+        const Field *kind;
         guint expect_min;
         guint expect_max;
         FsimLiveEntry *entry;
 
-        if (memchr(line, '\0', len) != NULL)
+        gboolean nul;
+
+        n = text_split(line, len, f, &nul);
+        if (nul)
             return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "NUL byte in the line");
-        /* Marks keep the raw rest of the line: split a copy. */
-        if (len > 0 && strstr(line, "mark") != NULL)
-            copy = g_strndup(line, len);
-        n = text_split(line, fields, ends);
         if (n == 0)
             continue;
         memset(ev, 0, sizeof(*ev));
         ev->index = s->line;
-        if (!text_parse_u64(s, fields[0], "time", &ev->time, error))
+        if (!text_field_u64(s, &f[0], "time", &ev->time, error))
             return FALSE;
         if (ev->time < s->last_time)
             return text_error(s, error, FSIM_TRACE_ERROR_TIME,
@@ -278,53 +327,62 @@ text_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error)
         s->last_time = ev->time;
         if (n < 2)
             return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "missing the event kind");
-        kind = fields[1];
-        if (strcmp(kind, "mark") == 0) {
+        kind = &f[1];
+        if (FIELD_IS(kind, "mark")) {
             g_free(s->label);
-            s->label = text_mark_label(copy + (ends[1] - line), len - (gsize)(ends[1] - line));
+            s->label = text_mark_label(kind->ptr + kind->len, line + len);
             ev->kind = FSIM_EV_MARK;
             ev->label = s->label;
             return TRUE;
         }
         if (n > TEXT_MAX_FIELDS)
             return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "too many fields");
-        if (strcmp(kind, "alloc") == 0) {
+        if (FIELD_IS(kind, "alloc")) {
             ev->kind = FSIM_EV_ALLOC;
             expect_min = 4;
             expect_max = 5;
-        } else if (strcmp(kind, "free") == 0 || strcmp(kind, "free_requested") == 0) {
+        } else if (FIELD_IS(kind, "free") || FIELD_IS(kind, "free_requested")) {
             ev->kind = FSIM_EV_FREE;
-            if (kind[4] == '_')
+            if (kind->len > 4)
                 ev->flags |= FSIM_EVF_DEFERRED;
             expect_min = 3;
             expect_max = 4;
-        } else if (strcmp(kind, "free_completed") == 0) {
+        } else if (FIELD_IS(kind, "free_completed")) {
             ev->kind = FSIM_EV_FREE_COMPLETED;
             expect_min = 3;
             expect_max = 4;
-        } else if (strcmp(kind, "empty_cache") == 0) {
+        } else if (FIELD_IS(kind, "empty_cache")) {
             ev->kind = FSIM_EV_EMPTY_CACHE;
             expect_min = 2;
             expect_max = 2;
         } else {
+            g_autofree char *name = g_strndup(kind->ptr, kind->len);
+
             return text_error(s, error, FSIM_TRACE_ERROR_KIND,
                               "unknown event kind '%s' (valid: alloc, free, free_requested, "
                               "free_completed, empty_cache, mark)",
-                              kind);
+                              name);
         }
-        if (n < expect_min)
-            return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "'%s' needs %s", kind,
+        if (n < expect_min) {
+            g_autofree char *name = g_strndup(kind->ptr, kind->len);
+
+            return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "'%s' needs %s", name,
                               ev->kind == FSIM_EV_ALLOC ? "an id and a size (then a stream)"
                                                         : "an id (then a stream)");
-        if (n > expect_max)
+        }
+        if (n > expect_max) {
+            g_autofree char *name = g_strndup(kind->ptr, kind->len);
+            g_autofree char *extra = g_strndup(f[expect_max].ptr, f[expect_max].len);
+
             return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "unexpected field '%s' after '%s'",
-                              fields[expect_max], kind);
+                              extra, name);
+        }
         if (ev->kind == FSIM_EV_EMPTY_CACHE)
             return TRUE;
-        if (!text_parse_u64(s, fields[2], "id", &ev->id, error))
+        if (!text_field_u64(s, &f[2], "id", &ev->id, error))
             return FALSE;
         if (ev->kind == FSIM_EV_ALLOC) {
-            if (!text_parse_u64(s, fields[3], "size", &ev->size, error))
+            if (!text_field_u64(s, &f[3], "size", &ev->size, error))
                 return FALSE;
             if (ev->size == 0)
                 return text_error(s, error, FSIM_TRACE_ERROR_SIZE, "alloc of zero bytes");
@@ -332,9 +390,9 @@ text_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error)
                 return text_error(s, error, FSIM_TRACE_ERROR_SIZE,
                                   "size %" G_GUINT64_FORMAT " is absurd (above 2^60 bytes)",
                                   ev->size);
-            if (n == 5 && !text_parse_u64(s, fields[4], "stream", &ev->stream, error))
+            if (n == 5 && !text_field_u64(s, &f[4], "stream", &ev->stream, error))
                 return FALSE;
-        } else if (n == 4 && !text_parse_u64(s, fields[3], "stream", &ev->stream, error)) {
+        } else if (n == 4 && !text_field_u64(s, &f[3], "stream", &ev->stream, error)) {
             return FALSE;
         }
         entry = fsim_live_table_lookup(&s->live, ev->id);
