@@ -182,7 +182,14 @@ fsim_trace_open(const char *path, GError **error)
     gsize head_len = 0;
 
     g_return_val_if_fail(path != NULL, NULL);
-    if (strcmp(path, "-") != 0 && g_file_test(path, G_FILE_TEST_IS_DIR)) {
+    if (strcmp(path, "-") == 0) {
+        /* Streams are re-opened (one pass per device or per command), which a pipe cannot. */
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                    "reading a trace from standard input is not supported: give a file "
+                    "(gzip-compressed files are read directly)");
+        return NULL;
+    }
+    if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: is a directory", path);
         return NULL;
     }
