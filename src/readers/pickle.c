@@ -1408,6 +1408,9 @@ fsim_pickle_load(const guint8 *data, gsize len, const FsimPickleLimits *limits, 
     l.max_nodes = limits->max_nodes != 0
                       ? limits->max_nodes
                       : DEFAULT_NODES_BASE + DEFAULT_NODES_PER_BYTE * (uint64_t)len;
+    /* Never NULL, so that `stack + base` is defined even for an empty stack. */
+    l.stack_cap = MIN(l.max_stack, (size_t)256);
+    l.stack = g_new(FsimPickleValue *, l.stack_cap);
     l.memo_bound = MIN(limits->max_memo != 0 ? limits->max_memo : DEFAULT_MAX_MEMO, len);
 
     gboolean ok = load_run(&l, &pickle->root);

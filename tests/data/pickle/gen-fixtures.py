@@ -31,7 +31,7 @@ def value(protocol):
         "scalars": scalars,
         "tuples": tuples,
         "shared": [shared_list, shared_list, shared_str, shared_str],
-        "big_list": list(range(2500)),
+        "big_list": list(range(1100)),
         1: "int key",
         (1, 2): "tuple key",
     }
