@@ -19,8 +19,8 @@
  * modified.  Why that forbids every cycle: the insertion that closes a cycle adds an edge
  * X -> Y where Y already reaches X.  If X == Y, X is on the stack twice, so it was sealed.
  * Otherwise X is reachable from Y, so X was stored into some container and is sealed.  Heights
- * (for the depth limit) are exact for the same reason: an unsealed container is inside nothing,
- * so raising its height never has to propagate upwards.
+ * (for the depth limit) and node counts (for the walk-size limit) are exact for the same reason:
+ * an unsealed container is inside nothing, so changing them never has to propagate upwards.
  */
 /* madvise() and mmap() are POSIX/BSD, hidden by -std=c11 unless asked for. */
 #define _DEFAULT_SOURCE 1
@@ -29,12 +29,12 @@
 
 #include <glib.h>
 
-#include <errno.h>
-#include <math.h>
 #include <string.h>
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
+
+#include "fragsim/types.h"
 
 /* Under AddressSanitizer the arena leaves a poisoned gap after every allocation, so that reads
  * past a value or an item array are caught as they would be with malloc(). */
@@ -53,8 +53,6 @@
 #define ASAN_POISON_MEMORY_REGION(addr, size)   ((void)(addr), (void)(size))
 #define ASAN_UNPOISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
 #endif
-
-#include "fragsim/types.h"
 
 /* ---- Values and the arena ------------------------------------------------------------------ */
 
@@ -301,8 +299,11 @@ typedef struct {
     GError **error;
 } Loader;
 
-static gboolean G_GNUC_PRINTF(3, 4)
-    load_fail(Loader *l, FsimTraceError code, const char *format, ...)
+static gboolean load_fail(Loader *l, FsimTraceError code, const char *format, ...)
+    G_GNUC_PRINTF(3, 4);
+
+static gboolean
+load_fail(Loader *l, FsimTraceError code, const char *format, ...)
 {
     va_list args;
     va_start(args, format);
@@ -848,7 +849,6 @@ load_text_float(Loader *l)
     memcpy(buffer, line, len);
     buffer[len] = '\0';
     char *end = NULL;
-    errno = 0;
     double d = g_ascii_strtod(buffer, &end);
     if (end != buffer + len)
         return load_fail(l, FSIM_TRACE_ERROR_NUMBER, "%s: bad float \"%s\"", op_name(l), buffer);
@@ -1745,7 +1745,10 @@ writer_le32(FsimPickleWriter *w, guint8 op, uint32_t x)
     writer_put(w, b, sizeof(b));
 }
 
-static void G_GNUC_PRINTF(2, 3) writer_misuse(FsimPickleWriter *w, const char *format, ...)
+static void writer_misuse(FsimPickleWriter *w, const char *format, ...) G_GNUC_PRINTF(2, 3);
+
+static void
+writer_misuse(FsimPickleWriter *w, const char *format, ...)
 {
     va_list args;
     va_start(args, format);
