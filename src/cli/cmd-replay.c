@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "replay-outputs.h"
 
 typedef struct {
     const char *policy;
@@ -304,6 +305,7 @@ fsim_cmd_replay(int argc, char **argv)
     g_autoptr(GPtrArray) policies = NULL;
     g_autoptr(GPtrArray) runs = g_ptr_array_new_with_free_func(run_free);
     g_autoptr(FsimTrace) trace = NULL;
+    g_autoptr(FsimReplayOutputs) outputs = fsim_replay_outputs_new();
     GError *error = NULL;
     FsimDeviceSpec spec;
     const uint32_t *devices;
@@ -311,6 +313,7 @@ fsim_cmd_replay(int argc, char **argv)
     gboolean any_oom = FALSE;
 
     g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_add_main_entries(context, fsim_replay_outputs_entries(outputs), NULL);
     g_option_context_set_description(
         context, "Formats: fragsim text traces (.gz too), PyTorch memory snapshots, RMM logs.\n"
                  "Example: fragsim replay traces/fragmenting.trace -p bestfit,paged -d 24GB\n"
@@ -343,6 +346,8 @@ fsim_cmd_replay(int argc, char **argv)
             return fsim_cli_usage_error("replay", "%s has no events on device %d",
                                         fsim_trace_path(trace), trace_device);
     }
+    if (!fsim_replay_outputs_open(outputs, trace, config, policies->len, trace_device, &error))
+        return fsim_cli_fail("replay", error);
     if (n_devices == 0 && !json)
         g_print("%s: the trace has no events to replay\n", fsim_trace_path(trace));
     for (gsize d = 0; d < n_devices; d++) {
@@ -365,7 +370,8 @@ fsim_cmd_replay(int argc, char **argv)
             run->trace_device = devices[d];
             g_ptr_array_add(runs, run);
             run->engine = fsim_engine_new(&run_config, &error);
-            if (run->engine == NULL)
+            if (run->engine == NULL ||
+                !fsim_replay_outputs_attach(outputs, run->engine, devices[d], &error))
                 return fsim_cli_fail("replay", error);
             g_ptr_array_add(device_runs, run);
         }
@@ -384,5 +390,7 @@ fsim_cmd_replay(int argc, char **argv)
         replay_print_json(fsim_trace_path(trace), runs);
     else
         replay_print_table(trace, runs);
+    if (!fsim_replay_outputs_finish(outputs, json, &error))
+        return fsim_cli_fail("replay", error);
     return any_oom ? FSIM_EXIT_OOM : FSIM_EXIT_OK;
 }

@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fragsim: the results database.
+ *
+ * A SQLite file that any number of runs append to (many traces, policies and devices in one
+ * file) and that every later command reads: `plot`, `report`, users' own queries.  The schema is
+ * documented in docs/metrics.md; its version is `PRAGMA user_version` and the file is marked as
+ * fragsim's by `PRAGMA application_id`, so a database from a newer fragsim, or a file that is not
+ * a fragsim database, is refused with a clear error instead of being modified.
+ *
+ * WRITING.  The store is an observer of the engine (fsim_store_attach()): the engine knows
+ * nothing of SQLite.  The life of a run in the database:
+ *   1. fsim_store_attach() commits the run's row with status `running`, in its own transaction,
+ *      before the first event;
+ *   2. while the engine runs, the store collects the run's data in bounded memory: samples
+ *      (bucketed, see #FsimStoreLimits), segment-level device actions, block lifetimes for
+ *      address maps, OOMs, marks and the request-size histogram;
+ *   3. fsim_store_run_finish() writes all of it, the metrics, and the final status in one
+ *      transaction.
+ * A process killed at any moment therefore leaves a readable database in which its run is still
+ * marked `running` and has no data, never a torn run.  Runs replayed in lock step (one trace,
+ * several policies) are independent: each has its own transaction at its own finish.
+ *
+ * READING.  fsim_store_runs() lists runs with their metrics; the other readers return one run's
+ * rows in order.  Only runs whose status is `complete` or `oom` have data.
+ *
+ * Every SQLite call is checked; failures are #FSIM_STORE_ERROR errors whose message names the
+ * database file.  Statements are prepared once and take bound parameters only.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "fragsim/device.h"
+#include "fragsim/engine.h"
+#include "fragsim/metrics.h"
+#include "fragsim/types.h"
+
+G_BEGIN_DECLS
+
+/* The schema version written to `PRAGMA user_version`. */
+#define FSIM_STORE_SCHEMA_VERSION 1
+
+/* `PRAGMA application_id` of a fragsim database: "FSIM" in ASCII. */
+#define FSIM_STORE_APPLICATION_ID 0x4653494d
+
+/**
+ * FSIM_STORE_ERROR:
+ *
+ * Errors of the results database.  Codes are #FsimStoreError.
+ */
+#define FSIM_STORE_ERROR (fsim_store_error_quark())
+GQuark fsim_store_error_quark(void);
+
+/**
+ * FsimStoreError:
+ * @FSIM_STORE_ERROR_FAILED: any other SQLite failure; the message has SQLite's own.
+ * @FSIM_STORE_ERROR_OPEN: the file cannot be opened or created (missing directory, read-only
+ *     location, permissions), or does not exist when reading.
+ * @FSIM_STORE_ERROR_NOT_FRAGSIM: the file is not a SQLite database, or one that fragsim did not
+ *     create.
+ * @FSIM_STORE_ERROR_NEWER: the database was written by a newer fragsim (higher schema version).
+ * @FSIM_STORE_ERROR_READ_ONLY: a write was refused: the file or its directory is read-only.
+ * @FSIM_STORE_ERROR_FULL: the disk (or the database's size limit) is full.
+ * @FSIM_STORE_ERROR_BUSY: another process holds the database locked for too long.
+ * @FSIM_STORE_ERROR_NO_RUN: a run id that is not in the database.
+ * @FSIM_STORE_ERROR_INCOMPLETE: a run asked for by id has no data (status `running` or `failed`).
+ */
+typedef enum {
+    FSIM_STORE_ERROR_FAILED,
+    FSIM_STORE_ERROR_OPEN,
+    FSIM_STORE_ERROR_NOT_FRAGSIM,
+    FSIM_STORE_ERROR_NEWER,
+    FSIM_STORE_ERROR_READ_ONLY,
+    FSIM_STORE_ERROR_FULL,
+    FSIM_STORE_ERROR_BUSY,
+    FSIM_STORE_ERROR_NO_RUN,
+    FSIM_STORE_ERROR_INCOMPLETE,
+} FsimStoreError;
+
+/**
+ * FsimStoreStatus:
+ * @FSIM_STORE_RUNNING: the run started and has not finished: still in progress, or its process
+ *     was killed (the row is all that is left; there is no data).
+ * @FSIM_STORE_COMPLETE: the run went through the whole trace (it may have had OOMs).
+ * @FSIM_STORE_OOM: the run stopped at its first OOM (`--fail-on-oom`); its data up to there is
+ *     stored.
+ * @FSIM_STORE_FAILED: the run stopped on an error (broken trace, policy invariant, a failed
+ *     write); `message` says why; there is no data.
+ */
+typedef enum {
+    FSIM_STORE_RUNNING,
+    FSIM_STORE_COMPLETE,
+    FSIM_STORE_OOM,
+    FSIM_STORE_FAILED,
+} FsimStoreStatus;
+
+/* Returns: the status as stored: `running`, `complete`, `oom`, `failed`. */
+const char *fsim_store_status_name(FsimStoreStatus status);
+
+typedef struct FsimStore FsimStore;
+typedef struct FsimStoreRun FsimStoreRun;
+
+/**
+ * FsimStoreFlags:
+ * @FSIM_STORE_READ: open an existing database for reading only.
+ * @FSIM_STORE_WRITE: open for appending runs, creating the file (and the schema) if missing.
+ */
+typedef enum {
+    FSIM_STORE_READ = 0,
+    FSIM_STORE_WRITE = 1 << 0,
+} FsimStoreFlags;
+
+/**
+ * FsimStoreOptions:
+ * @max_page_count: when non-zero, `PRAGMA max_page_count` for this connection: writes that would
+ *     grow the file beyond it fail with %FSIM_STORE_ERROR_FULL, exactly as on a full disk (tests
+ *     use it to simulate one).
+ * @busy_timeout_ms: how long to wait for another writer; 0 means the default, 10 seconds.
+ */
+typedef struct {
+    uint64_t max_page_count;
+    guint busy_timeout_ms;
+} FsimStoreOptions;
+
+/**
+ * fsim_store_open:
+ * @path: the database file; `:memory:` for a private in-memory database (tests).
+ * @flags: %FSIM_STORE_READ or %FSIM_STORE_WRITE.
+ * @options: (nullable): options; %NULL for the defaults.
+ * @error: %FSIM_STORE_ERROR_OPEN, %FSIM_STORE_ERROR_NOT_FRAGSIM, %FSIM_STORE_ERROR_NEWER,
+ *     %FSIM_STORE_ERROR_FULL, or another store error.
+ *
+ * Opens (for %FSIM_STORE_WRITE: creates) a results database.  A new file gets the schema, WAL
+ * journalling and `synchronous=NORMAL`.  A file that is not fragsim's is never modified.  When
+ * the file did not exist and creating the schema fails, the file is removed again, so a failed
+ * open leaves nothing behind.
+ *
+ * Returns: (transfer full) (nullable): the store; close with fsim_store_close().
+ */
+FsimStore *fsim_store_open(const char *path, FsimStoreFlags flags, const FsimStoreOptions *options,
+                           GError **error);
+
+/* Close (NULL is a no-op).  Every run attached to the store must have been freed first. */
+void fsim_store_close(FsimStore *store);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimStore, fsim_store_close)
+
+/* Returns: (transfer none): the path the store was opened with. */
+const char *fsim_store_path(const FsimStore *store);
+
+/**
+ * FsimStoreLimits:
+ * @max_samples: samples kept per run (0: the default, 10,000).  Events are grouped into
+ *     consecutive buckets of equal event count, doubled as the run grows so that there are
+ *     between @max_samples / 2 and @max_samples + 1 of them; each bucket keeps the minimum and
+ *     the maximum of requested, allocated and reserved bytes within it, so every peak survives
+ *     exactly.
+ * @max_blocks: block lifetimes kept per run for address maps (0: the default, 20,000): those
+ *     with the largest size × lifetime, the ones an address map can show.
+ * @max_segment_actions: segment-level device actions kept per run (0: the default, 250,000);
+ *     the first ones are kept and the rest counted.
+ * @max_ooms: OOM records kept per run (0: the default, 10,000); the metrics count all.
+ * @max_marks: marks kept per run (0: the default, 10,000).
+ */
+typedef struct {
+    guint max_samples;
+    guint max_blocks;
+    guint max_segment_actions;
+    guint max_ooms;
+    guint max_marks;
+} FsimStoreLimits;
+
+#define FSIM_STORE_DEFAULT_SAMPLES 10000
+
+/**
+ * FsimStoreRunInfo:
+ * @trace: the trace as the user named it.
+ * @trace_format: its format name.
+ * @trace_device: the device index of the trace this run replays.
+ * @policy: the policy name.
+ * @knobs: (nullable): the knobs in effect, as text (`key=value` lines); %NULL for none.
+ * @seed: the random seed of a generated trace, or -1 for none.
+ * @limits: (nullable): the data limits; %NULL for the defaults.
+ *
+ * What the `runs` row records besides the device, which is taken from the engine.
+ */
+typedef struct {
+    const char *trace;
+    const char *trace_format;
+    uint32_t trace_device;
+    const char *policy;
+    const char *knobs;
+    int64_t seed;
+    const FsimStoreLimits *limits;
+} FsimStoreRunInfo;
+
+/**
+ * fsim_store_attach:
+ * @store: a store opened with %FSIM_STORE_WRITE.
+ * @engine: a new engine that has not processed any event; borrowed, it must stay alive until
+ *     fsim_store_run_finish() or fsim_store_run_free().
+ * @info: the run's description (copied).
+ * @error: a store error when the row cannot be written.
+ *
+ * Commits the run's row with status `running` and adds the store as an observer of @engine.
+ *
+ * Returns: (transfer full) (nullable): the run; free with fsim_store_run_free().
+ */
+FsimStoreRun *fsim_store_attach(FsimStore *store, FsimEngine *engine, const FsimStoreRunInfo *info,
+                                GError **error);
+
+/* Returns: the run's id (the `runs.id` column). */
+int64_t fsim_store_run_id(const FsimStoreRun *run);
+
+/**
+ * fsim_store_run_finish:
+ * @run: an attached run.
+ * @status: %FSIM_STORE_COMPLETE or %FSIM_STORE_OOM (its engine may then be unfinished).
+ * @error: a store error (the disk is full...).
+ *
+ * Writes the run's data, metrics and @status in one transaction.  On failure the transaction is
+ * rolled back and the run marked `failed` when that is still possible; it never looks complete.
+ * Call it at most once; the observer stays attached but ignores later events.
+ *
+ * Returns: %FALSE with @error set on failure.
+ */
+gboolean fsim_store_run_finish(FsimStoreRun *run, FsimStoreStatus status, GError **error);
+
+/**
+ * fsim_store_run_fail:
+ * @run: an attached run.
+ * @message: (nullable): why.
+ *
+ * Marks the run `failed` (best effort: errors are logged, not returned).  Its data is dropped.
+ */
+void fsim_store_run_fail(FsimStoreRun *run, const char *message);
+
+/* Free a run (NULL is a no-op).  A run neither finished nor failed is marked `failed`. */
+void fsim_store_run_free(FsimStoreRun *run);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimStoreRun, fsim_store_run_free)
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+/**
+ * FsimStoredRun:
+ *
+ * One row of `runs` with its `run_metrics` (when @has_metrics).  Strings are owned by the
+ * struct; free it with fsim_stored_run_free().
+ */
+typedef struct {
+    int64_t id;
+    char *trace;
+    char *trace_format;
+    uint32_t trace_device;
+    char *policy;
+    char *device;             /* preset or size, as given */
+    char *device_description; /* e.g. `NVIDIA H100 80GB HBM3` */
+    uint64_t capacity_bytes;
+    uint64_t total_bytes;
+    uint64_t granularity;
+    char *knobs;
+    int64_t seed; /* -1: none */
+    FsimStoreStatus status;
+    char *message; /* nullable */
+    char *created_at;
+    char *finished_at; /* nullable */
+    char *fragsim_version;
+    uint64_t segment_actions;        /* device actions seen */
+    uint64_t segment_actions_stored; /* rows in `segments` */
+    uint64_t blocks;                 /* allocations seen */
+    uint64_t blocks_stored;          /* rows in `blocks` */
+    gboolean has_metrics;
+    FsimMetrics metrics;
+} FsimStoredRun;
+
+void fsim_stored_run_free(FsimStoredRun *run);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimStoredRun, fsim_stored_run_free)
+
+/* Whether a stored run has data (status complete or oom). */
+gboolean fsim_stored_run_has_data(const FsimStoredRun *run);
+
+/**
+ * fsim_store_runs:
+ * @store: a store.
+ * @ids: (array length=n_ids) (nullable): the runs wanted, in the order wanted; %NULL for all.
+ * @n_ids: their number.
+ * @error: %FSIM_STORE_ERROR_NO_RUN naming the first id not in the database.
+ *
+ * Returns: (transfer full) (element-type FsimStoredRun) (nullable): the runs, ordered by id when
+ * @ids is %NULL.
+ */
+GPtrArray *fsim_store_runs(FsimStore *store, const int64_t *ids, gsize n_ids, GError **error);
+
+/**
+ * FsimStoredSample:
+ *
+ * One bucket of consecutive events (see #FsimStoreLimits).  @requested, @allocated and @reserved
+ * are the values after the bucket's last event; the _min/_max fields their extremes over the
+ * bucket (reserved includes peaks reached inside an event, e.g. before a release-and-retry).
+ */
+typedef struct {
+    uint64_t event_index;      /* first event of the bucket */
+    uint64_t event_index_last; /* last event */
+    uint64_t events;           /* events in the bucket */
+    FsimTime time;             /* of the first event */
+    FsimTime time_last;
+    uint64_t requested;
+    uint64_t allocated;
+    uint64_t reserved;
+    uint64_t requested_min, requested_max;
+    uint64_t allocated_min, allocated_max;
+    uint64_t reserved_min, reserved_max;
+} FsimStoredSample;
+
+/* Returns: (transfer full) (element-type FsimStoredSample) (nullable): the run's samples in
+ * event order. */
+GArray *fsim_store_samples(FsimStore *store, int64_t run_id, GError **error);
+
+/**
+ * FsimStoredSegment:
+ *
+ * One segment-level device action.  @action is FSIM_CALL_* for driver calls, or
+ * %FSIM_STORE_ACTION_SEED for a segment of the trace's initial state (then @event_index is -1).
+ * @size is device memory in bytes: a cudaMalloc/cudaFree is rounded up to the device granularity,
+ * as the device reserves it.
+ */
+#define FSIM_STORE_ACTION_SEED FSIM_CALL_COUNT
+typedef struct {
+    int64_t event_index;
+    FsimTime time;
+    guint action;
+    FsimAddr addr;
+    uint64_t size;
+} FsimStoredSegment;
+
+/* The name of a stored action: fsim_device_call_name() or `seed`. */
+const char *fsim_store_action_name(guint action);
+
+GArray *fsim_store_segments(FsimStore *store, int64_t run_id, GError **error);
+
+/**
+ * FsimStoredBlock:
+ *
+ * The lifetime of one allocation (among the run's largest, see #FsimStoreLimits).
+ * @alloc_event is -1 for a block alive at trace start; @free_event is -1 for one still alive at
+ * the end (its @free_time is then the run's last time).
+ */
+typedef struct {
+    uint64_t id;
+    FsimAddr addr;
+    uint64_t size;
+    uint64_t requested;
+    uint64_t stream;
+    int64_t alloc_event;
+    FsimTime alloc_time;
+    int64_t free_event;
+    FsimTime free_time;
+} FsimStoredBlock;
+
+/* Ordered by allocation event. */
+GArray *fsim_store_blocks(FsimStore *store, int64_t run_id, GError **error);
+
+/* Returns: (element-type FsimOomRecord): the run's OOMs in event order. */
+GArray *fsim_store_ooms(FsimStore *store, int64_t run_id, GError **error);
+
+typedef struct {
+    uint64_t event_index;
+    FsimTime time;
+    char *label;
+} FsimStoredMark;
+
+/* Returns: (element-type FsimStoredMark): the marks; the array frees the labels. */
+GArray *fsim_store_marks(FsimStore *store, int64_t run_id, GError **error);
+
+/**
+ * FsimStoredSizeBucket:
+ *
+ * Requests (ALLOC events, OOMs included) of @log2 = floor(log2(size)): sizes in
+ * [2^log2, 2^(log2+1)).
+ */
+typedef struct {
+    guint log2;
+    uint64_t count;
+    uint64_t bytes;
+} FsimStoredSizeBucket;
+
+/* Returns: (element-type FsimStoredSizeBucket): the non-empty buckets, ascending. */
+GArray *fsim_store_sizes(FsimStore *store, int64_t run_id, GError **error);
+
+/**
+ * fsim_store_parse_run_ids:
+ * @text: a list such as `3`, `1,4,7` or `2-5,9`.
+ * @out: (out) (transfer full): the ids, in the order given, duplicates removed.
+ * @error: %FSIM_ERROR_USAGE for a malformed list.
+ */
+gboolean fsim_store_parse_run_ids(const char *text, GArray **out, GError **error);
+
+G_END_DECLS

@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * replay's outputs: the results database and the memory_viz export.  See replay-outputs.h.
+ *
+ * Every run gets its database row before the replay starts (status `running`) and its data at
+ * the end; if the replay fails half way, freeing the outputs marks the runs `failed`, and a
+ * process killed half way leaves them `running`.  Either way nothing looks complete that is not.
+ */
+#include "replay-outputs.h"
+
+#include <glib.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "fragsim/store.h"
+
+typedef struct {
+    FsimEngine *engine; /* borrowed */
+    FsimStoreRun *run;
+} OutputRun;
+
+struct FsimReplayOutputs {
+    /* options */
+    char *db_path;
+    gint samples;
+
+    GOptionEntry entries[3];
+    FsimTrace *trace; /* borrowed */
+    GKeyFile *config; /* borrowed */
+    FsimStore *store;
+    GArray *runs; /* OutputRun */
+};
+
+static void
+output_run_clear(gpointer data)
+{
+    OutputRun *run = data;
+
+    g_clear_pointer(&run->run, fsim_store_run_free);
+}
+
+FsimReplayOutputs *
+fsim_replay_outputs_new(void)
+{
+    FsimReplayOutputs *outputs = g_new0(FsimReplayOutputs, 1);
+    const GOptionEntry entries[] = {
+        {"db", 0, 0, G_OPTION_ARG_FILENAME, &outputs->db_path,
+         "Append the runs to this results database (created if missing)", "FILE"},
+        {"samples", 0, 0, G_OPTION_ARG_INT, &outputs->samples,
+         "Samples kept per run in the database (default 10000; peaks are always exact)", "N"},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+
+    G_STATIC_ASSERT(G_N_ELEMENTS(entries) == G_N_ELEMENTS(outputs->entries));
+    memcpy(outputs->entries, entries, sizeof(entries));
+    outputs->runs = g_array_new(FALSE, TRUE, sizeof(OutputRun));
+    g_array_set_clear_func(outputs->runs, output_run_clear);
+    return outputs;
+}
+
+void
+fsim_replay_outputs_free(FsimReplayOutputs *outputs)
+{
+    if (outputs == NULL)
+        return;
+    /* Runs first: unfinished ones are marked failed through the still open store. */
+    g_clear_pointer(&outputs->runs, g_array_unref);
+    g_clear_pointer(&outputs->store, fsim_store_close);
+    g_free(outputs->db_path);
+    g_free(outputs);
+}
+
+const GOptionEntry *
+fsim_replay_outputs_entries(FsimReplayOutputs *outputs)
+{
+    return outputs->entries;
+}
+
+gboolean
+fsim_replay_outputs_open(FsimReplayOutputs *outputs, FsimTrace *trace, GKeyFile *config,
+                         guint n_policies, gint trace_device, GError **error)
+{
+    FsimStoreOptions options = {0};
+    const char *max_pages = g_getenv("FRAGSIM_DB_MAX_PAGES");
+
+    (void)n_policies;
+    (void)trace_device;
+    outputs->trace = trace;
+    outputs->config = config;
+    if (outputs->samples < 0 || (outputs->samples != 0 && outputs->db_path == NULL)) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                    outputs->samples < 0 ? "--samples must be positive"
+                                         : "--samples needs --db FILE");
+        return FALSE;
+    }
+    if (outputs->db_path == NULL)
+        return TRUE;
+    /* A size limit in pages, documented for tests: it makes the database behave as on a full
+     * disk once it would grow past it. */
+    if (max_pages != NULL && !fsim_parse_u64(max_pages, &options.max_page_count)) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                    "FRAGSIM_DB_MAX_PAGES='%s' is not a number of pages", max_pages);
+        return FALSE;
+    }
+    outputs->store = fsim_store_open(outputs->db_path, FSIM_STORE_WRITE, &options, error);
+    return outputs->store != NULL;
+}
+
+static int
+compare_strings(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The knobs of @policy (and the device's fault injection) as sorted `group.key=value` lines. */
+static char *
+knobs_text(GKeyFile *config, const char *policy)
+{
+    g_autoptr(GString) text = g_string_new(NULL);
+    const char *groups[2] = {policy, "device"};
+
+    if (config == NULL)
+        return g_strdup("");
+    for (gsize g = 0; g < G_N_ELEMENTS(groups); g++) {
+        g_auto(GStrv) keys = g_key_file_get_keys(config, groups[g], NULL, NULL);
+
+        if (keys == NULL)
+            continue;
+        qsort(keys, g_strv_length(keys), sizeof(char *), compare_strings);
+        for (gsize k = 0; keys[k] != NULL; k++) {
+            g_autofree char *value = g_key_file_get_value(config, groups[g], keys[k], NULL);
+
+            g_string_append_printf(text, "%s.%s=%s\n", groups[g], keys[k],
+                                   value != NULL ? value : "");
+        }
+    }
+    return g_string_free(g_steal_pointer(&text), FALSE);
+}
+
+gboolean
+fsim_replay_outputs_attach(FsimReplayOutputs *outputs, FsimEngine *engine, uint32_t trace_device,
+                           GError **error)
+{
+    OutputRun run = {engine, NULL};
+
+    if (outputs->store != NULL) {
+        const char *policy = fsim_engine_policy(engine)->ops->name;
+        g_autofree char *knobs = knobs_text(outputs->config, policy);
+        FsimStoreLimits limits = {.max_samples = (guint)outputs->samples};
+        FsimStoreRunInfo info = {
+            .trace = fsim_trace_path(outputs->trace),
+            .trace_format = fsim_trace_format_name(outputs->trace),
+            .trace_device = trace_device,
+            .policy = policy,
+            .knobs = knobs,
+            .seed = -1,
+            .limits = &limits,
+        };
+
+        run.run = fsim_store_attach(outputs->store, engine, &info, error);
+        if (run.run == NULL)
+            return FALSE;
+    }
+    g_array_append_val(outputs->runs, run);
+    return TRUE;
+}
+
+gboolean
+fsim_replay_outputs_finish(FsimReplayOutputs *outputs, gboolean json, GError **error)
+{
+    int64_t first = 0, last = 0;
+
+    for (guint i = 0; i < outputs->runs->len; i++) {
+        OutputRun *run = &g_array_index(outputs->runs, OutputRun, i);
+        const FsimRunConfig *config = fsim_engine_config(run->engine);
+        /* A run stopped by --fail-on-oom never reached its end. */
+        gboolean stopped = config->fail_on_oom && fsim_engine_metrics(run->engine)->ooms > 0;
+
+        if (run->run == NULL)
+            continue;
+        if (!fsim_store_run_finish(run->run, stopped ? FSIM_STORE_OOM : FSIM_STORE_COMPLETE, error))
+            return FALSE;
+        if (first == 0)
+            first = fsim_store_run_id(run->run);
+        last = fsim_store_run_id(run->run);
+    }
+    if (outputs->store != NULL && first != 0) {
+        const char *path = fsim_store_path(outputs->store);
+        g_autofree char *quoted = g_shell_quote(path);
+        g_autofree char *ids =
+            first == last
+                ? g_strdup_printf("run %" G_GINT64_FORMAT, first)
+                : g_strdup_printf("runs %" G_GINT64_FORMAT "-%" G_GINT64_FORMAT, first, last);
+        g_autofree char *message = g_strdup_printf(
+            "%s written to %s (plots: fragsim plot --db %s -o plots; report: fragsim report --db "
+            "%s -o report)\n",
+            ids, path, quoted, quoted);
+
+        if (json)
+            g_printerr("%s", message);
+        else
+            g_print("%s", message);
+    }
+    return TRUE;
+}

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What `fragsim replay` writes besides its table: runs appended to a results database (--db,
+ * --samples) and a simulated run exported as a PyTorch memory snapshot (--export-snapshot).
+ *
+ * cmd-replay.c calls these hooks and knows nothing else of the store or the exporter:
+ *
+ *   outputs = fsim_replay_outputs_new();
+ *   g_option_context_add_main_entries(context, fsim_replay_outputs_entries(outputs), NULL);
+ *   ... parse, open the trace ...
+ *   fsim_replay_outputs_open(outputs, trace, config, n_policies, trace_device, &error);
+ *   ... for each engine created: fsim_replay_outputs_attach(outputs, engine, trace_device, &error);
+ *   ... replay ...
+ *   fsim_replay_outputs_finish(outputs, json, &error);
+ *   fsim_replay_outputs_free(outputs);   (marks unfinished runs failed, removes partial exports)
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "fragsim/fragsim.h"
+
+G_BEGIN_DECLS
+
+typedef struct FsimReplayOutputs FsimReplayOutputs;
+
+FsimReplayOutputs *fsim_replay_outputs_new(void);
+void fsim_replay_outputs_free(FsimReplayOutputs *outputs);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimReplayOutputs, fsim_replay_outputs_free)
+
+/* Returns: (transfer none): the option entries (--db, --samples, --export-snapshot), filling
+ * @outputs when parsed; valid as long as @outputs. */
+const GOptionEntry *fsim_replay_outputs_entries(FsimReplayOutputs *outputs);
+
+/**
+ * fsim_replay_outputs_open:
+ * @trace: the opened trace (borrowed until finish).
+ * @config: (nullable): the knobs (borrowed until finish).
+ * @n_policies: how many policies each device is replayed through.
+ * @trace_device: the --trace-device asked for, or -1 for every device.
+ *
+ * Checks the options against the replay and opens the database.
+ *
+ * Returns: %FALSE with FSIM_ERROR_USAGE (--export-snapshot with several runs, a bad --samples)
+ * or a store error.
+ */
+gboolean fsim_replay_outputs_open(FsimReplayOutputs *outputs, FsimTrace *trace, GKeyFile *config,
+                                  guint n_policies, gint trace_device, GError **error);
+
+/* Attach the outputs to a new engine replaying @trace_device (before its first event). */
+gboolean fsim_replay_outputs_attach(FsimReplayOutputs *outputs, FsimEngine *engine,
+                                    uint32_t trace_device, GError **error);
+
+/* After the replay: write every attached run and say where (stdout, or stderr under --json). */
+gboolean fsim_replay_outputs_finish(FsimReplayOutputs *outputs, gboolean json, GError **error);
+
+G_END_DECLS

@@ -1,0 +1,1155 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The results database: the schema and its identity checks, a run's data read back (metrics
+ * equal to the engine's, bounded samples that keep the exact peaks), runs in lock step, the bad
+ * inputs (a file that is not fragsim's, a newer schema, a full disk, a read-only location, a run
+ * that does not exist), and the crash guarantee: a real `fragsim replay --db` process killed with
+ * SIGKILL half way leaves a readable database in which its run is marked incomplete.
+ */
+#include <glib.h>
+#include <glib/gstdio.h>
+
+#include <signal.h>
+#include <sqlite3.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fragsim/fragsim.h"
+#include "fragsim/store.h"
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+
+static char *
+make_tmp_dir(void)
+{
+    g_autoptr(GError) error = NULL;
+    char *dir = g_dir_make_tmp("fragsim-store-XXXXXX", &error);
+
+    g_assert_no_error(error);
+    return dir;
+}
+
+static void
+remove_tree(const char *dir)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *name;
+
+    if (d == NULL)
+        return;
+    while ((name = g_dir_read_name(d)) != NULL) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+
+        if (g_file_test(path, G_FILE_TEST_IS_DIR))
+            remove_tree(path);
+        else
+            g_assert_cmpint(g_unlink(path), ==, 0);
+    }
+    g_assert_cmpint(g_rmdir(dir), ==, 0);
+}
+
+/* A deterministic workload: allocations of mixed sizes, freed in random order, with marks. */
+typedef struct {
+    GRand *rand;
+    GArray *live; /* uint64_t ids */
+    uint64_t next_id;
+    uint64_t index;
+    uint64_t n_events;
+} Workload;
+
+static void
+workload_init(Workload *w, uint32_t seed, uint64_t n_events)
+{
+    w->rand = g_rand_new_with_seed(seed);
+    w->live = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    w->next_id = 1;
+    w->index = 0;
+    w->n_events = n_events;
+}
+
+static void
+workload_clear(Workload *w)
+{
+    g_rand_free(w->rand);
+    g_array_unref(w->live);
+}
+
+static gboolean
+workload_next(gpointer data, FsimEvent *ev, GError **error)
+{
+    static const uint64_t sizes[] = {512, 4096, 1 << 20, 3 << 20, 20 << 20, 50 << 20};
+    Workload *w = data;
+
+    (void)error;
+    if (w->index >= w->n_events)
+        return FALSE;
+    memset(ev, 0, sizeof(*ev));
+    ev->index = w->index;
+    ev->time = w->index * 1000;
+    w->index++;
+    if (ev->index % 1000 == 999) {
+        ev->kind = FSIM_EV_MARK;
+        ev->label = "step";
+    } else if (w->live->len < 20 || (w->live->len < 60 && g_rand_boolean(w->rand))) {
+        ev->kind = FSIM_EV_ALLOC;
+        ev->id = w->next_id++;
+        ev->size = sizes[g_rand_int_range(w->rand, 0, G_N_ELEMENTS(sizes))] +
+                   (uint64_t)g_rand_int_range(w->rand, 0, 4096);
+        g_array_append_val(w->live, ev->id);
+    } else {
+        guint i = (guint)g_rand_int_range(w->rand, 0, (gint32)w->live->len);
+
+        ev->kind = FSIM_EV_FREE;
+        ev->id = g_array_index(w->live, uint64_t, i);
+        g_array_remove_index_fast(w->live, i);
+    }
+    return TRUE;
+}
+
+static FsimEngine *
+new_engine(const char *policy, const char *device)
+{
+    g_autoptr(GError) error = NULL;
+    FsimRunConfig config;
+    FsimEngine *engine;
+
+    fsim_run_config_init(&config);
+    config.policy = policy;
+    config.paranoid = FALSE;
+    g_assert_true(fsim_device_spec_parse(device, &config.device, &error));
+    g_assert_no_error(error);
+    engine = fsim_engine_new(&config, &error);
+    g_assert_no_error(error);
+    return engine;
+}
+
+static FsimStoreRun *
+attach(FsimStore *store, FsimEngine *engine, const char *policy, guint max_samples)
+{
+    g_autoptr(GError) error = NULL;
+    FsimStoreLimits limits = {.max_samples = max_samples};
+    FsimStoreRunInfo info = {
+        .trace = "generated/workload_1.trace",
+        .trace_format = "text",
+        .trace_device = 0,
+        .policy = policy,
+        .knobs = "bestfit.alignment=256\n",
+        .seed = 7,
+        .limits = &limits,
+    };
+    FsimStoreRun *run = fsim_store_attach(store, engine, &info, &error);
+
+    g_assert_no_error(error);
+    g_assert_nonnull(run);
+    return run;
+}
+
+/* Replay @n_events of the workload through @policy into @store; returns the run id. */
+static int64_t
+store_one_run(FsimStore *store, const char *policy, uint64_t n_events, guint max_samples,
+              FsimMetrics *metrics_out)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimEngine) engine = new_engine(policy, "h100-80gb");
+    g_autoptr(FsimStoreRun) run = attach(store, engine, policy, max_samples);
+    Workload w;
+
+    workload_init(&w, 42, n_events);
+    g_assert_true(fsim_engine_run(engine, workload_next, &w, &error));
+    g_assert_no_error(error);
+    workload_clear(&w);
+    g_assert_true(fsim_store_run_finish(run, FSIM_STORE_COMPLETE, &error));
+    g_assert_no_error(error);
+    if (metrics_out != NULL)
+        *metrics_out = *fsim_engine_metrics(engine);
+    return fsim_store_run_id(run);
+}
+
+static FsimStoredRun *
+get_run(FsimStore *store, int64_t id)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) runs = fsim_store_runs(store, &id, 1, &error);
+
+    g_assert_no_error(error);
+    g_assert_cmpuint(runs->len, ==, 1);
+    return g_ptr_array_steal_index(runs, 0);
+}
+
+/* Run a SQL query on a file with the SQLite API directly, returning the first column of the
+ * first row as text (NULL when no row). */
+static char *
+sql_text(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *stmt = NULL;
+    char *result = NULL;
+
+    g_assert_cmpint(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), ==, SQLITE_OK);
+    g_assert_cmpint(sqlite3_busy_timeout(db, 10000), ==, SQLITE_OK);
+    g_assert_cmpint(sqlite3_prepare_v2(db, sql, -1, &stmt, NULL), ==, SQLITE_OK);
+    if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) != NULL)
+        result = g_strdup((const char *)sqlite3_column_text(stmt, 0));
+    g_assert_cmpint(sqlite3_finalize(stmt), ==, SQLITE_OK);
+    g_assert_cmpint(sqlite3_close(db), ==, SQLITE_OK);
+    return result;
+}
+
+static void
+sql_exec(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+
+    g_assert_cmpint(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL),
+                    ==, SQLITE_OK);
+    g_assert_cmpint(sqlite3_exec(db, sql, NULL, NULL, NULL), ==, SQLITE_OK);
+    g_assert_cmpint(sqlite3_close(db), ==, SQLITE_OK);
+}
+
+/* ---- schema and identity ------------------------------------------------------------------- */
+
+static void
+test_schema(void)
+{
+    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *path = g_build_filename(dir, "results.db", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autofree char *version = NULL;
+    g_autofree char *app = NULL;
+    g_autofree char *mode = NULL;
+    g_autofree char *columns = NULL;
+    g_autofree char *expected = NULL;
+    g_autoptr(GString) names = g_string_new(NULL);
+    gsize n;
+    const FsimMetricInfo *info = fsim_metrics_list(&n);
+
+    {
+        g_autoptr(FsimStore) store = fsim_store_open(path, FSIM_STORE_WRITE, NULL, &error);
+
+        g_assert_no_error(error);
+        g_assert_nonnull(store);
+    }
+    version = sql_text(path, "PRAGMA user_version");
+    g_assert_cmpstr(version, ==, G_STRINGIFY(FSIM_STORE_SCHEMA_VERSION));
+    app = sql_text(path, "PRAGMA application_id");
+    expected = g_strdup_printf("%d", FSIM_STORE_APPLICATION_ID);
+    g_assert_cmpstr(app, ==, expected);
+    mode = sql_text(path, "PRAGMA journal_mode");
+    g_assert_cmpstr(mode, ==, "wal");
+    /* run_metrics has exactly the FSIM_METRICS names after run_id, in order. */
+    columns = sql_text(path, "SELECT group_concat(name, ',') FROM "
+                             "(SELECT name FROM pragma_table_info('run_metrics') ORDER BY cid)");
+    g_string_append(names, "run_id");
+    for (gsize i = 0; i < n; i++)
+        g_string_append_printf(names, ",%s", info[i].name);
+    g_assert_cmpstr(columns, ==, names->str);
+    /* Reopening for writing and reading works and changes nothing. */
+    {
+        g_autoptr(FsimStore) store = fsim_store_open(path, FSIM_STORE_WRITE, NULL, &error);
+
+        g_assert_no_error(error);
+    }
+    {
+        g_autoptr(FsimStore) store = fsim_store_open(path, FSIM_STORE_READ, NULL, &error);
+        g_autoptr(GPtrArray) runs = NULL;
+
+        g_assert_no_error(error);
+        runs = fsim_store_runs(store, NULL, 0, &error);
+        g_assert_no_error(error);
+        g_assert_cmpuint(runs->len, ==, 0);
+    }
+    remove_tree(dir);
+}
+
+/* A database written when FSIM_METRICS had fewer names gains the new columns on open. */
+static void
+test_schema_new_metric(void)
+{
+    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *path = g_build_filename(dir, "old.db", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autofree char *present = NULL;
+
+    {
+        g_autoptr(FsimStore) store = fsim_store_open(path, FSIM_STORE_WRITE, NULL, &error);
+
+        g_assert_no_error(error);
+        store_one_run(store, "bestfit", 300, 0, NULL);
+    }
+    sql_exec(path, "ALTER TABLE run_metrics DROP COLUMN double_frees");
+    {
+        /* Read-only: the missing column reads as NULL (0). */
+        g_autoptr(FsimStore) store = fsim_store_open(path, FSIM_STORE_READ, NULL, &error);
+        g_autoptr(FsimStoredRun) run = NULL;
+
+        g_assert_no_error(error);
+        run = get_run(store, 1);
+        g_assert_cmpuint(run->metrics.double_frees, ==, 0);
+        g_assert_cmpuint(run->metrics.events, ==, 300);
+    }
+    {
+        g_autoptr(FsimStore) store = fsim_store_open(path, FSIM_STORE_WRITE, NULL, &error);
+
+        g_assert_no_error(error);
+    }
+    present = sql_text(path, "SELECT count(*) FROM pragma_table_info('run_metrics') "
+                             "WHERE name = 'double_frees'");
+    g_assert_cmpstr(present, ==, "1");
+    remove_tree(dir);
+}
+
+static gboolean
+files_equal(const char *a, const char *b)
+{
+    g_autofree char *x = NULL;
+    g_autofree char *y = NULL;
+    gsize nx, ny;
+
+    g_assert_true(g_file_get_contents(a, &x, &nx, NULL));
+    g_assert_true(g_file_get_contents(b, &y, &ny, NULL));
+    return nx == ny && memcmp(x, y, nx) == 0;
+}
+
+static void
+test_not_fragsim(void)
+{
+    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *text = g_build_filename(dir, "notes.txt", NULL);
+    g_autofree char *other = g_build_filename(dir, "other.db", NULL);
+    g_autofree char *copy = g_build_filename(dir, "other.copy", NULL);
+    g_autofree char *contents = NULL;
+    g_autofree char *wal = g_strconcat(other, "-wal", NULL);
+    gsize length;
+    g_autoptr(GError) error = NULL;
+    FsimStore *store;
+
+    g_assert_true(g_file_set_contents(text,
+                                      "this is not a database, but long enough to look "
+                                      "like a header of one hundred bytes or more............",
+                                      -1, NULL));
+    store = fsim_store_open(text, FSIM_STORE_WRITE, NULL, &error);
+    g_assert_null(store);
+    g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_NOT_FRAGSIM);
+    g_assert_nonnull(strstr(error->message, "notes.txt"));
+    g_assert_nonnull(strstr(error->message, "not a fragsim results database"));
+    g_clear_error(&error);
+    store = fsim_store_open(text, FSIM_STORE_READ, NULL, &error);
+    g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_NOT_FRAGSIM);
+    g_clear_error(&error);
+
+    /* Another program's SQLite database: refused, and left byte for byte as it was. */
+    sql_exec(other, "CREATE TABLE contacts (name TEXT); INSERT INTO contacts VALUES ('ada');");
+    g_assert_true(g_file_get_contents(other, &contents, &length, NULL));
+    g_assert_true(g_file_set_contents(copy, contents, (gssize)length, NULL));
+    store = fsim_store_open(other, FSIM_STORE_WRITE, NULL, &error);
+    g_assert_null(store);
+    g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_NOT_FRAGSIM);
+    g_assert_nonnull(strstr(error->message, "another program"));
+    g_clear_error(&error);
+    g_assert_true(files_equal(other, copy));
+    g_assert_false(g_file_test(wal, G_FILE_TEST_EXISTS));
+
+    /* An empty file is not a database to read. */
+    g_assert_true(g_file_set_contents(copy, "", 0, NULL));
+    store = fsim_store_open(copy, FSIM_STORE_READ, NULL, &error);
+    g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_NOT_FRAGSIM);
+    g_clear_error(&error);
+    remove_tree(dir);
+}
+
+static void
+test_newer(void)
+{
+    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *path = g_build_filename(dir, "future.db", NULL);
+    g_autoptr(GError) error = NULL;
+    FsimStore *store;
+
+    store = fsim_store_open(path, FSIM_STORE_WRITE, NULL, &error);
+    g_assert_no_error(error);
+    fsim_store_close(store);
+    sql_exec(path, "PRAGMA user_version = 99");
+    store = fsim_store_open(path, FSIM_STORE_WRITE, NULL, &error);
+    g_assert_null(store);
+    g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_NEWER);
+    g_assert_nonnull(strstr(error->message, "newer fragsim"));
+    g_assert_nonnull(strstr(error->message, "99"));
+    g_clear_error(&error);
+    store = fsim_store_open(path, FSIM_STORE_READ, NULL, &error);
+    g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_NEWER);
+    remove_tree(dir);
+}
+
+static void
+test_open_errors(void)
+{
+    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *missing = g_build_filename(dir, "missing.db", NULL);
+    g_autofree char *nested = g_build_filename(dir, "no", "such", "dir.db", NULL);
+    g_autoptr(GError) error = NULL;
+    FsimStore *store;
+
+    store = fsim_store_open(missing, FSIM_STORE_READ, NULL, &error);
+    g_assert_null(store);
+    g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_OPEN);
+    g_assert_nonnull(strstr(error->message, "no such results database"));
+    g_assert_false(g_file_test(missing, G_FILE_TEST_EXISTS));
+    g_clear_error(&error);
+
+    store = fsim_store_open(nested, FSIM_STORE_WRITE, NULL, &error);
+    g_assert_null(store);
+    g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_OPEN);
+    g_assert_nonnull(strstr(error->message, "dir.db"));
+    g_clear_error(&error);
+
+    store = fsim_store_open(dir, FSIM_STORE_WRITE, NULL, &error);
+    g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_OPEN);
+    g_clear_error(&error);
+
+    /* A store opened for reading refuses runs. */
+    {
+        g_autoptr(FsimStore) writer = fsim_store_open(missing, FSIM_STORE_WRITE, NULL, &error);
+        g_autoptr(FsimStore) reader = NULL;
+        g_autoptr(FsimEngine) engine = new_engine("bestfit", "h100-80gb");
+        FsimStoreRunInfo info = {.trace = "t", .policy = "bestfit", .seed = -1};
+
+        g_assert_no_error(error);
+        reader = fsim_store_open(missing, FSIM_STORE_READ, NULL, &error);
+        g_assert_no_error(error);
+        g_assert_null(fsim_store_attach(reader, engine, &info, &error));
+        g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_READ_ONLY);
+    }
+    remove_tree(dir);
+}
+
+/* ---- a run's data -------------------------------------------------------------------------- */
+
+static void
+check_samples(FsimStore *store, int64_t id, const FsimMetrics *m, guint max_samples)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GArray) samples = fsim_store_samples(store, id, &error);
+    uint64_t events = 0, req = 0, alloc = 0, res = 0;
+    uint64_t next_index = 0;
+
+    g_assert_no_error(error);
+    g_assert_cmpuint(samples->len, <=, max_samples + 1);
+    if (m->events >= max_samples)
+        g_assert_cmpuint(samples->len, >=, max_samples / 2);
+    for (guint i = 0; i < samples->len; i++) {
+        const FsimStoredSample *s = &g_array_index(samples, FsimStoredSample, i);
+
+        /* Buckets tile the events without gaps or overlaps. */
+        g_assert_cmpuint(s->event_index, ==, next_index);
+        g_assert_cmpuint(s->event_index_last - s->event_index + 1, ==, s->events);
+        next_index = s->event_index_last + 1;
+        g_assert_cmpuint(s->requested_min, <=, s->requested);
+        g_assert_cmpuint(s->requested, <=, s->requested_max);
+        g_assert_cmpuint(s->reserved_min, <=, s->reserved);
+        g_assert_cmpuint(s->reserved, <=, s->reserved_max);
+        g_assert_cmpuint(s->allocated_min, <=, s->allocated_max);
+        events += s->events;
+        req = MAX(req, s->requested_max);
+        alloc = MAX(alloc, s->allocated_max);
+        res = MAX(res, s->reserved_max);
+    }
+    g_assert_cmpuint(events, ==, m->events);
+    /* The peaks survive the bucketing exactly. */
+    g_assert_cmpuint(req, ==, m->peak_requested_bytes);
+    g_assert_cmpuint(alloc, ==, m->peak_allocated_bytes);
+    g_assert_cmpuint(res, ==, m->peak_reserved_bytes);
+}
+
+static void
+test_run_roundtrip(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimStore) store = fsim_store_open(":memory:", FSIM_STORE_WRITE, NULL, &error);
+    g_autoptr(FsimStoredRun) run = NULL;
+    g_autoptr(GArray) segments = NULL;
+    g_autoptr(GArray) blocks = NULL;
+    g_autoptr(GArray) marks = NULL;
+    g_autoptr(GArray) sizes = NULL;
+    g_autoptr(GArray) ooms = NULL;
+    FsimMetrics m;
+    int64_t id;
+    uint64_t count = 0;
+    gsize n;
+    const FsimMetricInfo *info = fsim_metrics_list(&n);
+
+    g_assert_no_error(error);
+    id = store_one_run(store, "direct", 5000, 100, &m);
+    g_assert_cmpint(id, ==, 1);
+    run = get_run(store, id);
+    g_assert_cmpstr(run->trace, ==, "generated/workload_1.trace");
+    g_assert_cmpstr(run->trace_format, ==, "text");
+    g_assert_cmpstr(run->policy, ==, "direct");
+    g_assert_cmpstr(run->device, ==, "h100-80gb");
+    g_assert_cmpstr(run->knobs, ==, "bestfit.alignment=256\n");
+    g_assert_cmpint(run->seed, ==, 7);
+    g_assert_cmpint(run->status, ==, FSIM_STORE_COMPLETE);
+    g_assert_true(fsim_stored_run_has_data(run));
+    g_assert_nonnull(run->finished_at);
+    g_assert_cmpuint(strlen(run->fragsim_version), >, 0);
+    g_assert_true(run->has_metrics);
+    /* Every metric reads back as the engine computed it. */
+    for (gsize i = 0; i < n; i++) {
+        double a = fsim_metric_get_double(&m, &info[i]);
+        double b = fsim_metric_get_double(&run->metrics, &info[i]);
+
+        g_assert_cmpfloat(a, ==, b);
+    }
+    check_samples(store, id, &m, 100);
+
+    segments = fsim_store_segments(store, id, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(segments->len, ==, m.device_mallocs + m.device_frees);
+    g_assert_cmpuint(run->segment_actions, ==, segments->len);
+    g_assert_cmpuint(run->segment_actions_stored, ==, segments->len);
+    for (guint i = 0; i < segments->len; i++) {
+        const FsimStoredSegment *s = &g_array_index(segments, FsimStoredSegment, i);
+
+        g_assert_true(s->action == FSIM_CALL_MEM_ALLOC || s->action == FSIM_CALL_MEM_FREE);
+        g_assert_cmpuint(s->size % (2 * FSIM_MiB), ==, 0);
+    }
+
+    blocks = fsim_store_blocks(store, id, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(blocks->len, ==, m.allocs - m.ooms);
+    g_assert_cmpuint(run->blocks, ==, blocks->len);
+    for (guint i = 0; i < blocks->len; i++) {
+        const FsimStoredBlock *b = &g_array_index(blocks, FsimStoredBlock, i);
+
+        g_assert_cmpuint(b->size, >=, b->requested);
+        g_assert_cmpint(b->alloc_event, >=, 0);
+        if (b->free_event >= 0)
+            g_assert_cmpint(b->free_event, >, b->alloc_event);
+        if (i > 0)
+            g_assert_cmpint(g_array_index(blocks, FsimStoredBlock, i - 1).alloc_event, <=,
+                            b->alloc_event);
+    }
+
+    marks = fsim_store_marks(store, id, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(marks->len, ==, 5);
+    g_assert_cmpstr(g_array_index(marks, FsimStoredMark, 0).label, ==, "step");
+    g_assert_cmpuint(g_array_index(marks, FsimStoredMark, 0).event_index, ==, 999);
+
+    sizes = fsim_store_sizes(store, id, &error);
+    g_assert_no_error(error);
+    for (guint i = 0; i < sizes->len; i++)
+        count += g_array_index(sizes, FsimStoredSizeBucket, i).count;
+    g_assert_cmpuint(count, ==, m.allocs);
+    g_assert_cmpuint(g_array_index(sizes, FsimStoredSizeBucket, 0).log2, ==, 9); /* 512 B */
+
+    ooms = fsim_store_ooms(store, id, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(ooms->len, ==, 0);
+}
+
+/* Few samples: buckets merge many times, the peaks still survive. */
+static void
+test_samples_bounded(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimStore) store = fsim_store_open(":memory:", FSIM_STORE_WRITE, NULL, &error);
+    static const guint limits[] = {2, 7, 64, 1000};
+
+    g_assert_no_error(error);
+    for (gsize i = 0; i < G_N_ELEMENTS(limits); i++) {
+        FsimMetrics m;
+        int64_t id = store_one_run(store, "bestfit", 20000, limits[i], &m);
+
+        check_samples(store, id, &m, limits[i] + (limits[i] & 1));
+    }
+}
+
+/* Keeping only the largest blocks (by size x lifetime) for address maps. */
+static void
+test_blocks_bounded(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimStore) store = fsim_store_open(":memory:", FSIM_STORE_WRITE, NULL, &error);
+    g_autoptr(FsimEngine) engine = new_engine("bestfit", "h100-80gb");
+    FsimStoreLimits limits = {.max_blocks = 3, .max_segment_actions = 2};
+    FsimStoreRunInfo info = {
+        .trace = "t", .trace_format = "text", .policy = "bestfit", .seed = -1, .limits = &limits};
+    g_autoptr(FsimStoreRun) run = fsim_store_attach(store, engine, &info, &error);
+    g_autoptr(GArray) blocks = NULL;
+    g_autoptr(FsimStoredRun) stored = NULL;
+    /* id, size, lifetime: the big long-lived ones 2, 4 and 6 must be kept */
+    static const struct {
+        uint64_t id, size;
+        gboolean free;
+    } steps[] = {
+        {1, 1 << 20, TRUE},   {2, 64 << 20, FALSE}, {3, 2 << 20, TRUE},
+        {4, 32 << 20, FALSE}, {5, 1 << 10, TRUE},   {6, 16 << 20, FALSE},
+    };
+    uint64_t index = 0;
+
+    g_assert_no_error(error);
+    for (gsize i = 0; i < G_N_ELEMENTS(steps); i++) {
+        FsimEvent ev = {.index = index,
+                        .time = index,
+                        .kind = FSIM_EV_ALLOC,
+                        .id = steps[i].id,
+                        .size = steps[i].size};
+
+        g_assert_true(fsim_engine_process(engine, &ev, &error));
+        index++;
+        if (steps[i].free) {
+            FsimEvent fr = {.index = index, .time = index, .kind = FSIM_EV_FREE, .id = steps[i].id};
+
+            g_assert_true(fsim_engine_process(engine, &fr, &error));
+            index++;
+        }
+    }
+    g_assert_true(fsim_engine_finish(engine, &error));
+    g_assert_true(fsim_store_run_finish(run, FSIM_STORE_COMPLETE, &error));
+    g_assert_no_error(error);
+    blocks = fsim_store_blocks(store, fsim_store_run_id(run), &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(blocks->len, ==, 3);
+    g_assert_cmpuint(g_array_index(blocks, FsimStoredBlock, 0).id, ==, 2);
+    g_assert_cmpuint(g_array_index(blocks, FsimStoredBlock, 1).id, ==, 4);
+    g_assert_cmpuint(g_array_index(blocks, FsimStoredBlock, 2).id, ==, 6);
+    g_assert_cmpint(g_array_index(blocks, FsimStoredBlock, 2).free_event, ==, -1);
+    stored = get_run(store, fsim_store_run_id(run));
+    g_assert_cmpuint(stored->blocks, ==, 6);
+    g_assert_cmpuint(stored->blocks_stored, ==, 3);
+    g_assert_cmpuint(stored->segment_actions_stored, <=, 2);
+    g_assert_cmpuint(stored->segment_actions, >=, stored->segment_actions_stored);
+}
+
+/* Several runs in lock step on one connection: each is written at its own finish. */
+static void
+test_lock_step(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimStore) store = fsim_store_open(":memory:", FSIM_STORE_WRITE, NULL, &error);
+    static const char *const policies[] = {"direct", "bestfit", "paged"};
+    FsimEngine *engines[3];
+    FsimStoreRun *runs[3];
+    Workload w;
+    FsimEvent ev;
+    g_autoptr(GPtrArray) stored = NULL;
+
+    g_assert_no_error(error);
+    for (int i = 0; i < 3; i++) {
+        engines[i] = new_engine(policies[i], "h100-80gb");
+        runs[i] = attach(store, engines[i], policies[i], 0);
+    }
+    workload_init(&w, 3, 3000);
+    while (workload_next(&w, &ev, NULL))
+        for (int i = 0; i < 3; i++)
+            g_assert_true(fsim_engine_process(engines[i], &ev, &error));
+    workload_clear(&w);
+    /* The middle one finishes first, the first one fails: the others are unaffected. */
+    g_assert_true(fsim_engine_finish(engines[1], &error));
+    g_assert_true(fsim_store_run_finish(runs[1], FSIM_STORE_COMPLETE, &error));
+    fsim_store_run_fail(runs[0], "broken on purpose");
+    g_assert_true(fsim_engine_finish(engines[2], &error));
+    g_assert_true(fsim_store_run_finish(runs[2], FSIM_STORE_COMPLETE, &error));
+    g_assert_no_error(error);
+    stored = fsim_store_runs(store, NULL, 0, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(stored->len, ==, 3);
+    g_assert_cmpint(((FsimStoredRun *)stored->pdata[0])->status, ==, FSIM_STORE_FAILED);
+    g_assert_cmpstr(((FsimStoredRun *)stored->pdata[0])->message, ==, "broken on purpose");
+    g_assert_false(((FsimStoredRun *)stored->pdata[0])->has_metrics);
+    g_assert_cmpint(((FsimStoredRun *)stored->pdata[1])->status, ==, FSIM_STORE_COMPLETE);
+    g_assert_cmpint(((FsimStoredRun *)stored->pdata[2])->status, ==, FSIM_STORE_COMPLETE);
+    g_assert_cmpstr(((FsimStoredRun *)stored->pdata[2])->policy, ==, "paged");
+    for (int i = 0; i < 3; i++) {
+        fsim_store_run_free(runs[i]);
+        fsim_engine_free(engines[i]);
+    }
+}
+
+/* A run dropped without finishing (the replay failed) is marked failed and has no data. */
+static void
+test_abandoned(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimStore) store = fsim_store_open(":memory:", FSIM_STORE_WRITE, NULL, &error);
+    g_autoptr(FsimStoredRun) run = NULL;
+    g_autoptr(GArray) samples = NULL;
+    int64_t id;
+
+    g_assert_no_error(error);
+    {
+        g_autoptr(FsimEngine) engine = new_engine("bestfit", "h100-80gb");
+        g_autoptr(FsimStoreRun) r = attach(store, engine, "bestfit", 0);
+        Workload w;
+        FsimEvent ev;
+
+        workload_init(&w, 1, 100);
+        while (workload_next(&w, &ev, NULL))
+            g_assert_true(fsim_engine_process(engine, &ev, &error));
+        workload_clear(&w);
+        id = fsim_store_run_id(r);
+    }
+    run = get_run(store, id);
+    g_assert_cmpint(run->status, ==, FSIM_STORE_FAILED);
+    g_assert_false(fsim_stored_run_has_data(run));
+    samples = fsim_store_samples(store, id, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(samples->len, ==, 0);
+}
+
+static void
+test_no_such_run(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimStore) store = fsim_store_open(":memory:", FSIM_STORE_WRITE, NULL, &error);
+    int64_t ids[] = {1, 42};
+    GPtrArray *runs;
+
+    g_assert_no_error(error);
+    store_one_run(store, "bestfit", 100, 0, NULL);
+    runs = fsim_store_runs(store, ids, 2, &error);
+    g_assert_null(runs);
+    g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_NO_RUN);
+    g_assert_nonnull(strstr(error->message, "no run 42"));
+}
+
+static void
+test_parse_run_ids(void)
+{
+    static const struct {
+        const char *text;
+        const char *expected; /* NULL: a usage error */
+    } cases[] = {
+        {"3", "3"},
+        {"1,4,7", "1 4 7"},
+        {"2-5,9", "2 3 4 5 9"},
+        {" 7 , 2-3 ", "7 2 3"},
+        {"4,4,3-4", "4 3"},
+        {"", NULL},
+        {"0", NULL},
+        {"5-2", NULL},
+        {"a", NULL},
+        {"1,,2", NULL},
+        {"-3", NULL},
+        {"1-", NULL},
+        {"1-99999999", NULL},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(GError) error = NULL;
+        g_autoptr(GArray) ids = NULL;
+        g_autoptr(GString) text = g_string_new(NULL);
+        gboolean ok = fsim_store_parse_run_ids(cases[i].text, &ids, &error);
+
+        if (cases[i].expected == NULL) {
+            g_assert_false(ok);
+            g_assert_error(error, FSIM_ERROR, FSIM_ERROR_USAGE);
+            continue;
+        }
+        g_assert_no_error(error);
+        for (guint j = 0; j < ids->len; j++)
+            g_string_append_printf(text, "%s%" G_GINT64_FORMAT, j ? " " : "",
+                                   g_array_index(ids, int64_t, j));
+        g_assert_cmpstr(text->str, ==, cases[i].expected);
+    }
+}
+
+/* A full disk, simulated by a page limit: the failing write is an error, and the run in the
+ * database is marked failed (or left running), never complete. */
+static void
+test_full_disk(void)
+{
+    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *path = g_build_filename(dir, "full.db", NULL);
+    g_autoptr(GError) error = NULL;
+    int64_t id;
+
+    {
+        g_autoptr(FsimStore) store = fsim_store_open(path, FSIM_STORE_WRITE, NULL, &error);
+
+        g_assert_no_error(error);
+    }
+    {
+        /* The schema fits in a few pages; the run's data does not fit in a few more. */
+        g_autofree char *pages = sql_text(path, "PRAGMA page_count");
+        FsimStoreOptions options = {.max_page_count = g_ascii_strtoull(pages, NULL, 10) + 2};
+        g_autoptr(FsimStore) store = fsim_store_open(path, FSIM_STORE_WRITE, &options, &error);
+        g_autoptr(FsimEngine) engine = new_engine("direct", "h100-80gb");
+        g_autoptr(FsimStoreRun) run = NULL;
+        Workload w;
+
+        g_assert_no_error(error);
+        run = attach(store, engine, "direct", 0);
+        id = fsim_store_run_id(run);
+        workload_init(&w, 5, 20000);
+        g_assert_true(fsim_engine_run(engine, workload_next, &w, &error));
+        workload_clear(&w);
+        g_assert_false(fsim_store_run_finish(run, FSIM_STORE_COMPLETE, &error));
+        g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_FULL);
+        g_assert_nonnull(strstr(error->message, "full.db"));
+        g_assert_nonnull(strstr(error->message, "full"));
+        g_clear_error(&error);
+    }
+    {
+        g_autoptr(FsimStore) store = fsim_store_open(path, FSIM_STORE_READ, NULL, &error);
+        g_autoptr(FsimStoredRun) run = NULL;
+        g_autoptr(GArray) samples = NULL;
+        g_autofree char *check = sql_text(path, "PRAGMA integrity_check");
+
+        g_assert_no_error(error);
+        g_assert_cmpstr(check, ==, "ok");
+        run = get_run(store, id);
+        g_assert_cmpint(run->status, !=, FSIM_STORE_COMPLETE);
+        g_assert_false(run->has_metrics);
+        samples = fsim_store_samples(store, id, &error);
+        g_assert_no_error(error);
+        g_assert_cmpuint(samples->len, ==, 0);
+    }
+    remove_tree(dir);
+}
+
+/* A new database that cannot even get its schema is removed again. */
+static void
+test_full_disk_new_file(void)
+{
+    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *path = g_build_filename(dir, "tiny.db", NULL);
+    g_autoptr(GError) error = NULL;
+    FsimStoreOptions options = {.max_page_count = 2};
+    FsimStore *store = fsim_store_open(path, FSIM_STORE_WRITE, &options, &error);
+
+    g_assert_null(store);
+    g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_FULL);
+    g_assert_false(g_file_test(path, G_FILE_TEST_EXISTS));
+    remove_tree(dir);
+}
+
+/* ---- through the command line -------------------------------------------------------------- */
+
+typedef struct {
+    int status;
+    char *out;
+    char *err;
+} Result;
+
+static void
+result_clear(Result *r)
+{
+    g_free(r->out);
+    g_free(r->err);
+}
+
+static const char *
+fragsim_binary(void)
+{
+    const char *path = g_getenv("FRAGSIM_BINARY");
+
+    if (path == NULL)
+        g_error("FRAGSIM_BINARY is not set (run through ctest)");
+    return path;
+}
+
+static Result
+run_fragsim(const char *const *envp, const char *first, ...)
+{
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GError) error = NULL;
+    g_auto(GStrv) env = g_get_environ();
+    Result r = {0};
+    int wait_status = 0;
+    va_list args;
+
+    for (gsize i = 0; envp != NULL && envp[i] != NULL; i += 2)
+        env = g_environ_setenv(env, envp[i], envp[i + 1], TRUE);
+    g_ptr_array_add(argv, g_strdup(fragsim_binary()));
+    va_start(args, first);
+    for (const char *a = first; a != NULL; a = va_arg(args, const char *))
+        g_ptr_array_add(argv, g_strdup(a));
+    va_end(args);
+    g_ptr_array_add(argv, NULL);
+    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, env, G_SPAWN_DEFAULT, NULL, NULL, &r.out,
+                               &r.err, &wait_status, &error));
+    g_assert_no_error(error);
+    g_assert_true(WIFEXITED(wait_status));
+    r.status = WEXITSTATUS(wait_status);
+    return r;
+}
+
+/* Write a text trace of @n_events: allocations and frees of a few hundred live blocks. */
+static void
+write_trace(const char *path, uint64_t n_events)
+{
+    g_autoptr(GString) text = g_string_new("fragsim-trace v1\n");
+    Workload w;
+    FsimEvent ev;
+
+    workload_init(&w, 11, n_events);
+    while (workload_next(&w, &ev, NULL)) {
+        if (ev.kind == FSIM_EV_ALLOC)
+            g_string_append_printf(
+                text, "%" G_GUINT64_FORMAT " alloc %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " 0\n",
+                ev.time, ev.id, ev.size);
+        else if (ev.kind == FSIM_EV_FREE)
+            g_string_append_printf(text, "%" G_GUINT64_FORMAT " free %" G_GUINT64_FORMAT " 0\n",
+                                   ev.time, ev.id);
+        else
+            g_string_append_printf(text, "%" G_GUINT64_FORMAT " mark %s\n", ev.time, ev.label);
+    }
+    workload_clear(&w);
+    g_assert_true(g_file_set_contents(path, text->str, (gssize)text->len, NULL));
+}
+
+static void
+test_cli_append(void)
+{
+    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *db = g_build_filename(dir, "results.db", NULL);
+    g_autofree char *trace = g_build_filename(dir, "small.trace", NULL);
+    g_autofree char *count = NULL;
+    g_autofree char *devices = NULL;
+    Result r;
+
+    write_trace(trace, 2000);
+    r = run_fragsim(NULL, "replay", trace, "-p", "bestfit,paged", "--db", db, "--samples", "50",
+                    NULL);
+    g_assert_cmpint(r.status, ==, 0);
+    g_assert_nonnull(strstr(r.out, "runs 1-2 written to"));
+    result_clear(&r);
+    /* Another device, appended; --json keeps stdout pure JSON. */
+    r = run_fragsim(NULL, "replay", trace, "-p", "direct", "-d", "t4-16gb", "--db", db, "--json",
+                    NULL);
+    g_assert_cmpint(r.status, ==, 0);
+    g_assert_true(r.out[0] == '{');
+    g_assert_nonnull(strstr(r.err, "run 3 written to"));
+    result_clear(&r);
+    count = sql_text(db, "SELECT count(*) FROM runs WHERE status = 'complete'");
+    g_assert_cmpstr(count, ==, "3");
+    devices = sql_text(db, "SELECT group_concat(device, ',') FROM runs");
+    g_assert_cmpstr(devices, ==, "h100-80gb,h100-80gb,t4-16gb");
+    g_free(count);
+    count = sql_text(db, "SELECT max(seq) + 1 FROM samples WHERE run_id = 1");
+    g_assert_cmpuint(g_ascii_strtoull(count, NULL, 10), <=, 51);
+
+    r = run_fragsim(NULL, "replay", trace, "--samples", "10", NULL);
+    g_assert_cmpint(r.status, ==, 2);
+    g_assert_nonnull(strstr(r.err, "--samples needs --db"));
+    result_clear(&r);
+    remove_tree(dir);
+}
+
+static void
+test_cli_bad_databases(void)
+{
+    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *trace = g_build_filename(dir, "small.trace", NULL);
+    g_autofree char *notdb = g_build_filename(dir, "notes.db", NULL);
+    g_autofree char *fresh = g_build_filename(dir, "fresh.db", NULL);
+    g_autofree char *fresh_wal = g_strconcat(fresh, "-wal", NULL);
+    g_autofree char *status = NULL;
+    /* A location nobody may write to, not even root. */
+    const char *readonly = geteuid() == 0 ? "/proc/fragsim-results.db" : "/fragsim-results.db";
+    const char *const full_env[] = {"FRAGSIM_DB_MAX_PAGES", "12", NULL};
+    Result r;
+
+    write_trace(trace, 3000);
+    g_assert_true(g_file_set_contents(notdb, "name,size\nada,12\n", -1, NULL));
+    r = run_fragsim(NULL, "replay", trace, "--db", notdb, NULL);
+    g_assert_cmpint(r.status, ==, 1);
+    g_assert_nonnull(strstr(r.err, "not a fragsim results database"));
+    g_assert_nonnull(strstr(r.err, "notes.db"));
+    result_clear(&r);
+
+    r = run_fragsim(NULL, "replay", trace, "--db", readonly, NULL);
+    g_assert_cmpint(r.status, ==, 1);
+    g_assert_nonnull(strstr(r.err, "cannot create the results database"));
+    g_assert_false(g_file_test(readonly, G_FILE_TEST_EXISTS));
+    result_clear(&r);
+
+    /* A full disk while the runs are written: exit 1, and no run looks complete. */
+    r = run_fragsim(full_env, "replay", trace, "-p", "direct", "--db", fresh, NULL);
+    g_assert_cmpint(r.status, ==, 1);
+    g_assert_nonnull(strstr(r.err, "disk is full"));
+    g_assert_null(strstr(r.out, "written to"));
+    result_clear(&r);
+    if (g_file_test(fresh, G_FILE_TEST_EXISTS)) {
+        status = sql_text(fresh, "SELECT group_concat(status) FROM runs");
+        g_assert_cmpstr(status, ==, "failed");
+    }
+    remove_tree(dir);
+}
+
+/* ---- the kill test ------------------------------------------------------------------------- */
+
+/* Whether the child has run far enough to be killed. */
+typedef gboolean (*KillPoint)(const char *db);
+
+/* The runs of the child (ids 2 and up) are recorded as started. */
+static gboolean
+runs_started(const char *db)
+{
+    sqlite3 *handle = NULL;
+    sqlite3_stmt *stmt = NULL;
+    int64_t value = 0;
+
+    if (!g_file_test(db, G_FILE_TEST_EXISTS))
+        return FALSE;
+    if (sqlite3_open_v2(db, &handle, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_busy_timeout(handle, 1000) == SQLITE_OK &&
+        sqlite3_prepare_v2(handle, "SELECT count(*) FROM runs WHERE id >= 2", -1, &stmt, NULL) ==
+            SQLITE_OK &&
+        sqlite3_step(stmt) == SQLITE_ROW)
+        value = sqlite3_column_int64(stmt, 0);
+    /* Failures here (no schema yet) just mean: poll again. */
+    (void)sqlite3_finalize(stmt);
+    (void)sqlite3_close(handle);
+    return value > 0;
+}
+
+/* The child is writing its runs' data: its uncommitted transaction has spilled more than a
+ * megabyte of pages into the write-ahead log (the run rows alone take a few kilobytes). */
+static gboolean
+data_being_written(const char *db)
+{
+    g_autofree char *wal = g_strconcat(db, "-wal", NULL);
+    GStatBuf st;
+
+    return g_stat(wal, &st) == 0 && st.st_size > 1024 * 1024;
+}
+
+/* Spawn `fragsim replay TRACE -p POLICIES --db DB`, wait for @point, SIGKILL it.  Returns FALSE
+ * when the child finished before the point was seen. */
+static gboolean
+kill_replay(const char *db, const char *trace, const char *policies, KillPoint point)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GStrvBuilder) builder = g_strv_builder_new();
+    g_auto(GStrv) argv = NULL;
+    GPid pid;
+    int wait_status = 0;
+    gboolean reached;
+
+    g_strv_builder_add_many(builder, fragsim_binary(), "replay", trace, "-p", policies, "--db", db,
+                            NULL);
+    argv = g_strv_builder_end(builder);
+    g_assert_true(g_spawn_async(NULL, argv, NULL,
+                                G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
+                                &pid, &error));
+    g_assert_no_error(error);
+    for (;;) {
+        reached = point(db);
+        if (reached || waitpid(pid, &wait_status, WNOHANG) == pid)
+            break;
+        g_usleep(1000);
+    }
+    if (reached) {
+        g_assert_cmpint(kill(pid, SIGKILL), ==, 0);
+        g_assert_cmpint(waitpid(pid, &wait_status, 0), ==, pid);
+        g_assert_true(WIFSIGNALED(wait_status));
+        g_assert_cmpint(WTERMSIG(wait_status), ==, SIGKILL);
+    }
+    g_spawn_close_pid(pid);
+    return reached;
+}
+
+/* Every run before @killed_from complete with data; those from it on (the killed process's)
+ * still `running` without any data.  The file passes SQLite's integrity check. */
+static void
+check_after_kill(const char *db, int64_t killed_from, int64_t killed_to)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimStore) store = fsim_store_open(db, FSIM_STORE_READ, NULL, &error);
+    g_autoptr(GPtrArray) runs = NULL;
+    g_autofree char *check = sql_text(db, "PRAGMA integrity_check");
+
+    g_assert_cmpstr(check, ==, "ok");
+    g_assert_no_error(error);
+    runs = fsim_store_runs(store, NULL, 0, &error);
+    g_assert_no_error(error);
+    for (guint i = 0; i < runs->len; i++) {
+        const FsimStoredRun *run = runs->pdata[i];
+        g_autoptr(GArray) samples = fsim_store_samples(store, run->id, &error);
+        g_autoptr(GArray) segments = fsim_store_segments(store, run->id, &error);
+
+        g_assert_no_error(error);
+        g_test_message("run %" G_GINT64_FORMAT ": %s, %u samples, %u segment actions", run->id,
+                       fsim_store_status_name(run->status), samples->len, segments->len);
+        if (run->id < killed_from || run->id > killed_to) {
+            g_assert_cmpint(run->status, ==, FSIM_STORE_COMPLETE);
+            g_assert_true(run->has_metrics);
+            g_assert_cmpuint(samples->len, >, 0);
+            continue;
+        }
+        g_assert_cmpint(run->status, ==, FSIM_STORE_RUNNING);
+        g_assert_false(fsim_stored_run_has_data(run));
+        g_assert_false(run->has_metrics);
+        g_assert_null(run->finished_at);
+        g_assert_cmpuint(samples->len, ==, 0);
+        g_assert_cmpuint(segments->len, ==, 0);
+    }
+}
+
+static void
+test_kill(void)
+{
+    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *db = g_build_filename(dir, "results.db", NULL);
+    g_autofree char *small = g_build_filename(dir, "small.trace", NULL);
+    g_autofree char *big = g_build_filename(dir, "big.trace", NULL);
+    g_autofree char *status = NULL;
+    Result r;
+
+    write_trace(small, 1000);
+    write_trace(big, 1500000);
+    /* One complete run first: the kills must not hurt it. */
+    r = run_fragsim(NULL, "replay", small, "-p", "bestfit", "--db", db, NULL);
+    g_assert_cmpint(r.status, ==, 0);
+    result_clear(&r);
+
+    /* Killed while replaying, as soon as its two runs (2 and 3) are recorded as started. */
+    g_assert_true(kill_replay(db, big, "direct,paged", runs_started));
+    check_after_kill(db, 2, 3);
+    status = sql_text(db, "SELECT group_concat(status) FROM runs WHERE id >= 2");
+    g_assert_cmpstr(status, ==, "running,running");
+
+    /* Killed while writing its run's data (run 4): the transaction is rolled back on the next
+     * open.  Should the child finish first on a very fast machine, run 4 is complete; either
+     * way the checks below hold. */
+    if (kill_replay(db, big, "direct", data_being_written)) {
+        check_after_kill(db, 2, 4);
+    } else {
+        g_test_message("the replay finished before it was caught writing; run 4 complete");
+        check_after_kill(db, 2, 3);
+    }
+
+    /* The database takes new runs after the crashes. */
+    r = run_fragsim(NULL, "replay", small, "-p", "paged", "--db", db, NULL);
+    g_assert_cmpint(r.status, ==, 0);
+    g_assert_nonnull(strstr(r.out, "run 5 written to"));
+    result_clear(&r);
+    remove_tree(dir);
+}
+
+int
+main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/store/schema", test_schema);
+    g_test_add_func("/store/schema/new-metric", test_schema_new_metric);
+    g_test_add_func("/store/bad/not-fragsim", test_not_fragsim);
+    g_test_add_func("/store/bad/newer", test_newer);
+    g_test_add_func("/store/bad/open", test_open_errors);
+    g_test_add_func("/store/bad/no-such-run", test_no_such_run);
+    g_test_add_func("/store/bad/full-disk", test_full_disk);
+    g_test_add_func("/store/bad/full-disk-new-file", test_full_disk_new_file);
+    g_test_add_func("/store/run/roundtrip", test_run_roundtrip);
+    g_test_add_func("/store/run/samples-bounded", test_samples_bounded);
+    g_test_add_func("/store/run/blocks-bounded", test_blocks_bounded);
+    g_test_add_func("/store/run/lock-step", test_lock_step);
+    g_test_add_func("/store/run/abandoned", test_abandoned);
+    g_test_add_func("/store/parse-run-ids", test_parse_run_ids);
+    g_test_add_func("/store/cli/append", test_cli_append);
+    g_test_add_func("/store/cli/bad-databases", test_cli_bad_databases);
+    g_test_add_func("/store/kill", test_kill);
+    return g_test_run();
+}
