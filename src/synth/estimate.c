@@ -273,7 +273,7 @@ fsim_estimate_train(const FsimTrainConfig *config, FsimEstimate *out, GError **e
     uint64_t zero3_layer = c->zero_stage >= 3 ? st.layer_weights : 0;
     uint64_t zero3_head = c->zero_stage >= 3 ? st.head_weights : 0;
     uint64_t drop_grad = x.dropout ? lnf : 0;
-    const char *phase = "loss";
+    const char *phase = "loss backward";
 
     /* 1. The loss backward: the log-softmax's gradient and the logits' one beside the kept
      * log-softmax. */

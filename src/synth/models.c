@@ -396,6 +396,58 @@ fsim_train_config_check(const FsimTrainConfig *config, GError **error)
     return TRUE;
 }
 
+/* 6738415616 -> "6,738,415,616" */
+static char *
+models_thousands(uint64_t n)
+{
+    g_autofree char *digits = g_strdup_printf("%" G_GUINT64_FORMAT, n);
+    GString *s = g_string_new(NULL);
+    gsize len = strlen(digits);
+    for (gsize i = 0; i < len; i++) {
+        if (i > 0 && (len - i) % 3 == 0)
+            g_string_append_c(s, ',');
+        g_string_append_c(s, digits[i]);
+    }
+    return g_string_free(s, FALSE);
+}
+
+char *
+fsim_train_config_describe(const FsimTrainConfig *c)
+{
+    const FsimModelShape *m = &c->model;
+    g_autofree char *params = models_thousands(fsim_model_params(m));
+    GString *s = g_string_new(NULL);
+
+    g_string_append_printf(s, "%s: %s\n", m->name, m->description);
+    g_string_append_printf(s,
+                           "  %s parameters: %u layers, hidden %u, %u heads (%u KV, dim %u), "
+                           "FFN %u%s, vocabulary %u\n",
+                           params, m->layers, m->hidden, m->heads, m->kv_heads, m->head_dim, m->ffn,
+                           m->gated_mlp ? " (SwiGLU)" : "", m->vocab);
+    if (c->precision == FSIM_PRECISION_MIXED)
+        g_string_append_printf(s, "  mixed precision (%s, fp32 master weights), %u-bit gradients",
+                               fsim_dtype_name(c->dtype), c->grad_bits);
+    else
+        g_string_append(s, "  fp32");
+    g_string_append_printf(s, ", %s; seq %" G_GUINT64_FORMAT ", batch %" G_GUINT64_FORMAT,
+                           fsim_optimizer_name(c->optimizer), c->seq, c->batch);
+    if (c->grad_accum > 1)
+        g_string_append_printf(s, " x %" G_GUINT64_FORMAT " accumulated", c->grad_accum);
+    g_string_append_printf(s, "; %s attention, %s", fsim_attention_name(c->attention),
+                           c->checkpointing == FSIM_CKPT_NONE   ? "no checkpointing"
+                           : c->checkpointing == FSIM_CKPT_FULL ? "full checkpointing"
+                                                                : "selective recomputation");
+    if (c->zero_stage)
+        g_string_append_printf(s, "; ZeRO-%u over %u ranks", c->zero_stage, c->ranks);
+    if (c->tp > 1)
+        g_string_append_printf(s, "; tensor parallel %u%s", c->tp,
+                               c->sequence_parallel ? " + sequence parallel" : "");
+    if (c->lora)
+        g_string_append_printf(s, "; LoRA rank %u", c->lora_rank);
+    g_string_append_c(s, '\n');
+    return g_string_free(s, FALSE);
+}
+
 /* ---- Names ------------------------------------------------------------------------------- */
 
 typedef struct {

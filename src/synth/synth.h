@@ -244,6 +244,9 @@ void fsim_train_config_init(FsimTrainConfig *config);
 /* Checks the configuration (FSIM_ERROR_USAGE naming the bad setting). */
 gboolean fsim_train_config_check(const FsimTrainConfig *config, GError **error);
 
+/* Returns: (transfer full): two or three lines describing the model and the training setup. */
+char *fsim_train_config_describe(const FsimTrainConfig *config);
+
 /* Names for the enums, as the command line spells them; and back (FALSE for an unknown one). */
 const char *fsim_precision_name(FsimPrecision precision);
 const char *fsim_dtype_name(FsimDtype dtype);

@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fragsim estimate [MODEL OPTIONS] [--activations SIZE] [-d DEVICE] [--json]
+ *
+ * The closed-form memory of a training configuration, per component, and whether it fits a
+ * device.  The conventions (bytes per parameter, activation formulas, what "GB" means) are in
+ * docs/synth.md.
+ */
+#include <glib.h>
+
+#include <string.h>
+
+#include "cli.h"
+#include "synth/synth.h"
+
+/* 6738415616 -> "6,738,415,616" */
+static char *
+estimate_thousands(uint64_t n)
+{
+    g_autofree char *digits = g_strdup_printf("%" G_GUINT64_FORMAT, n);
+    GString *s = g_string_new(NULL);
+    gsize len = strlen(digits);
+    for (gsize i = 0; i < len; i++) {
+        if (i > 0 && (len - i) % 3 == 0)
+            g_string_append_c(s, ',');
+        g_string_append_c(s, digits[i]);
+    }
+    return g_string_free(s, FALSE);
+}
+
+void
+fsim_cli_print_models(gboolean json)
+{
+    gsize n;
+    const FsimModelShape *presets = fsim_model_presets(&n);
+
+    if (json) {
+        g_autoptr(JsonBuilder) builder = json_builder_new();
+        json_builder_begin_object(builder);
+        json_builder_set_member_name(builder, "models");
+        json_builder_begin_array(builder);
+        for (gsize i = 0; i < n; i++) {
+            const FsimModelShape *m = &presets[i];
+            json_builder_begin_object(builder);
+#define MEMBER_INT(key, value)                  \
+    json_builder_set_member_name(builder, key); \
+    json_builder_add_int_value(builder, (gint64)(value))
+            json_builder_set_member_name(builder, "name");
+            json_builder_add_string_value(builder, m->name);
+            json_builder_set_member_name(builder, "description");
+            json_builder_add_string_value(builder, m->description);
+            MEMBER_INT("params", fsim_model_params(m));
+            MEMBER_INT("layers", m->layers);
+            MEMBER_INT("hidden", m->hidden);
+            MEMBER_INT("heads", m->heads);
+            MEMBER_INT("kv_heads", m->kv_heads);
+            MEMBER_INT("head_dim", m->head_dim);
+            MEMBER_INT("ffn", m->ffn);
+            MEMBER_INT("vocab", m->vocab);
+#undef MEMBER_INT
+            json_builder_end_object(builder);
+        }
+        json_builder_end_array(builder);
+        json_builder_end_object(builder);
+        fsim_cli_print_json(json_builder_get_root(builder));
+        return;
+    }
+    static const char *const headers[] = {"name", "parameters", "layers", "hidden",     "heads",
+                                          "KV",   "FFN",        "vocab",  "description"};
+    g_autoptr(FsimTable) table = fsim_table_new(G_N_ELEMENTS(headers), headers);
+    for (gsize i = 0; i < n; i++) {
+        const FsimModelShape *m = &presets[i];
+        g_autofree char *params = estimate_thousands(fsim_model_params(m));
+        fsim_table_add(table, m->name);
+        fsim_table_add(table, params);
+        fsim_table_addf(table, "%u", m->layers);
+        fsim_table_addf(table, "%u", m->hidden);
+        fsim_table_addf(table, "%u", m->heads);
+        fsim_table_addf(table, "%u", m->kv_heads);
+        fsim_table_addf(table, "%u", m->ffn);
+        fsim_table_addf(table, "%u", m->vocab);
+        fsim_table_add(table, m->description);
+    }
+    fsim_table_print(table);
+}
+
+static void
+estimate_row(FsimTable *table, const char *name, uint64_t bytes, uint64_t params, const char *note)
+{
+    g_autofree char *exact = estimate_thousands(bytes);
+    fsim_table_add(table, name);
+    fsim_table_add(table, exact);
+    fsim_table_addf(table, "%.2f", (double)bytes / 1e9);
+    fsim_table_addf(table, "%.2f", (double)bytes / (double)FSIM_GiB);
+    if (params)
+        fsim_table_addf(table, "%.2f", (double)bytes / (double)params);
+    else
+        fsim_table_add(table, "");
+    fsim_table_add(table, note ? note : "");
+}
+
+int
+fsim_cmd_estimate(int argc, char **argv)
+{
+    FsimTrainOptions options;
+    g_autofree char *device_name = NULL;
+    gboolean json = FALSE;
+    GOptionEntry entries[] = {
+        {"device", 'd', 0, G_OPTION_ARG_STRING, &device_name,
+         "Say whether it fits this GPU: a preset or a size (80GB, 24GiB)", "DEVICE"},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) context =
+        g_option_context_new("- closed-form training memory of a model");
+    GError *error = NULL;
+    FsimTrainConfig config;
+    FsimEstimate est;
+    FsimDeviceSpec spec;
+
+    fsim_train_options_init(&options);
+    g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_add_group(context,
+                               fsim_train_options_group(&options, FSIM_TRAIN_OPTIONS_ACTIVATIONS));
+    g_option_context_set_description(
+        context, "Example: fragsim estimate --model llama2-7b -d h100-80gb\n"
+                 "         fragsim estimate --params 7e9 --activations 20GB -d 80GB\n");
+    if (!fsim_cli_parse(context, "estimate", &argc, &argv)) {
+        fsim_train_options_clear(&options);
+        return FSIM_EXIT_USAGE;
+    }
+    if (options.list_models) {
+        fsim_train_options_clear(&options);
+        fsim_cli_print_models(json);
+        return FSIM_EXIT_OK;
+    }
+    if (argc > 2) {
+        fsim_train_options_clear(&options);
+        return fsim_cli_usage_error("estimate", "unexpected argument '%s'", argv[2]);
+    }
+    gboolean ok =
+        fsim_train_options_resolve(&options, argc == 2 ? argv[1] : NULL, &config, &error) &&
+        fsim_estimate_train(&config, &est, &error) &&
+        (device_name == NULL || fsim_device_spec_parse(device_name, &spec, &error));
+    fsim_train_options_clear(&options);
+    if (!ok)
+        return fsim_cli_fail("estimate", error);
+    gboolean fits = device_name != NULL && est.total_bytes <= spec.capacity_bytes;
+
+    if (json) {
+        g_autoptr(JsonBuilder) builder = json_builder_new();
+        json_builder_begin_object(builder);
+#define MEMBER_INT(key, value)                  \
+    json_builder_set_member_name(builder, key); \
+    json_builder_add_int_value(builder, (gint64)(value))
+        json_builder_set_member_name(builder, "model");
+        json_builder_add_string_value(builder, config.model.name);
+        MEMBER_INT("params", est.params);
+        MEMBER_INT("trainable_params", est.trainable_params);
+        json_builder_set_member_name(builder, "bytes_per_param");
+        json_builder_add_double_value(builder, est.bytes_per_param);
+        MEMBER_INT("weights_bytes", est.weights_bytes);
+        MEMBER_INT("gradients_bytes", est.gradients_bytes);
+        MEMBER_INT("optimizer_bytes", est.optimizer_bytes);
+        MEMBER_INT("master_weights_bytes", est.master_bytes);
+        MEMBER_INT("activations_bytes", est.activations_bytes);
+        MEMBER_INT("layer_activations_bytes", est.layer_activations_bytes);
+        MEMBER_INT("temporaries_bytes", est.temporaries_bytes);
+        MEMBER_INT("total_bytes", est.total_bytes);
+        json_builder_set_member_name(builder, "peak_phase");
+        json_builder_add_string_value(builder, est.peak_phase);
+        if (device_name) {
+            json_builder_set_member_name(builder, "device");
+            json_builder_add_string_value(builder, spec.name);
+            MEMBER_INT("capacity_bytes", spec.capacity_bytes);
+            json_builder_set_member_name(builder, "fits");
+            json_builder_add_boolean_value(builder, fits);
+        }
+#undef MEMBER_INT
+        json_builder_end_object(builder);
+        fsim_cli_print_json(json_builder_get_root(builder));
+        return FSIM_EXIT_OK;
+    }
+
+    g_autofree char *about = fsim_train_config_describe(&config);
+    g_print("%s\n", about);
+    static const char *const headers[] = {"component", "bytes", "GB", "GiB", "per param", ""};
+    g_autoptr(FsimTable) table = fsim_table_new(G_N_ELEMENTS(headers), headers);
+    uint64_t p = est.rank_params;
+    g_autofree char *opt_note = NULL;
+    if (est.master_bytes)
+        opt_note =
+            g_strdup_printf("fp32 master weights %.2f GB + %s state %.2f GB",
+                            (double)est.master_bytes / 1e9, fsim_optimizer_name(config.optimizer),
+                            (double)(est.optimizer_bytes - est.master_bytes) / 1e9);
+    g_autofree char *act_note = NULL;
+    if (config.activations_bytes)
+        act_note = g_strdup("measured figure (stands for temporaries too)");
+    else
+        act_note = g_strdup_printf("saved for backward: %.1f MB per layer",
+                                   (double)est.layer_activations_bytes / 1e6);
+    g_autofree char *tmp_note = g_strdup_printf("peak: %s", est.peak_phase);
+    estimate_row(table, "weights", est.weights_bytes, p, NULL);
+    estimate_row(table, "gradients", est.gradients_bytes, p, NULL);
+    estimate_row(table, "optimizer", est.optimizer_bytes, p, opt_note);
+    estimate_row(table, "activations", est.activations_bytes, 0, act_note);
+    estimate_row(table, "temporaries", est.temporaries_bytes, 0,
+                 config.activations_bytes ? NULL : tmp_note);
+    estimate_row(table, "total", est.total_bytes, 0, NULL);
+    fsim_table_print(table);
+    g_print("\nModel state: %.2f bytes per parameter", est.bytes_per_param);
+    if (config.lora)
+        g_print(" (%" G_GUINT64_FORMAT " trainable adapter parameters)", est.trainable_params);
+    g_print(".  GB = 10^9 bytes, GiB = 2^30.\n");
+    if (device_name) {
+        g_print("%s: %.2f GB usable: %s (%.1f%% of it)\n", spec.name,
+                (double)spec.capacity_bytes / 1e9, fits ? "fits" : "does not fit",
+                100.0 * (double)est.total_bytes / (double)spec.capacity_bytes);
+    }
+    return FSIM_EXIT_OK;
+}

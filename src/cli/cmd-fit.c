@@ -1,0 +1,500 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fragsim fit TRACE [-p POLICIES] [-d DEVICE] [--json]
+ * fragsim fit MODEL|--model NAME|--params N [MODEL OPTIONS] [--target batch|seq|device]
+ *             [-p POLICIES] [-d DEVICE] [--json]
+ *
+ * For a trace (or a model with --target device): the smallest device capacity on which each
+ * policy replays it without an OOM, found by binary search to the device granularity (2 MiB).
+ * For a model: the largest micro-batch (--target batch) or sequence length (--target seq, to 64
+ * tokens) whose synthetic training trace replays on DEVICE without an OOM under each policy.  The
+ * model's trace is generated in memory and pushed straight into the engines; nothing is written.
+ *
+ * Every search assumes that fitting is monotonic (more memory or a smaller batch never turns a
+ * fit into an OOM), which holds for the policies fragsim models up to their rounding.
+ */
+#include <glib.h>
+
+#include <string.h>
+
+#include "cli.h"
+#include "synth/synth.h"
+
+/* The capacity of the "unlimited" device used to measure a policy's natural footprint. */
+#define FIT_UNLIMITED ((uint64_t)1 << 44)
+/* Sequence lengths are searched in steps of this many tokens. */
+#define FIT_SEQ_STEP 64
+/* Neither batch nor sequence search goes past this. */
+#define FIT_MAX_BATCH 65536
+#define FIT_MAX_SEQ   (1024 * 1024)
+
+typedef enum {
+    TARGET_DEVICE,
+    TARGET_BATCH,
+    TARGET_SEQ,
+} Target;
+
+static const char *const target_names[] = {"device", "batch", "seq"};
+
+typedef struct {
+    FsimTrace *trace; /* trace mode, or NULL */
+    uint32_t trace_device;
+    FsimTrainConfig train; /* model mode */
+    gboolean paranoid;
+} Source;
+
+typedef struct {
+    gboolean fits;
+    FsimMetrics metrics;
+} Trial;
+
+typedef struct {
+    const char *policy;
+    uint64_t answer;
+    Trial trial; /* the run at the answer (or the failing one when nothing fits) */
+    uint64_t runs;
+} Result;
+
+/* Replay @src (with @batch and @seq in model mode) through @policy on @spec. */
+static gboolean
+fit_try(const Source *src, const char *policy, const FsimDeviceSpec *spec, uint64_t batch,
+        uint64_t seq, Trial *out, GError **error)
+{
+    FsimRunConfig rc;
+    g_autoptr(FsimEngine) engine = NULL;
+    g_autoptr(FsimTraceStream) stream = NULL;
+    g_autoptr(FsimSynth) synth = NULL;
+    g_autoptr(GError) local_error = NULL;
+    FsimEvent ev;
+
+    fsim_run_config_init(&rc);
+    rc.policy = policy;
+    rc.device = *spec;
+    rc.fail_on_oom = TRUE;
+    rc.paranoid = src->paranoid;
+    if (src->trace) {
+        rc.initial_state = fsim_trace_initial_state(src->trace, src->trace_device);
+        stream = fsim_trace_stream_open(src->trace, src->trace_device, error);
+        if (stream == NULL)
+            return FALSE;
+    } else {
+        FsimTrainConfig config = src->train;
+        config.batch = batch;
+        config.seq = seq;
+        synth = fsim_synth_train_new(&config, error);
+        if (synth == NULL)
+            return FALSE;
+    }
+    engine = fsim_engine_new(&rc, error);
+    if (engine == NULL)
+        return FALSE;
+
+    out->fits = TRUE;
+    for (;;) {
+        gboolean more = stream ? fsim_trace_stream_next(stream, &ev, &local_error)
+                               : fsim_synth_next(synth, &ev, &local_error);
+        if (!more)
+            break;
+        if (!fsim_engine_process(engine, &ev, &local_error)) {
+            if (g_error_matches(local_error, FSIM_ERROR, FSIM_ERROR_OOM)) {
+                g_clear_error(&local_error);
+                out->fits = FALSE;
+                break;
+            }
+            break;
+        }
+    }
+    if (local_error) {
+        g_propagate_error(error, g_steal_pointer(&local_error));
+        return FALSE;
+    }
+    /* after an OOM too: the metrics then cover what happened up to it */
+    if (!fsim_engine_finish(engine, error))
+        return FALSE;
+    out->metrics = *fsim_engine_metrics(engine);
+    return TRUE;
+}
+
+static FsimDeviceSpec
+fit_with_capacity(const FsimDeviceSpec *spec, uint64_t capacity)
+{
+    FsimDeviceSpec s = *spec;
+    s.capacity_bytes = capacity;
+    s.total_bytes = MAX(s.total_bytes, capacity);
+    g_autofree char *size = fsim_format_size(capacity);
+    g_snprintf(s.name, sizeof s.name, "%s", size);
+    return s;
+}
+
+/* The smallest capacity, a multiple of the granularity, on which @policy replays @src. */
+static gboolean
+fit_device(const Source *src, const FsimDeviceSpec *spec, Result *r, GError **error)
+{
+    const uint64_t g = spec->granularity;
+    const FsimTrainConfig *t = &src->train;
+    Trial trial;
+
+    FsimDeviceSpec unlimited = fit_with_capacity(spec, FIT_UNLIMITED);
+    if (!fit_try(src, r->policy, &unlimited, t->batch, t->seq, &trial, error))
+        return FALSE;
+    r->runs++;
+    if (!trial.fits) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                    "%s runs out of memory even on %" G_GUINT64_FORMAT " bytes", r->policy,
+                    FIT_UNLIMITED);
+        return FALSE;
+    }
+    /* hi fits; lo (a multiple of g) is known not to, or is 0 */
+    uint64_t hi = (trial.metrics.peak_reserved_bytes + g - 1) / g * g;
+    uint64_t lo = trial.metrics.peak_requested_bytes / g * g;
+    if (lo == trial.metrics.peak_requested_bytes && lo > 0)
+        lo -= g;
+    if (hi == 0)
+        hi = g;
+    FsimDeviceSpec at = fit_with_capacity(spec, hi);
+    if (!fit_try(src, r->policy, &at, t->batch, t->seq, &r->trial, error))
+        return FALSE;
+    r->runs++;
+    if (!r->trial.fits) {
+        /* not monotonic after all: fall back to the unlimited run's footprint */
+        hi = (trial.metrics.peak_reserved_bytes + g - 1) / g * g + g;
+        r->trial = trial;
+    }
+    while (hi - lo > g) {
+        uint64_t mid = lo + (hi - lo) / g / 2 * g;
+        Trial probe;
+        at = fit_with_capacity(spec, mid);
+        if (!fit_try(src, r->policy, &at, t->batch, t->seq, &probe, error))
+            return FALSE;
+        r->runs++;
+        if (probe.fits) {
+            hi = mid;
+            r->trial = probe;
+        } else {
+            lo = mid;
+        }
+    }
+    r->answer = hi;
+    return TRUE;
+}
+
+/* The largest batch or sequence length (in units of @step) on @spec under the policy. */
+static gboolean
+fit_dimension(const Source *src, const FsimDeviceSpec *spec, Target target, Result *r,
+              GError **error)
+{
+    const uint64_t step = target == TARGET_SEQ ? FIT_SEQ_STEP : 1;
+    const uint64_t limit = target == TARGET_SEQ ? FIT_MAX_SEQ / step : FIT_MAX_BATCH;
+    uint64_t lo = 0, hi = 0; /* lo fits (0: nothing does), hi does not (0: not found yet) */
+    Trial probe;
+
+#define TRY(units)                                                                                 \
+    (r->runs++, fit_try(src, r->policy, spec, target == TARGET_BATCH ? (units) : src->train.batch, \
+                        target == TARGET_SEQ ? (units)*step : src->train.seq, &probe, error))
+
+    /* double until it no longer fits */
+    for (uint64_t n = 1; n <= limit; n *= 2) {
+        if (!TRY(n))
+            return FALSE;
+        if (!probe.fits) {
+            hi = n;
+            if (lo == 0)
+                r->trial = probe;
+            break;
+        }
+        lo = n;
+        r->trial = probe;
+    }
+    if (hi == 0)
+        hi = limit + 1;
+    while (lo > 0 && hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (!TRY(mid))
+            return FALSE;
+        if (probe.fits) {
+            lo = mid;
+            r->trial = probe;
+        } else {
+            hi = mid;
+        }
+    }
+#undef TRY
+    r->answer = lo * step;
+    return TRUE;
+}
+
+/* The estimate's own answer (no fragmentation): the largest batch or sequence whose closed-form
+ * total fits the capacity. */
+static uint64_t
+fit_estimate(const FsimTrainConfig *train, const FsimDeviceSpec *spec, Target target)
+{
+    const uint64_t step = target == TARGET_SEQ ? FIT_SEQ_STEP : 1;
+    const uint64_t limit = target == TARGET_SEQ ? FIT_MAX_SEQ / step : FIT_MAX_BATCH;
+    uint64_t lo = 0, hi = limit + 1;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        FsimTrainConfig c = *train;
+        FsimEstimate est;
+        if (target == TARGET_BATCH)
+            c.batch = mid;
+        else
+            c.seq = mid * step;
+        if (fsim_estimate_train(&c, &est, NULL) && est.total_bytes <= spec->capacity_bytes)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo * step;
+}
+
+/* The policies of -p, checked; all registered ones when @list is NULL. */
+static GPtrArray *
+fit_policies(const char *list, GError **error)
+{
+    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+    if (list == NULL) {
+        gsize n;
+        const FsimPolicyOps *const *all = fsim_policy_list(&n);
+        for (gsize i = 0; i < n; i++)
+            g_ptr_array_add(names, g_strdup(all[i]->name));
+        return g_steal_pointer(&names);
+    }
+    g_auto(GStrv) parts = g_strsplit(list, ",", -1);
+    for (gsize i = 0; parts[i] != NULL; i++) {
+        char *name = g_strstrip(parts[i]);
+        if (*name == '\0')
+            continue;
+        if (fsim_policy_lookup(name) == NULL) {
+            g_autofree char *valid = fsim_policy_names();
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "unknown policy '%s' (valid: %s)",
+                        name, valid);
+            return NULL;
+        }
+        g_ptr_array_add(names, g_strdup(name));
+    }
+    if (names->len == 0) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "-p names no policy");
+        return NULL;
+    }
+    return g_steal_pointer(&names);
+}
+
+static char *
+fit_format_answer(Target target, uint64_t answer)
+{
+    if (target == TARGET_DEVICE) {
+        g_autofree char *size = fsim_format_size(answer);
+        return g_strdup_printf("%s (%.2f GB)", size, (double)answer / 1e9);
+    }
+    if (answer == 0)
+        return g_strdup("does not fit");
+    return g_strdup_printf("%" G_GUINT64_FORMAT, answer);
+}
+
+static void
+fit_print_json(Target target, const Result *results, guint n)
+{
+    g_autoptr(JsonBuilder) builder = json_builder_new();
+    json_builder_begin_object(builder);
+    json_builder_set_member_name(builder, "target");
+    json_builder_add_string_value(builder, target_names[target]);
+    json_builder_set_member_name(builder, "results");
+    json_builder_begin_array(builder);
+    for (guint i = 0; i < n; i++) {
+        const Result *r = &results[i];
+        json_builder_begin_object(builder);
+        json_builder_set_member_name(builder, "policy");
+        json_builder_add_string_value(builder, r->policy);
+        json_builder_set_member_name(builder, "answer");
+        json_builder_add_int_value(builder, (gint64)r->answer);
+        json_builder_set_member_name(builder, "peak_reserved_bytes");
+        json_builder_add_int_value(builder, (gint64)r->trial.metrics.peak_reserved_bytes);
+        json_builder_set_member_name(builder, "peak_utilization");
+        json_builder_add_double_value(builder, r->trial.metrics.peak_utilization);
+        json_builder_set_member_name(builder, "peak_requested_bytes");
+        json_builder_add_int_value(builder, (gint64)r->trial.metrics.peak_requested_bytes);
+        json_builder_set_member_name(builder, "runs");
+        json_builder_add_int_value(builder, (gint64)r->runs);
+        json_builder_end_object(builder);
+    }
+    json_builder_end_array(builder);
+    json_builder_end_object(builder);
+    fsim_cli_print_json(json_builder_get_root(builder));
+}
+
+static void
+fit_print_table(Target target, const Result *results, guint n)
+{
+    static const char *const headers[] = {
+        "policy", "answer", "peak reserved", "peak requested", "utilization", "excess", "runs"};
+    g_autoptr(FsimTable) table = fsim_table_new(G_N_ELEMENTS(headers), headers);
+    for (guint i = 0; i < n; i++) {
+        const Result *r = &results[i];
+        const FsimMetrics *m = &r->trial.metrics;
+        g_autofree char *answer = fit_format_answer(target, r->answer);
+        g_autofree char *reserved = fsim_format_size(m->peak_reserved_bytes);
+        g_autofree char *requested = fsim_format_size(m->peak_requested_bytes);
+        g_autofree char *excess =
+            fsim_format_size(m->peak_reserved_bytes > m->peak_requested_bytes
+                                 ? m->peak_reserved_bytes - m->peak_requested_bytes
+                                 : 0);
+        fsim_table_add(table, r->policy);
+        fsim_table_add(table, answer);
+        fsim_table_add(table, reserved);
+        fsim_table_add(table, requested);
+        fsim_table_addf(table, "%.1f%%", 100.0 * m->peak_utilization);
+        fsim_table_add(table, excess);
+        fsim_table_addf(table, "%" G_GUINT64_FORMAT, r->runs);
+    }
+    fsim_table_print(table);
+}
+
+int
+fsim_cmd_fit(int argc, char **argv)
+{
+    FsimTrainOptions options;
+    g_autofree char *policy_list = NULL;
+    g_autofree char *device_name = NULL;
+    g_autofree char *target_name = NULL;
+    gint trace_device = -1;
+    gboolean json = FALSE, paranoid = FALSE;
+    GOptionEntry entries[] = {
+        {"target", 't', 0, G_OPTION_ARG_STRING, &target_name,
+         "device (smallest capacity; the default for a trace), batch (the default for a model) "
+         "or seq",
+         "WHAT"},
+        {"policies", 'p', 0, G_OPTION_ARG_STRING, &policy_list,
+         "Comma-separated policies (default: all; see 'fragsim policies')", "LIST"},
+        {"device", 'd', 0, G_OPTION_ARG_STRING, &device_name,
+         "The GPU to fit (batch, seq) or whose granularity and costs to use (device); default "
+         "" FSIM_DEVICE_DEFAULT,
+         "DEVICE"},
+        {"trace-device", 0, 0, G_OPTION_ARG_INT, &trace_device,
+         "The device of a multi-GPU trace (default: the first with events)", "N"},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
+        {"paranoid", 0, 0, G_OPTION_ARG_NONE, &paranoid,
+         "Check the policy's invariants after every operation (slow)", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) context =
+        g_option_context_new("TRACE|MODEL - the smallest device, or the largest batch or sequence");
+    g_autoptr(GPtrArray) policies = NULL;
+    g_autoptr(FsimTrace) trace = NULL;
+    GError *error = NULL;
+    Source src = {0};
+    FsimDeviceSpec spec;
+    Target target;
+
+    fsim_train_options_init(&options);
+    g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_add_group(context, fsim_train_options_group(&options, 0));
+    g_option_context_set_description(
+        context,
+        "A trace: binary search on the capacity, to the device granularity (2 MiB).\n"
+        "A model: the largest micro-batch (or sequence, to 64 tokens) whose synthetic training\n"
+        "trace replays without an OOM, generated in memory.\n"
+        "Examples: fragsim fit traces/fragmenting.trace\n"
+        "          fragsim fit llama2-7b --lora --checkpointing full -d rtx4090-24gb\n");
+    if (!fsim_cli_parse(context, "fit", &argc, &argv)) {
+        fsim_train_options_clear(&options);
+        return FSIM_EXIT_USAGE;
+    }
+    if (options.list_models) {
+        fsim_train_options_clear(&options);
+        fsim_cli_print_models(json);
+        return FSIM_EXIT_OK;
+    }
+    if (argc > 2) {
+        fsim_train_options_clear(&options);
+        return fsim_cli_usage_error("fit", "expected one TRACE or MODEL, got '%s' too", argv[2]);
+    }
+    const char *what = argc == 2 ? argv[1] : NULL;
+    gboolean is_trace =
+        what && g_file_test(what, G_FILE_TEST_EXISTS) && fsim_model_lookup(what) == NULL;
+    gboolean ok = TRUE;
+    if (!is_trace)
+        ok = fsim_train_options_resolve(&options, what, &src.train, &error);
+    gboolean model_flags = options.model || options.params || options.layers != -1;
+    fsim_train_options_clear(&options);
+    if (!ok)
+        return fsim_cli_fail("fit", error);
+    if (is_trace && model_flags)
+        return fsim_cli_usage_error("fit", "give either a TRACE or a model, not both");
+
+    if (target_name == NULL)
+        target = is_trace ? TARGET_DEVICE : TARGET_BATCH;
+    else if (strcmp(target_name, "device") == 0)
+        target = TARGET_DEVICE;
+    else if (strcmp(target_name, "batch") == 0)
+        target = TARGET_BATCH;
+    else if (strcmp(target_name, "seq") == 0)
+        target = TARGET_SEQ;
+    else
+        return fsim_cli_usage_error("fit", "--target '%s' is unknown (valid: device, batch, seq)",
+                                    target_name);
+    if (is_trace && target != TARGET_DEVICE)
+        return fsim_cli_usage_error("fit", "a trace has a fixed batch: use --target device");
+    if (!fsim_device_spec_parse(device_name ? device_name : FSIM_DEVICE_DEFAULT, &spec, &error))
+        return fsim_cli_fail("fit", error);
+    policies = fit_policies(policy_list, &error);
+    if (policies == NULL)
+        return fsim_cli_fail("fit", error);
+
+    src.paranoid = paranoid;
+    if (is_trace) {
+        gsize n_devices;
+        trace = fsim_trace_open(what, &error);
+        if (trace == NULL)
+            return fsim_cli_fail("fit", error);
+        const uint32_t *devices = fsim_trace_devices(trace, &n_devices);
+        if (n_devices == 0)
+            return fsim_cli_usage_error("fit", "%s has no events", what);
+        src.trace = trace;
+        src.trace_device = devices[0];
+        if (trace_device >= 0) {
+            gboolean found = FALSE;
+            for (gsize i = 0; i < n_devices; i++)
+                found |= devices[i] == (uint32_t)trace_device;
+            if (!found)
+                return fsim_cli_usage_error("fit", "%s has no events on device %d", what,
+                                            trace_device);
+            src.trace_device = (uint32_t)trace_device;
+        }
+    }
+
+    g_autofree Result *results = g_new0(Result, policies->len);
+    for (guint i = 0; i < policies->len; i++) {
+        results[i].policy = g_ptr_array_index(policies, i);
+        ok = target == TARGET_DEVICE ? fit_device(&src, &spec, &results[i], &error)
+                                     : fit_dimension(&src, &spec, target, &results[i], &error);
+        if (!ok)
+            return fsim_cli_fail("fit", error);
+    }
+
+    if (json) {
+        fit_print_json(target, results, policies->len);
+        return FSIM_EXIT_OK;
+    }
+    g_autofree char *granularity = fsim_format_size(spec.granularity);
+    if (is_trace) {
+        g_print("%s: the smallest device each policy replays it on without an OOM (to %s)\n", what,
+                granularity);
+    } else {
+        g_autofree char *about = fsim_train_config_describe(&src.train);
+        g_autofree char *capacity = fsim_format_size(spec.capacity_bytes);
+        g_print("%s", about);
+        if (target == TARGET_DEVICE)
+            g_print("The smallest device for it under each policy (to %s):\n", granularity);
+        else
+            g_print("The largest %s that fits %s (%s usable, %.2f GB) under each policy:\n",
+                    target == TARGET_BATCH ? "micro-batch" : "sequence length", spec.name, capacity,
+                    (double)spec.capacity_bytes / 1e9);
+    }
+    fit_print_table(target, results, policies->len);
+    if (!is_trace && target != TARGET_DEVICE) {
+        uint64_t est = fit_estimate(&src.train, &spec, target);
+        g_autofree char *answer = fit_format_answer(target, est);
+        g_print("The closed-form estimate (no fragmentation) says: %s.\n", answer);
+    }
+    return FSIM_EXIT_OK;
+}

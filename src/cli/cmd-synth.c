@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fragsim synth train [MODEL OPTIONS] -o TRACE
+ * fragsim synth serve [--model NAME] [SERVING OPTIONS] -o TRACE [--json]
+ * fragsim synth random [--events N] [--seed S] [...] -o TRACE
+ *
+ * Writes a synthetic trace in the text format (gzip-compressed when TRACE ends in .gz),
+ * streaming: the generator never holds the trace in memory.  docs/synth.md describes the models.
+ */
+#include <glib.h>
+
+#include <string.h>
+
+#include "cli.h"
+#include "synth/synth.h"
+
+/* Write @synth to @path; print the count and the speed on stderr unless @quiet. */
+static gboolean
+synth_write(FsimSynth *synth, const char *path, const char *comment, gboolean quiet, GError **error)
+{
+    uint64_t events = 0;
+    gint64 start = g_get_monotonic_time();
+    if (!fsim_synth_write(synth, path, comment, &events, error))
+        return FALSE;
+    double seconds = (double)(g_get_monotonic_time() - start) / 1e6;
+    if (!quiet)
+        g_printerr("%s: %" G_GUINT64_FORMAT " events in %.2f s (%.3g events/s)\n", path, events,
+                   seconds, seconds > 0 ? (double)events / seconds : 0.0);
+    return TRUE;
+}
+
+static int
+synth_train(int argc, char **argv)
+{
+    FsimTrainOptions options;
+    g_autofree char *output = NULL;
+    gboolean quiet = FALSE;
+    GOptionEntry entries[] = {
+        {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write the trace here (.gz: compressed)",
+         "TRACE"},
+        {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "Print nothing on success", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) context =
+        g_option_context_new("- the allocation trace of transformer training steps");
+    GError *error = NULL;
+    FsimTrainConfig config;
+    FsimEstimate est;
+
+    fsim_train_options_init(&options);
+    g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_add_group(context, fsim_train_options_group(&options, 0));
+    g_option_context_set_description(
+        context, "Example: fragsim synth train --model gpt2-small --seq 1024 --batch 8 -o "
+                 "gpt2.trace.gz\n");
+    if (!fsim_cli_parse(context, "synth train", &argc, &argv)) {
+        fsim_train_options_clear(&options);
+        return FSIM_EXIT_USAGE;
+    }
+    if (options.list_models) {
+        fsim_train_options_clear(&options);
+        fsim_cli_print_models(FALSE);
+        return FSIM_EXIT_OK;
+    }
+    gboolean ok = fsim_train_options_resolve(&options, NULL, &config, &error);
+    fsim_train_options_clear(&options);
+    if (!ok)
+        return fsim_cli_fail("synth train", error);
+    if (argc > 1)
+        return fsim_cli_usage_error("synth train", "unexpected argument '%s'", argv[1]);
+    if (output == NULL)
+        return fsim_cli_usage_error("synth train", "missing -o TRACE");
+    if (!fsim_estimate_train(&config, &est, &error))
+        return fsim_cli_fail("synth train", error);
+
+    g_autofree char *about = fsim_train_config_describe(&config);
+    g_autofree char *comment = g_strdup_printf(
+        "synthetic training trace (fragsim synth train)\n%s"
+        "steps %" G_GUINT64_FORMAT "; estimated peak %" G_GUINT64_FORMAT " bytes (estimate)",
+        about, config.steps, est.total_bytes);
+    g_autoptr(FsimSynth) synth = fsim_synth_train_new(&config, &error);
+    if (synth == NULL || !synth_write(synth, output, comment, quiet, &error))
+        return fsim_cli_fail("synth train", error);
+    return FSIM_EXIT_OK;
+}
+
+static gboolean
+synth_parse_dist(const char *flag, const char *text, const char *fallback, gboolean sizes,
+                 FsimDist *out, GError **error)
+{
+    if (!fsim_dist_parse(text ? text : fallback, sizes, out, error)) {
+        g_prefix_error(error, "--%s: ", flag);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static int
+synth_serve(int argc, char **argv)
+{
+    FsimTrainOptions options;
+    g_autofree char *output = NULL;
+    g_autofree char *prompt = NULL;
+    g_autofree char *out_lengths = NULL;
+    g_autofree char *layout = NULL;
+    g_autofree char *budget = NULL;
+    gint requests = -1, max_len = -1, max_batch = -1, block_tokens = -1;
+    gint64 seed = 1;
+    double rate = -1;
+    gboolean json = FALSE, quiet = FALSE;
+    GOptionEntry entries[] = {
+        {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write the trace here (.gz: compressed)",
+         "TRACE"},
+        {"requests", 'n', 0, G_OPTION_ARG_INT, &requests, "Requests to serve (default 200)", "N"},
+        {"rate", 0, 0, G_OPTION_ARG_DOUBLE, &rate, "Poisson arrival rate, requests/s (default 5)",
+         "R"},
+        {"prompt", 0, 0, G_OPTION_ARG_STRING, &prompt,
+         "Prompt lengths: fixed:N, uniform:A:B, lognormal:MEDIAN:SIGMA or hist:FILE (default "
+         "lognormal:512:0.8)",
+         "DIST"},
+        {"output-len", 0, 0, G_OPTION_ARG_STRING, &out_lengths,
+         "Output lengths, as --prompt (default lognormal:256:0.8)", "DIST"},
+        {"max-len", 0, 0, G_OPTION_ARG_INT, &max_len,
+         "Context limit (prompt + output); contiguous-max reserves it (default 2048)", "N"},
+        {"max-batch", 0, 0, G_OPTION_ARG_INT, &max_batch,
+         "Most requests per iteration (default 32)", "N"},
+        {"kv-budget", 0, 0, G_OPTION_ARG_STRING, &budget,
+         "Admit only while the KV reservation fits in this size (default: no limit)", "SIZE"},
+        {"kv-layout", 0, 0, G_OPTION_ARG_STRING, &layout,
+         "contiguous-max, contiguous-grow or paged (default)", "LAYOUT"},
+        {"block-tokens", 0, 0, G_OPTION_ARG_INT, &block_tokens,
+         "Tokens per paged block, or the growth granule (default 16)", "N"},
+        {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Random seed (default 1)", "S"},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json,
+         "Print the KV statistics as one JSON object on stdout", NULL},
+        {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "Print nothing on stderr on success", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) context =
+        g_option_context_new("- the allocation trace of an LLM inference server");
+    GError *error = NULL;
+    FsimServeConfig config;
+    FsimTrainConfig train;
+    FsimDist prompt_dist = {0}, output_dist = {0};
+    FsimServeStats stats;
+
+    fsim_train_options_init(&options);
+    g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_add_group(context,
+                               fsim_train_options_group(&options, FSIM_TRAIN_OPTIONS_MODEL_ONLY));
+    g_option_context_set_description(
+        context,
+        "KV cache per token: 2 x layers x KV heads x head dim x 2 bytes.  KV waste (reserved\n"
+        "token slots holding no token, over time) is printed on stderr, or with --json.\n"
+        "Example: fragsim synth serve --model llama2-7b --rate 4 --kv-layout paged -o "
+        "serve.trace\n");
+    if (!fsim_cli_parse(context, "synth serve", &argc, &argv)) {
+        fsim_train_options_clear(&options);
+        return FSIM_EXIT_USAGE;
+    }
+    if (options.list_models) {
+        fsim_train_options_clear(&options);
+        fsim_cli_print_models(FALSE);
+        return FSIM_EXIT_OK;
+    }
+    gboolean ok = fsim_train_options_resolve(&options, NULL, &train, &error);
+    fsim_train_options_clear(&options);
+    if (!ok)
+        return fsim_cli_fail("synth serve", error);
+    if (argc > 1)
+        return fsim_cli_usage_error("synth serve", "unexpected argument '%s'", argv[1]);
+    if (output == NULL)
+        return fsim_cli_usage_error("synth serve", "missing -o TRACE");
+
+    fsim_serve_config_init(&config);
+    config.model = train.model;
+    if (requests != -1) {
+        if (requests < 0)
+            return fsim_cli_usage_error("synth serve", "--requests must not be negative");
+        config.requests = (uint64_t)requests;
+    }
+    if (rate != -1)
+        config.rate = rate;
+    if (max_len != -1)
+        config.max_len = max_len > 0 ? (uint64_t)max_len : 0;
+    if (max_batch != -1)
+        config.max_batch = max_batch > 0 ? (uint64_t)max_batch : 0;
+    if (block_tokens != -1)
+        config.block_tokens = block_tokens > 0 ? (uint64_t)block_tokens : 0;
+    if (seed < 0 || seed > G_MAXUINT32)
+        return fsim_cli_usage_error("synth serve", "--seed must be between 0 and %u", G_MAXUINT32);
+    config.seed = (uint64_t)seed;
+    if (layout && !fsim_kv_layout_from_name(layout, &config.layout))
+        return fsim_cli_usage_error("synth serve",
+                                    "--kv-layout '%s' is unknown (valid: contiguous-max, "
+                                    "contiguous-grow, paged)",
+                                    layout);
+    if (budget && !fsim_parse_size(budget, &config.kv_budget_bytes, &error))
+        return fsim_cli_fail("synth serve", error);
+    if (!synth_parse_dist("prompt", prompt, "lognormal:512:0.8", FALSE, &prompt_dist, &error))
+        return fsim_cli_fail("synth serve", error);
+    if (!synth_parse_dist("output-len", out_lengths, "lognormal:256:0.8", FALSE, &output_dist,
+                          &error)) {
+        fsim_dist_clear(&prompt_dist);
+        return fsim_cli_fail("synth serve", error);
+    }
+    config.prompt = &prompt_dist;
+    config.output = &output_dist;
+
+    g_autofree char *comment = g_strdup_printf(
+        "synthetic serving trace (fragsim synth serve)\nmodel %s; %" G_GUINT64_FORMAT
+        " requests at %g/s; max-len %" G_GUINT64_FORMAT ", max-batch %" G_GUINT64_FORMAT
+        "; KV %s, block %" G_GUINT64_FORMAT " tokens; seed %" G_GUINT64_FORMAT,
+        config.model.name, config.requests, config.rate, config.max_len, config.max_batch,
+        fsim_kv_layout_name(config.layout), config.block_tokens, config.seed);
+    FsimSynth *synth = fsim_synth_serve_new(&config, &error);
+    ok = synth != NULL && synth_write(synth, output, comment, quiet || json, &error);
+    if (ok)
+        fsim_synth_serve_stats(synth, &stats);
+    fsim_synth_free(synth);
+    fsim_dist_clear(&prompt_dist);
+    fsim_dist_clear(&output_dist);
+    if (!ok)
+        return fsim_cli_fail("synth serve", error);
+
+    if (json) {
+        g_autoptr(JsonBuilder) builder = json_builder_new();
+        json_builder_begin_object(builder);
+        json_builder_set_member_name(builder, "trace");
+        json_builder_add_string_value(builder, output);
+        json_builder_set_member_name(builder, "kv_layout");
+        json_builder_add_string_value(builder, fsim_kv_layout_name(config.layout));
+        json_builder_set_member_name(builder, "kv_bytes_per_token");
+        json_builder_add_int_value(builder, (gint64)stats.kv_bytes_per_token);
+        json_builder_set_member_name(builder, "kv_waste");
+        json_builder_add_double_value(builder, stats.kv_waste);
+        json_builder_set_member_name(builder, "peak_kv_reserved_bytes");
+        json_builder_add_int_value(builder, (gint64)stats.peak_kv_reserved_bytes);
+        json_builder_set_member_name(builder, "kv_waste_at_peak");
+        json_builder_add_double_value(builder, stats.kv_waste_at_peak);
+        json_builder_set_member_name(builder, "requests_done");
+        json_builder_add_int_value(builder, (gint64)stats.requests_done);
+        json_builder_set_member_name(builder, "peak_batch");
+        json_builder_add_int_value(builder, (gint64)stats.peak_batch);
+        json_builder_set_member_name(builder, "duration_ns");
+        json_builder_add_int_value(builder, (gint64)stats.duration_ns);
+        json_builder_end_object(builder);
+        fsim_cli_print_json(json_builder_get_root(builder));
+    } else if (!quiet) {
+        g_autofree char *peak = fsim_format_size(stats.peak_kv_reserved_bytes);
+        g_printerr(
+            "KV cache (%s, %" G_GUINT64_FORMAT " bytes per token): %.1f%% of reserved "
+            "token slots unused over time, %.1f%% at the peak reservation (%s); %" G_GUINT64_FORMAT
+            " requests in %.1f s, batch up to %" G_GUINT64_FORMAT "\n",
+            fsim_kv_layout_name(config.layout), stats.kv_bytes_per_token, 100 * stats.kv_waste,
+            100 * stats.kv_waste_at_peak, peak, stats.requests_done,
+            (double)stats.duration_ns / 1e9, stats.peak_batch);
+    }
+    return FSIM_EXIT_OK;
+}
+
+static int
+synth_random(int argc, char **argv)
+{
+    g_autofree char *output = NULL;
+    g_autofree char *sizes = NULL;
+    g_autofree char *lifetimes = NULL;
+    gint64 events = 100000, seed = 1, max_live = 0;
+    gint streams = 1;
+    gboolean quiet = FALSE;
+    GOptionEntry entries[] = {
+        {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write the trace here (.gz: compressed)",
+         "TRACE"},
+        {"events", 'n', 0, G_OPTION_ARG_INT64, &events,
+         "Events in all, frees included (default 100000)", "N"},
+        {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Random seed (default 1)", "S"},
+        {"size-dist", 0, 0, G_OPTION_ARG_STRING, &sizes,
+         "Sizes: fixed:SIZE, uniform:MIN:MAX, lognormal:MEDIAN:SIGMA or hist:FILE (default "
+         "lognormal:1MiB:2)",
+         "DIST"},
+        {"lifetime-dist", 0, 0, G_OPTION_ARG_STRING, &lifetimes,
+         "Lifetimes in events, same forms (default lognormal:100:1.5)", "DIST"},
+        {"max-live", 0, 0, G_OPTION_ARG_INT64, &max_live,
+         "Most live allocations; the first to expire is freed early (default: no limit)", "N"},
+        {"streams", 0, 0, G_OPTION_ARG_INT, &streams, "Spread allocations over N streams", "N"},
+        {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "Print nothing on success", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) context =
+        g_option_context_new("- a seeded random trace for stress tests");
+    GError *error = NULL;
+    FsimRandomConfig config;
+    FsimDist size_dist = {0}, life_dist = {0};
+
+    g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_set_description(
+        context, "Example: fragsim synth random --events 1000000 --seed 7 --size-dist "
+                 "uniform:512:64MiB --max-live 1000 -o stress.trace\n");
+    if (!fsim_cli_parse(context, "synth random", &argc, &argv))
+        return FSIM_EXIT_USAGE;
+    if (argc > 1)
+        return fsim_cli_usage_error("synth random", "unexpected argument '%s'", argv[1]);
+    if (output == NULL)
+        return fsim_cli_usage_error("synth random", "missing -o TRACE");
+    if (events < 0 || seed < 0 || seed > G_MAXUINT32 || max_live < 0 || streams < 1)
+        return fsim_cli_usage_error("synth random",
+                                    "--events and --max-live must not be negative, --seed must "
+                                    "be between 0 and %u, --streams positive",
+                                    G_MAXUINT32);
+    fsim_random_config_init(&config);
+    config.events = (uint64_t)events;
+    config.seed = (uint64_t)seed;
+    config.max_live = (uint64_t)max_live;
+    config.streams = (uint32_t)streams;
+    if (!synth_parse_dist("size-dist", sizes, "lognormal:1MiB:2", TRUE, &size_dist, &error))
+        return fsim_cli_fail("synth random", error);
+    if (!synth_parse_dist("lifetime-dist", lifetimes, "lognormal:100:1.5", FALSE, &life_dist,
+                          &error)) {
+        fsim_dist_clear(&size_dist);
+        return fsim_cli_fail("synth random", error);
+    }
+    config.sizes = &size_dist;
+    config.lifetimes = &life_dist;
+    g_autofree char *comment =
+        g_strdup_printf("synthetic random trace (fragsim synth random)\nseed %" G_GUINT64_FORMAT
+                        "; sizes %s; lifetimes %s events; max live %" G_GUINT64_FORMAT,
+                        config.seed, sizes ? sizes : "lognormal:1MiB:2",
+                        lifetimes ? lifetimes : "lognormal:100:1.5", config.max_live);
+    FsimSynth *synth = fsim_synth_random_new(&config, &error);
+    gboolean ok = synth != NULL && synth_write(synth, output, comment, quiet, &error);
+    fsim_synth_free(synth);
+    fsim_dist_clear(&size_dist);
+    fsim_dist_clear(&life_dist);
+    if (!ok)
+        return fsim_cli_fail("synth random", error);
+    return FSIM_EXIT_OK;
+}
+
+int
+fsim_cmd_synth(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int (*run)(int argc, char **argv);
+        const char *summary;
+    } kinds[] = {
+        {"train", synth_train, "transformer training steps from a model and a training setup"},
+        {"serve", synth_serve, "an LLM inference server's weights and KV cache"},
+        {"random", synth_random, "seeded random sizes and lifetimes, for stress tests"},
+    };
+
+    if (argc >= 2) {
+        for (gsize i = 0; i < G_N_ELEMENTS(kinds); i++) {
+            if (strcmp(argv[1], kinds[i].name) == 0) {
+                /* argv[0] becomes "synth KIND" for messages */
+                return kinds[i].run(argc - 1, argv + 1);
+            }
+        }
+    }
+    gboolean help = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
+    GString *usage = g_string_new("Usage: fragsim synth KIND [OPTIONS...] -o TRACE\n\nKinds:\n");
+    for (gsize i = 0; i < G_N_ELEMENTS(kinds); i++)
+        g_string_append_printf(usage, "  %-8s %s\n", kinds[i].name, kinds[i].summary);
+    g_string_append(usage, "\nRun 'fragsim synth KIND --help' for the options of a kind.\n");
+    if (help) {
+        g_print("%s", usage->str);
+        g_string_free(usage, TRUE);
+        return FSIM_EXIT_OK;
+    }
+    if (argc >= 2)
+        g_printerr("fragsim synth: unknown kind '%s'\n", argv[1]);
+    g_printerr("%s", usage->str);
+    g_string_free(usage, TRUE);
+    return FSIM_EXIT_USAGE;
+}

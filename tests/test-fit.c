@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `fragsim fit`: a 7B full fine-tune does not fit an 80 GB card, a 7B LoRA fine-tune fits a 24 GB
+ * one; the smallest device for a trace is exact to the granularity (the run at the answer fits,
+ * one page less does not); the largest sequence is a multiple of the search step.
+ */
+#include <glib.h>
+#include <glib/gstdio.h>
+
+#include <json-glib/json-glib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "fragsim/fragsim.h"
+
+#include "synth/synth.h"
+
+static char *
+run_fragsim(int *status, const char *const *args)
+{
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GError) error = NULL;
+    char *out = NULL;
+    g_autofree char *err = NULL;
+    int wait_status = 0;
+    const char *binary = g_getenv("FRAGSIM_BINARY");
+
+    if (binary == NULL)
+        g_error("FRAGSIM_BINARY is not set (run through ctest)");
+    g_ptr_array_add(argv, g_strdup(binary));
+    for (const char *const *a = args; *a; a++)
+        g_ptr_array_add(argv, g_strdup(*a));
+    g_ptr_array_add(argv, NULL);
+    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
+                               &err, &wait_status, &error));
+    g_assert_no_error(error);
+    g_assert_true(WIFEXITED(wait_status));
+    *status = WEXITSTATUS(wait_status);
+    if (*status != 0 && g_test_verbose())
+        g_test_message("stderr: %s", err);
+    return out;
+}
+
+/* Run `fragsim fit ARGS --json` and return its results array (owned by @parser). */
+static JsonArray *
+fit_json(JsonParser *parser, const char *const *args, const char *want_target)
+{
+    g_autoptr(GPtrArray) all = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(all, g_strdup("fit"));
+    for (const char *const *a = args; *a; a++)
+        g_ptr_array_add(all, g_strdup(*a));
+    g_ptr_array_add(all, g_strdup("--json"));
+    g_ptr_array_add(all, NULL);
+    int status;
+    g_autofree char *out = run_fragsim(&status, (const char *const *)(void *)all->pdata);
+    g_assert_cmpint(status, ==, 0);
+    g_autoptr(GError) error = NULL;
+    g_assert_true(json_parser_load_from_data(parser, out, -1, &error));
+    g_assert_no_error(error);
+    JsonObject *o = json_node_get_object(json_parser_get_root(parser));
+    g_assert_cmpstr(json_object_get_string_member(o, "target"), ==, want_target);
+    JsonArray *results = json_object_get_array_member(o, "results");
+    gsize n_policies;
+    fsim_policy_list(&n_policies);
+    g_assert_cmpuint(json_array_get_length(results), ==, n_policies);
+    for (guint i = 0; i < json_array_get_length(results); i++) {
+        JsonObject *r = json_array_get_object_element(results, i);
+        g_assert_true(json_object_has_member(r, "policy"));
+        g_assert_true(json_object_has_member(r, "answer"));
+        g_assert_true(json_object_has_member(r, "peak_reserved_bytes"));
+        g_assert_true(json_object_has_member(r, "peak_utilization"));
+    }
+    return results;
+}
+
+static void
+test_full_7b_80gb(void)
+{
+    static const char *const args[] = {"llama2-7b", "-d", "a100-80gb", NULL};
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonArray *results = fit_json(parser, args, "batch");
+    for (guint i = 0; i < json_array_get_length(results); i++) {
+        JsonObject *r = json_array_get_object_element(results, i);
+        g_assert_cmpint(json_object_get_int_member(r, "answer"), ==, 0);
+    }
+}
+
+static void
+test_lora_7b_24gb(void)
+{
+    static const char *const args[] = {"--model", "llama2-7b", "--lora",       "--checkpointing",
+                                       "full",    "-d",        "rtx4090-24gb", NULL};
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonArray *results = fit_json(parser, args, "batch");
+    for (guint i = 0; i < json_array_get_length(results); i++) {
+        JsonObject *r = json_array_get_object_element(results, i);
+        g_assert_cmpint(json_object_get_int_member(r, "answer"), >=, 1);
+        g_assert_cmpint(json_object_get_int_member(r, "peak_reserved_bytes"), <=,
+                        (gint64)(23.5 * FSIM_GiB));
+    }
+}
+
+/* Replay the training trace of @c through @policy on a device of @capacity: TRUE when no OOM. */
+static gboolean
+model_replays(const FsimTrainConfig *c, const char *policy, uint64_t capacity)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimSynth) synth = fsim_synth_train_new(c, &error);
+    g_assert_no_error(error);
+    FsimRunConfig rc;
+    fsim_run_config_init(&rc);
+    rc.policy = policy;
+    rc.fail_on_oom = TRUE;
+    g_assert_true(fsim_device_spec_parse(FSIM_DEVICE_DEFAULT, &rc.device, &error));
+    rc.device.capacity_bytes = capacity;
+    g_autoptr(FsimEngine) engine = fsim_engine_new(&rc, &error);
+    g_assert_no_error(error);
+    FsimEvent ev;
+    while (fsim_synth_next(synth, &ev, &error)) {
+        if (!fsim_engine_process(engine, &ev, &error)) {
+            g_assert_error(error, FSIM_ERROR, FSIM_ERROR_OOM);
+            return FALSE;
+        }
+    }
+    g_assert_no_error(error);
+    return TRUE;
+}
+
+static void
+test_seq(void)
+{
+    int status;
+    static const char *const all[] = {"fit",     "--model", "gpt2-small", "--layers", "2",
+                                      "-d",      "2GiB",    "--target",   "seq",      "-p",
+                                      "bestfit", "--json",  NULL};
+    g_autofree char *out = run_fragsim(&status, all);
+    g_assert_cmpint(status, ==, 0);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_assert_true(json_parser_load_from_data(parser, out, -1, NULL));
+    JsonObject *o = json_node_get_object(json_parser_get_root(parser));
+    g_assert_cmpstr(json_object_get_string_member(o, "target"), ==, "seq");
+    JsonArray *results = json_object_get_array_member(o, "results");
+    g_assert_cmpuint(json_array_get_length(results), ==, 1);
+    gint64 seq = json_object_get_int_member(json_array_get_object_element(results, 0), "answer");
+    g_assert_cmpint(seq, >, 0);
+    g_assert_cmpint(seq % 64, ==, 0);
+
+    /* the answer replays on the device, one step of 64 tokens more does not */
+    FsimTrainConfig c;
+    fsim_train_config_init(&c);
+    c.model = *fsim_model_lookup("gpt2-small");
+    c.model.layers = 2;
+    c.seq = (uint64_t)seq;
+    g_assert_true(model_replays(&c, "bestfit", 2 * FSIM_GiB));
+    c.seq = (uint64_t)seq + 64;
+    g_assert_false(model_replays(&c, "bestfit", 2 * FSIM_GiB));
+}
+
+/* Replay @path through @policy on a device of @capacity bytes: TRUE when no OOM. */
+static gboolean
+replays(const char *path, const char *policy, uint64_t capacity)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimTrace) trace = fsim_trace_open(path, &error);
+    g_assert_no_error(error);
+    g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, 0, &error);
+    FsimRunConfig rc;
+    fsim_run_config_init(&rc);
+    rc.policy = policy;
+    rc.fail_on_oom = TRUE;
+    g_assert_true(fsim_device_spec_parse(FSIM_DEVICE_DEFAULT, &rc.device, &error));
+    rc.device.capacity_bytes = capacity;
+    g_autoptr(FsimEngine) engine = fsim_engine_new(&rc, &error);
+    g_assert_no_error(error);
+    FsimEvent ev;
+    while (fsim_trace_stream_next(stream, &ev, &error)) {
+        if (!fsim_engine_process(engine, &ev, &error)) {
+            g_assert_error(error, FSIM_ERROR, FSIM_ERROR_OOM);
+            return FALSE;
+        }
+    }
+    g_assert_no_error(error);
+    return TRUE;
+}
+
+static void
+test_trace_device(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = g_dir_make_tmp("fragsim-fit-XXXXXX", &error);
+    g_assert_no_error(error);
+    g_autofree char *path = g_build_filename(dir, "train.trace", NULL);
+    FsimTrainConfig c;
+    fsim_train_config_init(&c);
+    c.model = *fsim_model_lookup("gpt2-small");
+    c.model.layers = 3;
+    c.seq = 256;
+    c.attention = FSIM_ATTENTION_EAGER;
+    g_autoptr(FsimSynth) synth = fsim_synth_train_new(&c, &error);
+    g_assert_true(fsim_synth_write(synth, path, NULL, NULL, &error));
+    g_assert_no_error(error);
+
+    const char *const args[] = {path, NULL};
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonArray *results = fit_json(parser, args, "device");
+    for (guint i = 0; i < json_array_get_length(results); i++) {
+        JsonObject *r = json_array_get_object_element(results, i);
+        const char *policy = json_object_get_string_member(r, "policy");
+        uint64_t answer = (uint64_t)json_object_get_int_member(r, "answer");
+        g_assert_cmpuint(answer % (2 * FSIM_MiB), ==, 0);
+        g_assert_cmpuint(answer, >=,
+                         (uint64_t)json_object_get_int_member(r, "peak_requested_bytes"));
+        g_assert_true(replays(path, policy, answer));
+        g_assert_false(replays(path, policy, answer - 2 * FSIM_MiB));
+    }
+    g_assert_cmpint(g_unlink(path), ==, 0);
+    g_assert_cmpint(g_rmdir(dir), ==, 0);
+}
+
+static void
+test_usage(void)
+{
+    static const char *const bad_target[] = {"fit", "llama2-7b", "--target", "width", NULL};
+    static const char *const no_model[] = {"fit", NULL};
+    static const char *const bad_policy[] = {"fit", "llama2-7b", "-p", "nope", NULL};
+    int status;
+    g_free(run_fragsim(&status, bad_target));
+    g_assert_cmpint(status, ==, 2);
+    g_free(run_fragsim(&status, no_model));
+    g_assert_cmpint(status, ==, 2);
+    g_free(run_fragsim(&status, bad_policy));
+    g_assert_cmpint(status, ==, 2);
+}
+
+int
+main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/fit/model/7b-full-does-not-fit-80gb", test_full_7b_80gb);
+    g_test_add_func("/fit/model/7b-lora-fits-24gb", test_lora_7b_24gb);
+    g_test_add_func("/fit/model/seq", test_seq);
+    g_test_add_func("/fit/trace/device", test_trace_device);
+    g_test_add_func("/fit/usage", test_usage);
+    return g_test_run();
+}
