@@ -441,6 +441,10 @@ fsim_cmd_fit(int argc, char **argv)
         return fsim_cli_fail("fit", error);
 
     src.paranoid = paranoid;
+    /* the first step peaks lower (its gradients do not exist yet during its forward): fit the
+     * steady state of the second step on */
+    if (src.train.steps < 2)
+        src.train.steps = 2;
     if (is_trace) {
         gsize n_devices;
         trace = fsim_trace_open(what, &error);

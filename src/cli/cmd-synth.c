@@ -14,14 +14,26 @@
 #include "cli.h"
 #include "synth/synth.h"
 
-/* Write @synth to @path; print the count and the speed on stderr unless @quiet. */
+/* Write @synth to @path (or only generate it when @path is NULL: --dry-run); print the count and
+ * the speed on stderr unless @quiet. */
 static gboolean
 synth_write(FsimSynth *synth, const char *path, const char *comment, gboolean quiet, GError **error)
 {
     uint64_t events = 0;
     gint64 start = g_get_monotonic_time();
-    if (!fsim_synth_write(synth, path, comment, &events, error))
+    if (path == NULL) {
+        FsimEvent ev;
+        g_autoptr(GError) local_error = NULL;
+        while (fsim_synth_next(synth, &ev, &local_error))
+            events++;
+        if (local_error) {
+            g_propagate_error(error, g_steal_pointer(&local_error));
+            return FALSE;
+        }
+        path = "(dry run)";
+    } else if (!fsim_synth_write(synth, path, comment, &events, error)) {
         return FALSE;
+    }
     double seconds = (double)(g_get_monotonic_time() - start) / 1e6;
     if (!quiet)
         g_printerr("%s: %" G_GUINT64_FORMAT " events in %.2f s (%.3g events/s)\n", path, events,
@@ -34,11 +46,13 @@ synth_train(int argc, char **argv)
 {
     FsimTrainOptions options;
     g_autofree char *output = NULL;
-    gboolean quiet = FALSE;
+    gboolean quiet = FALSE, dry_run = FALSE;
     GOptionEntry entries[] = {
         {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write the trace here (.gz: compressed)",
          "TRACE"},
         {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "Print nothing on success", NULL},
+        {"dry-run", 0, 0, G_OPTION_ARG_NONE, &dry_run,
+         "Generate without writing: print the event count and the generator's speed", NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) context =
@@ -68,8 +82,10 @@ synth_train(int argc, char **argv)
         return fsim_cli_fail("synth train", error);
     if (argc > 1)
         return fsim_cli_usage_error("synth train", "unexpected argument '%s'", argv[1]);
-    if (output == NULL)
-        return fsim_cli_usage_error("synth train", "missing -o TRACE");
+    if (output == NULL && !dry_run)
+        return fsim_cli_usage_error("synth train", "missing -o TRACE (or --dry-run)");
+    if (output != NULL && dry_run)
+        return fsim_cli_usage_error("synth train", "--dry-run writes nothing: drop -o");
     if (!fsim_estimate_train(&config, &est, &error))
         return fsim_cli_fail("synth train", error);
 
@@ -107,7 +123,7 @@ synth_serve(int argc, char **argv)
     gint requests = -1, max_len = -1, max_batch = -1, block_tokens = -1;
     gint64 seed = 1;
     double rate = -1;
-    gboolean json = FALSE, quiet = FALSE;
+    gboolean json = FALSE, quiet = FALSE, dry_run = FALSE;
     GOptionEntry entries[] = {
         {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write the trace here (.gz: compressed)",
          "TRACE"},
@@ -116,10 +132,10 @@ synth_serve(int argc, char **argv)
          "R"},
         {"prompt", 0, 0, G_OPTION_ARG_STRING, &prompt,
          "Prompt lengths: fixed:N, uniform:A:B, lognormal:MEDIAN:SIGMA or hist:FILE (default "
-         "lognormal:512:0.8)",
+         "lognormal:100:1.0)",
          "DIST"},
         {"output-len", 0, 0, G_OPTION_ARG_STRING, &out_lengths,
-         "Output lengths, as --prompt (default lognormal:256:0.8)", "DIST"},
+         "Output lengths, as --prompt (default lognormal:250:0.8)", "DIST"},
         {"max-len", 0, 0, G_OPTION_ARG_INT, &max_len,
          "Context limit (prompt + output); contiguous-max reserves it (default 2048)", "N"},
         {"max-batch", 0, 0, G_OPTION_ARG_INT, &max_batch,
@@ -134,6 +150,8 @@ synth_serve(int argc, char **argv)
         {"json", 0, 0, G_OPTION_ARG_NONE, &json,
          "Print the KV statistics as one JSON object on stdout", NULL},
         {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "Print nothing on stderr on success", NULL},
+        {"dry-run", 0, 0, G_OPTION_ARG_NONE, &dry_run,
+         "Generate without writing: print the event count and the generator's speed", NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) context =
@@ -169,8 +187,10 @@ synth_serve(int argc, char **argv)
         return fsim_cli_fail("synth serve", error);
     if (argc > 1)
         return fsim_cli_usage_error("synth serve", "unexpected argument '%s'", argv[1]);
-    if (output == NULL)
-        return fsim_cli_usage_error("synth serve", "missing -o TRACE");
+    if (output == NULL && !dry_run)
+        return fsim_cli_usage_error("synth serve", "missing -o TRACE (or --dry-run)");
+    if (output != NULL && dry_run)
+        return fsim_cli_usage_error("synth serve", "--dry-run writes nothing: drop -o");
 
     fsim_serve_config_init(&config);
     config.model = train.model;
@@ -197,9 +217,9 @@ synth_serve(int argc, char **argv)
                                     layout);
     if (budget && !fsim_parse_size(budget, &config.kv_budget_bytes, &error))
         return fsim_cli_fail("synth serve", error);
-    if (!synth_parse_dist("prompt", prompt, "lognormal:512:0.8", FALSE, &prompt_dist, &error))
+    if (!synth_parse_dist("prompt", prompt, "lognormal:100:1.0", FALSE, &prompt_dist, &error))
         return fsim_cli_fail("synth serve", error);
-    if (!synth_parse_dist("output-len", out_lengths, "lognormal:256:0.8", FALSE, &output_dist,
+    if (!synth_parse_dist("output-len", out_lengths, "lognormal:250:0.8", FALSE, &output_dist,
                           &error)) {
         fsim_dist_clear(&prompt_dist);
         return fsim_cli_fail("synth serve", error);
@@ -227,7 +247,10 @@ synth_serve(int argc, char **argv)
         g_autoptr(JsonBuilder) builder = json_builder_new();
         json_builder_begin_object(builder);
         json_builder_set_member_name(builder, "trace");
-        json_builder_add_string_value(builder, output);
+        if (output)
+            json_builder_add_string_value(builder, output);
+        else
+            json_builder_add_null_value(builder);
         json_builder_set_member_name(builder, "kv_layout");
         json_builder_add_string_value(builder, fsim_kv_layout_name(config.layout));
         json_builder_set_member_name(builder, "kv_bytes_per_token");
@@ -267,7 +290,7 @@ synth_random(int argc, char **argv)
     g_autofree char *lifetimes = NULL;
     gint64 events = 100000, seed = 1, max_live = 0;
     gint streams = 1;
-    gboolean quiet = FALSE;
+    gboolean quiet = FALSE, dry_run = FALSE;
     GOptionEntry entries[] = {
         {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write the trace here (.gz: compressed)",
          "TRACE"},
@@ -284,6 +307,8 @@ synth_random(int argc, char **argv)
          "Most live allocations; the first to expire is freed early (default: no limit)", "N"},
         {"streams", 0, 0, G_OPTION_ARG_INT, &streams, "Spread allocations over N streams", "N"},
         {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "Print nothing on success", NULL},
+        {"dry-run", 0, 0, G_OPTION_ARG_NONE, &dry_run,
+         "Generate without writing: print the event count and the generator's speed", NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) context =
@@ -300,8 +325,10 @@ synth_random(int argc, char **argv)
         return FSIM_EXIT_USAGE;
     if (argc > 1)
         return fsim_cli_usage_error("synth random", "unexpected argument '%s'", argv[1]);
-    if (output == NULL)
-        return fsim_cli_usage_error("synth random", "missing -o TRACE");
+    if (output == NULL && !dry_run)
+        return fsim_cli_usage_error("synth random", "missing -o TRACE (or --dry-run)");
+    if (output != NULL && dry_run)
+        return fsim_cli_usage_error("synth random", "--dry-run writes nothing: drop -o");
     if (events < 0 || seed < 0 || seed > G_MAXUINT32 || max_live < 0 || streams < 1)
         return fsim_cli_usage_error("synth random",
                                     "--events and --max-live must not be negative, --seed must "

@@ -310,6 +310,10 @@ fsim_estimate_train(const FsimTrainConfig *config, FsimEstimate *out, GError **e
         none.checkpointing = FSIM_CKPT_NONE;
         base += fsim_estimate_layer_activations(&none) - lnf;
         cand = base + 2 * lnf;
+        /* with sequence parallelism, the MLP input's all-gather while the MLP's first
+         * projection output is made: the rest of the MLP half does not exist yet */
+        uint64_t rest = (m->gated_mlp ? 2 : 1) * x.T * x.f * x.e + (x.dropout ? x.Tr * x.h : 0);
+        cand = MAX(cand, base - rest + sp_gather);
         if (cand > peak) {
             peak = cand;
             phase = "recomputation";
@@ -322,8 +326,14 @@ fsim_estimate_train(const FsimTrainConfig *config, FsimEstimate *out, GError **e
     FsimModule last = m->gated_mlp ? FSIM_MOD_DOWN : FSIM_MOD_FC2;
     uint64_t tf = x.T * x.f * x.e;
     cand = base + drop_grad + sp_gather + tf + est_module_tmp(&st, last);
-    if (m->gated_mlp)
+    if (m->gated_mlp && m->fused_gate_up) {
+        /* the gate's and up's gradients, their concatenation and its gathered input */
+        cand = MAX(cand, base + 2 * tf + sp_gather);
+    } else if (m->gated_mlp) {
         cand = MAX(cand, base + 2 * tf);
+        /* the input's gradient and the gate's weight gradient, the gathered input */
+        cand = MAX(cand, base + sp_gather + lnf + est_module_tmp(&st, FSIM_MOD_GATE));
+    }
     if (cand > peak) {
         peak = cand;
         phase = "MLP backward";

@@ -110,7 +110,7 @@ fsim_model_shape_from_params(uint64_t params, FsimModelShape *out, GError **erro
     memset(out, 0, sizeof *out);
     g_strlcpy(out->name, "params", sizeof out->name);
     g_snprintf(out->description, sizeof out->description,
-               "Llama-style shape derived from %.3g parameters", (double)params);
+               "Llama-style shape derived from %" G_GUINT64_FORMAT " parameters", params);
     out->layers = (uint32_t)k;
     out->hidden = (uint32_t)h;
     out->heads = (uint32_t)k;
