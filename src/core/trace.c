@@ -19,6 +19,8 @@
 
 static const FsimTraceFormat *const all_formats[] = {
     &fsim_trace_format_text,
+    &fsim_trace_format_torch,
+    &fsim_trace_format_rmm,
 };
 
 const FsimTraceFormat *const *

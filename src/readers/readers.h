@@ -9,3 +9,5 @@
 #include "fragsim/trace.h"
 
 extern const FsimTraceFormat fsim_trace_format_text;
+extern const FsimTraceFormat fsim_trace_format_torch;
+extern const FsimTraceFormat fsim_trace_format_rmm;
