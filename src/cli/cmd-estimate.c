@@ -122,9 +122,12 @@ fsim_cmd_estimate(int argc, char **argv)
     g_option_context_add_main_entries(context, entries, NULL);
     g_option_context_add_group(context,
                                fsim_train_options_group(&options, FSIM_TRAIN_OPTIONS_ACTIVATIONS));
-    g_option_context_set_description(
-        context, "Example: fragsim estimate --model llama2-7b -d h100-80gb\n"
-                 "         fragsim estimate --params 7e9 --activations 20GB -d 80GB\n");
+    g_autofree char *description =
+        g_strconcat(fsim_train_options_help(),
+                    "\n\nExamples: fragsim estimate --model llama2-7b -d h100-80gb\n"
+                    "          fragsim estimate --params 7e9 --activations 20GB -d 80GB\n",
+                    NULL);
+    g_option_context_set_description(context, description);
     if (!fsim_cli_parse(context, "estimate", &argc, &argv)) {
         fsim_train_options_clear(&options);
         return FSIM_EXIT_USAGE;

@@ -388,13 +388,15 @@ fsim_cmd_fit(int argc, char **argv)
     fsim_train_options_init(&options);
     g_option_context_add_main_entries(context, entries, NULL);
     g_option_context_add_group(context, fsim_train_options_group(&options, 0));
-    g_option_context_set_description(
-        context,
+    g_autofree char *description = g_strconcat(
         "A trace: binary search on the capacity, to the device granularity (2 MiB).\n"
         "A model: the largest micro-batch (or sequence, to 64 tokens) whose synthetic training\n"
-        "trace replays without an OOM, generated in memory.\n"
-        "Examples: fragsim fit traces/fragmenting.trace\n"
-        "          fragsim fit llama2-7b --lora --checkpointing full -d rtx4090-24gb\n");
+        "trace replays without an OOM, generated in memory (two steps at least).\n\n",
+        fsim_train_options_help(),
+        "\n\nExamples: fragsim fit traces/fragmenting.trace\n"
+        "          fragsim fit llama2-7b --lora --checkpointing full -d rtx4090-24gb\n",
+        NULL);
+    g_option_context_set_description(context, description);
     if (!fsim_cli_parse(context, "fit", &argc, &argv)) {
         fsim_train_options_clear(&options);
         return FSIM_EXIT_USAGE;

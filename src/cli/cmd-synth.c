@@ -64,9 +64,11 @@ synth_train(int argc, char **argv)
     fsim_train_options_init(&options);
     g_option_context_add_main_entries(context, entries, NULL);
     g_option_context_add_group(context, fsim_train_options_group(&options, 0));
-    g_option_context_set_description(
-        context, "Example: fragsim synth train --model gpt2-small --seq 1024 --batch 8 -o "
-                 "gpt2.trace.gz\n");
+    g_autofree char *description = g_strconcat(fsim_train_options_help(),
+                                               "\n\nExample: fragsim synth train --model "
+                                               "gpt2-small --seq 1024 --batch 8 -o gpt2.trace.gz\n",
+                                               NULL);
+    g_option_context_set_description(context, description);
     if (!fsim_cli_parse(context, "synth train", &argc, &argv)) {
         fsim_train_options_clear(&options);
         return FSIM_EXIT_USAGE;

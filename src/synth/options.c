@@ -101,12 +101,12 @@ fsim_train_options_group(FsimTrainOptions *o, guint flags)
 const char *
 fsim_train_options_help(void)
 {
-    return "Model: --model NAME, --params N, or the shape flags (a Llama-style model: SwiGLU,\n"
-           "RMSNorm, rotary embeddings, no biases or dropout); shape flags also override a\n"
-           "preset's dimensions.\n"
+    return "Model: --model NAME (--list-models), --params N, or the shape flags (a Llama-style\n"
+           "model: SwiGLU, RMSNorm, rotary embeddings, no biases or dropout); shape flags also\n"
+           "override a preset's dimensions.  --help-model lists every model and training flag.\n"
            "Defaults: mixed precision (bf16 weights and compute, fp32 master weights), 16-bit\n"
            "gradients, AdamW, no checkpointing, flash attention, batch 1, seq 2048, 2 steps,\n"
-           "no ZeRO, no tensor parallelism, no LoRA.\n"
+           "no ZeRO, no tensor parallelism, no LoRA (rank 16 on q and v when enabled).\n"
            "Sizes are bytes; GB is 10^9, GiB 2^30.  docs/synth.md states every convention.";
 }
 

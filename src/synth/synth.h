@@ -295,8 +295,9 @@ gboolean fsim_train_param_trainable(const FsimTrainConfig *config, const FsimPar
  * @temporaries_bytes: the transient memory the peak holds beyond model state and saved
  *     activations (0 with a measured activation figure).
  * @total_bytes: the peak: weights + gradients + optimizer + activations + temporaries.
- * @peak_phase: where the peak falls (`loss`, `head backward`, `layer backward`, `recompute`,
- *     `optimizer step`...), static.
+ * @peak_phase: where the peak falls: `loss backward`, `loss forward` (ZeRO-3), `output layer
+ *     backward`, `recomputation`, `MLP backward`, `attention backward`, `optimizer step`, or
+ *     `measured activations`; static.
  */
 typedef struct {
     uint64_t params;

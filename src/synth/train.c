@@ -159,7 +159,7 @@ static uint64_t
 train_alloc(Train *t, uint64_t size)
 {
     Pending p = {.kind = FSIM_EV_ALLOC, .id = ++t->next_id, .size = size};
-    g_assert_cmpuint(size, >, 0);
+    g_assert(size > 0);
     g_array_append_val(t->pending, p);
     return p.id;
 }
@@ -167,7 +167,7 @@ train_alloc(Train *t, uint64_t size)
 static void
 train_free(Train *t, uint64_t id)
 {
-    g_assert_cmpuint(id, !=, 0);
+    g_assert(id != 0);
     Pending p = {.kind = FSIM_EV_FREE, .id = id};
     g_array_append_val(t->pending, p);
 }
@@ -701,7 +701,7 @@ train_layer_backward(Train *t, uint32_t layer, uint64_t dy)
     if (t->config.zero_stage >= 3)
         train_drop(t, &t->gathered);
     for (guint i = 0; i < SLOT_COUNT; i++)
-        g_assert_cmpuint(slot[i], ==, 0);
+        g_assert(slot[i] == 0); /* every saved tensor was freed */
     return d_xin;
 }
 
