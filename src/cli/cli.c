@@ -22,6 +22,8 @@ static const FsimCommand commands[] = {
     {"synth", "write a synthetic trace: training steps, an inference server, random", fsim_cmd_synth},
     {"estimate", "closed-form training memory of a model, and whether it fits a GPU", fsim_cmd_estimate},
     {"fit", "smallest device for a trace; largest batch or sequence for a model", fsim_cmd_fit},
+    {"plot", "plot stored runs with gnuplot: timelines, fragmentation, address maps", fsim_cmd_plot},
+    {"report", "write an HTML report of stored runs: plots, metrics, traces, devices", fsim_cmd_report},
     {NULL, NULL, NULL},
 };
 /* clang-format on */

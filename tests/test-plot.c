@@ -1,0 +1,644 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Plots and the HTML report: gnuplot runs on real stored runs and writes every image with its
+ * data file, template and command; user text is escaped for enhanced text; a missing gnuplot,
+ * a run that does not exist or has no data are clear errors; the report references only files
+ * it wrote, and renders in headless Chromium where it is installed.  Cases that need gnuplot
+ * are skipped without it.
+ */
+#include <glib.h>
+#include <glib/gstdio.h>
+
+#include <string.h>
+#include <sys/wait.h>
+
+#include "fragsim/fragsim.h"
+#include "fragsim/plot.h"
+#include "fragsim/store.h"
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+
+static char *
+make_tmp_dir(void)
+{
+    g_autoptr(GError) error = NULL;
+    char *dir = g_dir_make_tmp("fragsim-plot-XXXXXX", &error);
+
+    g_assert_no_error(error);
+    return dir;
+}
+
+static void
+remove_tree(const char *dir)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *name;
+
+    if (d == NULL)
+        return;
+    while ((name = g_dir_read_name(d)) != NULL) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+
+        if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(path, G_FILE_TEST_IS_SYMLINK))
+            remove_tree(path);
+        else
+            g_assert_cmpint(g_unlink(path), ==, 0);
+    }
+    g_assert_cmpint(g_rmdir(dir), ==, 0);
+}
+
+static gboolean
+have_gnuplot(void)
+{
+    g_autofree char *path = g_find_program_in_path("gnuplot");
+
+    return path != NULL;
+}
+
+/* Deterministic allocations and frees of mixed sizes. */
+static gboolean
+workload_next(gpointer data, FsimEvent *ev, GError **error)
+{
+    static const uint64_t sizes[] = {512, 4096, 1 << 20, 3 << 20, 20 << 20, 50 << 20};
+    gpointer *state = data;
+    GRand *rand = state[0];
+    GArray *live = state[1];
+    uint64_t *index = state[2];
+    uint64_t *next_id = state[3];
+
+    (void)error;
+    if (*index >= 4000)
+        return FALSE;
+    memset(ev, 0, sizeof(*ev));
+    ev->index = *index;
+    ev->time = *index * 2000;
+    (*index)++;
+    if (live->len < 20 || (live->len < 60 && g_rand_boolean(rand))) {
+        ev->kind = FSIM_EV_ALLOC;
+        ev->id = (*next_id)++;
+        ev->size = sizes[g_rand_int_range(rand, 0, G_N_ELEMENTS(sizes))] +
+                   (uint64_t)g_rand_int_range(rand, 0, 4096);
+        g_array_append_val(live, ev->id);
+    } else {
+        guint i = (guint)g_rand_int_range(rand, 0, (gint32)live->len);
+
+        ev->kind = FSIM_EV_FREE;
+        ev->id = g_array_index(live, uint64_t, i);
+        g_array_remove_index_fast(live, i);
+    }
+    return TRUE;
+}
+
+static int64_t
+add_run(FsimStore *store, const char *trace, const char *policy, const char *device)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimEngine) engine = NULL;
+    g_autoptr(FsimStoreRun) run = NULL;
+    g_autoptr(GRand) rand = g_rand_new_with_seed(9);
+    g_autoptr(GArray) live = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    uint64_t index = 0, next_id = 1;
+    gpointer state[4] = {rand, live, &index, &next_id};
+    FsimStoreRunInfo info = {.trace = trace, .trace_format = "text", .policy = policy, .seed = -1};
+    FsimRunConfig config;
+
+    fsim_run_config_init(&config);
+    config.policy = policy;
+    config.paranoid = FALSE;
+    g_assert_true(fsim_device_spec_parse(device, &config.device, &error));
+    engine = fsim_engine_new(&config, &error);
+    g_assert_no_error(error);
+    run = fsim_store_attach(store, engine, &info, &error);
+    g_assert_no_error(error);
+    g_assert_true(fsim_engine_run(engine, workload_next, state, &error));
+    g_assert_no_error(error);
+    g_assert_true(fsim_store_run_finish(run, FSIM_STORE_COMPLETE, &error));
+    g_assert_no_error(error);
+    return fsim_store_run_id(run);
+}
+
+/* A database with two groups (one with OOMs on a small device), a run left incomplete, and a
+ * trace name full of enhanced-text markup. */
+static char *
+make_database(const char *dir)
+{
+    g_autoptr(GError) error = NULL;
+    char *path = g_build_filename(dir, "results.db", NULL);
+    g_autoptr(FsimStore) store = fsim_store_open(path, FSIM_STORE_WRITE, NULL, &error);
+
+    g_assert_no_error(error);
+    g_assert_cmpint(add_run(store, "traces/we_ird^{name}@x.trace", "bestfit", "h100-80gb"), ==, 1);
+    g_assert_cmpint(add_run(store, "traces/we_ird^{name}@x.trace", "paged", "h100-80gb"), ==, 2);
+    g_assert_cmpint(add_run(store, "traces/we_ird^{name}@x.trace", "direct", "h100-80gb"), ==, 3);
+    g_assert_cmpint(add_run(store, "other.trace", "bestfit", "256MiB"), ==, 4);
+    g_assert_cmpint(add_run(store, "other.trace", "paged", "256MiB"), ==, 5);
+    {
+        /* Attached and dropped: marked failed, no data. */
+        g_autoptr(FsimEngine) engine = NULL;
+        FsimStoreRunInfo info = {.trace = "other.trace", .policy = "direct", .seed = -1};
+        FsimRunConfig config;
+        FsimStoreRun *run;
+
+        fsim_run_config_init(&config);
+        config.policy = "direct";
+        engine = fsim_engine_new(&config, &error);
+        g_assert_no_error(error);
+        run = fsim_store_attach(store, engine, &info, &error);
+        g_assert_no_error(error);
+        fsim_store_run_free(run);
+    }
+    return path;
+}
+
+static gboolean
+has_png_magic(const char *path)
+{
+    g_autofree char *contents = NULL;
+    gsize length = 0;
+
+    return g_file_get_contents(path, &contents, &length, NULL) && length > 8 &&
+           memcmp(contents, "\x89PNG\r\n\x1a\n", 8) == 0;
+}
+
+typedef struct {
+    int status;
+    char *out;
+    char *err;
+} Result;
+
+static void
+result_clear(Result *r)
+{
+    g_free(r->out);
+    g_free(r->err);
+}
+
+static Result
+run_fragsim(const char *path_env, const char *first, ...)
+{
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GError) error = NULL;
+    g_auto(GStrv) env = g_get_environ();
+    const char *binary = g_getenv("FRAGSIM_BINARY");
+    Result r = {0};
+    int wait_status = 0;
+    va_list args;
+
+    if (binary == NULL)
+        g_error("FRAGSIM_BINARY is not set (run through ctest)");
+    if (path_env != NULL)
+        env = g_environ_setenv(env, "PATH", path_env, TRUE);
+    g_ptr_array_add(argv, g_strdup(binary));
+    va_start(args, first);
+    for (const char *a = first; a != NULL; a = va_arg(args, const char *))
+        g_ptr_array_add(argv, g_strdup(a));
+    va_end(args);
+    g_ptr_array_add(argv, NULL);
+    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, env, G_SPAWN_DEFAULT, NULL, NULL, &r.out,
+                               &r.err, &wait_status, &error));
+    g_assert_no_error(error);
+    g_assert_true(WIFEXITED(wait_status));
+    r.status = WEXITSTATUS(wait_status);
+    return r;
+}
+
+/* ---- cases --------------------------------------------------------------------------------- */
+
+static void
+test_escape(void)
+{
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"plain name.trace", "plain name.trace"},
+        {"select_n", "select\\_n"},
+        {"a^b_c{d}@e&f~g", "a\\^b\\_c\\{d\\}\\@e\\&f\\~g"},
+        {"back\\slash", "back\\\\slash"},
+        {"", ""},
+        {"µs é", "µs é"},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *escaped = fsim_plot_escape(cases[i].in);
+
+        g_assert_cmpstr(escaped, ==, cases[i].out);
+    }
+}
+
+static void
+test_find(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *found = NULL;
+    char *missing;
+
+    /* The build tree finds the templates of its source tree without any setting. */
+    found = fsim_plot_find_templates(NULL, &error);
+    g_assert_no_error(error);
+    g_assert_true(g_str_has_suffix(found, "plots"));
+    g_clear_pointer(&found, g_free);
+    missing = fsim_plot_find_templates(dir, &error);
+    g_assert_null(missing);
+    g_assert_error(error, FSIM_PLOT_ERROR, FSIM_PLOT_ERROR_NO_TEMPLATES);
+    g_clear_error(&error);
+
+    missing = fsim_plot_find_gnuplot("/nonexistent/bin/gnuplot", &error);
+    g_assert_null(missing);
+    g_assert_error(error, FSIM_PLOT_ERROR, FSIM_PLOT_ERROR_NO_GNUPLOT);
+    g_assert_nonnull(strstr(error->message, "/nonexistent/bin/gnuplot"));
+    g_clear_error(&error);
+    missing = fsim_plot_find_gnuplot("no-such-gnuplot-program", &error);
+    g_assert_null(missing);
+    g_assert_error(error, FSIM_PLOT_ERROR, FSIM_PLOT_ERROR_NO_GNUPLOT);
+    remove_tree(dir);
+}
+
+static void
+test_select(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *db = make_database(dir);
+    g_autoptr(FsimStore) store = fsim_store_open(db, FSIM_STORE_READ, NULL, &error);
+    g_autoptr(GPtrArray) runs = NULL;
+    g_autoptr(GPtrArray) groups = NULL;
+    g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(int64_t));
+    int64_t id;
+
+    g_assert_no_error(error);
+    runs = fsim_plot_select_runs(store, NULL, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(runs->len, ==, 5);
+    groups = fsim_plot_group_runs(runs);
+    g_assert_cmpuint(groups->len, ==, 2);
+    g_assert_cmpuint(((FsimPlotGroup *)groups->pdata[0])->runs->len, ==, 3);
+    g_assert_cmpstr(((FsimPlotGroup *)groups->pdata[1])->device, ==, "256MiB");
+    g_clear_pointer(&runs, g_ptr_array_unref);
+
+    id = 42;
+    g_array_append_val(ids, id);
+    g_assert_null(fsim_plot_select_runs(store, ids, &error));
+    g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_NO_RUN);
+    g_clear_error(&error);
+    g_array_index(ids, int64_t, 0) = 6;
+    g_assert_null(fsim_plot_select_runs(store, ids, &error));
+    g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_INCOMPLETE);
+    g_assert_nonnull(strstr(error->message, "run 6 has no data"));
+    g_clear_error(&error);
+    remove_tree(dir);
+}
+
+static void
+check_outputs(const char *out, GPtrArray *files, const char *ext)
+{
+    g_autofree char *script = g_build_filename(out, "plots.sh", NULL);
+    g_autofree char *commands = NULL;
+    static const char *const kinds[] = {"timeline", "fragmentation", "compare", "sizes",
+                                        "address-map"};
+
+    /* Per group: timeline, fragmentation, compare, sizes; per run: an address map. */
+    g_assert_cmpuint(files->len, ==, 2 * 4 + 5);
+    for (guint i = 0; i < files->len; i++) {
+        const FsimPlotFile *file = files->pdata[i];
+        g_autofree char *image = g_build_filename(out, file->image, NULL);
+        g_autofree char *data = g_build_filename(out, file->data, NULL);
+
+        g_assert_true(g_str_has_suffix(file->image, ext));
+        g_assert_true(g_file_test(image, G_FILE_TEST_IS_REGULAR));
+        g_assert_true(g_file_test(data, G_FILE_TEST_IS_REGULAR));
+        if (strcmp(ext, ".png") == 0)
+            g_assert_true(has_png_magic(image));
+    }
+    for (gsize k = 0; k < G_N_ELEMENTS(kinds); k++) {
+        g_autofree char *name = g_strconcat(kinds[k], ".gp", NULL);
+        g_autofree char *copy = g_build_filename(out, name, NULL);
+
+        g_assert_true(g_file_test(copy, G_FILE_TEST_IS_REGULAR));
+    }
+    g_assert_true(g_file_test(script, G_FILE_TEST_IS_EXECUTABLE));
+    g_assert_true(g_file_get_contents(script, &commands, NULL, NULL));
+    g_assert_nonnull(strstr(commands, "gnuplot -c timeline.gp samples-1.dat timeline-1"));
+    g_assert_nonnull(strstr(commands, "address-map.gp address-map-run5.dat"));
+}
+
+static void
+test_render_png(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = NULL;
+    g_autofree char *db = NULL;
+    g_autofree char *out = NULL;
+    g_autoptr(FsimStore) store = NULL;
+    g_autoptr(GPtrArray) runs = NULL;
+    g_autoptr(GPtrArray) files = NULL;
+    g_autofree char *compare = NULL;
+
+    if (!have_gnuplot()) {
+        g_test_skip("gnuplot not found");
+        return;
+    }
+    dir = make_tmp_dir();
+    db = make_database(dir);
+    out = g_build_filename(dir, "plots", "nested", NULL);
+    store = fsim_store_open(db, FSIM_STORE_READ, NULL, &error);
+    g_assert_no_error(error);
+    runs = fsim_plot_select_runs(store, NULL, &error);
+    g_assert_no_error(error);
+    files = fsim_plot_render(store, runs, out, NULL, &error);
+    g_assert_no_error(error);
+    check_outputs(out, files, ".png");
+    /* The OOMs of the small device reach the compare data. */
+    {
+        g_autofree char *path = g_build_filename(out, "compare-2.dat", NULL);
+
+        g_assert_true(g_file_get_contents(path, &compare, NULL, NULL));
+        g_assert_nonnull(strstr(compare, "simulated OOM"));
+    }
+    remove_tree(dir);
+}
+
+/* In SVG the title is text: the markup characters of the trace name print as written. */
+static void
+test_render_svg_escaped(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = NULL;
+    g_autofree char *db = NULL;
+    g_autofree char *out = NULL;
+    g_autofree char *svg = NULL;
+    g_autofree char *path = NULL;
+    g_autoptr(FsimStore) store = NULL;
+    g_autoptr(GPtrArray) runs = NULL;
+    g_autoptr(GPtrArray) files = NULL;
+    FsimPlotOptions options = {.format = FSIM_PLOT_SVG};
+
+    if (!have_gnuplot()) {
+        g_test_skip("gnuplot not found");
+        return;
+    }
+    dir = make_tmp_dir();
+    db = make_database(dir);
+    out = g_build_filename(dir, "svg", NULL);
+    store = fsim_store_open(db, FSIM_STORE_READ, NULL, &error);
+    g_assert_no_error(error);
+    runs = fsim_plot_select_runs(store, NULL, &error);
+    g_assert_no_error(error);
+    files = fsim_plot_render(store, runs, out, &options, &error);
+    g_assert_no_error(error);
+    check_outputs(out, files, ".svg");
+    path = g_build_filename(out, "timeline-1.svg", NULL);
+    g_assert_true(g_file_get_contents(path, &svg, NULL, NULL));
+    g_assert_nonnull(strstr(svg, "we_ird^{name}@x.trace"));
+    remove_tree(dir);
+}
+
+static void
+test_cli(void)
+{
+    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *db = make_database(dir);
+    g_autofree char *out = g_build_filename(dir, "out", NULL);
+    g_autofree char *notdb = g_build_filename(dir, "notes.txt", NULL);
+    Result r;
+
+    r = run_fragsim(NULL, "plot", "--db", db, "--run", "42", "-o", out, NULL);
+    g_assert_cmpint(r.status, ==, 1);
+    g_assert_nonnull(strstr(r.err, "no run 42"));
+    result_clear(&r);
+    r = run_fragsim(NULL, "plot", "--db", db, "--run", "6", "-o", out, NULL);
+    g_assert_cmpint(r.status, ==, 1);
+    g_assert_nonnull(strstr(r.err, "run 6 has no data"));
+    result_clear(&r);
+    r = run_fragsim(NULL, "plot", "--db", db, "--run", "x", "-o", out, NULL);
+    g_assert_cmpint(r.status, ==, 2);
+    result_clear(&r);
+    r = run_fragsim(NULL, "plot", "--db", db, NULL);
+    g_assert_cmpint(r.status, ==, 2);
+    g_assert_nonnull(strstr(r.err, "missing -o DIR"));
+    result_clear(&r);
+    r = run_fragsim(NULL, "plot", "--db", db, "-o", out, "--format", "gif", NULL);
+    g_assert_cmpint(r.status, ==, 2);
+    result_clear(&r);
+    g_assert_true(g_file_set_contents(notdb, "hello", -1, NULL));
+    r = run_fragsim(NULL, "report", "--db", notdb, "-o", out, NULL);
+    g_assert_cmpint(r.status, ==, 1);
+    g_assert_nonnull(strstr(r.err, "not a fragsim results database"));
+    result_clear(&r);
+    /* No gnuplot: a clear error naming the fix, never a crash. */
+    r = run_fragsim("/nonexistent", "plot", "--db", db, "-o", out, NULL);
+    g_assert_cmpint(r.status, ==, 1);
+    g_assert_nonnull(strstr(r.err, "gnuplot is not installed"));
+    result_clear(&r);
+    r = run_fragsim(NULL, "plot", "--db", db, "-o", out, "--gnuplot", "/nonexistent/gnuplot", NULL);
+    g_assert_cmpint(r.status, ==, 1);
+    g_assert_nonnull(strstr(r.err, "--gnuplot '/nonexistent/gnuplot': no such program"));
+    result_clear(&r);
+    if (have_gnuplot()) {
+        g_autofree char *image = g_build_filename(out, "compare.png", NULL);
+
+        r = run_fragsim(NULL, "plot", "--db", db, "--run", "4-5", "-o", out, NULL);
+        g_assert_cmpint(r.status, ==, 0);
+        g_assert_nonnull(strstr(r.out, "6 plots of 2 runs"));
+        g_assert_true(has_png_magic(image));
+        result_clear(&r);
+    }
+    remove_tree(dir);
+}
+
+/* Every src= and href= of the page is a file the report wrote beside it, or an anchor. */
+static void
+check_references(const char *out, const char *html, guint *n_images)
+{
+    static const char *const attributes[] = {"src=\"", "href=\""};
+
+    *n_images = 0;
+    for (gsize a = 0; a < G_N_ELEMENTS(attributes); a++) {
+        for (const char *p = strstr(html, attributes[a]); p != NULL;
+             p = strstr(p + 1, attributes[a])) {
+            const char *start = p + strlen(attributes[a]);
+            const char *end = strchr(start, '"');
+            g_autofree char *target = g_strndup(start, (gsize)(end - start));
+            g_autofree char *path = NULL;
+
+            g_assert_nonnull(end);
+            if (target[0] == '#')
+                continue;
+            g_assert_null(strchr(target, ':'));
+            g_assert_null(strchr(target, '/'));
+            g_assert_cmpstr(target, !=, "");
+            path = g_build_filename(out, target, NULL);
+            g_assert_true(g_file_test(path, G_FILE_TEST_IS_REGULAR));
+            *n_images += a == 0;
+        }
+    }
+    g_assert_null(strstr(html, "<script"));
+    g_assert_null(strstr(html, "<link"));
+    g_assert_null(strstr(html, "@import"));
+    g_assert_null(strstr(html, "url("));
+    g_assert_null(strstr(html, "http"));
+}
+
+static void
+test_report(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = NULL;
+    g_autofree char *db = NULL;
+    g_autofree char *out = NULL;
+    g_autofree char *index = NULL;
+    g_autofree char *html = NULL;
+    g_autofree char *warning = NULL;
+    g_autoptr(FsimStore) store = NULL;
+    g_autoptr(GPtrArray) runs = NULL;
+    g_autoptr(GPtrArray) all = NULL;
+    guint n_images;
+
+    if (!have_gnuplot()) {
+        g_test_skip("gnuplot not found");
+        return;
+    }
+    dir = make_tmp_dir();
+    db = make_database(dir);
+    out = g_build_filename(dir, "report", NULL);
+    store = fsim_store_open(db, FSIM_STORE_READ, NULL, &error);
+    g_assert_no_error(error);
+    runs = fsim_plot_select_runs(store, NULL, &error);
+    all = fsim_store_runs(store, NULL, 0, &error);
+    g_assert_no_error(error);
+    g_assert_true(fsim_report_write(store, runs, all, out, NULL, &warning, &error));
+    g_assert_no_error(error);
+    g_assert_null(warning);
+    index = g_build_filename(out, "index.html", NULL);
+    g_assert_true(g_file_get_contents(index, &html, NULL, NULL));
+    check_references(out, html, &n_images);
+    g_assert_cmpuint(n_images, ==, 13);
+    /* The content: names escaped for HTML, the policies, the incomplete run. */
+    g_assert_nonnull(strstr(html, "we_ird^{name}@x.trace"));
+    g_assert_nonnull(strstr(html, "<style>"));
+    g_assert_nonnull(strstr(html, "peak_reserved_bytes"));
+    g_assert_nonnull(strstr(html, "Runs without results"));
+    g_assert_nonnull(strstr(html, "NVIDIA H100"));
+    remove_tree(dir);
+}
+
+static void
+test_report_without_gnuplot(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *db = make_database(dir);
+    g_autofree char *out = g_build_filename(dir, "report", NULL);
+    g_autofree char *index = g_build_filename(out, "index.html", NULL);
+    g_autofree char *html = NULL;
+    g_autofree char *warning = NULL;
+    g_autoptr(FsimStore) store = fsim_store_open(db, FSIM_STORE_READ, NULL, &error);
+    g_autoptr(GPtrArray) runs = NULL;
+    FsimPlotOptions options = {.gnuplot = "/nonexistent/gnuplot"};
+    guint n_images;
+
+    g_assert_no_error(error);
+    runs = fsim_plot_select_runs(store, NULL, &error);
+    g_assert_no_error(error);
+    g_assert_true(fsim_report_write(store, runs, NULL, out, &options, &warning, &error));
+    g_assert_no_error(error);
+    g_assert_nonnull(warning);
+    g_assert_true(g_file_get_contents(index, &html, NULL, NULL));
+    check_references(out, html, &n_images);
+    g_assert_cmpuint(n_images, ==, 0);
+    g_assert_nonnull(strstr(html, "No plots"));
+    remove_tree(dir);
+}
+
+/* Render the page in headless Chromium, as a user's browser would, where it is installed. */
+static void
+test_report_renders(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *chromium = g_find_program_in_path("chromium");
+    g_autofree char *timeout = g_find_program_in_path("timeout");
+    g_autofree char *dir = NULL;
+    g_autofree char *db = NULL;
+    g_autofree char *out = NULL;
+    g_autofree char *profile = NULL;
+    g_autofree char *shot = NULL;
+    g_autofree char *url = NULL;
+    g_autofree char *screenshot_arg = NULL;
+    g_autofree char *profile_arg = NULL;
+    g_autofree char *child_out = NULL;
+    g_autofree char *child_err = NULL;
+    Result r;
+    int wait_status = 0;
+    GStatBuf st;
+
+    if (chromium == NULL || timeout == NULL || !have_gnuplot()) {
+        g_test_skip("chromium, timeout or gnuplot not found");
+        return;
+    }
+    dir = make_tmp_dir();
+    db = make_database(dir);
+    out = g_build_filename(dir, "report", NULL);
+    profile = g_build_filename(dir, "profile", NULL);
+    shot = g_build_filename(dir, "shot.png", NULL);
+    r = run_fragsim(NULL, "report", "--db", db, "-o", out, NULL);
+    g_assert_cmpint(r.status, ==, 0);
+    result_clear(&r);
+    {
+        g_autofree char *index = g_build_filename(out, "index.html", NULL);
+
+        url = g_filename_to_uri(index, NULL, &error);
+        g_assert_no_error(error);
+    }
+    screenshot_arg = g_strconcat("--screenshot=", shot, NULL);
+    profile_arg = g_strconcat("--user-data-dir=", profile, NULL);
+    {
+        const char *argv[] = {timeout,
+                              "120",
+                              chromium,
+                              "--headless",
+                              "--no-sandbox",
+                              "--disable-gpu",
+                              "--disable-background-networking",
+                              "--disable-component-update",
+                              "--disable-sync",
+                              "--no-first-run",
+                              profile_arg,
+                              screenshot_arg,
+                              "--window-size=1280,2000",
+                              url,
+                              NULL};
+        g_auto(GStrv) copy = g_strdupv((char **)(void *)argv);
+
+        g_assert_true(g_spawn_sync(NULL, copy, NULL, G_SPAWN_DEFAULT, NULL, NULL, &child_out,
+                                   &child_err, &wait_status, &error));
+        g_assert_no_error(error);
+    }
+    if (!g_spawn_check_wait_status(wait_status, NULL) || !g_file_test(shot, G_FILE_TEST_EXISTS)) {
+        g_test_message("chromium: %s", child_err);
+        g_test_skip("chromium could not take a screenshot here");
+        remove_tree(dir);
+        return;
+    }
+    g_assert_true(has_png_magic(shot));
+    g_assert_cmpint(g_stat(shot, &st), ==, 0);
+    /* A blank page compresses to a few kilobytes; the report's plots and tables do not. */
+    g_assert_cmpint(st.st_size, >, 50000);
+    g_test_message("screenshot of the report: %" G_GINT64_FORMAT " bytes", (gint64)st.st_size);
+    remove_tree(dir);
+}
+
+int
+main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/plot/escape", test_escape);
+    g_test_add_func("/plot/find", test_find);
+    g_test_add_func("/plot/select", test_select);
+    g_test_add_func("/plot/render/png", test_render_png);
+    g_test_add_func("/plot/render/svg-escaped", test_render_svg_escaped);
+    g_test_add_func("/plot/cli", test_cli);
+    g_test_add_func("/report/self-contained", test_report);
+    g_test_add_func("/report/without-gnuplot", test_report_without_gnuplot);
+    g_test_add_func("/report/renders-in-chromium", test_report_renders);
+    return g_test_run();
+}
