@@ -374,7 +374,9 @@ test_legacy(void)
     g_autoptr(FsimTrace) trace = open_ok("ok-torch-legacy.pickle");
     const FsimInitialState *state = fsim_trace_initial_state(trace, 0);
     const uint32_t devices[] = {0};
+    const FsimOutcome *outcomes;
     Events events = {0};
+    gsize n;
 
     check_devices(trace, devices, 1);
     g_assert_nonnull(state);
@@ -385,10 +387,13 @@ test_legacy(void)
     /* no addresses: blocks follow each other; requested_size first, else history[0] */
     check_block(&state->blocks[0], 1, base, MiB, MiB, 0, FALSE);
     check_block(&state->blocks[1], 2, base + 80 * MiB, 4 * MiB, 4 * MiB - 7, 0, FALSE);
-    /* a trace of one snapshot entry: no events */
+    /* a snapshot entry and an OOM: no events */
     read_events(trace, 0, &events);
     g_assert_cmpuint(events.events->len, ==, 0);
     events_clear(&events);
+    outcomes = fsim_trace_outcomes(trace, 0, &n);
+    g_assert_cmpuint(n, ==, 1);
+    check_outcome(&outcomes[0], 1, FSIM_OUTCOME_OOM, 0, 64 * MiB, 0, 777 * MiB);
     g_assert_null(fsim_trace_alloc_conf(trace));
 }
 

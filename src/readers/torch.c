@@ -1521,8 +1521,11 @@ push_outcome(GArray *outcomes, uint64_t index, FsimOutcomeKind kind, const Torch
                            .addr = kind == FSIM_OUTCOME_OOM ? 0 : e->addr,
                            .size = e->size,
                            .stream = e->stream,
-                           .device_free = kind == FSIM_OUTCOME_OOM ? e->device_free : 0,
                            .kind = kind};
+
+    /* PyTorch 2.0 wrote an OOM's free device memory as its `addr`; later, as `device_free`. */
+    if (kind == FSIM_OUTCOME_OOM)
+        outcome.device_free = e->device_free != 0 ? e->device_free : e->addr;
 
     g_array_append_val(outcomes, outcome);
 }

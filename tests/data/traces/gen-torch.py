@@ -109,7 +109,8 @@ def minimal():
 
 
 def legacy():
-    """1.13/2.0: blocks without addresses, requests in history[0].real_size."""
+    """1.13/2.0: blocks without addresses, requests in history[0].real_size; an OOM entry
+    carries the free device memory as its addr."""
     base = 0x7F1000000000
     segs = [{"device": 0, "address": base, "total_size": 2 * MiB, "allocated_size": MiB,
              "active_size": MiB, "requested_size": 1000000, "stream": 0, "segment_type": "small",
@@ -123,7 +124,8 @@ def legacy():
              "blocks": [{"size": 16 * MiB, "state": "inactive", "history": []},
                         {"size": 4 * MiB, "state": "active_allocated",
                          "history": [{"addr": base + 80 * MiB, "real_size": 4 * MiB - 7}]}]}]
-    trace = [{"action": "snapshot", "addr": 0, "size": 5 * MiB, "stream": 0}]
+    trace = [{"action": "snapshot", "addr": 0, "size": 5 * MiB, "stream": 0},
+             {"action": "oom", "addr": 777 * MiB, "size": 64 * MiB, "stream": 0}]
     return {"segments": segs, "device_traces": [trace]}
 
 
