@@ -178,6 +178,25 @@ fit_device(const Source *src, const FsimDeviceSpec *spec, Result *r, GError **er
     return TRUE;
 }
 
+/* One trial of fit_dimension() at a batch or sequence of @value; a configuration too large to
+ * exist (fsim_train_config_check() refuses it) does not fit. */
+static gboolean
+fit_try_dimension(const Source *src, const FsimDeviceSpec *spec, Target target, Result *r,
+                  uint64_t value, Trial *probe, GError **error)
+{
+    FsimTrainConfig config = src->train;
+    if (target == TARGET_BATCH)
+        config.batch = value;
+    else
+        config.seq = value;
+    if (!fsim_train_config_check(&config, NULL)) {
+        memset(probe, 0, sizeof *probe);
+        return TRUE;
+    }
+    r->runs++;
+    return fit_try(src, r->policy, spec, config.batch, config.seq, probe, error);
+}
+
 /* The largest batch or sequence length (in units of @step) on @spec under the policy. */
 static gboolean
 fit_dimension(const Source *src, const FsimDeviceSpec *spec, Target target, Result *r,
@@ -188,9 +207,7 @@ fit_dimension(const Source *src, const FsimDeviceSpec *spec, Target target, Resu
     uint64_t lo = 0, hi = 0; /* lo fits (0: nothing does), hi does not (0: not found yet) */
     Trial probe;
 
-#define TRY(units)                                                                                 \
-    (r->runs++, fit_try(src, r->policy, spec, target == TARGET_BATCH ? (units) : src->train.batch, \
-                        target == TARGET_SEQ ? (units)*step : src->train.seq, &probe, error))
+#define TRY(units) fit_try_dimension(src, spec, target, r, (units)*step, &probe, error)
 
     /* double until it no longer fits */
     for (uint64_t n = 1; n <= limit; n *= 2) {

@@ -382,6 +382,23 @@ fsim_train_config_check(const FsimTrainConfig *config, GError **error)
                     "--sequence-parallel needs tensor parallelism (--tp 2 or more)");
         return FALSE;
     }
+    /* The largest tensors (fp32, before any sharding) must stay below FSIM_MAX_SIZE: score
+     * matrices, logits, MLP intermediates, embeddings.  Computed in floating point, which cannot
+     * overflow here. */
+    double tokens = (double)config->seq * (double)config->batch;
+    double largest =
+        MAX(MAX((double)config->batch * m->heads * (double)config->seq * (double)config->seq,
+                tokens * m->vocab),
+            MAX(tokens * 2 * m->ffn, (double)m->vocab * m->hidden));
+    /* ... and their sum over every layer far below 2^64 (an activation estimate adds a few
+     * dozen tensors per layer) */
+    if (largest * 4 > (double)FSIM_MAX_SIZE || largest * 4 * 64 * (m->layers + 2.0) > 9e18) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                    "this configuration is absurdly large: a tensor, or the activations of all "
+                    "layers, would exceed %" G_GUINT64_FORMAT " bytes; reduce --seq or --batch",
+                    FSIM_MAX_SIZE);
+        return FALSE;
+    }
     if (config->lora) {
         if (config->lora_rank == 0 || config->lora_rank > 65536) {
             g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,

@@ -430,6 +430,20 @@ fsim_synth_serve_new(const FsimServeConfig *config, GError **error)
         return NULL;
     }
 
+    /* the largest allocations: a request's KV at the maximum length, an iteration's workspace */
+    const FsimModelShape *shape = &config->model;
+    double kv_token = 4.0 * shape->layers * shape->kv_heads * shape->head_dim;
+    double tokens = (double)config->max_batch * (double)config->max_len;
+    if (kv_token * (double)config->max_len > (double)FSIM_MAX_SIZE ||
+        tokens * shape->ffn * 4 > (double)FSIM_MAX_SIZE ||
+        (double)config->max_batch * shape->vocab * 4 > (double)FSIM_MAX_SIZE) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                    "an allocation of this configuration would exceed %" G_GUINT64_FORMAT
+                    " bytes: reduce --max-len or --max-batch",
+                    FSIM_MAX_SIZE);
+        return NULL;
+    }
+
     Serve *s = g_new0(Serve, 1);
     s->base.klass = &serve_class;
     s->config = *config;
