@@ -397,6 +397,7 @@ describe_streams(FsimTrace *trace, FsimTraceInfo *info, gboolean format_counts, 
         g_autoptr(GHashTable) live =
             g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
         uint64_t counts[FSIM_EV_KIND_COUNT] = {0};
+        const FsimInitialState *state = fsim_trace_initial_state(trace, device);
         uint64_t requested = 0;
         gboolean first = TRUE;
         FsimTime first_time = 0;
@@ -406,6 +407,17 @@ describe_streams(FsimTrace *trace, FsimTraceInfo *info, gboolean format_counts, 
 
         if (stream == NULL)
             return FALSE;
+        /* What was alive when recording began counts towards the peak. */
+        for (gsize i = 0; state != NULL && i < state->n_blocks; i++) {
+            if (!state->blocks[i].pending_free) {
+                uint64_t size = state->blocks[i].requested;
+
+                requested += size;
+                g_hash_table_insert(live, g_memdup2(&state->blocks[i].id, sizeof(uint64_t)),
+                                    g_memdup2(&size, sizeof(size)));
+            }
+        }
+        dev->peak_requested_bytes = requested;
         while (fsim_trace_stream_next(stream, &ev, &local_error)) {
             if (first) {
                 first_time = ev.time;
