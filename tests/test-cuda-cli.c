@@ -1,0 +1,419 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `fragsim cuda ...` end to end without a GPU: this binary defines fsim_cuda_driver_open() and
+ * fsim_cuda_backend_built() itself, so the linker never takes the real driver from the library and
+ * every command runs on the fake GPU of cuda-fake.c.  Output is captured through GLib's print
+ * handlers, JSON is parsed, databases and profiles are read back.
+ */
+#include <glib.h>
+#include <glib/gstdio.h>
+
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+#include "fragsim/fragsim.h"
+#include "fragsim/store.h"
+
+#include "cli.h"
+#include "cuda-fake.h"
+#include "cuda/cuda-backend.h"
+
+/* ---- the driver the CLI opens -------------------------------------------------------------- */
+
+gboolean
+fsim_cuda_backend_built(void)
+{
+    return TRUE;
+}
+
+/* GPU 0 is a fresh fake; there is no other. */
+FsimCudaDriver *
+fsim_cuda_driver_open(int ordinal, GError **error)
+{
+    if (ordinal != 0) {
+        g_set_error(error, FSIM_CUDA_ERROR, FSIM_CUDA_ERROR_NO_DEVICE,
+                    "no CUDA device %d: cudaGetDeviceCount found 1", ordinal);
+        return NULL;
+    }
+    return &fake_new(64 * FSIM_GiB)->base;
+}
+
+/* ---- running the CLI ----------------------------------------------------------------------- */
+
+static GString *captured_out;
+static GString *captured_err;
+
+static void
+capture_out(const char *text)
+{
+    g_string_append(captured_out, text);
+}
+
+static void
+capture_err(const char *text)
+{
+    g_string_append(captured_err, text);
+}
+
+/* Run `fragsim ARGS...` (NULL-terminated); its stdout and stderr land in *out and *err. */
+static int
+run_cli(char **out, char **err, ...)
+{
+    g_autoptr(GPtrArray) args = g_ptr_array_new_with_free_func(g_free);
+    g_autofree char **argv = NULL;
+    GPrintFunc old_out;
+    GPrintFunc old_err;
+    va_list ap;
+    const char *arg;
+    int status;
+
+    g_ptr_array_add(args, g_strdup("fragsim"));
+    va_start(ap, err);
+    while ((arg = va_arg(ap, const char *)) != NULL)
+        g_ptr_array_add(args, g_strdup(arg));
+    va_end(ap);
+    /* the strings belong to @args: option parsing removes the ones it consumes from argv */
+    argv = g_new0(char *, args->len + 1);
+    memcpy(argv, args->pdata, sizeof(char *) * args->len);
+    captured_out = g_string_new(NULL);
+    captured_err = g_string_new(NULL);
+    old_out = g_set_print_handler(capture_out);
+    old_err = g_set_printerr_handler(capture_err);
+    status = fsim_cli_main((int)g_strv_length(argv), argv);
+    g_set_print_handler(old_out);
+    g_set_printerr_handler(old_err);
+    *out = g_string_free(captured_out, FALSE);
+    *err = g_string_free(captured_err, FALSE);
+    return status;
+}
+
+static char *
+trace_path(void)
+{
+    return g_test_build_filename(G_TEST_DIST, "data", "traces", "golden-fragment.trace", NULL);
+}
+
+static JsonNode *
+parse_json(const char *text)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(GError) error = NULL;
+
+    g_assert_true(json_parser_load_from_data(parser, text, -1, &error));
+    g_assert_no_error(error);
+    return json_node_copy(json_parser_get_root(parser));
+}
+
+static JsonObject *
+json_path_object(JsonNode *root, const char *const *path)
+{
+    JsonObject *object = json_node_get_object(root);
+
+    for (gsize i = 0; path[i] != NULL; i++) {
+        g_assert_true(json_object_has_member(object, path[i]));
+        object = json_object_get_object_member(object, path[i]);
+    }
+    return object;
+}
+
+static char *
+tmp_dir(void)
+{
+    g_autoptr(GError) error = NULL;
+    char *dir = g_dir_make_tmp("fragsim-cuda-cli-XXXXXX", &error);
+
+    g_assert_no_error(error);
+    return dir;
+}
+
+/* ---- tests --------------------------------------------------------------------------------- */
+
+static void
+test_help_and_usage(void)
+{
+    g_autofree char *out = NULL;
+    g_autofree char *err = NULL;
+
+    g_assert_cmpint(run_cli(&out, &err, "cuda", NULL), ==, FSIM_EXIT_USAGE);
+    g_assert_nonnull(strstr(out, "calibrate"));
+    g_clear_pointer(&out, g_free);
+    g_clear_pointer(&err, g_free);
+    g_assert_cmpint(run_cli(&out, &err, "cuda", "--help", NULL), ==, FSIM_EXIT_OK);
+    g_clear_pointer(&out, g_free);
+    g_clear_pointer(&err, g_free);
+    g_assert_cmpint(run_cli(&out, &err, "cuda", "bogus", NULL), ==, FSIM_EXIT_USAGE);
+    g_assert_nonnull(strstr(err, "unknown command 'bogus'"));
+    g_clear_pointer(&out, g_free);
+    g_clear_pointer(&err, g_free);
+    g_assert_cmpint(run_cli(&out, &err, "cuda", "replay", NULL), ==, FSIM_EXIT_USAGE);
+    g_assert_nonnull(strstr(err, "missing the TRACE"));
+    g_clear_pointer(&out, g_free);
+    g_clear_pointer(&err, g_free);
+    g_assert_cmpint(run_cli(&out, &err, "cuda", "native", "x", "--mode", "bogus", NULL), ==,
+                    FSIM_EXIT_USAGE);
+    g_clear_pointer(&out, g_free);
+    g_clear_pointer(&err, g_free);
+    g_assert_cmpint(
+        run_cli(&out, &err, "cuda", "calibrate", "--repeat", "0", "--max-size", "x", NULL), ==,
+        FSIM_EXIT_USAGE);
+    g_assert_nonnull(strstr(err, "--max-size"));
+}
+
+static void
+test_info(void)
+{
+    g_autofree char *out = NULL;
+    g_autofree char *err = NULL;
+    g_autoptr(JsonNode) root = NULL;
+    const char *const gpu[] = {"gpu", NULL};
+
+    g_assert_cmpint(run_cli(&out, &err, "cuda", "info", NULL), ==, FSIM_EXIT_OK);
+    g_assert_nonnull(strstr(out, "Fake GPU 64GB"));
+    g_assert_nonnull(strstr(out, "granularity 2.00 MiB"));
+    g_clear_pointer(&out, g_free);
+    g_clear_pointer(&err, g_free);
+    g_assert_cmpint(run_cli(&out, &err, "cuda", "info", "--json", NULL), ==, FSIM_EXIT_OK);
+    root = parse_json(out);
+    g_assert_cmpstr(json_object_get_string_member(json_path_object(root, gpu), "name"), ==,
+                    "Fake GPU 64GB");
+    g_assert_cmpint(json_object_get_int_member(json_path_object(root, gpu), "granularity"), ==,
+                    2 * FSIM_MiB);
+    g_clear_pointer(&out, g_free);
+    g_clear_pointer(&err, g_free);
+    /* no such GPU: status 1, the message says so */
+    g_assert_cmpint(run_cli(&out, &err, "cuda", "info", "--gpu", "1", NULL), ==, FSIM_EXIT_ERROR);
+    g_assert_true(g_str_has_prefix(err, "fragsim cuda info: no CUDA device 1"));
+}
+
+static void
+test_replay_text(void)
+{
+    g_autofree char *trace = trace_path();
+    g_autofree char *out = NULL;
+    g_autofree char *err = NULL;
+
+    g_assert_cmpint(run_cli(&out, &err, "cuda", "replay", trace, "-p", "direct,paged", NULL), ==,
+                    FSIM_EXIT_OK);
+    g_assert_cmpstr(err, ==, "");
+    g_assert_nonnull(strstr(out, "on Fake GPU 64GB"));
+    g_assert_nonnull(strstr(out, "policy direct, trace device 0"));
+    g_assert_nonnull(strstr(out, "policy paged, trace device 0"));
+    g_assert_nonnull(strstr(out, "mem_alloc"));
+    g_assert_nonnull(strstr(out, "unmap"));
+    g_assert_nonnull(strstr(out, "differences: peak reserved GPU - model 0 B"));
+    g_assert_nonnull(strstr(out, "driver calls +0"));
+    g_assert_nonnull(strstr(out, "memory written after"));
+    g_test_message("%s", out);
+}
+
+static void
+test_replay_json(void)
+{
+    g_autofree char *trace = trace_path();
+    g_autofree char *out = NULL;
+    g_autofree char *err = NULL;
+    g_autoptr(JsonNode) root = NULL;
+    JsonArray *runs;
+    JsonObject *run;
+    JsonObject *measured;
+    JsonObject *map;
+
+    g_assert_cmpint(run_cli(&out, &err, "cuda", "replay", trace, "-p", "paged", "--json", NULL), ==,
+                    FSIM_EXIT_OK);
+    root = parse_json(out);
+    runs = json_object_get_array_member(json_node_get_object(root), "runs");
+    g_assert_cmpuint(json_array_get_length(runs), ==, 1);
+    run = json_array_get_object_element(runs, 0);
+    g_assert_cmpstr(json_object_get_string_member(run, "policy"), ==, "paged");
+    g_assert_cmpstr(json_object_get_string_member(run, "device"), ==, "Fake GPU 64GB");
+    g_assert_cmpstr(json_object_get_string_member(run, "status"), ==, "complete");
+    g_assert_cmpint(json_object_get_int_member(run, "peak_reserved_bytes"), ==, 44040192);
+    g_assert_cmpint(json_object_get_int_member(run, "device_maps"), ==, 7);
+    measured = json_object_get_object_member(run, "measured");
+    map = json_object_get_object_member(json_object_get_object_member(measured, "calls"), "map");
+    g_assert_cmpint(json_object_get_int_member(map, "count"), ==, 7);
+    g_assert_cmpint(json_object_get_int_member(map, "modelled_ns"), >, 0);
+    g_assert_cmpint(json_object_get_int_member(map, "total_ns"), >, 0);
+    g_assert_cmpuint(json_array_get_length(json_object_get_array_member(map, "histogram")), >, 0);
+    g_assert_cmpint(json_object_get_int_member(measured, "peak_used_bytes"), >=, 44040192);
+    g_assert_cmpstr(
+        json_object_get_string_member(json_object_get_object_member(run, "model"), "device"), ==,
+        "Fake GPU 64GB (model)");
+    g_assert_cmpint(json_object_get_int_member(json_object_get_object_member(run, "model"),
+                                               "peak_reserved_bytes"),
+                    ==, 44040192);
+}
+
+static void
+test_replay_db(void)
+{
+    g_autofree char *trace = trace_path();
+    g_autofree char *dir = tmp_dir();
+    g_autofree char *db = g_build_filename(dir, "results.db", NULL);
+    g_autofree char *out = NULL;
+    g_autofree char *err = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimStore) store = NULL;
+    g_autoptr(GPtrArray) runs = NULL;
+    static const char *const expected[][2] = {
+        {"direct", "Fake GPU 64GB"},
+        {"direct", "Fake GPU 64GB (model)"},
+        {"paged", "Fake GPU 64GB"},
+        {"paged", "Fake GPU 64GB (model)"},
+    };
+
+    g_assert_cmpint(
+        run_cli(&out, &err, "cuda", "replay", trace, "-p", "direct,paged", "--db", db, NULL), ==,
+        FSIM_EXIT_OK);
+    g_assert_nonnull(strstr(out, "runs 1-4 written to"));
+    store = fsim_store_open(db, FSIM_STORE_READ, NULL, &error);
+    g_assert_no_error(error);
+    runs = fsim_store_runs(store, NULL, 0, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(runs->len, ==, G_N_ELEMENTS(expected));
+    for (guint i = 0; i < runs->len; i++) {
+        const FsimStoredRun *run = g_ptr_array_index(runs, i);
+
+        g_assert_cmpstr(run->policy, ==, expected[i][0]);
+        g_assert_cmpstr(run->device, ==, expected[i][1]);
+        g_assert_cmpint(run->status, ==, FSIM_STORE_COMPLETE);
+        g_assert_cmpuint(run->metrics.peak_reserved_bytes, ==, 44040192);
+    }
+    g_clear_pointer(&store, fsim_store_close);
+    g_remove(db);
+    g_rmdir(dir);
+}
+
+static void
+test_replay_errors(void)
+{
+    g_autofree char *trace = trace_path();
+    g_autofree char *out = NULL;
+    g_autofree char *err = NULL;
+
+    g_assert_cmpint(run_cli(&out, &err, "cuda", "replay", trace, "-p", "nosuch", NULL), ==,
+                    FSIM_EXIT_USAGE);
+    g_assert_nonnull(strstr(err, "unknown policy 'nosuch'"));
+    g_clear_pointer(&out, g_free);
+    g_clear_pointer(&err, g_free);
+    g_assert_cmpint(run_cli(&out, &err, "cuda", "replay", trace, "--trace-device", "3", NULL), ==,
+                    FSIM_EXIT_USAGE);
+    g_clear_pointer(&out, g_free);
+    g_clear_pointer(&err, g_free);
+    /* a knob the GPU cannot honour */
+    g_assert_cmpint(run_cli(&out, &err, "cuda", "replay", trace, "-p", "paged", "--set",
+                            "paged.page_size=64KiB", NULL),
+                    ==, FSIM_EXIT_ERROR);
+    g_assert_nonnull(strstr(err, "granularity"));
+    g_assert_nonnull(strstr(err, "event 16"));
+    g_clear_pointer(&out, g_free);
+    g_clear_pointer(&err, g_free);
+    /* -d caps the capacity: a 32 MiB GPU, and --fail-on-oom */
+    g_assert_cmpint(run_cli(&out, &err, "cuda", "replay", trace, "-p", "direct", "-d", "32MiB",
+                            "--fail-on-oom", NULL),
+                    ==, FSIM_EXIT_OOM);
+    g_assert_nonnull(strstr(err, "out of memory"));
+}
+
+static void
+test_native(void)
+{
+    g_autofree char *trace = trace_path();
+    g_autofree char *out = NULL;
+    g_autofree char *err = NULL;
+    g_autoptr(JsonNode) root = NULL;
+    JsonArray *runs;
+
+    g_assert_cmpint(run_cli(&out, &err, "cuda", "native", trace, NULL), ==, FSIM_EXIT_OK);
+    g_assert_nonnull(strstr(out, "cudaMallocAsync"));
+    g_assert_nonnull(strstr(out, "trace device 0, 10 events"));
+    g_test_message("%s", out);
+    g_clear_pointer(&out, g_free);
+    g_clear_pointer(&err, g_free);
+    g_assert_cmpint(
+        run_cli(&out, &err, "cuda", "native", trace, "--mode", "malloc", "--json", NULL), ==,
+        FSIM_EXIT_OK);
+    root = parse_json(out);
+    runs = json_object_get_array_member(json_node_get_object(root), "runs");
+    g_assert_cmpuint(json_array_get_length(runs), ==, 1);
+    g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(runs, 0), "mode"),
+                    ==, "cudaMalloc");
+    g_assert_cmpint(json_object_get_int_member(json_array_get_object_element(runs, 0), "allocs"),
+                    ==, 7);
+    g_assert_cmpint(
+        json_object_get_int_member(json_array_get_object_element(runs, 0), "peak_requested_bytes"),
+        ==, 41943041);
+}
+
+/* calibrate -o PROFILE, then -d PROFILE in replay and cuda replay */
+static void
+test_calibrate_profile(void)
+{
+    g_autofree char *trace = trace_path();
+    g_autofree char *dir = tmp_dir();
+    g_autofree char *profile = g_build_filename(dir, "gpu.ini", NULL);
+    g_autofree char *out = NULL;
+    g_autofree char *err = NULL;
+    g_autoptr(JsonNode) root = NULL;
+    g_autoptr(JsonNode) replay = NULL;
+    const char *const costs[] = {"costs", NULL};
+    JsonObject *run;
+
+    g_assert_cmpint(run_cli(&out, &err, "cuda", "calibrate", "-o", profile, NULL), ==,
+                    FSIM_EXIT_OK);
+    g_assert_nonnull(strstr(out, "wrote "));
+    g_assert_nonnull(strstr(out, "cudaMalloc takes memory in steps of 2.00 MiB"));
+    g_assert_true(g_file_test(profile, G_FILE_TEST_IS_REGULAR));
+    g_clear_pointer(&out, g_free);
+    g_clear_pointer(&err, g_free);
+    g_assert_cmpint(run_cli(&out, &err, "cuda", "calibrate", "--json", "--repeat", "3", NULL), ==,
+                    FSIM_EXIT_OK);
+    root = parse_json(out);
+    g_assert_cmpint(json_object_get_int_member(json_path_object(root, costs), "malloc_ns"), ==,
+                    FAKE_MALLOC_NS);
+    g_assert_cmpint(json_object_get_int_member(json_path_object(root, costs), "map_per_gib_ns"), ==,
+                    FAKE_CREATE_PER_GIB_NS);
+    g_clear_pointer(&out, g_free);
+    g_clear_pointer(&err, g_free);
+    /* without -o the profile is printed */
+    g_assert_cmpint(run_cli(&out, &err, "cuda", "calibrate", "--max-size", "8MiB", NULL), ==,
+                    FSIM_EXIT_OK);
+    g_assert_nonnull(strstr(out, "[device]\nname=Fake GPU 64GB\n"));
+    g_clear_pointer(&out, g_free);
+    g_clear_pointer(&err, g_free);
+
+    /* the model takes the profile */
+    g_assert_cmpint(
+        run_cli(&out, &err, "replay", trace, "-p", "direct", "-d", profile, "--json", NULL), ==,
+        FSIM_EXIT_OK);
+    replay = parse_json(out);
+    run = json_array_get_object_element(
+        json_object_get_array_member(json_node_get_object(replay), "runs"), 0);
+    g_assert_cmpstr(json_object_get_string_member(run, "device"), ==, "Fake GPU 64GB");
+    g_assert_cmpint(json_object_get_int_member(run, "capacity_bytes"), ==, 64 * FSIM_GiB);
+    g_clear_pointer(&out, g_free);
+    g_clear_pointer(&err, g_free);
+    /* and so does the GPU run: the fake's own costs, so modelled = measured for cudaMalloc */
+    g_assert_cmpint(run_cli(&out, &err, "cuda", "replay", trace, "-p", "direct", "-d", profile,
+                            "--no-touch", NULL),
+                    ==, FSIM_EXIT_OK);
+    g_assert_nonnull(strstr(out, "differences:"));
+    g_test_message("%s", out);
+    g_remove(profile);
+    g_rmdir(dir);
+}
+
+int
+main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/cuda-cli/help-and-usage", test_help_and_usage);
+    g_test_add_func("/cuda-cli/info", test_info);
+    g_test_add_func("/cuda-cli/replay/text", test_replay_text);
+    g_test_add_func("/cuda-cli/replay/json", test_replay_json);
+    g_test_add_func("/cuda-cli/replay/db", test_replay_db);
+    g_test_add_func("/cuda-cli/replay/errors", test_replay_errors);
+    g_test_add_func("/cuda-cli/native", test_native);
+    g_test_add_func("/cuda-cli/calibrate-profile", test_calibrate_profile);
+    return g_test_run();
+}
