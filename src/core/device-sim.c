@@ -328,6 +328,10 @@ fsim_device_faults_parse(GKeyFile *config, FsimDeviceFaults *faults, GError **er
 
 #define SIM_VA_BASE ((FsimAddr)0x7f0000000000)
 #define SIM_VA_SIZE ((uint64_t)1 << 46) /* 64 TiB of address space */
+/* Below the base: address space only a hint reaches (recorded traces put segments anywhere, e.g.
+ * 0x602000000 with expandable segments).  One granule short of the base, so it never coalesces
+ * with the main range and best fit keeps choosing the main range, the smaller one, first. */
+#define SIM_VA_LOW ((FsimAddr)0x200000)
 
 typedef struct {
     FsimAddr start;
@@ -642,6 +646,7 @@ fsim_device_sim_new(const FsimDeviceSpec *spec, GKeyFile *config, GError **error
     sim->by_addr = g_tree_new_full(range_by_addr, NULL, g_free, NULL);
     sim->by_size = g_tree_new_full(range_by_size, NULL, NULL, NULL);
     free_range_insert(sim, SIM_VA_BASE, SIM_VA_SIZE);
+    free_range_insert(sim, SIM_VA_LOW, SIM_VA_BASE - spec->granularity - SIM_VA_LOW);
 #ifdef FSIM_PARANOID
     sim->paranoid = TRUE;
 #endif
