@@ -13,11 +13,15 @@
 #include "policies/policies.h"
 
 /* The registry.  Order is the default order of `replay -p` listings and of tables. */
+/* clang-format off */
 static const FsimPolicyOps *const all_policies[] = {
     &fsim_policy_direct,
     &fsim_policy_best_fit,
+    &fsim_policy_caching,
+    &fsim_policy_expandable,
     &fsim_policy_paged,
 };
+/* clang-format on */
 
 const FsimPolicyOps *const *
 fsim_policy_list(gsize *n)

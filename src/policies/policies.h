@@ -11,3 +11,5 @@
 extern const FsimPolicyOps fsim_policy_direct;
 extern const FsimPolicyOps fsim_policy_best_fit;
 extern const FsimPolicyOps fsim_policy_paged;
+extern const FsimPolicyOps fsim_policy_caching;
+extern const FsimPolicyOps fsim_policy_expandable;

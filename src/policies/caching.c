@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * caching: PyTorch's native CUDA caching allocator (CUDACachingAllocator), exactly.
+ *
+ * 512-byte rounding (or roundup_power2_divisions), a small pool (requests of at most 1 MiB, 2 MiB
+ * segments) and a large pool (20 MiB segments for 1-10 MiB, 2 MiB rounding above), per-stream
+ * best fit on (stream, size, address) with the allocation at the low end of the block, PyTorch's
+ * split and oversize rules, merging of free neighbours, and before an OOM: garbage collection,
+ * release_available_cached_blocks, release_cached_blocks and a retry.  With
+ * `expandable_segments=True` it is the `expandable` policy, as PYTORCH_CUDA_ALLOC_CONF makes it.
+ *
+ * The model lives in pytorch.c (shared with expandable.c); docs/policies.md lists the rules, the
+ * knobs and what is not modelled.  Knobs (group `caching`): the PYTORCH_CUDA_ALLOC_CONF keys with
+ * an effect on placement, in PyTorch's value syntax (alloc-conf.h).
+ */
+#include <glib.h>
+
+#include "policies.h"
+#include "pytorch.h"
+
+static FsimPolicy *
+caching_create(FsimDevice *device, GKeyFile *config, GError **error)
+{
+    return fsim_pytorch_create(&fsim_policy_caching, device, config, FALSE, error);
+}
+
+const FsimPolicyOps fsim_policy_caching = {
+    .name = "caching",
+    .summary = "PyTorch's CUDA caching allocator, exactly (PYTORCH_CUDA_ALLOC_CONF knobs)",
+    .knobs = fsim_pytorch_caching_knobs,
+    .create = caching_create,
+    .destroy = fsim_pytorch_destroy,
+    .alloc = fsim_pytorch_alloc,
+    .dealloc = fsim_pytorch_dealloc,
+    .empty_cache = fsim_pytorch_empty_cache,
+    .get_stats = fsim_pytorch_get_stats,
+    .check = fsim_pytorch_check,
+    .seed = fsim_pytorch_seed,
+};

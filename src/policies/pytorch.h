@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp), the one model behind two
+ * registered policies: `caching` (cudaMalloc'd segments unless its expandable_segments knob says
+ * otherwise, as PYTORCH_CUDA_ALLOC_CONF does) and `expandable` (expandable segments always).
+ * PyTorch has one allocator with an expandable-segments mode; so does fragsim.  caching.c and
+ * expandable.c only hold the two ops tables; everything else is in pytorch.c.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "fragsim/policy.h"
+
+#include "alloc-conf.h"
+
+G_BEGIN_DECLS
+
+/* PyTorch's constants (unchanged from 1.13 to main). */
+#define FSIM_PYTORCH_MIN_BLOCK       ((uint64_t)512)      /* kMinBlockSize */
+#define FSIM_PYTORCH_SMALL_SIZE      ((uint64_t)1 << 20)  /* kSmallSize: 1 MiB */
+#define FSIM_PYTORCH_SMALL_BUFFER    ((uint64_t)2 << 20)  /* kSmallBuffer: 2 MiB */
+#define FSIM_PYTORCH_MIN_LARGE_ALLOC ((uint64_t)10 << 20) /* kMinLargeAlloc: 10 MiB */
+#define FSIM_PYTORCH_ROUND_LARGE     ((uint64_t)2 << 20)  /* kRoundLarge: 2 MiB */
+
+/**
+ * fsim_pytorch_create:
+ * @ops: the ops table of the policy being created; its name is the key-file group of the knobs.
+ * @device: the device (borrowed).
+ * @config: (nullable): the run's knobs.
+ * @force_expandable: expandable segments regardless of the `expandable_segments` knob.
+ * @error: FSIM_ERROR_USAGE for a bad knob.
+ *
+ * Returns: (transfer full) (nullable): the policy.
+ */
+FsimPolicy *fsim_pytorch_create(const FsimPolicyOps *ops, FsimDevice *device, GKeyFile *config,
+                                gboolean force_expandable, GError **error);
+
+/* The operations, shared by both ops tables (see policy.h for their contracts). */
+void fsim_pytorch_destroy(FsimPolicy *self);
+FsimStatus fsim_pytorch_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out);
+void fsim_pytorch_dealloc(FsimPolicy *self, const FsimBlock *block, FsimTime now);
+void fsim_pytorch_empty_cache(FsimPolicy *self, FsimTime now);
+void fsim_pytorch_get_stats(const FsimPolicy *self, FsimPolicyStats *out);
+gboolean fsim_pytorch_check(const FsimPolicy *self, GError **error);
+gboolean fsim_pytorch_seed(FsimPolicy *self, const FsimInitialState *state, FsimBlock *blocks,
+                           GError **error);
+
+/* The knob tables: every PYTORCH_CUDA_ALLOC_CONF key with an effect on placement; the expandable
+ * one lacks `expandable_segments`. */
+extern const FsimKnob fsim_pytorch_caching_knobs[];
+extern const FsimKnob fsim_pytorch_expandable_knobs[];
+
+/* PyTorch's round_size(): the block size a request of @size bytes gets. */
+uint64_t fsim_pytorch_round_size(const FsimAllocConf *conf, uint64_t size);
+
+/* PyTorch's get_allocation_size(): the segment cudaMalloc'd for a block of @size (rounded)
+ * bytes. */
+uint64_t fsim_pytorch_allocation_size(const FsimAllocConf *conf, uint64_t size);
+
+/* The settings a `caching` or `expandable` policy runs with (its expandable_segments field says
+ * which mode it is in). */
+const FsimAllocConf *fsim_pytorch_conf(const FsimPolicy *self);
+
+G_END_DECLS
