@@ -8,6 +8,7 @@
 #include <glib/gstdio.h>
 
 #include <string.h>
+#include <unistd.h>
 
 #include "fragsim/fragsim.h"
 
@@ -228,6 +229,33 @@ test_writer_abort_leaves_nothing(void)
     g_rmdir(dir);
 }
 
+/* Writing through a symbolic link replaces the file it names and keeps the link. */
+static void
+test_writer_symlink(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = g_dir_make_tmp("fragsim-XXXXXX", &error);
+    g_autofree char *real = g_build_filename(dir, "real.trace", NULL);
+    g_autofree char *link = g_build_filename(dir, "link.trace", NULL);
+    g_autoptr(FsimTraceWriter) writer = NULL;
+    g_autofree char *rendered = NULL;
+
+    g_assert_true(g_file_set_contents(real, "old", -1, &error));
+    g_assert_cmpint(symlink("real.trace", link), ==, 0);
+    writer = fsim_trace_writer_open(link, &error);
+    g_assert_no_error(error);
+    write_events(writer, &error);
+    g_assert_true(fsim_trace_writer_close(g_steal_pointer(&writer), &error));
+    g_assert_no_error(error);
+    g_assert_true(g_file_test(link, G_FILE_TEST_IS_SYMLINK));
+    rendered = render_trace(real, &error);
+    g_assert_no_error(error);
+    g_assert_true(g_str_has_prefix(rendered, "4@0 alloc 1 100 s0\n"));
+    g_unlink(link);
+    g_unlink(real);
+    g_rmdir(dir);
+}
+
 static void
 test_writer_unwritable(void)
 {
@@ -306,5 +334,6 @@ main(int argc, char **argv)
     g_test_add_data_func("/writer/text/round-trip-gzip", ".gz", test_writer_round_trip);
     g_test_add_func("/writer/text/abort-leaves-nothing", test_writer_abort_leaves_nothing);
     g_test_add_func("/writer/text/unwritable", test_writer_unwritable);
+    g_test_add_func("/writer/text/symlink", test_writer_symlink);
     return g_test_run();
 }

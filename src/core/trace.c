@@ -3,6 +3,9 @@
  * Trace files: format detection, transparent gzip, the base of opened traces, the generic
  * description behind `fragsim info`, and the text-format writer.
  */
+/* realpath(), O_CLOEXEC */
+#define _XOPEN_SOURCE 700
+
 #include "fragsim/trace.h"
 
 #include <glib.h>
@@ -13,6 +16,7 @@
 #include <gio/gio.h>
 #include <gio/gunixinputstream.h>
 #include <gio/gunixoutputstream.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "readers/readers.h"
@@ -499,20 +503,40 @@ FsimTraceWriter *
 fsim_trace_writer_open(const char *path, GError **error)
 {
     g_autoptr(FsimTraceWriter) writer = g_new0(FsimTraceWriter, 1);
-    g_autofree char *dir = g_path_get_dirname(path);
-    g_autofree char *base = g_path_get_basename(path);
-    g_autofree char *template = g_strdup_printf(".%s.XXXXXX", base);
+    g_autofree char *target = NULL;
+    g_autofree char *dir = NULL;
+    g_autofree char *base = NULL;
+    g_autofree char *template = NULL;
     g_autoptr(GError) local_error = NULL;
     int fd;
 
     writer->path = g_strdup(path);
-    writer->tmp_path = g_build_filename(dir, template, NULL);
-    fd = g_mkstemp_full(writer->tmp_path, O_RDWR, 0666);
-    if (fd < 0) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: cannot create a file in %s: %s", path,
-                    dir, g_strerror(errno));
-        g_clear_pointer(&writer->tmp_path, g_free);
-        return NULL;
+    if (g_file_test(path, G_FILE_TEST_EXISTS) && !g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
+        /* A device, a FIFO or a terminal (-o /dev/stdout): write straight to it, never
+         * replace it. */
+        fd = g_open(path, O_WRONLY | O_CLOEXEC, 0);
+        if (fd < 0) {
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: %s", path, g_strerror(errno));
+            return NULL;
+        }
+    } else {
+        /* Replace the file a symbolic link names, not the link. */
+        target = g_file_test(path, G_FILE_TEST_IS_SYMLINK) ? realpath(path, NULL) : NULL;
+        if (target == NULL)
+            target = g_strdup(path);
+        dir = g_path_get_dirname(target);
+        base = g_path_get_basename(target);
+        template = g_strdup_printf(".%s.XXXXXX", base);
+        g_free(writer->path);
+        writer->path = g_strdup(target);
+        writer->tmp_path = g_build_filename(dir, template, NULL);
+        fd = g_mkstemp_full(writer->tmp_path, O_RDWR | O_CLOEXEC, 0666);
+        if (fd < 0) {
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: cannot create a file in %s: %s",
+                        path, dir, g_strerror(errno));
+            g_clear_pointer(&writer->tmp_path, g_free);
+            return NULL;
+        }
     }
     writer->file = g_unix_output_stream_new(fd, TRUE);
     if (g_str_has_suffix(path, ".gz")) {
@@ -640,7 +664,7 @@ fsim_trace_writer_close(FsimTraceWriter *writer, GError **error)
 
     ok = !writer->failed && g_output_stream_close(writer->out, NULL, &local_error) &&
          g_output_stream_close(writer->file, NULL, &local_error);
-    if (ok && g_rename(writer->tmp_path, writer->path) != 0) {
+    if (ok && writer->tmp_path != NULL && g_rename(writer->tmp_path, writer->path) != 0) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: %s", writer->path, g_strerror(errno));
         fsim_trace_writer_abort(writer);
         return FALSE;
