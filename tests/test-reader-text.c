@@ -4,6 +4,9 @@
  * of bad files that must fail with a known code on a known line (json-glib style); the writer's
  * round trip, gzip included; and the writer never leaving a partial file behind.
  */
+/* symlink() */
+#define _XOPEN_SOURCE 700
+
 #include <glib.h>
 #include <glib/gstdio.h>
 
