@@ -19,6 +19,7 @@ static const FsimCommand commands[] = {
     {"convert", "convert a trace to fragsim's text format", fsim_cmd_convert},
     {"policies", "list the allocator policies and their knobs", fsim_cmd_policies},
     {"devices", "list the device presets", fsim_cmd_devices},
+    {"validate", "check the PyTorch allocator model against a recorded snapshot", fsim_cmd_validate},
     {"cuda", "run policies on a real GPU, replay natively, calibrate the device model", fsim_cmd_cuda},
     {"synth", "write a synthetic trace: training steps, an inference server, random", fsim_cmd_synth},
     {"estimate", "closed-form training memory of a model, and whether it fits a GPU", fsim_cmd_estimate},

@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fragsim validate SNAPSHOT [--json]
+ *
+ * Replays a recorded trace through PyTorch's allocator model (`caching`, or `expandable` when the
+ * snapshot says expandable_segments) and checks every recorded allocation address and driver call
+ * against the model (validate.h, docs/validate.md).  Exit status 4 when anything diverges.
+ */
+#include <glib.h>
+
+#include "fragsim/validate.h"
+
+#include "cli.h"
+
+static void
+json_add_side(JsonBuilder *builder, const char *name, const FsimValidateSide *side,
+              gboolean recorded)
+{
+    json_builder_set_member_name(builder, name);
+    if (!side->present) {
+        json_builder_add_null_value(builder);
+        return;
+    }
+    json_builder_begin_object(builder);
+    if (recorded) {
+        json_builder_set_member_name(builder, "index");
+        json_builder_add_int_value(builder, (gint64)side->index);
+    }
+    json_builder_set_member_name(builder, "addr");
+    json_builder_add_int_value(builder, (gint64)side->addr);
+    json_builder_set_member_name(builder, "size");
+    json_builder_add_int_value(builder, (gint64)side->size);
+    json_builder_end_object(builder);
+}
+
+static void
+validate_print_json(const FsimValidateReport *report)
+{
+    g_autoptr(JsonBuilder) builder = json_builder_new();
+
+    json_builder_begin_object(builder);
+    json_builder_set_member_name(builder, "trace");
+    json_builder_add_string_value(builder, report->path);
+    json_builder_set_member_name(builder, "exact");
+    json_builder_add_boolean_value(builder, report->exact);
+    json_builder_set_member_name(builder, "devices");
+    json_builder_begin_array(builder);
+    for (guint i = 0; i < report->devices->len; i++) {
+        const FsimValidateDevice *d = &g_array_index(report->devices, FsimValidateDevice, i);
+        const FsimDivergence *div = &d->first_divergence;
+
+        json_builder_begin_object(builder);
+        json_builder_set_member_name(builder, "device");
+        json_builder_add_int_value(builder, d->device);
+        json_builder_set_member_name(builder, "policy");
+        json_builder_add_string_value(builder, d->policy);
+        json_builder_set_member_name(builder, "exact");
+        json_builder_add_boolean_value(builder, d->exact);
+        /* the kinds of DESIGN.md; OOMs show in `exact` and `first_divergence` */
+        for (int k = FSIM_VALIDATE_ALLOC; k <= FSIM_VALIDATE_SEGMENT_UNMAP; k++) {
+            json_builder_set_member_name(builder, fsim_validate_kind_name((FsimValidateKind)k));
+            json_builder_begin_object(builder);
+            json_builder_set_member_name(builder, "matched");
+            json_builder_add_int_value(builder, (gint64)d->counts[k].matched);
+            json_builder_set_member_name(builder, "total");
+            json_builder_add_int_value(builder, (gint64)d->counts[k].total);
+            json_builder_end_object(builder);
+        }
+        json_builder_set_member_name(builder, "first_divergence");
+        if (!div->found) {
+            json_builder_add_null_value(builder);
+        } else {
+            json_builder_begin_object(builder);
+            json_builder_set_member_name(builder, "event_index");
+            json_builder_add_int_value(builder, (gint64)div->event_index);
+            json_builder_set_member_name(builder, "kind");
+            json_builder_add_string_value(builder, fsim_validate_kind_action(div->kind));
+            json_add_side(builder, "recorded", &div->recorded, TRUE);
+            json_add_side(builder, "model", &div->model, FALSE);
+            json_builder_end_object(builder);
+        }
+        json_builder_end_object(builder);
+    }
+    json_builder_end_array(builder);
+    json_builder_end_object(builder);
+    fsim_cli_print_json(json_builder_get_root(builder));
+}
+
+/* One side of a divergence: for allocs the recorded size is the request, the model's the block. */
+static char *
+side_text(const FsimValidateSide *side, FsimValidateKind kind, gboolean recorded)
+{
+    g_autofree char *size = NULL;
+
+    if (!side->present)
+        return g_strdup("nothing");
+    size = fsim_format_size(side->size);
+    if (kind == FSIM_VALIDATE_OOM)
+        return g_strdup_printf("OOM for %" G_GUINT64_FORMAT " bytes (%s)", side->size, size);
+    return g_strdup_printf("0x%" G_GINT64_MODIFIER "x, %s%" G_GUINT64_FORMAT " bytes (%s)",
+                           side->addr,
+                           kind != FSIM_VALIDATE_ALLOC ? ""
+                           : recorded                  ? "request of "
+                                                       : "block of ",
+                           side->size, size);
+}
+
+static void
+validate_print_text(const FsimValidateReport *report)
+{
+    static const char *const headers[] = {"device",         "policy",        "allocs",
+                                          "segment_allocs", "segment_frees", "segment_maps",
+                                          "segment_unmaps", "ooms",          "result"};
+    g_autoptr(FsimTable) table = fsim_table_new(G_N_ELEMENTS(headers), headers);
+
+    g_print("%s: %s\n", report->path,
+            report->devices->len == 0 ? "nothing to replay"
+            : report->exact           ? "exact: the model did everything PyTorch did"
+                                      : "DIVERGED");
+    if (report->devices->len == 0)
+        return;
+    for (guint i = 0; i < report->devices->len; i++) {
+        const FsimValidateDevice *d = &g_array_index(report->devices, FsimValidateDevice, i);
+
+        fsim_table_addf(table, "%u", d->device);
+        fsim_table_add(table, d->policy);
+        for (int k = 0; k < FSIM_VALIDATE_KIND_COUNT; k++)
+            fsim_table_addf(table, "%" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT, d->counts[k].matched,
+                            d->counts[k].total);
+        fsim_table_add(table, d->exact ? "exact" : "diverged");
+    }
+    fsim_table_print(table);
+    for (guint i = 0; i < report->devices->len; i++) {
+        const FsimValidateDevice *d = &g_array_index(report->devices, FsimValidateDevice, i);
+        const FsimDivergence *div = &d->first_divergence;
+        g_autofree char *capacity = fsim_format_size(d->capacity_bytes);
+
+        g_print("device %u: %s%s%s on %s (%s)\n", d->device, d->policy,
+                *d->alloc_conf != '\0' ? " with " : "", d->alloc_conf, capacity,
+                d->capacity_from_oom ? "reserved at the first OOM + the free memory it reported"
+                                     : "the peak of the recorded reserved memory");
+        if (div->found) {
+            g_autofree char *recorded = side_text(&div->recorded, div->kind, TRUE);
+            g_autofree char *model = side_text(&div->model, div->kind, FALSE);
+            g_autofree char *entry =
+                div->recorded.present
+                    ? g_strdup_printf(" (entry %" G_GUINT64_FORMAT ")", div->recorded.index)
+                    : g_strdup("");
+
+            g_print("  first divergence at event %" G_GUINT64_FORMAT ": %s\n"
+                    "    recorded%s: %s\n    model: %s\n",
+                    div->event_index, fsim_validate_kind_action(div->kind), entry, recorded, model);
+        }
+    }
+}
+
+int
+fsim_cmd_validate(int argc, char **argv)
+{
+    gboolean json = FALSE;
+    GOptionEntry entries[] = {
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) context = g_option_context_new(
+        "SNAPSHOT - check the PyTorch allocator model against a recorded trace");
+    g_autoptr(FsimValidateReport) report = NULL;
+    GError *error = NULL;
+
+    g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_set_description(
+        context,
+        "Replays the snapshot through 'caching' (or 'expandable' when its allocator settings\n"
+        "say expandable_segments) from the state at trace start, with each new segment at the\n"
+        "address the driver gave it, and checks every alloc address, segment_alloc,\n"
+        "segment_free, segment_map, segment_unmap and oom.\n"
+        "Exit status: 0 exact, 1 bad input, 2 usage error, 4 divergence.");
+    if (!fsim_cli_parse(context, "validate", &argc, &argv))
+        return FSIM_EXIT_USAGE;
+    if (argc != 2)
+        return fsim_cli_usage_error("validate", argc < 2 ? "missing the SNAPSHOT argument"
+                                                         : "expected exactly one SNAPSHOT");
+    report = fsim_validate_file(argv[1], &error);
+    if (report == NULL)
+        return fsim_cli_fail("validate", error);
+    if (json)
+        validate_print_json(report);
+    else
+        validate_print_text(report);
+    return report->exact ? FSIM_EXIT_OK : FSIM_EXIT_DIVERGED;
+}

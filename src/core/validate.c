@@ -1,0 +1,482 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The validator: replays a recorded trace through the PyTorch allocator model and compares every
+ * recorded decision with the model's.  See validate.h for what is compared and how outcomes are
+ * attributed to input events; docs/validate.md has the user's view.
+ *
+ * One engine per device, fed event by event.  Before each event the device is told the address of
+ * the first segment_alloc / segment_map recorded for it, so a new cudaMalloc'd segment or a new
+ * expandable reservation (whose first page is mapped at its start) lands where the driver put it;
+ * the hint is withdrawn after the event, so it can never leak to a later one.  The model's driver
+ * calls reach the validator through the engine's device_call observer, its OOMs through `oom`, its
+ * blocks through `alloc`.
+ */
+#include "fragsim/validate.h"
+
+#include <glib.h>
+
+#include <string.h>
+
+#include "fragsim/engine.h"
+
+#include "policies/alloc-conf.h"
+#include "policies/pytorch.h"
+
+/* clang-format off */
+static const struct {
+    const char *name;
+    const char *action;
+} kinds[FSIM_VALIDATE_KIND_COUNT] = {
+    [FSIM_VALIDATE_ALLOC] = {"allocs", "alloc"},
+    [FSIM_VALIDATE_SEGMENT_ALLOC] = {"segment_allocs", "segment_alloc"},
+    [FSIM_VALIDATE_SEGMENT_FREE] = {"segment_frees", "segment_free"},
+    [FSIM_VALIDATE_SEGMENT_MAP] = {"segment_maps", "segment_map"},
+    [FSIM_VALIDATE_SEGMENT_UNMAP] = {"segment_unmaps", "segment_unmap"},
+    [FSIM_VALIDATE_OOM] = {"ooms", "oom"},
+};
+/* clang-format on */
+
+const char *
+fsim_validate_kind_name(FsimValidateKind kind)
+{
+    return (unsigned)kind < FSIM_VALIDATE_KIND_COUNT ? kinds[kind].name : "?";
+}
+
+const char *
+fsim_validate_kind_action(FsimValidateKind kind)
+{
+    return (unsigned)kind < FSIM_VALIDATE_KIND_COUNT ? kinds[kind].action : "?";
+}
+
+/* Ids of the allocations replayed for `oom` entries: far above any reader's. */
+#define SYNTHETIC_ID_BASE (G_MAXUINT64 - ((uint64_t)1 << 32))
+
+typedef struct {
+    FsimValidateKind kind;
+    uint64_t index; /* recorded entries only */
+    FsimAddr addr;
+    uint64_t size;
+} Item;
+
+typedef struct {
+    FsimEngine *engine;
+    const FsimAllocConf *conf;
+    GArray *model; /* of Item: what the model did during the current event */
+    gboolean allocated;
+    FsimBlock block;
+    FsimValidateDevice *out;
+} Validator;
+
+static FsimValidateKind
+kind_of_outcome(FsimOutcomeKind kind)
+{
+    switch (kind) {
+    case FSIM_OUTCOME_SEGMENT_ALLOC:
+        return FSIM_VALIDATE_SEGMENT_ALLOC;
+    case FSIM_OUTCOME_SEGMENT_FREE:
+        return FSIM_VALIDATE_SEGMENT_FREE;
+    case FSIM_OUTCOME_SEGMENT_MAP:
+        return FSIM_VALIDATE_SEGMENT_MAP;
+    case FSIM_OUTCOME_SEGMENT_UNMAP:
+        return FSIM_VALIDATE_SEGMENT_UNMAP;
+    case FSIM_OUTCOME_OOM:
+    default:
+        return FSIM_VALIDATE_OOM;
+    }
+}
+
+/* ---- observers ------------------------------------------------------------------------------- */
+
+static void
+on_device_call(gpointer data, const FsimEngine *engine, FsimDeviceCall call, FsimAddr addr,
+               uint64_t size)
+{
+    Validator *v = data;
+    Item item = {.addr = addr, .size = size};
+
+    (void)engine;
+    switch (call) {
+    case FSIM_CALL_MEM_ALLOC:
+        item.kind = FSIM_VALIDATE_SEGMENT_ALLOC;
+        break;
+    case FSIM_CALL_MEM_FREE:
+        item.kind = FSIM_VALIDATE_SEGMENT_FREE;
+        break;
+    case FSIM_CALL_MAP:
+        item.kind = FSIM_VALIDATE_SEGMENT_MAP;
+        break;
+    case FSIM_CALL_UNMAP:
+        item.kind = FSIM_VALIDATE_SEGMENT_UNMAP;
+        break;
+    default:
+        return; /* address reservations leave no trace entry */
+    }
+    g_array_append_val(v->model, item);
+}
+
+static void
+on_alloc(gpointer data, const FsimEngine *engine, const FsimEvent *ev, uint64_t id,
+         const FsimBlock *block, uint64_t requested)
+{
+    Validator *v = data;
+
+    (void)engine;
+    (void)id;
+    (void)requested;
+    if (ev == NULL)
+        return; /* a seeded block */
+    v->allocated = TRUE;
+    v->block = *block;
+}
+
+static void
+on_oom(gpointer data, const FsimEngine *engine, const FsimOomRecord *oom)
+{
+    Validator *v = data;
+    /* PyTorch records the rounded request */
+    Item item = {.kind = FSIM_VALIDATE_OOM, .size = fsim_pytorch_round_size(v->conf, oom->size)};
+
+    (void)engine;
+    g_array_append_val(v->model, item);
+}
+
+static const FsimObserver validator_observer = {
+    .alloc = on_alloc,
+    .oom = on_oom,
+    .device_call = on_device_call,
+};
+
+/* ---- comparison ------------------------------------------------------------------------------ */
+
+static void
+diverge(Validator *v, uint64_t event_index, FsimValidateKind kind, const Item *recorded,
+        const Item *model)
+{
+    FsimDivergence *d = &v->out->first_divergence;
+
+    v->out->exact = FALSE;
+    if (d->found)
+        return;
+    d->found = TRUE;
+    d->event_index = event_index;
+    d->kind = kind;
+    if (recorded != NULL) {
+        d->recorded.present = TRUE;
+        d->recorded.index = recorded->index;
+        d->recorded.addr = recorded->addr;
+        d->recorded.size = recorded->size;
+    }
+    if (model != NULL) {
+        d->model.present = TRUE;
+        d->model.addr = model->addr;
+        d->model.size = model->size;
+    }
+}
+
+static gboolean
+items_equal(const Item *a, const Item *b)
+{
+    return a->addr == b->addr && a->size == b->size;
+}
+
+/* Compare what the trace recorded for one event with what the model did, kind by kind, in order. */
+static void
+compare_outcomes(Validator *v, uint64_t event_index, const FsimOutcome *recorded, gsize n_recorded)
+{
+    for (int k = FSIM_VALIDATE_SEGMENT_ALLOC; k < FSIM_VALIDATE_KIND_COUNT; k++) {
+        g_autoptr(GArray) rec = g_array_new(FALSE, FALSE, sizeof(Item));
+        g_autoptr(GArray) mod = g_array_new(FALSE, FALSE, sizeof(Item));
+
+        for (gsize i = 0; i < n_recorded; i++) {
+            Item item = {.kind = kind_of_outcome(recorded[i].kind),
+                         .index = recorded[i].index,
+                         .addr = recorded[i].kind == FSIM_OUTCOME_OOM ? 0 : recorded[i].addr,
+                         .size = recorded[i].size};
+
+            if ((int)item.kind == k)
+                g_array_append_val(rec, item);
+        }
+        for (guint i = 0; i < v->model->len; i++) {
+            const Item *item = &g_array_index(v->model, Item, i);
+
+            if ((int)item->kind == k)
+                g_array_append_val(mod, *item);
+        }
+        v->out->counts[k].total += rec->len;
+        for (guint i = 0; i < MAX(rec->len, mod->len); i++) {
+            const Item *r = i < rec->len ? &g_array_index(rec, Item, i) : NULL;
+            const Item *m = i < mod->len ? &g_array_index(mod, Item, i) : NULL;
+
+            if (r != NULL && m != NULL && items_equal(r, m))
+                v->out->counts[k].matched++;
+            else
+                diverge(v, event_index, (FsimValidateKind)k, r, m);
+        }
+    }
+}
+
+/* The recorded outcomes that belong to @ev, from *cursor on (validate.h says which). */
+static gsize
+outcome_window(const FsimEvent *ev, const FsimOutcome *outcomes, gsize n, gsize cursor)
+{
+    gsize end = cursor;
+
+    if (ev->kind == FSIM_EV_EMPTY_CACHE && (ev->flags & FSIM_EVF_INFERRED) != 0) {
+        while (end < n && outcomes[end].index < ev->index)
+            end++;
+        /* the burst of releases starting at the event's own index */
+        while (end < n && outcomes[end].index == ev->index + (end - cursor) &&
+               (outcomes[end].kind == FSIM_OUTCOME_SEGMENT_FREE ||
+                outcomes[end].kind == FSIM_OUTCOME_SEGMENT_UNMAP))
+            end++;
+        return end;
+    }
+    if (ev->kind != FSIM_EV_ALLOC && ev->kind != FSIM_EV_EMPTY_CACHE)
+        return end; /* frees and marks never allocate or release device memory */
+    while (end < n && outcomes[end].index <= ev->index)
+        end++;
+    return end;
+}
+
+/* Replay one event and compare. */
+static gboolean
+validate_event(Validator *v, const FsimEvent *ev, const FsimOutcome *outcomes, gsize n,
+               gsize *cursor, GError **error)
+{
+    FsimDevice *device = fsim_engine_device(v->engine);
+    gsize end = outcome_window(ev, outcomes, n, *cursor);
+    gboolean ok;
+
+    fsim_device_clear_next_address(device);
+    for (gsize i = *cursor; i < end; i++) {
+        if (outcomes[i].kind == FSIM_OUTCOME_SEGMENT_ALLOC ||
+            outcomes[i].kind == FSIM_OUTCOME_SEGMENT_MAP) {
+            fsim_device_set_next_address(device, outcomes[i].addr);
+            break;
+        }
+    }
+    g_array_set_size(v->model, 0);
+    v->allocated = FALSE;
+    ok = fsim_engine_process(v->engine, ev, error);
+    fsim_device_clear_next_address(device);
+    if (!ok)
+        return FALSE;
+    v->out->events++;
+    if (ev->kind == FSIM_EV_ALLOC && ev->addr != 0) {
+        Item recorded = {
+            .kind = FSIM_VALIDATE_ALLOC, .index = ev->index, .addr = ev->addr, .size = ev->size};
+        Item model = {.kind = FSIM_VALIDATE_ALLOC, .addr = v->block.addr, .size = v->block.size};
+
+        v->out->counts[FSIM_VALIDATE_ALLOC].total++;
+        if (v->allocated && v->block.addr == ev->addr)
+            v->out->counts[FSIM_VALIDATE_ALLOC].matched++;
+        else
+            diverge(v, ev->index, FSIM_VALIDATE_ALLOC, &recorded, v->allocated ? &model : NULL);
+    }
+    compare_outcomes(v, ev->index, outcomes + *cursor, end - *cursor);
+    *cursor = end;
+    return TRUE;
+}
+
+/* ---- the device the model runs on ------------------------------------------------------------ */
+
+/* The capacity: the recorded reserved bytes at the first OOM plus what PyTorch saw free there,
+ * else the peak of the recorded reserved bytes (0 when nothing is known). */
+static uint64_t
+recorded_capacity(const FsimInitialState *state, const FsimOutcome *outcomes, gsize n,
+                  gboolean *from_oom)
+{
+    uint64_t reserved = 0;
+    uint64_t peak;
+
+    for (gsize i = 0; state != NULL && i < state->n_segments; i++)
+        reserved += state->segments[i].size;
+    peak = reserved;
+    *from_oom = FALSE;
+    for (gsize i = 0; i < n; i++) {
+        switch (outcomes[i].kind) {
+        case FSIM_OUTCOME_SEGMENT_ALLOC:
+        case FSIM_OUTCOME_SEGMENT_MAP:
+            reserved += outcomes[i].size;
+            break;
+        case FSIM_OUTCOME_SEGMENT_FREE:
+        case FSIM_OUTCOME_SEGMENT_UNMAP:
+            reserved -= MIN(reserved, outcomes[i].size);
+            break;
+        case FSIM_OUTCOME_OOM:
+        default:
+            *from_oom = TRUE;
+            return reserved + outcomes[i].device_free;
+        }
+        peak = MAX(peak, reserved);
+    }
+    return peak;
+}
+
+static gboolean
+validate_spec(uint64_t capacity, FsimDeviceSpec *spec, GError **error)
+{
+    g_autofree char *text = NULL;
+
+    if (capacity == 0)
+        return fsim_device_spec_parse(FSIM_DEVICE_DEFAULT, spec, error);
+    capacity = MAX(capacity, 2 * FSIM_MiB);
+    text = g_strdup_printf("%" G_GUINT64_FORMAT, capacity);
+    if (!fsim_device_spec_parse(text, spec, error))
+        return FALSE;
+    g_strlcpy(spec->name, "recorded", sizeof(spec->name));
+    g_snprintf(spec->description, sizeof(spec->description),
+               "the recording GPU, as far as the trace tells (%" G_GUINT64_FORMAT " bytes)",
+               capacity);
+    return TRUE;
+}
+
+/* ---- one device ------------------------------------------------------------------------------ */
+
+static gboolean
+validate_device(FsimTrace *trace, uint32_t device, FsimValidateDevice *out, GError **error)
+{
+    const char *alloc_conf = fsim_trace_alloc_conf(trace);
+    const FsimInitialState *state = fsim_trace_initial_state(trace, device);
+    gsize n_outcomes = 0;
+    const FsimOutcome *outcomes = fsim_trace_outcomes(trace, device, &n_outcomes);
+    g_autoptr(GKeyFile) config = g_key_file_new();
+    g_autoptr(GError) local_error = NULL;
+    g_autoptr(FsimEngine) engine = NULL;
+    g_autoptr(FsimTraceStream) stream = NULL;
+    g_autoptr(GArray) model = g_array_new(FALSE, FALSE, sizeof(Item));
+    g_autoptr(GArray) ooms = g_array_new(FALSE, FALSE, sizeof(gsize));
+    FsimAllocConf conf;
+    FsimRunConfig run;
+    Validator v = {.model = model, .out = out};
+    FsimEvent ev;
+    FsimTime time = 0;
+    gsize cursor = 0;
+    guint next_oom = 0;
+    uint64_t next_id = SYNTHETIC_ID_BASE;
+
+    out->device = device;
+    out->exact = TRUE;
+    fsim_alloc_conf_init(&conf);
+    if (!fsim_alloc_conf_parse(&conf, alloc_conf, &local_error) ||
+        !fsim_alloc_conf_apply(config, alloc_conf, &local_error)) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_UNSUPPORTED,
+                    "%s: the recorded allocator settings are not understood: %s",
+                    fsim_trace_path(trace), local_error->message);
+        return FALSE;
+    }
+    out->policy = g_strdup(conf.expandable_segments ? "expandable" : "caching");
+    out->alloc_conf = fsim_alloc_conf_to_string(&conf);
+    fsim_run_config_init(&run);
+    run.policy = out->policy;
+    run.config = config;
+    run.initial_state = state;
+    out->capacity_bytes = recorded_capacity(state, outcomes, n_outcomes, &out->capacity_from_oom);
+    if (!validate_spec(out->capacity_bytes, &run.device, error))
+        return FALSE;
+    out->capacity_bytes = run.device.capacity_bytes;
+    engine = fsim_engine_new(&run, error);
+    if (engine == NULL)
+        return FALSE;
+    v.engine = engine;
+    v.conf = fsim_pytorch_conf(fsim_engine_policy(engine));
+    fsim_engine_add_observer(engine, &validator_observer, &v);
+    if (!fsim_engine_start(engine, error)) {
+        g_prefix_error(error, "%s: device %u: ", fsim_trace_path(trace), device);
+        return FALSE;
+    }
+    for (gsize i = 0; i < n_outcomes; i++) {
+        if (outcomes[i].kind == FSIM_OUTCOME_OOM)
+            g_array_append_val(ooms, i);
+    }
+    stream = fsim_trace_stream_open(trace, device, error);
+    if (stream == NULL)
+        return FALSE;
+    for (;;) {
+        gboolean more = fsim_trace_stream_next(stream, &ev, &local_error);
+
+        if (!more && local_error != NULL) {
+            g_propagate_error(error, g_steal_pointer(&local_error));
+            return FALSE;
+        }
+        /* The allocations that failed: replayed where their `oom` entries are. */
+        while (next_oom < ooms->len) {
+            const FsimOutcome *oom = &outcomes[g_array_index(ooms, gsize, next_oom)];
+            FsimEvent failed = {.time = time,
+                                .index = oom->index,
+                                .id = next_id++,
+                                .size = oom->size,
+                                .stream = oom->stream,
+                                .device = device,
+                                .kind = FSIM_EV_ALLOC};
+
+            if (more && oom->index > ev.index)
+                break;
+            next_oom++;
+            if (more && oom->index == ev.index && ev.kind == FSIM_EV_ALLOC)
+                break; /* the reader made an event of it: nothing to add */
+            if (!validate_event(&v, &failed, outcomes, n_outcomes, &cursor, error))
+                return FALSE;
+        }
+        if (!more)
+            break;
+        time = ev.time;
+        if (!validate_event(&v, &ev, outcomes, n_outcomes, &cursor, error))
+            return FALSE;
+    }
+    /* Recorded outcomes no event explains (none in a well-formed trace). */
+    if (cursor < n_outcomes) {
+        g_array_set_size(v.model, 0);
+        compare_outcomes(&v, outcomes[cursor].index, outcomes + cursor, n_outcomes - cursor);
+    }
+    return fsim_engine_finish(engine, error);
+}
+
+void
+fsim_validate_report_free(FsimValidateReport *report)
+{
+    if (report == NULL)
+        return;
+    for (guint i = 0; i < report->devices->len; i++) {
+        FsimValidateDevice *device = &g_array_index(report->devices, FsimValidateDevice, i);
+
+        g_free(device->policy);
+        g_free(device->alloc_conf);
+    }
+    g_array_unref(report->devices);
+    g_free(report->path);
+    g_free(report);
+}
+
+FsimValidateReport *
+fsim_validate_trace(FsimTrace *trace, GError **error)
+{
+    g_autoptr(FsimValidateReport) report = g_new0(FsimValidateReport, 1);
+    gsize n_devices;
+    const uint32_t *devices = fsim_trace_devices(trace, &n_devices);
+
+    g_return_val_if_fail(trace != NULL, NULL);
+    report->path = g_strdup(fsim_trace_path(trace));
+    report->devices = g_array_new(FALSE, TRUE, sizeof(FsimValidateDevice));
+    report->exact = TRUE;
+    for (gsize d = 0; d < n_devices; d++) {
+        FsimValidateDevice *device;
+
+        g_array_set_size(report->devices, report->devices->len + 1);
+        device = &g_array_index(report->devices, FsimValidateDevice, report->devices->len - 1);
+        if (!validate_device(trace, devices[d], device, error))
+            return NULL;
+        report->exact &= device->exact;
+    }
+    return g_steal_pointer(&report);
+}
+
+FsimValidateReport *
+fsim_validate_file(const char *path, GError **error)
+{
+    g_autoptr(FsimTrace) trace = fsim_trace_open(path, error);
+
+    if (trace == NULL)
+        return NULL;
+    return fsim_validate_trace(trace, error);
+}
