@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "policies/alloc-conf.h"
 #include "replay-outputs.h"
 
 typedef struct {
@@ -103,9 +104,41 @@ replay_policies(const char *list, GError **error)
     return g_steal_pointer(&names);
 }
 
-/* Replay one device of the trace through every run in @runs (those of that device). */
+/* Whether the recorded release burst that starts at entry @index (an empty_cache the reader
+ * inferred) is followed at once by a segment allocation: the signature of PyTorch's retry after a
+ * failed cudaMalloc, which a policy on another device does on its own if it needs to.  A burst
+ * followed by anything else can only be an explicit torch.cuda.empty_cache(). */
 static gboolean
-replay_device(FsimTrace *trace, uint32_t device, GPtrArray *runs, GError **error)
+release_is_retry(const FsimOutcome *outcomes, gsize n, uint64_t index)
+{
+    gsize lo = 0;
+    gsize hi = n;
+
+    while (lo < hi) {
+        gsize mid = lo + (hi - lo) / 2;
+
+        if (outcomes[mid].index < index)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    while (lo < n && outcomes[lo].index == index &&
+           (outcomes[lo].kind == FSIM_OUTCOME_SEGMENT_FREE ||
+            outcomes[lo].kind == FSIM_OUTCOME_SEGMENT_UNMAP)) {
+        lo++;
+        index++;
+    }
+    return lo < n && outcomes[lo].index == index &&
+           (outcomes[lo].kind == FSIM_OUTCOME_SEGMENT_ALLOC ||
+            outcomes[lo].kind == FSIM_OUTCOME_SEGMENT_MAP);
+}
+
+/* Replay one device of the trace through every run in @runs (those of that device).  Empty_cache
+ * events the reader inferred from recorded release bursts run, except those that look like
+ * PyTorch's retry before an OOM (release_is_retry()) unless @inferred_releases. */
+static gboolean
+replay_device(FsimTrace *trace, uint32_t device, GPtrArray *runs, gboolean inferred_releases,
+              GError **error)
 {
     g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, device, error);
     g_autoptr(FsimProgress) progress = NULL;
@@ -114,12 +147,18 @@ replay_device(FsimTrace *trace, uint32_t device, GPtrArray *runs, GError **error
     FsimEvent ev;
     uint64_t count = 0;
     guint active = runs->len;
+    const FsimOutcome *outcomes;
+    gsize n_outcomes = 0;
 
     if (stream == NULL)
         return FALSE;
     label = g_strdup_printf("replay device %u", device);
     progress = fsim_progress_new(label, 0);
+    outcomes = fsim_trace_outcomes(trace, device, &n_outcomes);
     while (active > 0 && fsim_trace_stream_next(stream, &ev, &local_error)) {
+        if (ev.kind == FSIM_EV_EMPTY_CACHE && (ev.flags & FSIM_EVF_INFERRED) != 0 &&
+            !inferred_releases && release_is_retry(outcomes, n_outcomes, ev.index))
+            continue;
         for (guint i = 0; i < runs->len; i++) {
             Run *run = g_ptr_array_index(runs, i);
             g_autoptr(GError) run_error = NULL;
@@ -278,6 +317,8 @@ fsim_cmd_replay(int argc, char **argv)
     g_autofree char *policy_list = NULL;
     g_autofree char *device_name = NULL;
     g_auto(GStrv) sets = NULL;
+    g_autofree char *alloc_conf = NULL;
+    gboolean inferred_releases = FALSE;
     gint trace_device = -1;
     gboolean json = FALSE;
     gboolean fail_on_oom = FALSE;
@@ -290,6 +331,10 @@ fsim_cmd_replay(int argc, char **argv)
          "DEVICE"},
         {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Set a policy knob (repeatable)",
          "POLICY.KEY=VALUE"},
+        {"alloc-conf", 'c', 0, G_OPTION_ARG_STRING, &alloc_conf,
+         "PYTORCH_CUDA_ALLOC_CONF for caching and expandable (before --set)", "STRING"},
+        {"inferred-releases", 0, 0, G_OPTION_ARG_NONE, &inferred_releases,
+         "Also replay recorded releases that look like PyTorch's retry before an OOM", NULL},
         {"trace-device", 0, 0, G_OPTION_ARG_INT, &trace_device,
          "Replay only this device of a multi-GPU trace (default: every device with events)", "N"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
@@ -325,6 +370,8 @@ fsim_cmd_replay(int argc, char **argv)
                                                        : "expected exactly one TRACE");
     if (!fsim_device_spec_parse(device_name != NULL ? device_name : FSIM_DEVICE_DEFAULT, &spec,
                                 &error))
+        return fsim_cli_fail("replay", error);
+    if (alloc_conf != NULL && !fsim_alloc_conf_apply(config, alloc_conf, &error))
         return fsim_cli_fail("replay", error);
     for (gsize i = 0; sets != NULL && sets[i] != NULL; i++) {
         if (!replay_parse_set(config, sets[i], &error))
@@ -375,7 +422,7 @@ fsim_cmd_replay(int argc, char **argv)
                 return fsim_cli_fail("replay", error);
             g_ptr_array_add(device_runs, run);
         }
-        if (!replay_device(trace, devices[d], device_runs, &error))
+        if (!replay_device(trace, devices[d], device_runs, inferred_releases, &error))
             return fsim_cli_fail("replay", error);
     }
     for (guint i = 0; i < runs->len; i++) {
