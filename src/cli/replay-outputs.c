@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fragsim/memviz.h"
 #include "fragsim/store.h"
 
 typedef struct {
@@ -24,12 +25,14 @@ struct FsimReplayOutputs {
     /* options */
     char *db_path;
     gint samples;
+    char *export_path;
 
-    GOptionEntry entries[3];
+    GOptionEntry entries[4];
     FsimTrace *trace; /* borrowed */
     GKeyFile *config; /* borrowed */
     FsimStore *store;
     GArray *runs; /* OutputRun */
+    FsimMemvizExport *exporter;
 };
 
 static void
@@ -49,6 +52,10 @@ fsim_replay_outputs_new(void)
          "Append the runs to this results database (created if missing)", "FILE"},
         {"samples", 0, 0, G_OPTION_ARG_INT, &outputs->samples,
          "Samples kept per run in the database (default 10000; peaks are always exact)", "N"},
+        {"export-snapshot", 0, 0, G_OPTION_ARG_FILENAME, &outputs->export_path,
+         "Write the run as a PyTorch memory snapshot for pytorch.org/memory_viz (one policy, one "
+         "trace device)",
+         "FILE"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
 
@@ -64,10 +71,13 @@ fsim_replay_outputs_free(FsimReplayOutputs *outputs)
 {
     if (outputs == NULL)
         return;
-    /* Runs first: unfinished ones are marked failed through the still open store. */
+    /* Runs first: unfinished ones are marked failed through the still open store.  An
+     * unfinished export removes its temporary file. */
+    g_clear_pointer(&outputs->exporter, fsim_memviz_export_free);
     g_clear_pointer(&outputs->runs, g_array_unref);
     g_clear_pointer(&outputs->store, fsim_store_close);
     g_free(outputs->db_path);
+    g_free(outputs->export_path);
     g_free(outputs);
 }
 
@@ -83,15 +93,21 @@ fsim_replay_outputs_open(FsimReplayOutputs *outputs, FsimTrace *trace, GKeyFile 
 {
     FsimStoreOptions options = {0};
     const char *max_pages = g_getenv("FRAGSIM_DB_MAX_PAGES");
+    gsize n_devices;
 
-    (void)n_policies;
-    (void)trace_device;
     outputs->trace = trace;
     outputs->config = config;
     if (outputs->samples < 0 || (outputs->samples != 0 && outputs->db_path == NULL)) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
                     outputs->samples < 0 ? "--samples must be positive"
                                          : "--samples needs --db FILE");
+        return FALSE;
+    }
+    (void)fsim_trace_devices(trace, &n_devices);
+    if (outputs->export_path != NULL && (n_policies != 1 || (trace_device < 0 && n_devices != 1))) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                    "--export-snapshot writes one run: name one policy with -p%s",
+                    trace_device < 0 && n_devices > 1 ? " and one device with --trace-device" : "");
         return FALSE;
     }
     if (outputs->db_path == NULL)
@@ -163,6 +179,13 @@ fsim_replay_outputs_attach(FsimReplayOutputs *outputs, FsimEngine *engine, uint3
             return FALSE;
     }
     g_array_append_val(outputs->runs, run);
+    if (outputs->export_path != NULL) {
+        g_return_val_if_fail(outputs->exporter == NULL, FALSE);
+        outputs->exporter =
+            fsim_memviz_export_new(outputs->export_path, engine, trace_device, error);
+        if (outputs->exporter == NULL)
+            return FALSE;
+    }
     return TRUE;
 }
 
@@ -184,6 +207,16 @@ fsim_replay_outputs_finish(FsimReplayOutputs *outputs, gboolean json, GError **e
         if (first == 0)
             first = fsim_store_run_id(run->run);
         last = fsim_store_run_id(run->run);
+    }
+    if (outputs->exporter != NULL) {
+        if (!fsim_memviz_export_finish(outputs->exporter, error))
+            return FALSE;
+        if (json)
+            g_printerr("snapshot written to %s (open it at pytorch.org/memory_viz)\n",
+                       outputs->export_path);
+        else
+            g_print("snapshot written to %s (open it at pytorch.org/memory_viz)\n",
+                    outputs->export_path);
     }
     if (outputs->store != NULL && first != 0) {
         const char *path = fsim_store_path(outputs->store);

@@ -1,0 +1,747 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A simulated run written as a PyTorch memory snapshot.  See memviz.h for the format.
+ *
+ * The pickle is streamed: the root dict is written with `device_traces` first (a dict's order
+ * means nothing to PyTorch, MemoryViz or fragsim's reader), so trace entries go out as events
+ * happen and memory does not grow with the trace; `segments` and `allocator_settings` follow at
+ * the end, from the final state.
+ *
+ * Ordering entries as PyTorch does.  The engine reports a driver call while the policy serves an
+ * event, before it knows the event's stream, and before the block exists: calls are held back
+ * and written (with the event's stream) just before the `alloc` that caused them, just after the
+ * `free_completed` whose release caused them, or at the end of the event (empty_cache, an OOM).
+ * A free written as `free_requested` immediately followed by its `free_completed` is an ordinary
+ * free; a deferred one (stream-ordered, or --free-delay) has its `free_completed` later.
+ */
+#include "fragsim/memviz.h"
+
+#include <glib.h>
+#include <glib/gstdio.h>
+
+#include <errno.h>
+#include <gio/gunixoutputstream.h>
+#include <string.h>
+
+#include "fragsim/device.h"
+#include "fragsim/policy.h"
+
+#include "readers/pickle.h"
+
+typedef struct {
+    FsimDeviceCall call;
+    FsimAddr addr;
+    uint64_t size;
+} PendingCall;
+
+typedef struct {
+    FsimAddr addr;
+    uint64_t size;
+    uint64_t requested;
+    uint64_t stream;
+    gboolean free_requested; /* written; the memory is not yet reusable */
+} LiveBlock;
+
+typedef struct {
+    FsimAddr start, end;
+    uint64_t stream;
+    gboolean expandable;
+    FsimPool pool;
+} Segment;
+
+/* A block of the final state, from the engine's live table. */
+typedef struct {
+    uint64_t id;
+    FsimAddr addr;
+    uint64_t size;
+    uint64_t requested;
+    gboolean pending;
+} FinalBlock;
+
+struct FsimMemvizExport {
+    char *path;
+    char *tmp_path;
+    GOutputStream *stream;
+    FsimPickleWriter *writer;
+    FsimEngine *engine;
+    uint32_t device_index;
+    gboolean done;
+    GArray *pending;  /* PendingCall */
+    GHashTable *live; /* uint64_t id -> LiveBlock */
+    GTree *segments;  /* cudaMalloc'd segments by start: Segment */
+    GTree *mapped;    /* mapped ranges by start, disjoint and coalesced: Segment */
+    GArray *seeds;    /* Segment: the trace's segments at its start, until checked */
+    gboolean seeds_checked;
+    FsimTime now;
+};
+
+static gint
+addr_compare(gconstpointer a, gconstpointer b, gpointer unused)
+{
+    const FsimAddr *x = a;
+    const FsimAddr *y = b;
+
+    (void)unused;
+    return *x < *y ? -1 : *x > *y ? 1 : 0;
+}
+
+static Segment *
+segment_new(FsimAddr start, FsimAddr end, uint64_t stream, gboolean expandable, FsimPool pool)
+{
+    Segment *s = g_new0(Segment, 1);
+
+    s->start = start;
+    s->end = end;
+    s->stream = stream;
+    s->expandable = expandable;
+    s->pool = pool;
+    return s;
+}
+
+/* Add [start, end) to the mapped ranges, merging with overlapping and adjacent ones. */
+static void
+mapped_add(GTree *mapped, FsimAddr start, FsimAddr end, uint64_t stream, FsimPool pool)
+{
+    GTreeNode *node = g_tree_lower_bound(mapped, &start);
+    GTreeNode *prev = node != NULL ? g_tree_node_previous(node) : g_tree_node_last(mapped);
+    g_autoptr(GPtrArray) absorbed = g_ptr_array_new();
+
+    if (prev != NULL && ((Segment *)g_tree_node_value(prev))->end >= start)
+        g_ptr_array_add(absorbed, g_tree_node_value(prev));
+    for (; node != NULL && ((Segment *)g_tree_node_value(node))->start <= end;
+         node = g_tree_node_next(node))
+        g_ptr_array_add(absorbed, g_tree_node_value(node));
+    for (guint i = 0; i < absorbed->len; i++) {
+        const Segment *s = absorbed->pdata[i];
+
+        start = MIN(start, s->start);
+        end = MAX(end, s->end);
+        if (i == 0) {
+            stream = s->stream;
+            pool = s->pool != FSIM_POOL_UNKNOWN ? s->pool : pool;
+        }
+    }
+    for (guint i = 0; i < absorbed->len; i++) {
+        FsimAddr key = ((Segment *)absorbed->pdata[i])->start;
+
+        g_tree_remove(mapped, &key);
+    }
+    {
+        Segment *s = segment_new(start, end, stream, TRUE, pool);
+
+        g_tree_insert(mapped, &s->start, s);
+    }
+}
+
+/* Remove [start, end) from the mapped ranges, splitting those it cuts. */
+static void
+mapped_remove(GTree *mapped, FsimAddr start, FsimAddr end)
+{
+    GTreeNode *node = g_tree_lower_bound(mapped, &start);
+    GTreeNode *prev = node != NULL ? g_tree_node_previous(node) : g_tree_node_last(mapped);
+    g_autoptr(GArray) hit = g_array_new(FALSE, FALSE, sizeof(Segment));
+
+    if (prev != NULL && ((Segment *)g_tree_node_value(prev))->end > start)
+        g_array_append_val(hit, *(Segment *)g_tree_node_value(prev));
+    for (; node != NULL && ((Segment *)g_tree_node_value(node))->start < end;
+         node = g_tree_node_next(node))
+        g_array_append_val(hit, *(Segment *)g_tree_node_value(node));
+    for (guint i = 0; i < hit->len; i++) {
+        const Segment *s = &g_array_index(hit, Segment, i);
+
+        g_tree_remove(mapped, &s->start);
+        if (s->start < start) {
+            Segment *left = segment_new(s->start, start, s->stream, TRUE, s->pool);
+
+            g_tree_insert(mapped, &left->start, left);
+        }
+        if (s->end > end) {
+            Segment *right = segment_new(end, s->end, s->stream, TRUE, s->pool);
+
+            g_tree_insert(mapped, &right->start, right);
+        }
+    }
+}
+
+/* ---- trace entries ------------------------------------------------------------------------- */
+
+static void
+write_entry(FsimMemvizExport *x, const char *action, gboolean has_addr, FsimAddr addr,
+            uint64_t size, uint64_t stream, gboolean has_device_free, uint64_t device_free)
+{
+    FsimPickleWriter *w = x->writer;
+
+    fsim_pickle_writer_begin_dict(w);
+    fsim_pickle_writer_str(w, "action");
+    fsim_pickle_writer_str(w, action);
+    if (has_addr) {
+        fsim_pickle_writer_str(w, "addr");
+        fsim_pickle_writer_uint(w, addr);
+    }
+    fsim_pickle_writer_str(w, "size");
+    fsim_pickle_writer_uint(w, size);
+    fsim_pickle_writer_str(w, "stream");
+    fsim_pickle_writer_uint(w, stream);
+    if (has_device_free) {
+        fsim_pickle_writer_str(w, "device_free");
+        fsim_pickle_writer_uint(w, device_free);
+    }
+    fsim_pickle_writer_str(w, "time_us");
+    fsim_pickle_writer_uint(w, x->now / 1000);
+    fsim_pickle_writer_str(w, "frames");
+    fsim_pickle_writer_begin_list(w);
+    fsim_pickle_writer_end_list(w);
+    fsim_pickle_writer_end_dict(w);
+}
+
+/* Write the driver calls held back, as segment actions on @stream, and track the segments. */
+static void
+flush_calls(FsimMemvizExport *x, uint64_t stream)
+{
+    for (guint i = 0; i < x->pending->len; i++) {
+        const PendingCall *c = &g_array_index(x->pending, PendingCall, i);
+
+        switch (c->call) {
+        case FSIM_CALL_MEM_ALLOC: {
+            Segment *s = segment_new(c->addr, c->addr + c->size, stream, FALSE, FSIM_POOL_UNKNOWN);
+
+            g_tree_replace(x->segments, &s->start, s);
+            write_entry(x, "segment_alloc", TRUE, c->addr, c->size, stream, FALSE, 0);
+            break;
+        }
+        case FSIM_CALL_MEM_FREE: {
+            FsimAddr key = c->addr;
+
+            g_tree_remove(x->segments, &key);
+            write_entry(x, "segment_free", TRUE, c->addr, c->size, stream, FALSE, 0);
+            break;
+        }
+        case FSIM_CALL_MAP:
+            mapped_add(x->mapped, c->addr, c->addr + c->size, stream, FSIM_POOL_UNKNOWN);
+            write_entry(x, "segment_map", TRUE, c->addr, c->size, stream, FALSE, 0);
+            break;
+        case FSIM_CALL_UNMAP:
+            mapped_remove(x->mapped, c->addr, c->addr + c->size);
+            write_entry(x, "segment_unmap", TRUE, c->addr, c->size, stream, FALSE, 0);
+            break;
+        default:
+            /* Address reservations are no memory and PyTorch does not record them. */
+            break;
+        }
+    }
+    g_array_set_size(x->pending, 0);
+}
+
+static void
+observe_seed_segment(gpointer data, const FsimEngine *engine, const FsimSeedSegment *seed)
+{
+    FsimMemvizExport *x = data;
+    Segment s = {seed->addr, seed->addr + seed->size, seed->stream, seed->expandable, seed->pool};
+
+    (void)engine;
+    g_array_append_val(x->seeds, s);
+}
+
+static gboolean
+seed_covers(const GArray *seeds, FsimAddr start, FsimAddr end)
+{
+    for (guint i = 0; i < seeds->len; i++) {
+        const Segment *s = &g_array_index(seeds, Segment, i);
+
+        if (s->start <= start && end <= s->end)
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/*
+ * Once seeding is over (before anything else is recorded): take the trace's segments at its
+ * start as the memory the policy holds, if the policy placed every block alive then inside them
+ * (policies with a seed operation rebuild the recorded segments, at the recorded addresses when
+ * the device has them free).  Otherwise the policy holds that memory elsewhere, which the device
+ * does not report while seeding; it is then found from the blocks at the end
+ * (finish_uncovered()).
+ */
+static void
+check_seeds(FsimMemvizExport *x)
+{
+    GHashTableIter iter;
+    gpointer value;
+    gboolean all_inside = TRUE;
+
+    const FsimInitialState *state = fsim_engine_config(x->engine)->initial_state;
+
+    if (x->seeds_checked)
+        return;
+    x->seeds_checked = TRUE;
+    /* Blocks freed before the trace began but not yet reusable: their free_requested is not
+     * part of this run, only their free_completed. */
+    for (gsize i = 0; state != NULL && i < state->n_blocks; i++) {
+        LiveBlock *b = g_hash_table_lookup(x->live, &state->blocks[i].id);
+
+        if (b != NULL && state->blocks[i].pending_free)
+            b->free_requested = TRUE;
+    }
+    g_hash_table_iter_init(&iter, x->live);
+    while (all_inside && g_hash_table_iter_next(&iter, NULL, &value)) {
+        const LiveBlock *b = value;
+
+        all_inside = seed_covers(x->seeds, b->addr, b->addr + b->size);
+    }
+    if (!all_inside || fsim_engine_policy(x->engine)->ops->seed == NULL) {
+        if (x->seeds->len > 0)
+            g_debug("memviz: the policy did not keep the trace's initial segments");
+        g_array_set_size(x->seeds, 0);
+        return;
+    }
+    for (guint i = 0; i < x->seeds->len; i++) {
+        const Segment *s = &g_array_index(x->seeds, Segment, i);
+
+        if (s->expandable) {
+            mapped_add(x->mapped, s->start, s->end, s->stream, s->pool);
+        } else {
+            Segment *copy = g_memdup2(s, sizeof(*s));
+
+            g_tree_replace(x->segments, &copy->start, copy);
+        }
+    }
+    g_array_set_size(x->seeds, 0);
+}
+
+static void
+observe_device_call(gpointer data, const FsimEngine *engine, FsimDeviceCall call, FsimAddr addr,
+                    uint64_t size)
+{
+    FsimMemvizExport *x = data;
+    PendingCall c = {call, addr, size};
+
+    if (x->done)
+        return;
+    check_seeds(x);
+    /* A cudaMalloc holds whole pages: the segment is as large as the memory it takes. */
+    if (call == FSIM_CALL_MEM_ALLOC || call == FSIM_CALL_MEM_FREE)
+        c.size = fsim_device_round(fsim_engine_device(engine), size);
+    x->now = fsim_engine_counters(engine)->now;
+    g_array_append_val(x->pending, c);
+}
+
+static void
+observe_alloc(gpointer data, const FsimEngine *engine, const FsimEvent *ev, uint64_t id,
+              const FsimBlock *block, uint64_t requested)
+{
+    FsimMemvizExport *x = data;
+    LiveBlock *live = g_new0(LiveBlock, 1);
+    uint64_t *key = g_new(uint64_t, 1);
+
+    (void)engine;
+    if (x->done) {
+        g_free(live);
+        g_free(key);
+        return;
+    }
+    if (ev != NULL)
+        check_seeds(x);
+    live->addr = block->addr;
+    live->size = block->size;
+    live->requested = requested;
+    live->stream = ev != NULL ? ev->stream : 0;
+    *key = id;
+    g_hash_table_replace(x->live, key, live);
+    /* A seeded block (ev NULL) predates the trace: it is in the final state only. */
+    if (ev == NULL)
+        return;
+    x->now = ev->time;
+    flush_calls(x, ev->stream);
+    write_entry(x, "alloc", TRUE, block->addr, requested, ev->stream, FALSE, 0);
+}
+
+static void
+observe_release(gpointer data, const FsimEngine *engine, uint64_t id, const FsimBlock *block,
+                uint64_t requested)
+{
+    FsimMemvizExport *x = data;
+    LiveBlock *live;
+
+    if (x->done)
+        return;
+    check_seeds(x);
+    x->now = fsim_engine_counters(engine)->now;
+    live = g_hash_table_lookup(x->live, &id);
+    if (live == NULL)
+        return;
+    if (!live->free_requested)
+        write_entry(x, "free_requested", TRUE, block->addr, requested, live->stream, FALSE, 0);
+    write_entry(x, "free_completed", TRUE, block->addr, requested, live->stream, FALSE, 0);
+    flush_calls(x, live->stream);
+    g_hash_table_remove(x->live, &id);
+}
+
+static void
+observe_oom(gpointer data, const FsimEngine *engine, const FsimOomRecord *oom)
+{
+    FsimMemvizExport *x = data;
+
+    (void)engine;
+    if (x->done)
+        return;
+    check_seeds(x);
+    x->now = oom->time;
+    /* What the policy released trying to make room comes first, as in PyTorch. */
+    flush_calls(x, oom->stream);
+    write_entry(x, "oom", FALSE, 0, oom->size, oom->stream, TRUE, oom->device_free_bytes);
+}
+
+static void
+observe_event(gpointer data, const FsimEngine *engine, const FsimEvent *ev)
+{
+    FsimMemvizExport *x = data;
+
+    (void)engine;
+    if (x->done)
+        return;
+    check_seeds(x);
+    x->now = ev->time;
+    if (ev->kind == FSIM_EV_FREE) {
+        /* Not released at once (deferred): the program's free comes now, the completion later.
+         * A free released at once was written by observe_release(). */
+        LiveBlock *live = g_hash_table_lookup(x->live, &ev->id);
+
+        if (live != NULL && !live->free_requested) {
+            live->free_requested = TRUE;
+            write_entry(x, "free_requested", TRUE, live->addr, live->requested, live->stream, FALSE,
+                        0);
+        }
+    }
+    flush_calls(x, ev->stream);
+}
+
+static const FsimObserver memviz_observer = {
+    .event = observe_event,
+    .alloc = observe_alloc,
+    .release = observe_release,
+    .oom = observe_oom,
+    .device_call = observe_device_call,
+    .seed_segment = observe_seed_segment,
+};
+
+/* ---- lifecycle ----------------------------------------------------------------------------- */
+
+FsimMemvizExport *
+fsim_memviz_export_new(const char *path, FsimEngine *engine, uint32_t device_index, GError **error)
+{
+    g_autoptr(FsimMemvizExport) x = NULL;
+    int fd;
+
+    g_return_val_if_fail(path != NULL && engine != NULL, NULL);
+    x = g_new0(FsimMemvizExport, 1);
+    x->path = g_strdup(path);
+    x->tmp_path = g_strdup_printf("%s.tmp-XXXXXX", path);
+    fd = g_mkstemp(x->tmp_path);
+    if (fd < 0) {
+        int saved = errno;
+
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: cannot create the snapshot: %s", path,
+                    g_strerror(saved));
+        g_clear_pointer(&x->tmp_path, g_free);
+        return NULL;
+    }
+    x->stream = g_unix_output_stream_new(fd, TRUE);
+    x->writer = fsim_pickle_writer_new(x->stream);
+    x->engine = engine;
+    x->device_index = device_index;
+    x->pending = g_array_new(FALSE, FALSE, sizeof(PendingCall));
+    x->live = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+    x->segments = g_tree_new_full(addr_compare, NULL, NULL, g_free);
+    x->mapped = g_tree_new_full(addr_compare, NULL, NULL, g_free);
+    x->seeds = g_array_new(FALSE, FALSE, sizeof(Segment));
+    fsim_pickle_writer_begin_dict(x->writer);
+    fsim_pickle_writer_str(x->writer, "device_traces");
+    fsim_pickle_writer_begin_list(x->writer);
+    for (uint32_t d = 0; d < device_index; d++) {
+        fsim_pickle_writer_begin_list(x->writer);
+        fsim_pickle_writer_end_list(x->writer);
+    }
+    fsim_pickle_writer_begin_list(x->writer);
+    fsim_engine_add_observer(engine, &memviz_observer, x);
+    return g_steal_pointer(&x);
+}
+
+const char *
+fsim_memviz_export_path(const FsimMemvizExport *exporter)
+{
+    return exporter->path;
+}
+
+/* Whether [start, end) lies inside one segment of @tree. */
+static gboolean
+covered_by(GTree *tree, FsimAddr start, FsimAddr end)
+{
+    FsimAddr key = start + 1;
+    GTreeNode *node = g_tree_lower_bound(tree, &key);
+    GTreeNode *prev = node != NULL ? g_tree_node_previous(node) : g_tree_node_last(tree);
+    const Segment *s = prev != NULL ? g_tree_node_value(prev) : NULL;
+
+    return s != NULL && s->start <= start && end <= s->end;
+}
+
+/*
+ * Blocks alive at trace start that a policy without a seed operation placed in memory taken
+ * while seeding (which the device does not report): their pages are memory held since before
+ * the trace.  They are added as mapped ranges, rounded to the device's pages and coalesced, so
+ * that every block is in a segment and the snapshot reads back with the same initial state.
+ */
+static void
+finish_uncovered(FsimMemvizExport *x, GArray *blocks)
+{
+    const FsimDevice *device = fsim_engine_device(x->engine);
+    uint64_t page = device->spec.granularity;
+
+    for (guint i = 0; i < blocks->len; i++) {
+        const FinalBlock *b = &g_array_index(blocks, FinalBlock, i);
+        const LiveBlock *live = g_hash_table_lookup(x->live, &b->id);
+
+        if (covered_by(x->segments, b->addr, b->addr + b->size) ||
+            covered_by(x->mapped, b->addr, b->addr + b->size))
+            continue;
+        g_debug("memviz: block 0x%" G_GINT64_MODIFIER "x (%" G_GUINT64_FORMAT
+                " bytes) is in no segment the device reported",
+                b->addr, b->size);
+        mapped_add(x->mapped, b->addr / page * page, (b->addr + b->size + page - 1) / page * page,
+                   live != NULL ? live->stream : 0, FSIM_POOL_UNKNOWN);
+    }
+}
+
+static gboolean
+collect_segment(gpointer key, gpointer value, gpointer data)
+{
+    (void)key;
+    g_ptr_array_add(data, value);
+    return FALSE;
+}
+
+static gint
+segment_by_start(gconstpointer a, gconstpointer b)
+{
+    const Segment *x = *(const Segment *const *)a;
+    const Segment *y = *(const Segment *const *)b;
+
+    return x->start < y->start ? -1 : x->start > y->start ? 1 : 0;
+}
+
+static void
+collect_block(gpointer data, uint64_t id, const FsimBlock *block, uint64_t requested,
+              uint64_t stream)
+{
+    gpointer *state = data;
+    GArray *blocks = state[0];
+    GHashTable *live = state[1];
+    const LiveBlock *info = g_hash_table_lookup(live, &id);
+    FinalBlock b = {id, block->addr, block->size, requested, info != NULL && info->free_requested};
+
+    (void)stream;
+    g_array_append_val(blocks, b);
+}
+
+static void
+write_block(FsimPickleWriter *w, FsimAddr addr, uint64_t size, uint64_t requested,
+            const char *state)
+{
+    fsim_pickle_writer_begin_dict(w);
+    fsim_pickle_writer_str(w, "address");
+    fsim_pickle_writer_uint(w, addr);
+    fsim_pickle_writer_str(w, "size");
+    fsim_pickle_writer_uint(w, size);
+    fsim_pickle_writer_str(w, "requested_size");
+    fsim_pickle_writer_uint(w, requested);
+    fsim_pickle_writer_str(w, "state");
+    fsim_pickle_writer_str(w, state);
+    fsim_pickle_writer_str(w, "frames");
+    fsim_pickle_writer_begin_list(w);
+    fsim_pickle_writer_end_list(w);
+    fsim_pickle_writer_end_dict(w);
+}
+
+/*
+ * PyTorch's pool of a segment whose pool the simulation does not say: small-pool segments are
+ * 2 MiB cudaMallocs, and expandable small-pool ranges are made of 2 MiB pages where large ones
+ * are made of 20 MiB pages.
+ */
+static gboolean
+segment_is_small(const Segment *s)
+{
+    uint64_t size = s->end - s->start;
+
+    if (s->pool != FSIM_POOL_UNKNOWN)
+        return s->pool == FSIM_POOL_SMALL;
+    if (s->expandable)
+        return size % (20 * FSIM_MiB) != 0;
+    return size <= 2 * FSIM_MiB;
+}
+
+/* One segment with its blocks; @next is the first block not yet placed (blocks by address). */
+static void
+write_segment(FsimMemvizExport *x, const Segment *s, GArray *blocks, guint *next)
+{
+    FsimPickleWriter *w = x->writer;
+    uint64_t allocated = 0, active = 0, requested = 0;
+    guint first = *next, last;
+    FsimAddr cursor = s->start;
+
+    while (*next < blocks->len && g_array_index(blocks, FinalBlock, *next).addr < s->end) {
+        const FinalBlock *b = &g_array_index(blocks, FinalBlock, *next);
+
+        if (!b->pending)
+            allocated += b->size;
+        active += b->size;
+        requested += b->requested;
+        (*next)++;
+    }
+    last = *next;
+    fsim_pickle_writer_begin_dict(w);
+    fsim_pickle_writer_str(w, "device");
+    fsim_pickle_writer_uint(w, x->device_index);
+    fsim_pickle_writer_str(w, "address");
+    fsim_pickle_writer_uint(w, s->start);
+    fsim_pickle_writer_str(w, "total_size");
+    fsim_pickle_writer_uint(w, s->end - s->start);
+    fsim_pickle_writer_str(w, "allocated_size");
+    fsim_pickle_writer_uint(w, allocated);
+    fsim_pickle_writer_str(w, "active_size");
+    fsim_pickle_writer_uint(w, active);
+    fsim_pickle_writer_str(w, "requested_size");
+    fsim_pickle_writer_uint(w, requested);
+    fsim_pickle_writer_str(w, "stream");
+    fsim_pickle_writer_uint(w, s->stream);
+    fsim_pickle_writer_str(w, "segment_type");
+    fsim_pickle_writer_str(w, segment_is_small(s) ? "small" : "large");
+    fsim_pickle_writer_str(w, "segment_pool_id");
+    fsim_pickle_writer_begin_tuple(w);
+    fsim_pickle_writer_int(w, 0);
+    fsim_pickle_writer_int(w, 0);
+    fsim_pickle_writer_end_tuple(w);
+    fsim_pickle_writer_str(w, "is_expandable");
+    fsim_pickle_writer_bool(w, s->expandable);
+    fsim_pickle_writer_str(w, "frames");
+    fsim_pickle_writer_begin_list(w);
+    fsim_pickle_writer_end_list(w);
+    fsim_pickle_writer_str(w, "blocks");
+    fsim_pickle_writer_begin_list(w);
+    for (guint i = first; i < last; i++) {
+        const FinalBlock *b = &g_array_index(blocks, FinalBlock, i);
+        FsimAddr start = MAX(b->addr, s->start);
+
+        if (start > cursor)
+            write_block(w, cursor, start - cursor, 0, "inactive");
+        write_block(w, b->addr, b->size, b->requested,
+                    b->pending ? "active_pending_free" : "active_allocated");
+        cursor = MAX(cursor, b->addr + b->size);
+    }
+    if (cursor < s->end)
+        write_block(w, cursor, s->end - cursor, 0, "inactive");
+    fsim_pickle_writer_end_list(w);
+    fsim_pickle_writer_end_dict(w);
+}
+
+static void
+write_settings(FsimMemvizExport *x)
+{
+    FsimPickleWriter *w = x->writer;
+    const FsimRunConfig *config = fsim_engine_config(x->engine);
+    const char *policy = fsim_engine_policy(x->engine)->ops->name;
+
+    fsim_pickle_writer_begin_dict(w);
+    fsim_pickle_writer_str(w, "PYTORCH_CUDA_ALLOC_CONF");
+    fsim_pickle_writer_str(w, strcmp(policy, "expandable") == 0 ? "expandable_segments:True" : "");
+    fsim_pickle_writer_str(w, "max_split_size");
+    fsim_pickle_writer_int(w, -1);
+    fsim_pickle_writer_str(w, "garbage_collection_threshold");
+    fsim_pickle_writer_double(w, 0.0);
+    fsim_pickle_writer_str(w, "expandable_segments");
+    fsim_pickle_writer_bool(w, strcmp(policy, "expandable") == 0);
+    fsim_pickle_writer_str(w, "fragsim_policy");
+    fsim_pickle_writer_str(w, policy);
+    fsim_pickle_writer_str(w, "fragsim_device");
+    fsim_pickle_writer_str(w, config->device.name);
+    fsim_pickle_writer_end_dict(w);
+}
+
+static void
+remove_tmp(FsimMemvizExport *x)
+{
+    if (x->tmp_path != NULL) {
+        (void)g_unlink(x->tmp_path);
+        g_clear_pointer(&x->tmp_path, g_free);
+    }
+}
+
+gboolean
+fsim_memviz_export_finish(FsimMemvizExport *x, GError **error)
+{
+    g_autoptr(GPtrArray) segments = g_ptr_array_new();
+    g_autoptr(GArray) blocks = g_array_new(FALSE, FALSE, sizeof(FinalBlock));
+    g_autoptr(GError) local_error = NULL;
+    gpointer state[2] = {blocks, x->live};
+    guint next = 0;
+
+    g_return_val_if_fail(x != NULL && !x->done, FALSE);
+    check_seeds(x);
+    x->done = TRUE;
+    flush_calls(x, 0);
+    fsim_pickle_writer_end_list(x->writer); /* this device's entries */
+    fsim_pickle_writer_end_list(x->writer); /* device_traces */
+    fsim_engine_foreach_live(x->engine, collect_block, state);
+    finish_uncovered(x, blocks);
+    g_tree_foreach(x->segments, collect_segment, segments);
+    g_tree_foreach(x->mapped, collect_segment, segments);
+    g_ptr_array_sort(segments, segment_by_start);
+    fsim_pickle_writer_str(x->writer, "segments");
+    fsim_pickle_writer_begin_list(x->writer);
+    for (guint i = 0; i < segments->len; i++) {
+        const Segment *s = segments->pdata[i];
+
+        /* Blocks below this segment belong to none (never the case with the built-in
+         * policies): they are left out rather than put in the wrong segment. */
+        while (next < blocks->len && g_array_index(blocks, FinalBlock, next).addr < s->start) {
+            g_debug("memviz: block at 0x%" G_GINT64_MODIFIER "x is in no segment",
+                    g_array_index(blocks, FinalBlock, next).addr);
+            next++;
+        }
+        write_segment(x, s, blocks, &next);
+    }
+    fsim_pickle_writer_end_list(x->writer);
+    fsim_pickle_writer_str(x->writer, "allocator_settings");
+    write_settings(x);
+    fsim_pickle_writer_end_dict(x->writer);
+    if (!fsim_pickle_writer_finish(x->writer, &local_error) ||
+        !g_output_stream_close(x->stream, NULL, &local_error) ||
+        g_rename(x->tmp_path, x->path) != 0) {
+        int saved = errno;
+
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: cannot write the snapshot: %s", x->path,
+                    local_error != NULL ? local_error->message : g_strerror(saved));
+        remove_tmp(x);
+        return FALSE;
+    }
+    g_clear_pointer(&x->tmp_path, g_free);
+    return TRUE;
+}
+
+void
+fsim_memviz_export_free(FsimMemvizExport *x)
+{
+    if (x == NULL)
+        return;
+    g_clear_pointer(&x->writer, fsim_pickle_writer_free);
+    if (x->stream != NULL) {
+        (void)g_output_stream_close(x->stream, NULL, NULL);
+        g_clear_object(&x->stream);
+    }
+    remove_tmp(x);
+    g_clear_pointer(&x->pending, g_array_unref);
+    g_clear_pointer(&x->live, g_hash_table_unref);
+    g_clear_pointer(&x->segments, g_tree_unref);
+    g_clear_pointer(&x->mapped, g_tree_unref);
+    g_clear_pointer(&x->seeds, g_array_unref);
+    g_free(x->path);
+    g_free(x);
+}
