@@ -40,13 +40,17 @@ if (CAPACITY ne "-") {
     set arrow 2 from first real(CAPACITY), graph 0 to first real(CAPACITY), graph 1 nohead \
         lw 2 lc rgb "#d62728" front
 }
+# Labels start right of the bar, or of the lines they would cross.
+LABELX = (CAPACITY ne "-" && real(CAPACITY) > LOWER) ? real(CAPACITY) : LOWER
 CAPTITLE = (CAPACITY ne "-") ? sprintf("device capacity: %.3g %s", real(CAPACITY), UNIT) : ""
 plot DATA using (0):1:(0):3:($1 - 0.3):($1 + 0.3):ytic(2) with boxxyerror lc rgb "#c8ccd2" \
          title "lower bound (what the program needs at its peak)", \
      DATA using (0):1:3:4:($1 - 0.3):($1 + 0.3):6 with boxxyerror lc rgb variable notitle, \
      NaN with boxes lc rgb "#7f96b8" title "reserved beyond it (the policy's overhead, in its colour)", \
-     DATA using 4:1:7 with labels left offset 1.5, 0.45 noenhanced notitle, \
-     DATA using 4:1:8 with labels left offset 1.5, -0.6 tc rgb "#d62728" noenhanced notitle, \
+     DATA using ($4 > LABELX ? $4 : LABELX):1:7 with labels left offset 1.5, 0.45 noenhanced \
+         notitle, \
+     DATA using ($4 > LABELX ? $4 : LABELX):1:8 with labels left offset 1.5, -0.6 \
+         tc rgb "#d62728" noenhanced notitle, \
      NaN with lines lw 1.5 dt 2 lc rgb "black" \
          title sprintf("lower bound (peak requested): %.3g %s", LOWER, UNIT), \
      NaN with lines lw 2 lc rgb "#d62728" title CAPTITLE

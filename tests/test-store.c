@@ -249,6 +249,7 @@ test_schema(void)
         g_autoptr(FsimStore) store = fsim_store_open(path, FSIM_STORE_WRITE, NULL, &error);
 
         g_assert_no_error(error);
+        g_assert_nonnull(store);
     }
     {
         g_autoptr(FsimStore) store = fsim_store_open(path, FSIM_STORE_READ, NULL, &error);
@@ -292,6 +293,7 @@ test_schema_new_metric(void)
         g_autoptr(FsimStore) store = fsim_store_open(path, FSIM_STORE_WRITE, NULL, &error);
 
         g_assert_no_error(error);
+        g_assert_nonnull(store);
     }
     present = sql_text(path, "SELECT count(*) FROM pragma_table_info('run_metrics') "
                              "WHERE name = 'double_frees'");
@@ -415,6 +417,7 @@ test_open_errors(void)
         FsimStoreRunInfo info = {.trace = "t", .policy = "bestfit", .seed = -1};
 
         g_assert_no_error(error);
+        g_assert_nonnull(writer);
         reader = fsim_store_open(missing, FSIM_STORE_READ, NULL, &error);
         g_assert_no_error(error);
         g_assert_null(fsim_store_attach(reader, engine, &info, &error));
@@ -769,6 +772,7 @@ test_full_disk(void)
         g_autoptr(FsimStore) store = fsim_store_open(path, FSIM_STORE_WRITE, NULL, &error);
 
         g_assert_no_error(error);
+        g_assert_nonnull(store);
     }
     {
         /* The schema fits in a few pages; the run's data does not fit in a few more. */
@@ -945,7 +949,6 @@ test_cli_bad_databases(void)
     g_autofree char *trace = g_build_filename(dir, "small.trace", NULL);
     g_autofree char *notdb = g_build_filename(dir, "notes.db", NULL);
     g_autofree char *fresh = g_build_filename(dir, "fresh.db", NULL);
-    g_autofree char *fresh_wal = g_strconcat(fresh, "-wal", NULL);
     g_autofree char *status = NULL;
     /* A location nobody may write to, not even root. */
     const char *readonly = geteuid() == 0 ? "/proc/fragsim-results.db" : "/fragsim-results.db";

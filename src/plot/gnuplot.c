@@ -737,7 +737,7 @@ plot_compare(Plotter *p, const GroupData *g, GError **error)
         g_autofree char *oom = NULL;
 
         if (lower > 0)
-            value = g_strdup_printf("%s (%+.1f%% over the lower bound)", size,
+            value = g_strdup_printf("%s (%+.1f%% over the trace's lower bound)", size,
                                     100.0 * ((double)m->peak_reserved_bytes - (double)lower) /
                                         (double)lower);
         else

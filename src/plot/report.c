@@ -67,6 +67,7 @@ static const char report_css[] =
     "td.doc{color:var(--muted);font-size:13px}\n"
     ".notice{padding:12px 16px;border-radius:6px;background:#fff7e0;border:1px solid "
     "#f0d58c;margin:22px 0}\n"
+    "p.note{color:var(--muted);font-size:13px;margin:8px 0 0}\n"
     "footer{color:var(--muted);font-size:13px;padding:10px 0 40px}\n"
     "code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:13px;"
     "background:#eef0f3;padding:1px 5px;border-radius:4px}\n"
@@ -327,6 +328,15 @@ write_policy_table(GString *out, const FsimPlotGroup *group)
         g_string_append(out, "</tr>\n");
     }
     g_string_append(out, "</tbody></table>\n");
+    for (guint i = 0; i < group->runs->len; i++) {
+        if (((const FsimStoredRun *)group->runs->pdata[i])->metrics.ooms == 0)
+            continue;
+        g_string_append(out, "<p class=\"note\">For a run with OOMs, the lower bound and the "
+                             "excess over it count only the allocations that succeeded; the "
+                             "comparison plot measures every run against the trace's lower "
+                             "bound.</p>\n");
+        break;
+    }
 }
 
 static void
