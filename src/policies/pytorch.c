@@ -85,18 +85,46 @@ struct Block {
     uint32_t flags;
 };
 
-/* A red-black tree of blocks.  Free blocks are ordered by (size, address), unmapped ones by
- * address. */
+/* A red-black tree of blocks by address: the unmapped blocks of expandable segments. */
 typedef struct {
     Block *root;
     gsize count;
-    gboolean by_size;
 } Tree;
+
+/* The free blocks of one stream in one pool, by (size, address): see "the free-block set". */
+#define FREE_SUBBINS_LOG2 3 /* eight bins per power of two */
+#define FREE_MIN_LOG2     9 /* 512 B: every block is a multiple */
+#define FREE_BINS         ((64 - FREE_MIN_LOG2) << FREE_SUBBINS_LOG2)
+#define FREE_WORDS        ((FREE_BINS + 63) / 64)
+
+typedef struct {
+    uint64_t size;
+    uint64_t addr;
+    Block *block;
+} FreeEntry;
+
+typedef struct {
+    FreeEntry *entries; /* sorted by (size, addr) */
+    uint32_t len;
+    uint32_t capacity;
+} FreeBin;
+
+typedef struct {
+    FreeBin bins[FREE_BINS];
+    uint64_t nonempty[FREE_WORDS]; /* bit b: bins[b] has entries */
+    gsize count;
+} FreeSet;
+
+/* A position in a FreeSet; bin == FREE_BINS past the end. */
+typedef struct {
+    guint bin;
+    guint pos;
+} FreeCursor;
 
 /* The blocks of one stream in one pool. */
 struct StreamSet {
     uint64_t stream;
-    Tree free;     /* pool.blocks restricted to this stream */
+    FreeSet free;  /* pool.blocks restricted to this stream */
     Tree unmapped; /* pool.unmapped restricted to this stream */
 };
 
@@ -162,7 +190,8 @@ typedef struct {
     guint n_segments;
     Block *spare;       /* the slab's free list, linked by @next */
     GPtrArray *slabs;   /* chunks of SLAB_CHUNK blocks */
-    GPtrArray *scratch; /* release_blocks' to-unmap list, kept to avoid an allocation per call */
+    GPtrArray *scratch; /* lists of blocks for the walks that free blocks, kept between calls */
+    GPtrArray *scratch2;
     Stats stats;
 } Pytorch;
 
@@ -214,10 +243,8 @@ block_free(Pytorch *pt, Block *block)
 /* Cormen et al., Introduction to Algorithms, ch. 13, with parent pointers and NULL leaves. */
 
 static inline gboolean
-tree_less(const Tree *tree, const Block *a, const Block *b)
+tree_less(const Block *a, const Block *b)
 {
-    if (tree->by_size && a->size != b->size)
-        return a->size < b->size;
     return a->addr < b->addr;
 }
 
@@ -284,7 +311,7 @@ tree_insert(Tree *tree, Block *z)
     g_assert((z->flags & BLOCK_IN_TREE) == 0);
     while (*link != NULL) {
         parent = *link;
-        link = tree_less(tree, z, parent) ? &parent->left : &parent->right;
+        link = tree_less(z, parent) ? &parent->left : &parent->right;
     }
     z->parent = parent;
     z->left = z->right = NULL;
@@ -341,14 +368,6 @@ tree_min(Block *node)
 {
     while (node->left != NULL)
         node = node->left;
-    return node;
-}
-
-static Block *
-tree_max(Block *node)
-{
-    while (node->right != NULL)
-        node = node->right;
     return node;
 }
 
@@ -475,12 +494,6 @@ tree_first(const Tree *tree)
 }
 
 static Block *
-tree_last(const Tree *tree)
-{
-    return tree->root != NULL ? tree_max(tree->root) : NULL;
-}
-
-static Block *
 tree_next(Block *node)
 {
     Block *parent;
@@ -495,38 +508,241 @@ tree_next(Block *node)
     return parent;
 }
 
-static Block *
-tree_prev(Block *node)
-{
-    Block *parent;
+/* ---- the free-block set --------------------------------------------------------------------- */
+/*
+ * The free blocks of one (pool, stream) in BlockComparatorSize order, (size, address).  A replay
+ * spends most of its time here, so the set is built for the cache rather than as a search tree:
+ * sizes fall into bins, eight per power of two (bin (e - 9) x 8 + k holds sizes in
+ * [2^e + k 2^(e-3), 2^e + (k+1) 2^(e-3))), a bitmap tells the non-empty bins, and each bin is an
+ * array of entries sorted by (size, address) with the key inline.  The smallest block of at least
+ * a size is then one bitmap word and a binary search of a short array away, and an insertion or
+ * an erasure moves a few entries of one bin.  Bins are in size order, so walking them in order is
+ * walking the whole set in order.
+ */
 
-    if (node->left != NULL)
-        return tree_max(node->left);
-    parent = node->parent;
-    while (parent != NULL && node == parent->left) {
-        node = parent;
-        parent = parent->parent;
-    }
-    return parent;
+static inline guint
+free_bin(uint64_t size)
+{
+    guint e =
+        size < ((uint64_t)1 << FREE_MIN_LOG2) ? FREE_MIN_LOG2 : 63u - (guint)__builtin_clzll(size);
+    guint sub = (guint)(size >> (e - FREE_SUBBINS_LOG2)) & ((1u << FREE_SUBBINS_LOG2) - 1);
+
+    if (size < ((uint64_t)1 << FREE_MIN_LOG2))
+        sub = 0;
+    return ((e - FREE_MIN_LOG2) << FREE_SUBBINS_LOG2) | sub;
 }
 
-/* The first free block with size >= @size (address 0 in the key, so the lowest address among
- * equal sizes): std::set::lower_bound with the search key of AllocParams. */
-static Block *
-tree_lower_bound(const Tree *tree, uint64_t size)
+/* The first non-empty bin at or after @bin, FREE_BINS if none. */
+static inline guint
+free_next_bin(const FreeSet *set, guint bin)
 {
-    Block *node = tree->root;
-    Block *best = NULL;
+    guint w = bin >> 6;
+    uint64_t word;
 
-    while (node != NULL) {
-        if (node->size >= size) {
-            best = node;
-            node = node->left;
-        } else {
-            node = node->right;
+    if (bin >= FREE_BINS)
+        return FREE_BINS;
+    word = set->nonempty[w] & (~(uint64_t)0 << (bin & 63));
+    while (word == 0) {
+        if (++w == FREE_WORDS)
+            return FREE_BINS;
+        word = set->nonempty[w];
+    }
+    return (w << 6) + (guint)__builtin_ctzll(word);
+}
+
+/* The last non-empty bin at or before @bin, G_MAXUINT if none. */
+static inline guint
+free_prev_bin(const FreeSet *set, guint bin)
+{
+    guint w = bin >> 6;
+    uint64_t word = set->nonempty[w] & (~(uint64_t)0 >> (63 - (bin & 63)));
+
+    while (word == 0) {
+        if (w == 0)
+            return G_MAXUINT;
+        word = set->nonempty[--w];
+    }
+    return (w << 6) + 63u - (guint)__builtin_clzll(word);
+}
+
+/* The index of the first entry of @bin at or after (size, addr). */
+static inline guint
+free_bin_search(const FreeBin *bin, uint64_t size, uint64_t addr)
+{
+    guint lo = 0;
+    guint hi = bin->len;
+
+    while (lo < hi) {
+        guint mid = (lo + hi) / 2;
+        const FreeEntry *e = &bin->entries[mid];
+
+        if (e->size < size || (e->size == size && e->addr < addr))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void
+freeset_insert(FreeSet *set, Block *block)
+{
+    guint b = free_bin(block->size);
+    FreeBin *bin = &set->bins[b];
+    guint at;
+
+    g_assert((block->flags & BLOCK_IN_TREE) == 0);
+    if (G_UNLIKELY(bin->len == bin->capacity)) {
+        bin->capacity = MAX(8, bin->capacity * 2);
+        bin->entries = g_renew(FreeEntry, bin->entries, bin->capacity);
+    }
+    at = free_bin_search(bin, block->size, block->addr);
+    memmove(&bin->entries[at + 1], &bin->entries[at], (bin->len - at) * sizeof(FreeEntry));
+    bin->entries[at].size = block->size;
+    bin->entries[at].addr = block->addr;
+    bin->entries[at].block = block;
+    bin->len++;
+    set->nonempty[b >> 6] |= (uint64_t)1 << (b & 63);
+    set->count++;
+    block->flags |= BLOCK_IN_TREE;
+}
+
+static void
+freeset_erase_at(FreeSet *set, const FreeCursor *cursor)
+{
+    FreeBin *bin = &set->bins[cursor->bin];
+
+    bin->entries[cursor->pos].block->flags &= ~(uint32_t)BLOCK_IN_TREE;
+    bin->len--;
+    memmove(&bin->entries[cursor->pos], &bin->entries[cursor->pos + 1],
+            (bin->len - cursor->pos) * sizeof(FreeEntry));
+    if (bin->len == 0)
+        set->nonempty[cursor->bin >> 6] &= ~((uint64_t)1 << (cursor->bin & 63));
+    set->count--;
+}
+
+static gboolean
+freeset_find(const FreeSet *set, const Block *block, FreeCursor *cursor)
+{
+    const FreeBin *bin;
+
+    cursor->bin = free_bin(block->size);
+    bin = &set->bins[cursor->bin];
+    cursor->pos = free_bin_search(bin, block->size, block->addr);
+    return cursor->pos < bin->len && bin->entries[cursor->pos].block == block;
+}
+
+static void
+freeset_erase(FreeSet *set, Block *block)
+{
+    FreeCursor cursor;
+    gboolean found = freeset_find(set, block, &cursor);
+
+    g_assert(found);
+    freeset_erase_at(set, &cursor);
+}
+
+static inline Block *
+freeset_at(const FreeSet *set, const FreeCursor *cursor)
+{
+    return cursor->bin < FREE_BINS ? set->bins[cursor->bin].entries[cursor->pos].block : NULL;
+}
+
+/* The first block of size >= @size, the lowest address among equal sizes (std::set::lower_bound
+ * with AllocParams' search key, whose address is 0), or NULL. */
+static Block *
+freeset_lower_bound(const FreeSet *set, uint64_t size, FreeCursor *cursor)
+{
+    guint b = free_bin(size);
+
+    if ((set->nonempty[b >> 6] >> (b & 63)) & 1) {
+        const FreeBin *bin = &set->bins[b];
+        guint pos = free_bin_search(bin, size, 0);
+
+        if (pos < bin->len) {
+            cursor->bin = b;
+            cursor->pos = pos;
+            return bin->entries[pos].block;
         }
     }
-    return best;
+    cursor->bin = free_next_bin(set, b + 1);
+    cursor->pos = 0;
+    return freeset_at(set, cursor);
+}
+
+static Block *
+freeset_first(const FreeSet *set, FreeCursor *cursor)
+{
+    cursor->bin = free_next_bin(set, 0);
+    cursor->pos = 0;
+    return freeset_at(set, cursor);
+}
+
+static Block *
+freeset_last(const FreeSet *set, FreeCursor *cursor)
+{
+    guint b = free_prev_bin(set, FREE_BINS - 1);
+
+    if (b == G_MAXUINT) {
+        cursor->bin = FREE_BINS;
+        return NULL;
+    }
+    cursor->bin = b;
+    cursor->pos = set->bins[b].len - 1;
+    return set->bins[b].entries[cursor->pos].block;
+}
+
+/* Step @cursor to the next block in order (NULL at the end). */
+static Block *
+freeset_next(const FreeSet *set, FreeCursor *cursor)
+{
+    if (cursor->bin >= FREE_BINS)
+        return NULL;
+    if (++cursor->pos >= set->bins[cursor->bin].len) {
+        cursor->bin = free_next_bin(set, cursor->bin + 1);
+        cursor->pos = 0;
+    }
+    return freeset_at(set, cursor);
+}
+
+/* Step @cursor to the previous block in order (NULL before the first). */
+static Block *
+freeset_prev(const FreeSet *set, FreeCursor *cursor)
+{
+    guint b;
+
+    if (cursor->bin >= FREE_BINS)
+        return NULL;
+    if (cursor->pos > 0) {
+        cursor->pos--;
+        return freeset_at(set, cursor);
+    }
+    b = cursor->bin == 0 ? G_MAXUINT : free_prev_bin(set, cursor->bin - 1);
+    if (b == G_MAXUINT) {
+        cursor->bin = FREE_BINS;
+        return NULL;
+    }
+    cursor->bin = b;
+    cursor->pos = set->bins[b].len - 1;
+    return freeset_at(set, cursor);
+}
+
+/* Append every block of @set to @out, in order: loops that free blocks walk such a copy, which
+ * is what PyTorch's walks see too (freeing one block never changes another). */
+static void
+freeset_snapshot(const FreeSet *set, GPtrArray *out)
+{
+    FreeCursor cursor;
+
+    for (Block *b = freeset_first(set, &cursor); b != NULL; b = freeset_next(set, &cursor))
+        g_ptr_array_add(out, b);
+}
+
+static void
+freeset_clear(FreeSet *set)
+{
+    for (guint b = 0; b < FREE_BINS; b++)
+        g_free(set->bins[b].entries);
 }
 
 /* ---- pools and streams ----------------------------------------------------------------------- */
@@ -573,7 +789,6 @@ pool_stream(Pool *pool, uint64_t stream)
             (pool->n_streams - at) * sizeof(StreamSet *));
     set = g_new0(StreamSet, 1);
     set->stream = stream;
-    set->free.by_size = TRUE;
     pool->streams[at] = set;
     pool->n_streams++;
     pool->last = at;
@@ -609,7 +824,7 @@ static void
 pool_insert_free(Block *block)
 {
     block->gc_count_base = block->segment->pool->clock;
-    tree_insert(&block->segment->set->free, block);
+    freeset_insert(&block->segment->set->free, block);
 }
 
 /* ---- segments -------------------------------------------------------------------------------- */
@@ -755,13 +970,14 @@ get_free_block(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t size)
 {
     StreamSet *set;
     Block *block;
+    FreeCursor cursor;
 
     if (G_UNLIKELY(pt->gc_active))
         pool->clock++;
     set = pool_find(pool, stream);
     if (set == NULL)
         return NULL;
-    block = tree_lower_bound(&set->free, size);
+    block = freeset_lower_bound(&set->free, size, &cursor);
     if (block == NULL)
         return NULL;
     if (block_expandable(block)) {
@@ -769,17 +985,19 @@ get_free_block(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t size)
             /* Best fit by the size a block can expand to: the frontier block, which can grow
              * over the whole unmapped rest of the reservation, comes after every block that
              * fits as it is. */
-            Block *next = tree_next(block);
+            FreeCursor ahead = cursor;
+            Block *next = freeset_next(&set->free, &ahead);
 
             while (block_expandable(block) && next != NULL &&
                    expandable_size(next) < expandable_size(block)) {
                 block = next;
-                next = tree_next(next);
+                cursor = ahead;
+                next = freeset_next(&set->free, &ahead);
             }
         } else {
             /* Expandable segments were switched off: only ordinary blocks qualify. */
             do
-                block = tree_next(block);
+                block = freeset_next(&set->free, &cursor);
             while (block != NULL && block_expandable(block));
             if (block == NULL)
                 return NULL;
@@ -791,7 +1009,7 @@ get_free_block(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t size)
         return NULL;
     if (size >= pt->conf.max_split_size && block->size >= size + pt->conf.max_non_split_rounding)
         return NULL;
-    tree_erase(&set->free, block);
+    freeset_erase_at(&set->free, &cursor);
     return block;
 }
 
@@ -804,7 +1022,10 @@ try_merge(Pytorch *pt, Block *dst, Block *src)
 
     if (src == NULL || block_allocated(src) || block_unmapped(src) != block_unmapped(dst))
         return 0;
-    tree_erase(block_unmapped(src) ? &src->segment->set->unmapped : &src->segment->set->free, src);
+    if (block_unmapped(src))
+        tree_erase(&src->segment->set->unmapped, src);
+    else
+        freeset_erase(&src->segment->set->free, src);
     if (dst->prev == src) {
         dst->addr = src->addr;
         dst->prev = src->prev;
@@ -832,7 +1053,7 @@ release_block(Pytorch *pt, Block *block)
 
     g_assert(!segment->expandable && !block_is_split(block) && !block_allocated(block));
     pt->stats.num_device_free++;
-    tree_erase(&segment->set->free, block);
+    freeset_erase(&segment->set->free, block);
     fsim_device_mem_free(pt->base.device, block->addr, block->size);
     pt->total_allocated_memory -= block->size;
     fsim_counter_add(&pt->stats.segment, -1);
@@ -857,7 +1078,7 @@ unmap_block(Pytorch *pt, Block *block)
     if (begin >= end)
         return;
     bytes = end - begin;
-    tree_erase(&segment->set->free, block);
+    freeset_erase(&segment->set->free, block);
     if (begin > block->addr) {
         Block *before = block_new(pt);
 
@@ -908,21 +1129,20 @@ release_expandable_segment(Pytorch *pt, Block *block)
 static void
 release_blocks(Pytorch *pt, Pool *pool)
 {
-    GPtrArray *to_unmap = pt->scratch;
+    GPtrArray *blocks = pt->scratch;
+    GPtrArray *to_unmap = pt->scratch2;
 
+    g_ptr_array_set_size(blocks, 0);
     g_ptr_array_set_size(to_unmap, 0);
-    for (guint s = 0; s < pool->n_streams; s++) {
-        Block *block = tree_first(&pool->streams[s]->free);
+    for (guint s = 0; s < pool->n_streams; s++)
+        freeset_snapshot(&pool->streams[s]->free, blocks);
+    for (guint i = 0; i < blocks->len; i++) {
+        Block *block = g_ptr_array_index(blocks, i);
 
-        while (block != NULL) {
-            Block *next = tree_next(block);
-
-            if (block_expandable(block))
-                g_ptr_array_add(to_unmap, block);
-            else if (!block_is_split(block))
-                release_block(pt, block);
-            block = next;
-        }
+        if (block_expandable(block))
+            g_ptr_array_add(to_unmap, block);
+        else if (!block_is_split(block))
+            release_block(pt, block);
     }
     for (guint i = 0; i < to_unmap->len; i++) {
         Block *block = g_ptr_array_index(to_unmap, i);
@@ -931,6 +1151,7 @@ release_blocks(Pytorch *pt, Pool *pool)
         if (!block_is_split(block))
             release_expandable_segment(pt, block);
     }
+    g_ptr_array_set_size(blocks, 0);
     g_ptr_array_set_size(to_unmap, 0);
 }
 
@@ -959,8 +1180,10 @@ release_available_cached_blocks(Pytorch *pt, Pool *pool, uint64_t stream, uint64
 {
     uint64_t max_split = pt->conf.max_split_size;
     uint64_t key = MAX(size, max_split);
+    GPtrArray *candidates = pt->scratch;
     StreamSet *set;
     Block *block;
+    FreeCursor cursor;
     uint64_t released = 0;
 
     if (max_split == G_MAXUINT64)
@@ -968,21 +1191,24 @@ release_available_cached_blocks(Pytorch *pt, Pool *pool, uint64_t stream, uint64
     set = pool_find(pool, stream);
     if (set == NULL)
         return FALSE;
-    block = tree_lower_bound(&set->free, key);
+    block = freeset_lower_bound(&set->free, key, &cursor);
     if (block != NULL && releasable(block)) {
         release_block(pt, block);
         return TRUE;
     }
-    block = block != NULL ? tree_prev(block) : tree_last(&set->free);
-    while (block != NULL && released < key && block->size >= max_split) {
-        Block *prev = tree_prev(block);
-
+    /* Largest first, down to max_split_size, until enough is freed. */
+    g_ptr_array_set_size(candidates, 0);
+    block = block != NULL ? freeset_prev(&set->free, &cursor) : freeset_last(&set->free, &cursor);
+    for (; block != NULL && block->size >= max_split; block = freeset_prev(&set->free, &cursor))
+        g_ptr_array_add(candidates, block);
+    for (guint i = 0; i < candidates->len && released < key; i++) {
+        block = g_ptr_array_index(candidates, i);
         if (releasable(block)) {
             released += block->size;
             release_block(pt, block);
         }
-        block = prev;
     }
+    g_ptr_array_set_size(candidates, 0);
     return released >= key;
 }
 
@@ -1000,6 +1226,7 @@ static void
 garbage_collect(Pytorch *pt)
 {
     Pool *pool = &pt->large;
+    GPtrArray *blocks = pt->scratch;
     uint64_t threshold =
         (uint64_t)(pt->conf.garbage_collection_threshold * (double)pt->allowed_memory_maximum);
     uint64_t target;
@@ -1012,7 +1239,10 @@ garbage_collect(Pytorch *pt)
         return;
     target = pt->total_allocated_memory - threshold;
     for (guint s = 0; s < pool->n_streams; s++) {
-        for (Block *b = tree_first(&pool->streams[s]->free); b != NULL; b = tree_next(b)) {
+        const FreeSet *set = &pool->streams[s]->free;
+        FreeCursor cursor;
+
+        for (Block *b = freeset_first(set, &cursor); b != NULL; b = freeset_next(set, &cursor)) {
             if (!block_is_split(b)) {
                 total_age += gc_age(b);
                 freeable++;
@@ -1023,23 +1253,22 @@ garbage_collect(Pytorch *pt)
         double age_threshold = (double)total_age / (double)freeable;
 
         freed = FALSE;
-        for (guint s = 0; s < pool->n_streams; s++) {
-            Block *b = tree_first(&pool->streams[s]->free);
+        g_ptr_array_set_size(blocks, 0);
+        for (guint s = 0; s < pool->n_streams; s++)
+            freeset_snapshot(&pool->streams[s]->free, blocks);
+        for (guint i = 0; i < blocks->len; i++) {
+            Block *b = g_ptr_array_index(blocks, i);
 
-            while (b != NULL) {
-                Block *next = tree_next(b);
-
-                if (releasable(b) && (double)gc_age(b) >= age_threshold) {
-                    freed = TRUE;
-                    reclaimed += b->size;
-                    total_age -= gc_age(b);
-                    freeable--;
-                    release_block(pt, b);
-                }
-                b = next;
+            if (releasable(b) && (double)gc_age(b) >= age_threshold) {
+                freed = TRUE;
+                reclaimed += b->size;
+                total_age -= gc_age(b);
+                freeable--;
+                release_block(pt, b);
             }
         }
     }
+    g_ptr_array_set_size(blocks, 0);
 }
 
 /* ---- expandable segments --------------------------------------------------------------------- */
@@ -1142,7 +1371,7 @@ try_allocate_expandable_block(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t
             return NULL;
         candidate = next;
     }
-    tree_erase(&candidate->segment->set->free, candidate);
+    freeset_erase(&candidate->segment->set->free, candidate);
     return candidate;
 }
 
@@ -1373,14 +1602,17 @@ fsim_pytorch_create(const FsimPolicyOps *ops, FsimDevice *device, GKeyFile *conf
     pt->small.small = TRUE;
     pt->slabs = g_ptr_array_new_with_free_func(g_free);
     pt->scratch = g_ptr_array_new();
+    pt->scratch2 = g_ptr_array_new();
     return &pt->base;
 }
 
 static void
 pool_clear(Pool *pool)
 {
-    for (guint s = 0; s < pool->n_streams; s++)
+    for (guint s = 0; s < pool->n_streams; s++) {
+        freeset_clear(&pool->streams[s]->free);
         g_free(pool->streams[s]);
+    }
     g_free(pool->streams);
 }
 
@@ -1396,6 +1628,7 @@ fsim_pytorch_destroy(FsimPolicy *self)
     pool_clear(&pt->large);
     g_ptr_array_unref(pt->slabs);
     g_ptr_array_unref(pt->scratch);
+    g_ptr_array_unref(pt->scratch2);
     g_free(pt);
 }
 
@@ -1422,7 +1655,8 @@ pool_largest_free(const Pool *pool)
     uint64_t largest = 0;
 
     for (guint s = 0; s < pool->n_streams; s++) {
-        const Block *last = tree_last(&pool->streams[s]->free);
+        FreeCursor cursor;
+        const Block *last = freeset_last(&pool->streams[s]->free, &cursor);
 
         if (last != NULL && last->size > largest)
             largest = last->size;
@@ -1810,8 +2044,7 @@ check_subtree(const Tree *tree, const Block *node, const Block *parent, const Bl
         return 1;
     if (node->parent != parent || (node->flags & BLOCK_IN_TREE) == 0)
         return -1;
-    if ((low != NULL && !tree_less(tree, low, node)) ||
-        (high != NULL && !tree_less(tree, node, high)))
+    if ((low != NULL && !tree_less(low, node)) || (high != NULL && !tree_less(node, high)))
         return -1;
     if (is_red(node) && (is_red(node->left) || is_red(node->right)))
         return -1;
@@ -1823,11 +2056,49 @@ check_subtree(const Tree *tree, const Block *node, const Block *parent, const Bl
 }
 
 static gboolean
-check_tree(const Tree *tree, const char *what, uint64_t stream, GError **error)
+check_tree(const Tree *tree, uint64_t stream, GError **error)
 {
     if (is_red(tree->root) || check_subtree(tree, tree->root, NULL, NULL, NULL) < 0)
-        return check_fail(error, "the %s tree of stream %" G_GUINT64_FORMAT " is broken", what,
+        return check_fail(error, "the unmapped tree of stream %" G_GUINT64_FORMAT " is broken",
                           stream);
+    return TRUE;
+}
+
+/* Bins in order, entries sorted and in the right bin, keys equal to their blocks', the bitmap
+ * and the count right. */
+static gboolean
+check_freeset(const FreeSet *set, uint64_t stream, GError **error)
+{
+    gsize count = 0;
+    const FreeEntry *previous = NULL;
+
+    for (guint b = 0; b < FREE_BINS; b++) {
+        const FreeBin *bin = &set->bins[b];
+        gboolean marked = (set->nonempty[b >> 6] >> (b & 63)) & 1;
+
+        if (marked != (bin->len > 0))
+            return check_fail(error, "stream %" G_GUINT64_FORMAT ": bin %u: bitmap is wrong",
+                              stream, b);
+        for (guint i = 0; i < bin->len; i++) {
+            const FreeEntry *e = &bin->entries[i];
+
+            if (e->block->size != e->size || e->block->addr != e->addr || free_bin(e->size) != b ||
+                (e->block->flags & BLOCK_IN_TREE) == 0 ||
+                (previous != NULL && (previous->size > e->size ||
+                                      (previous->size == e->size && previous->addr >= e->addr))))
+                return check_fail(error,
+                                  "stream %" G_GUINT64_FORMAT ": free block 0x%" G_GINT64_MODIFIER
+                                  "x is out of place",
+                                  stream, e->addr);
+            previous = e;
+            count++;
+        }
+    }
+    if (count != set->count)
+        return check_fail(error,
+                          "stream %" G_GUINT64_FORMAT ": %" G_GSIZE_FORMAT
+                          " free blocks counted, %" G_GSIZE_FORMAT " held",
+                          stream, set->count, count);
     return TRUE;
 }
 
@@ -1849,8 +2120,8 @@ check_pool(const Pool *pool, gsize *free_blocks, gsize *unmapped_blocks, GError 
 
         if (s > 0 && pool->streams[s - 1]->stream >= set->stream)
             return check_fail(error, "streams out of order");
-        if (!check_tree(&set->free, "free", set->stream, error) ||
-            !check_tree(&set->unmapped, "unmapped", set->stream, error))
+        if (!check_freeset(&set->free, set->stream, error) ||
+            !check_tree(&set->unmapped, set->stream, error))
             return FALSE;
         *free_blocks += set->free.count;
         *unmapped_blocks += set->unmapped.count;
@@ -1865,7 +2136,7 @@ tree_contains(const Tree *tree, const Block *block)
     const Block *node = tree->root;
 
     while (node != NULL && node != block)
-        node = tree_less(tree, block, node) ? node->left : node->right;
+        node = tree_less(block, node) ? node->left : node->right;
     return node == block;
 }
 
@@ -1901,7 +2172,9 @@ check_segment(const Segment *segment, Stats *sum, gsize *free_blocks, gsize *unm
             mapped += b->size;
         }
         if (!block_allocated(b) && !block_unmapped(b)) {
-            if (!in_free || !tree_contains(&segment->set->free, b))
+            FreeCursor cursor;
+
+            if (!in_free || !freeset_find(&segment->set->free, b, &cursor))
                 return check_fail(error, "free block 0x%" G_GINT64_MODIFIER "x is not cached",
                                   b->addr);
             (*free_blocks)++;
