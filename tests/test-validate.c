@@ -51,10 +51,12 @@ mem_close(FsimTrace *trace)
 static FsimTraceStream *
 mem_stream_open(FsimTrace *trace, uint32_t device, GError **error)
 {
+    MemStream *stream = g_new0(MemStream, 1);
+
     (void)trace;
     (void)device;
     (void)error;
-    return &g_new0(MemStream, 1)->base;
+    return &stream->base;
 }
 
 static gboolean
