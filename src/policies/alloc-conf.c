@@ -143,7 +143,7 @@ is_separator(const char *token)
 static gboolean
 parser_value(Parser *p, const char *key, const char **out, GError **error)
 {
-    const char *token;
+    const char *token = NULL;
 
     if (!parser_expect(p, key, ':', error))
         return FALSE;
@@ -157,7 +157,7 @@ parser_value(Parser *p, const char *key, const char **out, GError **error)
 static gboolean
 parser_uint(Parser *p, const char *key, uint64_t *out, GError **error)
 {
-    const char *token;
+    const char *token = NULL;
 
     if (!parser_value(p, key, &token, error))
         return FALSE;
@@ -169,7 +169,7 @@ parser_uint(Parser *p, const char *key, uint64_t *out, GError **error)
 static gboolean
 parser_double(Parser *p, const char *key, double *out, GError **error)
 {
-    const char *token;
+    const char *token = NULL;
     char *end = NULL;
 
     if (!parser_value(p, key, &token, error))
@@ -184,7 +184,7 @@ parser_double(Parser *p, const char *key, double *out, GError **error)
 static gboolean
 parser_bool(Parser *p, const char *key, gboolean *out, GError **error)
 {
-    const char *token;
+    const char *token = NULL;
 
     if (!parser_value(p, key, &token, error))
         return FALSE;
@@ -244,7 +244,7 @@ parser_divisions_value(Parser *p, const char *key, uint64_t *out, GError **error
 static gboolean
 parser_roundup(Parser *p, FsimAllocConf *conf, const char *key, GError **error)
 {
-    const char *token;
+    const char *token = NULL;
     gboolean first = TRUE;
     guint last_index = 0;
 
@@ -314,7 +314,7 @@ parser_key(Parser *p, FsimAllocConf *conf, GError **error)
     gboolean flag;
     uint64_t number;
     double real;
-    const char *token;
+    const char *token = NULL;
 
     if (strcmp(key, "max_split_size_mb") == 0) {
         p->mentioned |= KEY_MAX_SPLIT;
