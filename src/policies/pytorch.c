@@ -1173,7 +1173,7 @@ releasable(const Block *block)
 
 /* release_available_cached_blocks(): with max_split_size set, cudaFree one oversize block large
  * enough for the request, or else the largest oversize blocks of the stream until enough is
- * freed.  Expandable blocks are skipped (PyTorch >= 2.5); so are split ones, which cannot be
+ * freed.  Expandable blocks are skipped (since PR #134338); so are split ones, which cannot be
  * oversize outside expandable segments. */
 static gboolean
 release_available_cached_blocks(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t size)
