@@ -136,7 +136,7 @@ calibrate_steps(FsimCudaDriver *driver, FsimCudaCalibration *out, GError **error
         FsimAddr addrs[STEP_COUNT];
         FsimCudaUsageStep step = {MAX(sizes[s], 1), 0, 0};
         uint64_t before;
-        uint64_t after;
+        uint64_t after = 0;
         GError *local_error = NULL;
         gboolean ok = TRUE;
 

@@ -777,8 +777,8 @@ new_decimal_long(Loader *l, const char *digits, size_t n, gboolean negative)
 static gboolean
 load_text_int(Loader *l, gboolean is_long)
 {
-    const char *line;
-    size_t len;
+    const char *line = NULL;
+    size_t len = 0;
     if (!read_line(l, &line, &len))
         return FALSE;
     if (!is_long && len == 2 && line[0] == '0' && (line[1] == '0' || line[1] == '1')) {
@@ -822,8 +822,8 @@ load_text_int(Loader *l, gboolean is_long)
 static gboolean
 read_text_index(Loader *l, uint64_t *index)
 {
-    const char *line;
-    size_t len;
+    const char *line = NULL;
+    size_t len = 0;
     int64_t i = 0;
     uint64_t u = 0;
     gboolean is_unsigned = FALSE;
@@ -839,8 +839,8 @@ read_text_index(Loader *l, uint64_t *index)
 static gboolean
 load_text_float(Loader *l)
 {
-    const char *line;
-    size_t len;
+    const char *line = NULL;
+    size_t len = 0;
     if (!read_line(l, &line, &len))
         return FALSE;
     char buffer[128];
@@ -901,8 +901,8 @@ utf8_put(char *out, uint32_t cp)
 static gboolean
 load_string(Loader *l)
 {
-    const char *line;
-    size_t len;
+    const char *line = NULL;
+    size_t len = 0;
     if (!read_line(l, &line, &len))
         return FALSE;
     if (len < 2 || (line[0] != '\'' && line[0] != '"') || line[len - 1] != line[0])
@@ -981,8 +981,8 @@ load_string(Loader *l)
 static gboolean
 load_unicode(Loader *l)
 {
-    const char *line;
-    size_t len;
+    const char *line = NULL;
+    size_t len = 0;
     if (!read_line(l, &line, &len))
         return FALSE;
     /* A byte becomes at most 2 UTF-8 bytes; an escape of 6 or 10 bytes at most 4. */
@@ -1049,7 +1049,7 @@ read_length(Loader *l, int width, size_t *len)
 static gboolean
 load_blob(Loader *l, FsimPickleType type, int width)
 {
-    size_t len;
+    size_t len = 0;
     if (!read_length(l, width, &len))
         return FALSE;
     FsimPickleValue *v = new_blob(l, type, l->p, len);
@@ -1070,7 +1070,7 @@ load_binstring(Loader *l)
 static gboolean
 load_long(Loader *l, int width)
 {
-    size_t len;
+    size_t len = 0;
     if (width == 4) {
         if (!need(l, 4))
             return FALSE;
@@ -1116,7 +1116,7 @@ load_pop(Loader *l)
 {
     /* As CPython: POP on an empty frame discards the MARK instead. */
     if (l->n_marks > 0 && l->marks[l->n_marks - 1] == l->stack_len) {
-        size_t base;
+        size_t base = 0;
         return pop_mark(l, &base);
     }
     return pop(l) != NULL;
@@ -1149,7 +1149,7 @@ load_run(Loader *l, FsimPickleValue **root)
         l->op_offset = (size_t)(l->p - l->data);
         guint8 op = *l->p++;
         gboolean ok;
-        size_t base;
+        size_t base = 0;
         switch (op) {
         case 'h': /* BINGET */
             ok = need(l, 1) && memo_get(l, *l->p++);
