@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Set up, build, and run every test: the formatting check, a gcc Debug build with
 # AddressSanitizer + UndefinedBehaviorSanitizer and invariant checks, and a clang
-# RelWithDebInfo build, both with warnings as errors.  This is what CI runs.
+# RelWithDebInfo build, both with warnings as errors, and a gcc Release build for the warnings
+# only the optimiser finds.  This is what CI runs.
 # Usage: scripts/test.sh   (from anywhere)
 # Tests that use the real PyTorch snapshots read FRAGSIM_SHARED_TRACES (a directory); when it
 # is unset and ../shared/traces exists beside the project, that one is used.
@@ -32,5 +33,9 @@ echo "== clang, RelWithDebInfo"
 CC=clang cmake -S . -B build/clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFRAGSIM_WERROR=ON >/dev/null
 cmake --build build/clang -j"$jobs"
 ctest --test-dir build/clang --output-on-failure -j"$jobs"
+
+echo "== gcc, Release (optimiser warnings only; no tests)"
+CC=gcc cmake -S . -B build/gcc-release -DCMAKE_BUILD_TYPE=Release -DFRAGSIM_WERROR=ON >/dev/null
+cmake --build build/gcc-release -j"$jobs"
 
 echo "== all tests passed"
