@@ -464,6 +464,32 @@ test_paged_small_pages(void)
     g_assert_cmpuint(m->device_maps, ==, 1);
 }
 
+/* A request the recording failed is replayed: counted, and reproduced only when it fails here. */
+static void
+test_recorded_oom(void)
+{
+    g_autoptr(FsimEngine) engine = engine_new("direct", "10MiB", FALSE);
+    g_autoptr(GError) error = NULL;
+    const FsimMetrics *m;
+    FsimEvent ev;
+
+    ev = ev_alloc(0, 1, 8 * FSIM_MiB, 0);
+    ev.flags = FSIM_EVF_RECORDED_OOM; /* fits here: served */
+    process_ok(engine, ev);
+    process_ok(engine, ev_free(1, 1, FSIM_EVF_RECORDED_OOM));
+    process_ok(engine, ev_alloc(2, 2, 4 * FSIM_MiB, 0));
+    ev = ev_alloc(3, 3, 8 * FSIM_MiB, 0);
+    ev.flags = FSIM_EVF_RECORDED_OOM; /* does not fit next to id 2: reproduced */
+    process_ok(engine, ev);
+    process_ok(engine, ev_free(4, 3, FSIM_EVF_RECORDED_OOM));
+    g_assert_true(fsim_engine_finish(engine, &error));
+    m = fsim_engine_metrics(engine);
+    g_assert_cmpuint(m->recorded_ooms, ==, 2);
+    g_assert_cmpuint(m->recorded_ooms_reproduced, ==, 1);
+    g_assert_cmpuint(m->ooms, ==, 1);
+    g_assert_cmpuint(m->unmatched_frees, ==, 0);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -481,5 +507,6 @@ main(int argc, char **argv)
     g_test_add_func("/engine/seed/bad-state", test_bad_initial_state);
     g_test_add_func("/engine/config/unknown-policy-and-knob", test_unknown_policy_and_knob);
     g_test_add_func("/engine/paged/small-pages", test_paged_small_pages);
+    g_test_add_func("/engine/oom/recorded", test_recorded_oom);
     return g_test_run();
 }

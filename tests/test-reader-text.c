@@ -48,6 +48,10 @@ render_trace(const char *path, GError **error)
                                    ev.stream, (ev.flags & FSIM_EVF_DEFERRED) ? " deferred" : "");
         else if (ev.kind == FSIM_EV_MARK)
             g_string_append_printf(out, " [%s]", ev.label);
+        if (ev.flags & FSIM_EVF_RECORDED_OOM)
+            g_string_append(out, " recorded-oom");
+        if (ev.flags & FSIM_EVF_INFERRED)
+            g_string_append(out, " inferred");
         g_string_append_c(out, '\n');
     }
     if (local_error != NULL) {
@@ -175,6 +179,9 @@ write_events(FsimTraceWriter *writer, GError **error)
         {.time = 7, .kind = FSIM_EV_FREE_COMPLETED, .id = 1},
         {.time = 8, .kind = FSIM_EV_MARK, .label = "iteration 1\nwith a newline"},
         {.time = 9, .kind = FSIM_EV_EMPTY_CACHE},
+        {.time = 9, .kind = FSIM_EV_EMPTY_CACHE, .flags = FSIM_EVF_INFERRED},
+        {.time = 9, .kind = FSIM_EV_ALLOC, .id = 3, .size = 7, .flags = FSIM_EVF_RECORDED_OOM},
+        {.time = 9, .kind = FSIM_EV_FREE, .id = 3, .flags = FSIM_EVF_RECORDED_OOM},
         {.time = G_MAXUINT64, .kind = FSIM_EV_FREE, .id = 2, .stream = 7},
     };
 
@@ -209,7 +216,10 @@ test_writer_round_trip(gconstpointer data)
                     "7@7 free_completed 1 s0\n"
                     "8@8 mark [iteration 1 with a newline]\n"
                     "9@9 empty_cache\n"
-                    "10@18446744073709551615 free 2 s7\n");
+                    "10@9 empty_cache inferred\n"
+                    "11@9 alloc 3 7 s0 recorded-oom\n"
+                    "12@9 free 3 s0 recorded-oom\n"
+                    "13@18446744073709551615 free 2 s7\n");
     g_unlink(path);
     g_rmdir(dir);
 }

@@ -188,14 +188,17 @@ static const Expected minimal_device0[] = {
     /* a burst of segment_free: release_cached_blocks */
     {60000, 7, FSIM_EV_EMPTY_CACHE, 0, 0, 0, 0, FSIM_EVF_INFERRED, NULL},
     {80000, 9, FSIM_EV_ALLOC, 7, 3 * MiB, 7, C, 0, NULL},
-    /* entries 10 (unknown action) and 11 (snapshot) are skipped, 12 is an OOM outcome; entry
-     * 13 goes back in time: clamped */
-    {90000, 13, FSIM_EV_ALLOC, 8, 512, 7, C + 3 * MiB, 0, NULL},
-    {100000, 14, FSIM_EV_FREE, 8, 0, 7, 0, 0, NULL},
-    {100000, 15, FSIM_EV_FREE_COMPLETED, 8, 0, 7, 0, 0, NULL},
+    /* entries 10 (unknown action) and 11 (snapshot) are skipped; 12 is an OOM: an outcome, and
+     * the failed request replayed then freed at once */
+    {90000, 12, FSIM_EV_ALLOC, 8, 1u << 30, 7, 0, FSIM_EVF_RECORDED_OOM, NULL},
+    {90000, 12, FSIM_EV_FREE, 8, 0, 7, 0, FSIM_EVF_RECORDED_OOM, NULL},
+    /* entry 13 goes back in time: clamped */
+    {90000, 13, FSIM_EV_ALLOC, 9, 512, 7, C + 3 * MiB, 0, NULL},
+    {100000, 14, FSIM_EV_FREE, 9, 0, 7, 0, 0, NULL},
+    {100000, 15, FSIM_EV_FREE_COMPLETED, 9, 0, 7, 0, 0, NULL},
     /* a block outside every segment (dropped from the state): a fresh id, unmatched */
-    {110000, 16, FSIM_EV_FREE, 9, 0, 0, 0, 0, NULL},
-    {110000, 17, FSIM_EV_FREE_COMPLETED, 9, 0, 0, 0, 0, NULL},
+    {110000, 16, FSIM_EV_FREE, 10, 0, 0, 0, 0, NULL},
+    {110000, 17, FSIM_EV_FREE_COMPLETED, 10, 0, 0, 0, 0, NULL},
     {120000, 18, FSIM_EV_EMPTY_CACHE, 0, 0, 0, 0, FSIM_EVF_INFERRED, NULL},
     {200000, 20, FSIM_EV_MARK, 0, 0, 0, 0, 0, "END Optimizer.step#AdamW.step"},
 };
@@ -387,9 +390,15 @@ test_legacy(void)
     /* no addresses: blocks follow each other; requested_size first, else history[0] */
     check_block(&state->blocks[0], 1, base, MiB, MiB, 0, FALSE);
     check_block(&state->blocks[1], 2, base + 80 * MiB, 4 * MiB, 4 * MiB - 7, 0, FALSE);
-    /* a snapshot entry and an OOM: no events */
+    /* a snapshot entry (no event) and an OOM: its request replayed, then freed */
     read_events(trace, 0, &events);
-    g_assert_cmpuint(events.events->len, ==, 0);
+    g_assert_cmpuint(events.events->len, ==, 2);
+    g_assert_cmpint(g_array_index(events.events, FsimEvent, 0).kind, ==, FSIM_EV_ALLOC);
+    g_assert_cmpuint(g_array_index(events.events, FsimEvent, 0).size, ==, 64 * MiB);
+    g_assert_cmpuint(g_array_index(events.events, FsimEvent, 0).flags, ==, FSIM_EVF_RECORDED_OOM);
+    g_assert_cmpint(g_array_index(events.events, FsimEvent, 1).kind, ==, FSIM_EV_FREE);
+    g_assert_cmpuint(g_array_index(events.events, FsimEvent, 1).id, ==,
+                     g_array_index(events.events, FsimEvent, 0).id);
     events_clear(&events);
     outcomes = fsim_trace_outcomes(trace, 0, &n);
     g_assert_cmpuint(n, ==, 1);
@@ -813,6 +822,7 @@ test_shared_state(gconstpointer data)
         uint64_t deferred = 0;
         uint64_t unmatched = 0;
         uint64_t allocs = 0;
+        uint64_t recorded_ooms = 0;
         uint64_t outcome_count = 0;
         FsimTime last = 0;
         Events events = {0};
@@ -847,7 +857,10 @@ test_shared_state(gconstpointer data)
                 g_assert_false(g_hash_table_contains(known, &ev->id));
                 g_assert_cmpuint(ev->size, >=, 1);
                 g_hash_table_add(known, &ev->id);
-                allocs++;
+                if ((ev->flags & FSIM_EVF_RECORDED_OOM) != 0)
+                    recorded_ooms++;
+                else
+                    allocs++;
                 break;
             case FSIM_EV_FREE:
                 unmatched += !g_hash_table_contains(known, &ev->id);
@@ -872,6 +885,7 @@ test_shared_state(gconstpointer data)
         /* None of the real traces has a record_stream free. */
         g_assert_cmpuint(deferred, ==, 0);
         g_assert_cmpuint(allocs, ==, action_count_pin(want, "alloc"));
+        g_assert_cmpuint(recorded_ooms, ==, action_count_pin(want, "oom"));
         g_assert_cmpuint(bursts, ==, want->bursts);
         g_assert_cmpuint(marks, ==, want->marks);
         fsim_trace_outcomes(trace, want->device, &n_outcomes);
@@ -1019,9 +1033,10 @@ test_convert(void)
     while (fsim_trace_stream_next(stream, &ev, &error))
         counts[ev.kind]++;
     g_assert_no_error(error);
-    /* 4 seeded allocations (2 of them pending) and the 18 events of the snapshot */
-    g_assert_cmpuint(counts[FSIM_EV_ALLOC], ==, 4 + 4);
-    g_assert_cmpuint(counts[FSIM_EV_FREE], ==, 2 + 4);
+    /* 4 seeded allocations (2 of them pending) and the 20 events of the snapshot (the OOM's
+     * request and its free among them) */
+    g_assert_cmpuint(counts[FSIM_EV_ALLOC], ==, 4 + 4 + 1);
+    g_assert_cmpuint(counts[FSIM_EV_FREE], ==, 2 + 4 + 1);
     g_assert_cmpuint(counts[FSIM_EV_FREE_COMPLETED], ==, 5);
     g_assert_cmpuint(counts[FSIM_EV_EMPTY_CACHE], ==, 2);
     g_assert_cmpuint(counts[FSIM_EV_MARK], ==, 3);

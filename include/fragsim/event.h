@@ -45,6 +45,10 @@ enum {
      * recorded trace (a burst of segment frees, which PyTorch also does before retrying a
      * failed cudaMalloc). */
     FSIM_EVF_INFERRED = 1u << 1,
+    /* ALLOC (and the FREE right after it): a request the recording allocator could not serve
+     * (PyTorch's `oom` entry).  Replayed so that policies are compared on it, and freed at once
+     * after it, since the program never received the memory. */
+    FSIM_EVF_RECORDED_OOM = 1u << 2,
 };
 
 /**
@@ -59,7 +63,7 @@ enum {
  * @addr: the address the recording allocator gave this allocation (ALLOC from a recorded trace;
  *     0 when unknown).  Policies never see it; the validator compares against it.
  * @device: the device index the event belongs to in a multi-device trace.
- * @flags: %FSIM_EVF_DEFERRED, %FSIM_EVF_INFERRED.
+ * @flags: %FSIM_EVF_DEFERRED, %FSIM_EVF_INFERRED, %FSIM_EVF_RECORDED_OOM.
  * @kind: what happens.
  * @label: (nullable): the text of a MARK; borrowed, valid until the next event is read.
  */

@@ -34,6 +34,8 @@ G_BEGIN_DECLS
     X(min_utilization, F, "min of allocated / reserved while allocated >= half its peak")   \
     X(ooms, U, "simulated out-of-memory failures")                                            \
     X(first_oom_event, I, "trace index of the first OOM, or null")                            \
+    X(recorded_ooms, U, "requests the recording allocator failed (replayed, then freed)")     \
+    X(recorded_ooms_reproduced, U, "of those, the ones this policy failed too")               \
     X(device_mallocs, U, "cudaMalloc calls")                                                  \
     X(device_frees, U, "cudaFree calls")                                                      \
     X(device_maps, U, "map calls (cuMemCreate + cuMemMap)")                                   \

@@ -238,6 +238,36 @@ format_time_ns(uint64_t ns)
     return g_strdup_printf("%.1f us", (double)ns / 1e3);
 }
 
+/* When the recording itself ran out of memory, say which policies would have too. */
+static void
+replay_print_recorded_ooms(GPtrArray *runs)
+{
+    for (guint i = 0; i < runs->len;) {
+        Run *first = g_ptr_array_index(runs, i);
+        uint64_t recorded = fsim_engine_metrics(first->engine)->recorded_ooms;
+        g_autoptr(GString) line = g_string_new(NULL);
+        guint j;
+
+        for (j = i; j < runs->len; j++) {
+            Run *run = g_ptr_array_index(runs, j);
+            const FsimMetrics *m = fsim_engine_metrics(run->engine);
+
+            if (run->trace_device != first->trace_device)
+                break;
+            recorded = MAX(recorded, m->recorded_ooms);
+            g_string_append_printf(line, "%s%s %s", line->len ? ", " : "", run->policy,
+                                   m->recorded_ooms == 0              ? "did not get there"
+                                   : m->recorded_ooms_reproduced == 0 ? "served it"
+                                                                      : "failed too");
+        }
+        if (recorded > 0)
+            g_print("device %u: the recording ran out of memory %" G_GUINT64_FORMAT
+                    " time%s; replayed here: %s\n",
+                    first->trace_device, recorded, recorded == 1 ? "" : "s", line->str);
+        i = j;
+    }
+}
+
 static void
 replay_print_table(FsimTrace *trace, GPtrArray *runs)
 {
@@ -309,6 +339,7 @@ replay_print_table(FsimTrace *trace, GPtrArray *runs)
             break;
         }
     }
+    replay_print_recorded_ooms(runs);
 }
 
 int

@@ -370,11 +370,15 @@ engine_alloc(FsimEngine *engine, const FsimEvent *ev, GError **error)
     req.size = ev->size;
     req.stream = ev->stream;
     req.now = ev->time;
+    if ((ev->flags & FSIM_EVF_RECORDED_OOM) != 0)
+        engine->metrics.recorded_ooms++;
     if (engine->policy->ops->alloc(engine->policy, &req, &block) != FSIM_OK) {
         entry = fsim_live_table_insert(&engine->live, ev->id);
         entry->state = FSIM_LIVE_FAILED;
         entry->stream = ev->stream;
         engine->metrics.ooms++;
+        if ((ev->flags & FSIM_EVF_RECORDED_OOM) != 0)
+            engine->metrics.recorded_ooms_reproduced++;
         if (!engine_oom(engine, ev, error))
             return FALSE;
         return engine_check(engine, "an OOM", error);

@@ -622,12 +622,16 @@ fsim_trace_writer_write(FsimTraceWriter *writer, const FsimEvent *ev, GError **e
         append_u64(line, ev->size);
         g_string_append_c(line, ' ');
         append_u64(line, ev->stream);
+        if ((ev->flags & FSIM_EVF_RECORDED_OOM) != 0)
+            g_string_append(line, " recorded_oom");
         break;
     case FSIM_EV_FREE:
         g_string_append(line, (ev->flags & FSIM_EVF_DEFERRED) != 0 ? "free_requested " : "free ");
         append_u64(line, ev->id);
         g_string_append_c(line, ' ');
         append_u64(line, ev->stream);
+        if ((ev->flags & FSIM_EVF_RECORDED_OOM) != 0)
+            g_string_append(line, " recorded_oom");
         break;
     case FSIM_EV_FREE_COMPLETED:
         g_string_append(line, "free_completed ");
@@ -636,7 +640,8 @@ fsim_trace_writer_write(FsimTraceWriter *writer, const FsimEvent *ev, GError **e
         append_u64(line, ev->stream);
         break;
     case FSIM_EV_EMPTY_CACHE:
-        g_string_append(line, "empty_cache");
+        g_string_append(line, (ev->flags & FSIM_EVF_INFERRED) != 0 ? "empty_cache inferred"
+                                                                   : "empty_cache");
         break;
     case FSIM_EV_MARK: {
         const char *label = ev->label != NULL && *ev->label != '\0' ? ev->label : "mark";

@@ -337,16 +337,26 @@ text_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error)
         }
         if (n > TEXT_MAX_FIELDS)
             return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "too many fields");
+        /* An optional last word flags an event: `alloc ID SIZE STREAM recorded_oom`, `free ID
+         * STREAM recorded_oom`, `empty_cache inferred` (see event.h). */
         if (FIELD_IS(kind, "alloc")) {
             ev->kind = FSIM_EV_ALLOC;
             expect_min = 4;
             expect_max = 5;
+            if (n == 6 && FIELD_IS(&f[5], "recorded_oom")) {
+                ev->flags |= FSIM_EVF_RECORDED_OOM;
+                n--;
+            }
         } else if (FIELD_IS(kind, "free") || FIELD_IS(kind, "free_requested")) {
             ev->kind = FSIM_EV_FREE;
             if (kind->len > 4)
                 ev->flags |= FSIM_EVF_DEFERRED;
             expect_min = 3;
             expect_max = 4;
+            if (n == 5 && FIELD_IS(&f[4], "recorded_oom")) {
+                ev->flags |= FSIM_EVF_RECORDED_OOM;
+                n--;
+            }
         } else if (FIELD_IS(kind, "free_completed")) {
             ev->kind = FSIM_EV_FREE_COMPLETED;
             expect_min = 3;
@@ -355,6 +365,10 @@ text_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error)
             ev->kind = FSIM_EV_EMPTY_CACHE;
             expect_min = 2;
             expect_max = 2;
+            if (n == 3 && FIELD_IS(&f[2], "inferred")) {
+                ev->flags |= FSIM_EVF_INFERRED;
+                n--;
+            }
         } else {
             g_autofree char *name = g_strndup(kind->ptr, kind->len);
 

@@ -1623,6 +1623,16 @@ torch_build_device(TorchLoader *ld, TorchDevice *dev, GError **error)
             break;
         case TORCH_OOM:
             push_outcome(outcomes, i, FSIM_OUTCOME_OOM, e);
+            /* The request that failed, replayed so that policies are compared on it (validate
+             * expects it to fail again; another policy or a larger device may serve it), then
+             * freed at once: the program never received the memory. */
+            if (e->size > 0 && e->size <= FSIM_MAX_SIZE) {
+                id = next_id++;
+                push_event(dev->events, time, i, FSIM_EV_ALLOC, id, e->size, e->stream, 0,
+                           FSIM_EVF_RECORDED_OOM);
+                push_event(dev->events, time, i, FSIM_EV_FREE, id, 0, e->stream, 0,
+                           FSIM_EVF_RECORDED_OOM);
+            }
             break;
         default:
             break;
