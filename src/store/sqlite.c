@@ -620,7 +620,11 @@ fsim_store_open(const char *path, FsimStoreFlags flags, const FsimStoreOptions *
     store = g_new0(FsimStore, 1);
     store->path = g_strdup(path);
     store->writable = writable;
-    open_flags = writable ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
+    /* Readers open read-write too (without creating), so that when the last connection closes
+     * SQLite checkpoints and removes the -wal and -shm files; a read-only connection would leave
+     * them beside the database.  SQLite falls back to read-only on a write-protected file, and
+     * nothing here writes unless @writable. */
+    open_flags = writable ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READWRITE;
     rc = sqlite3_open_v2(path, &store->db, open_flags | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
         const char *reason = store->db != NULL ? sqlite3_errmsg(store->db) : sqlite3_errstr(rc);
