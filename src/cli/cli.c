@@ -15,17 +15,17 @@
 /* clang-format off */
 static const FsimCommand commands[] = {
     {"replay", "replay a trace through allocator policies and compare them", fsim_cmd_replay},
+    {"validate", "check the PyTorch allocator model against a recorded snapshot", fsim_cmd_validate},
     {"info", "describe a trace: format, devices, events per action, final state", fsim_cmd_info},
     {"convert", "convert a trace to fragsim's text format", fsim_cmd_convert},
-    {"policies", "list the allocator policies and their knobs", fsim_cmd_policies},
-    {"devices", "list the device presets", fsim_cmd_devices},
-    {"validate", "check the PyTorch allocator model against a recorded snapshot", fsim_cmd_validate},
-    {"cuda", "run policies on a real GPU, replay natively, calibrate the device model", fsim_cmd_cuda},
     {"synth", "write a synthetic trace: training steps, an inference server, random", fsim_cmd_synth},
     {"estimate", "closed-form training memory of a model, and whether it fits a GPU", fsim_cmd_estimate},
     {"fit", "smallest device for a trace; largest batch or sequence for a model", fsim_cmd_fit},
     {"plot", "plot stored runs with gnuplot: timelines, fragmentation, address maps", fsim_cmd_plot},
     {"report", "write an HTML report of stored runs: plots, metrics, traces, devices", fsim_cmd_report},
+    {"policies", "list the allocator policies and their knobs", fsim_cmd_policies},
+    {"devices", "list the device presets", fsim_cmd_devices},
+    {"cuda", "run policies on a real GPU, replay natively, calibrate the device model", fsim_cmd_cuda},
     {NULL, NULL, NULL},
 };
 /* clang-format on */
