@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The command table, dispatch, and what subcommands share: exit codes, JSON output, aligned
- * tables and the progress bar.
+ * The command table, dispatch, and what subcommands share: exit codes, the options of several
+ * commands (--set, -p), JSON output, aligned tables and the progress bar.
  */
 #include "cli.h"
 
@@ -125,6 +125,100 @@ fsim_cli_usage_error(const char *command, const char *format, ...)
     va_end(args);
     g_printerr("fragsim %s: %s\nRun 'fragsim %s --help' for usage.\n", command, message, command);
     return FSIM_EXIT_USAGE;
+}
+
+/* Parse one `POLICY.KEY=VALUE` into @config. */
+static gboolean
+cli_parse_set(GKeyFile *config, const char *text, const char *example, const char *device_note,
+              GError **error)
+{
+    const char *eq = strchr(text, '=');
+    const char *dot = strchr(text, '.');
+    g_autofree char *group = NULL;
+    g_autofree char *key = NULL;
+
+    if (eq == NULL || dot == NULL || dot > eq || dot == text || dot + 1 == eq) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                    "--set '%s': expected POLICY.KEY=VALUE (e.g. %s)", text, example);
+        return FALSE;
+    }
+    group = g_strndup(text, (gsize)(dot - text));
+    key = g_strndup(dot + 1, (gsize)(eq - dot - 1));
+    if (strcmp(group, "device") != 0 && fsim_policy_lookup(group) == NULL) {
+        g_autofree char *names = fsim_policy_names();
+
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                    "--set '%s': unknown policy '%s' (valid: %s, or %s)", text, group, names,
+                    device_note);
+        return FALSE;
+    }
+    g_key_file_set_value(config, group, key, eq + 1);
+    if (strcmp(group, "device") == 0) {
+        FsimDeviceFaults faults;
+
+        return fsim_device_faults_parse(config, &faults, error);
+    }
+    return fsim_policy_check_config(fsim_policy_lookup(group), config, error);
+}
+
+gboolean
+fsim_cli_apply_sets(GKeyFile *config, const char *const *sets, const char *example,
+                    const char *device_note, GError **error)
+{
+    for (gsize i = 0; sets != NULL && sets[i] != NULL; i++) {
+        if (!cli_parse_set(config, sets[i], example, device_note, error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+GPtrArray *
+fsim_cli_policies(const char *list, GError **error)
+{
+    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+    g_auto(GStrv) parts = NULL;
+
+    if (list == NULL) {
+        gsize n;
+        const FsimPolicyOps *const *all = fsim_policy_list(&n);
+
+        for (gsize i = 0; i < n; i++)
+            g_ptr_array_add(names, g_strdup(all[i]->name));
+        return g_steal_pointer(&names);
+    }
+    parts = g_strsplit(list, ",", -1);
+    for (gsize i = 0; parts[i] != NULL; i++) {
+        char *name = g_strstrip(parts[i]);
+
+        if (*name == '\0')
+            continue;
+        if (fsim_policy_lookup(name) == NULL) {
+            g_autofree char *valid = fsim_policy_names();
+
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "unknown policy '%s' (valid: %s)",
+                        name, valid);
+            return NULL;
+        }
+        g_ptr_array_add(names, g_strdup(name));
+    }
+    if (names->len == 0) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "-p names no policy");
+        return NULL;
+    }
+    return g_steal_pointer(&names);
+}
+
+gboolean
+fsim_cli_trace_has_device(const FsimTrace *trace, uint32_t device)
+{
+    gsize n;
+    const uint32_t *devices = fsim_trace_devices(trace, &n);
+
+    for (gsize i = 0; i < n; i++) {
+        if (devices[i] == device)
+            return TRUE;
+    }
+    return FALSE;
 }
 
 void

@@ -65,6 +65,36 @@ int fsim_cli_fail(const char *command, GError *error);
 /* Print a usage error (printf-style) and return FSIM_EXIT_USAGE. */
 int fsim_cli_usage_error(const char *command, const char *format, ...) G_GNUC_PRINTF(2, 3);
 
+/**
+ * fsim_cli_apply_sets:
+ * @config: the run configuration the values go into (group POLICY, key KEY).
+ * @sets: (nullable): the `--set` arguments, NULL-terminated: each `POLICY.KEY=VALUE`, or
+ *   `device.KEY=VALUE` for the simulated device's fault injection.
+ * @example: a well-formed argument, quoted in the message for a malformed one.
+ * @device_note: what the message for an unknown POLICY says besides the policy names, e.g.
+ *   "device".
+ *
+ * Sets each value in turn and checks it as the policy (or the device) reads it.
+ *
+ * Returns: %FALSE at the first argument that is malformed, names an unknown policy (both
+ * %FSIM_ERROR_USAGE) or holds a value the policy or the device refuses.
+ */
+gboolean fsim_cli_apply_sets(GKeyFile *config, const char *const *sets, const char *example,
+                             const char *device_note, GError **error);
+
+/**
+ * fsim_cli_policies:
+ * @list: (nullable): the `-p` argument: comma-separated policy names, blanks ignored.
+ *
+ * Returns: (transfer full) (nullable): the names of @list, each checked against the registry, or
+ * every registered policy when @list is NULL; NULL with %FSIM_ERROR_USAGE when a name is unknown
+ * or @list names none.
+ */
+GPtrArray *fsim_cli_policies(const char *list, GError **error);
+
+/* Whether @trace has something to replay on @device (one of fsim_trace_devices()). */
+gboolean fsim_cli_trace_has_device(const FsimTrace *trace, uint32_t device);
+
 /* Print @node as one JSON object on stdout (pretty when stdout is a terminal), newline ended.
  * Consumes @node. */
 void fsim_cli_print_json(JsonNode *node);

@@ -90,11 +90,7 @@ fsim_cmd_convert(int argc, char **argv)
         return fsim_cli_fail("convert", error);
     devices = fsim_trace_devices(trace, &n_devices);
     if (trace_device >= 0) {
-        gboolean found = FALSE;
-
-        for (gsize i = 0; i < n_devices; i++)
-            found |= devices[i] == (uint32_t)trace_device;
-        if (!found)
+        if (!fsim_cli_trace_has_device(trace, (uint32_t)trace_device))
             return fsim_cli_usage_error("convert", "%s has no events on device %d", argv[1],
                                         trace_device);
         device = (uint32_t)trace_device;

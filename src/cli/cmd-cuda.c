@@ -197,74 +197,6 @@ cuda_info(int argc, char **argv)
 
 /* ---- replay -------------------------------------------------------------------------------- */
 
-/* Parse `POLICY.KEY=VALUE` (or device.KEY=VALUE for fault injection) into @config. */
-static gboolean
-cuda_parse_set(GKeyFile *config, const char *text, GError **error)
-{
-    const char *eq = strchr(text, '=');
-    const char *dot = strchr(text, '.');
-    g_autofree char *group = NULL;
-    g_autofree char *key = NULL;
-
-    if (eq == NULL || dot == NULL || dot > eq || dot == text || dot + 1 == eq) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
-                    "--set '%s': expected POLICY.KEY=VALUE (e.g. paged.page_size=20MiB)", text);
-        return FALSE;
-    }
-    group = g_strndup(text, (gsize)(dot - text));
-    key = g_strndup(dot + 1, (gsize)(eq - dot - 1));
-    g_key_file_set_value(config, group, key, eq + 1);
-    if (strcmp(group, "device") == 0) {
-        FsimDeviceFaults faults;
-
-        return fsim_device_faults_parse(config, &faults, error);
-    }
-    if (fsim_policy_lookup(group) == NULL) {
-        g_autofree char *names = fsim_policy_names();
-
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
-                    "--set '%s': unknown policy '%s' (valid: %s, or device)", text, group, names);
-        return FALSE;
-    }
-    return fsim_policy_check_config(fsim_policy_lookup(group), config, error);
-}
-
-static GPtrArray *
-cuda_policies(const char *list, GError **error)
-{
-    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
-    g_auto(GStrv) parts = NULL;
-
-    if (list == NULL) {
-        gsize n;
-        const FsimPolicyOps *const *all = fsim_policy_list(&n);
-
-        for (gsize i = 0; i < n; i++)
-            g_ptr_array_add(names, g_strdup(all[i]->name));
-        return g_steal_pointer(&names);
-    }
-    parts = g_strsplit(list, ",", -1);
-    for (gsize i = 0; parts[i] != NULL; i++) {
-        char *name = g_strstrip(parts[i]);
-
-        if (*name == '\0')
-            continue;
-        if (fsim_policy_lookup(name) == NULL) {
-            g_autofree char *valid = fsim_policy_names();
-
-            g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "unknown policy '%s' (valid: %s)",
-                        name, valid);
-            return NULL;
-        }
-        g_ptr_array_add(names, g_strdup(name));
-    }
-    if (names->len == 0) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "-p names no policy");
-        return NULL;
-    }
-    return g_steal_pointer(&names);
-}
-
 /* The devices of the trace to replay: all, or --trace-device. */
 static GArray *
 cuda_trace_devices(FsimTrace *trace, gint trace_device, GError **error)
@@ -523,11 +455,10 @@ cuda_replay(int argc, char **argv)
                                                             : "expected exactly one TRACE");
     if (device_name != NULL && !fsim_device_spec_parse(device_name, &model, &error))
         return fsim_cli_fail("cuda replay", error);
-    for (gsize i = 0; sets != NULL && sets[i] != NULL; i++) {
-        if (!cuda_parse_set(config, sets[i], &error))
-            return fsim_cli_fail("cuda replay", error);
-    }
-    policies = cuda_policies(policy_list, &error);
+    if (!fsim_cli_apply_sets(config, (const char *const *)sets, "paged.page_size=20MiB", "device",
+                             &error))
+        return fsim_cli_fail("cuda replay", error);
+    policies = fsim_cli_policies(policy_list, &error);
     if (policies == NULL)
         return fsim_cli_fail("cuda replay", error);
     trace = fsim_trace_open(argv[1], &error);

@@ -264,38 +264,6 @@ fit_estimate(const FsimTrainConfig *train, const FsimDeviceSpec *spec, Target ta
     return lo * step;
 }
 
-/* The policies of -p, checked; all registered ones when @list is NULL. */
-static GPtrArray *
-fit_policies(const char *list, GError **error)
-{
-    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
-    if (list == NULL) {
-        gsize n;
-        const FsimPolicyOps *const *all = fsim_policy_list(&n);
-        for (gsize i = 0; i < n; i++)
-            g_ptr_array_add(names, g_strdup(all[i]->name));
-        return g_steal_pointer(&names);
-    }
-    g_auto(GStrv) parts = g_strsplit(list, ",", -1);
-    for (gsize i = 0; parts[i] != NULL; i++) {
-        char *name = g_strstrip(parts[i]);
-        if (*name == '\0')
-            continue;
-        if (fsim_policy_lookup(name) == NULL) {
-            g_autofree char *valid = fsim_policy_names();
-            g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "unknown policy '%s' (valid: %s)",
-                        name, valid);
-            return NULL;
-        }
-        g_ptr_array_add(names, g_strdup(name));
-    }
-    if (names->len == 0) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "-p names no policy");
-        return NULL;
-    }
-    return g_steal_pointer(&names);
-}
-
 static char *
 fit_format_answer(Target target, uint64_t answer)
 {
@@ -455,7 +423,7 @@ fsim_cmd_fit(int argc, char **argv)
         return fsim_cli_usage_error("fit", "a trace has a fixed batch: use --target device");
     if (!fsim_device_spec_parse(device_name ? device_name : FSIM_DEVICE_DEFAULT, &spec, &error))
         return fsim_cli_fail("fit", error);
-    policies = fit_policies(policy_list, &error);
+    policies = fsim_cli_policies(policy_list, &error);
     if (policies == NULL)
         return fsim_cli_fail("fit", error);
 
@@ -475,10 +443,7 @@ fsim_cmd_fit(int argc, char **argv)
         src.trace = trace;
         src.trace_device = devices[0];
         if (trace_device >= 0) {
-            gboolean found = FALSE;
-            for (gsize i = 0; i < n_devices; i++)
-                found |= devices[i] == (uint32_t)trace_device;
-            if (!found)
+            if (!fsim_cli_trace_has_device(trace, (uint32_t)trace_device))
                 return fsim_cli_usage_error("fit", "%s has no events on device %d", what,
                                             trace_device);
             src.trace_device = (uint32_t)trace_device;

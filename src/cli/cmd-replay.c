@@ -8,8 +8,6 @@
  */
 #include <glib.h>
 
-#include <string.h>
-
 #include "cli.h"
 #include "policies/alloc-conf.h"
 #include "replay-outputs.h"
@@ -30,78 +28,6 @@ run_free(gpointer data)
     fsim_engine_free(run->engine);
     g_free(run->oom_message);
     g_free(run);
-}
-
-/* Parse `POLICY.KEY=VALUE` into @config. */
-static gboolean
-replay_parse_set(GKeyFile *config, const char *text, GError **error)
-{
-    const char *eq = strchr(text, '=');
-    const char *dot = strchr(text, '.');
-    g_autofree char *group = NULL;
-    g_autofree char *key = NULL;
-
-    if (eq == NULL || dot == NULL || dot > eq || dot == text || dot + 1 == eq) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
-                    "--set '%s': expected POLICY.KEY=VALUE (e.g. paged.page_size=64KiB)", text);
-        return FALSE;
-    }
-    group = g_strndup(text, (gsize)(dot - text));
-    key = g_strndup(dot + 1, (gsize)(eq - dot - 1));
-    if (strcmp(group, "device") != 0 && fsim_policy_lookup(group) == NULL) {
-        g_autofree char *names = fsim_policy_names();
-
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
-                    "--set '%s': unknown policy '%s' (valid: %s, or device for fault injection)",
-                    text, group, names);
-        return FALSE;
-    }
-    g_key_file_set_value(config, group, key, eq + 1);
-    if (strcmp(group, "device") == 0) {
-        FsimDeviceFaults faults;
-
-        return fsim_device_faults_parse(config, &faults, error);
-    }
-    return fsim_policy_check_config(fsim_policy_lookup(group), config, error);
-}
-
-/* The policies of -p, checked; all registered ones when @list is NULL. */
-static GPtrArray *
-replay_policies(const char *list, GError **error)
-{
-    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
-
-    if (list == NULL) {
-        gsize n;
-        const FsimPolicyOps *const *all = fsim_policy_list(&n);
-
-        for (gsize i = 0; i < n; i++)
-            g_ptr_array_add(names, g_strdup(all[i]->name));
-        return g_steal_pointer(&names);
-    }
-    {
-        g_auto(GStrv) parts = g_strsplit(list, ",", -1);
-
-        for (gsize i = 0; parts[i] != NULL; i++) {
-            char *name = g_strstrip(parts[i]);
-
-            if (*name == '\0')
-                continue;
-            if (fsim_policy_lookup(name) == NULL) {
-                g_autofree char *valid = fsim_policy_names();
-
-                g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "unknown policy '%s' (valid: %s)",
-                            name, valid);
-                return NULL;
-            }
-            g_ptr_array_add(names, g_strdup(name));
-        }
-    }
-    if (names->len == 0) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "-p names no policy");
-        return NULL;
-    }
-    return g_steal_pointer(&names);
 }
 
 /* Whether the recorded release burst that starts at entry @index (an empty_cache the reader
@@ -404,26 +330,19 @@ fsim_cmd_replay(int argc, char **argv)
         return fsim_cli_fail("replay", error);
     if (alloc_conf != NULL && !fsim_alloc_conf_apply(config, alloc_conf, &error))
         return fsim_cli_fail("replay", error);
-    for (gsize i = 0; sets != NULL && sets[i] != NULL; i++) {
-        if (!replay_parse_set(config, sets[i], &error))
-            return fsim_cli_fail("replay", error);
-    }
-    policies = replay_policies(policy_list, &error);
+    if (!fsim_cli_apply_sets(config, (const char *const *)sets, "paged.page_size=64KiB",
+                             "device for fault injection", &error))
+        return fsim_cli_fail("replay", error);
+    policies = fsim_cli_policies(policy_list, &error);
     if (policies == NULL)
         return fsim_cli_fail("replay", error);
     trace = fsim_trace_open(argv[1], &error);
     if (trace == NULL)
         return fsim_cli_fail("replay", error);
     devices = fsim_trace_devices(trace, &n_devices);
-    if (trace_device >= 0) {
-        gboolean found = FALSE;
-
-        for (gsize i = 0; i < n_devices; i++)
-            found |= devices[i] == (uint32_t)trace_device;
-        if (!found)
-            return fsim_cli_usage_error("replay", "%s has no events on device %d",
-                                        fsim_trace_path(trace), trace_device);
-    }
+    if (trace_device >= 0 && !fsim_cli_trace_has_device(trace, (uint32_t)trace_device))
+        return fsim_cli_usage_error("replay", "%s has no events on device %d",
+                                    fsim_trace_path(trace), trace_device);
     if (!fsim_replay_outputs_open(outputs, trace, config, policies->len, trace_device, &error))
         return fsim_cli_fail("replay", error);
     if (n_devices == 0 && !json)
