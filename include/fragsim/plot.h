@@ -58,6 +58,10 @@ typedef enum {
 /* Returns: `png` or `svg`. */
 const char *fsim_plot_format_name(FsimPlotFormat format);
 
+/* Sets *@out to the format named @name (`png` or `svg`, as fsim_plot_format_name() writes it).
+ * Returns: %FALSE, leaving *@out alone, for any other name. */
+gboolean fsim_plot_format_from_name(const char *name, FsimPlotFormat *out);
+
 /**
  * FsimPlotOptions:
  * @gnuplot: (nullable): the gnuplot program to run; %NULL to look for `gnuplot` in PATH.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The command table, dispatch, and what subcommands share: exit codes, the options of several
- * commands (--set, -p), JSON output, aligned tables and the progress bar.
+ * commands (--set, -p, the runs of --db), JSON output, aligned tables and the progress bar.
  */
 #include "cli.h"
 
@@ -219,6 +219,27 @@ fsim_cli_trace_has_device(const FsimTrace *trace, uint32_t device)
             return TRUE;
     }
     return FALSE;
+}
+
+GPtrArray *
+fsim_cli_select_runs(const char *db_path, const char *run_list, FsimStore **store, GArray **ids,
+                     GError **error)
+{
+    g_autoptr(GArray) selected = NULL;
+    g_autoptr(FsimStore) opened = NULL;
+    GPtrArray *runs;
+
+    if (run_list != NULL && !fsim_store_parse_run_ids(run_list, &selected, error))
+        return NULL;
+    opened = fsim_store_open(db_path, FSIM_STORE_READ, NULL, error);
+    if (opened == NULL)
+        return NULL;
+    runs = fsim_plot_select_runs(opened, selected, error);
+    if (runs == NULL)
+        return NULL;
+    *store = g_steal_pointer(&opened);
+    *ids = g_steal_pointer(&selected);
+    return runs;
 }
 
 void

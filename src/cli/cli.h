@@ -95,6 +95,21 @@ GPtrArray *fsim_cli_policies(const char *list, GError **error);
 /* Whether @trace has something to replay on @device (one of fsim_trace_devices()). */
 gboolean fsim_cli_trace_has_device(const FsimTrace *trace, uint32_t device);
 
+/**
+ * fsim_cli_select_runs:
+ * @db_path: the results database (`--db`).
+ * @run_list: (nullable): `--run`: the ids to select; NULL for every run with data.
+ * @store: (out) (transfer full): the database, opened for reading.
+ * @ids: (out) (transfer full) (nullable): the ids of @run_list, NULL without it.
+ *
+ * What `plot` and `report` select (fsim_plot_select_runs()).
+ *
+ * Returns: (transfer full) (element-type FsimStoredRun) (nullable): the runs; NULL with a usage
+ * error for a malformed @run_list, a store error, or fsim_plot_select_runs()'s error.
+ */
+GPtrArray *fsim_cli_select_runs(const char *db_path, const char *run_list, FsimStore **store,
+                                GArray **ids, GError **error);
+
 /* Print @node as one JSON object on stdout (pretty when stdout is a terminal), newline ended.
  * Consumes @node. */
 void fsim_cli_print_json(JsonNode *node);

@@ -8,27 +8,10 @@
  */
 #include <glib.h>
 
-#include <string.h>
-
 #include "fragsim/plot.h"
 #include "fragsim/store.h"
 
 #include "cli.h"
-
-static gboolean
-parse_format(const char *text, FsimPlotFormat *out, GError **error)
-{
-    if (text == NULL || strcmp(text, "png") == 0) {
-        *out = FSIM_PLOT_PNG;
-        return TRUE;
-    }
-    if (strcmp(text, "svg") == 0) {
-        *out = FSIM_PLOT_SVG;
-        return TRUE;
-    }
-    g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "--format '%s': expected png or svg", text);
-    return FALSE;
-}
 
 int
 fsim_cmd_plot(int argc, char **argv)
@@ -71,15 +54,11 @@ fsim_cmd_plot(int argc, char **argv)
         return fsim_cli_usage_error("plot", "missing --db FILE");
     if (out_dir == NULL)
         return fsim_cli_usage_error("plot", "missing -o DIR");
-    if (!parse_format(format, &options.format, &error))
-        return fsim_cli_fail("plot", error);
-    if (run_list != NULL && !fsim_store_parse_run_ids(run_list, &ids, &error))
-        return fsim_cli_fail("plot", error);
+    if (format != NULL && !fsim_plot_format_from_name(format, &options.format))
+        return fsim_cli_fail("plot", g_error_new(FSIM_ERROR, FSIM_ERROR_USAGE,
+                                                 "--format '%s': expected png or svg", format));
     options.gnuplot = gnuplot;
-    store = fsim_store_open(db_path, FSIM_STORE_READ, NULL, &error);
-    if (store == NULL)
-        return fsim_cli_fail("plot", error);
-    runs = fsim_plot_select_runs(store, ids, &error);
+    runs = fsim_cli_select_runs(db_path, run_list, &store, &ids, &error);
     if (runs == NULL)
         return fsim_cli_fail("plot", error);
     files = fsim_plot_render(store, runs, out_dir, &options, &error);

@@ -8,8 +8,6 @@
  */
 #include <glib.h>
 
-#include <string.h>
-
 #include "fragsim/plot.h"
 #include "fragsim/store.h"
 
@@ -59,17 +57,10 @@ fsim_cmd_report(int argc, char **argv)
         return fsim_cli_usage_error("report", "missing --db FILE");
     if (out_dir == NULL)
         return fsim_cli_usage_error("report", "missing -o DIR");
-    if (format != NULL && strcmp(format, "svg") == 0)
-        options.format = FSIM_PLOT_SVG;
-    else if (format != NULL && strcmp(format, "png") != 0)
+    if (format != NULL && !fsim_plot_format_from_name(format, &options.format))
         return fsim_cli_usage_error("report", "--format '%s': expected png or svg", format);
-    if (run_list != NULL && !fsim_store_parse_run_ids(run_list, &ids, &error))
-        return fsim_cli_fail("report", error);
     options.gnuplot = gnuplot;
-    store = fsim_store_open(db_path, FSIM_STORE_READ, NULL, &error);
-    if (store == NULL)
-        return fsim_cli_fail("report", error);
-    runs = fsim_plot_select_runs(store, ids, &error);
+    runs = fsim_cli_select_runs(db_path, run_list, &store, &ids, &error);
     if (runs == NULL)
         return fsim_cli_fail("report", error);
     all_runs = fsim_store_runs(store, NULL, 0, &error);

@@ -39,6 +39,18 @@ fsim_plot_format_name(FsimPlotFormat format)
     return format == FSIM_PLOT_SVG ? "svg" : "png";
 }
 
+gboolean
+fsim_plot_format_from_name(const char *name, FsimPlotFormat *out)
+{
+    if (strcmp(name, "png") == 0)
+        *out = FSIM_PLOT_PNG;
+    else if (strcmp(name, "svg") == 0)
+        *out = FSIM_PLOT_SVG;
+    else
+        return FALSE;
+    return TRUE;
+}
+
 char *
 fsim_plot_escape(const char *text)
 {
