@@ -155,4 +155,14 @@ gboolean fsim_parse_u64(const char *text, uint64_t *out);
  */
 char *fsim_format_size(uint64_t bytes);
 
+/**
+ * fsim_format_count:
+ * @n: a count.
+ *
+ * Formats in decimal with a comma between groups of three digits: `6,738,415,616`.
+ *
+ * Returns: (transfer full): the text; free with g_free().
+ */
+char *fsim_format_count(uint64_t n);
+
 G_END_DECLS

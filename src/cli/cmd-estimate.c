@@ -8,25 +8,8 @@
  */
 #include <glib.h>
 
-#include <string.h>
-
 #include "cli.h"
 #include "synth/synth.h"
-
-/* 6738415616 -> "6,738,415,616" */
-static char *
-estimate_thousands(uint64_t n)
-{
-    g_autofree char *digits = g_strdup_printf("%" G_GUINT64_FORMAT, n);
-    GString *s = g_string_new(NULL);
-    gsize len = strlen(digits);
-    for (gsize i = 0; i < len; i++) {
-        if (i > 0 && (len - i) % 3 == 0)
-            g_string_append_c(s, ',');
-        g_string_append_c(s, digits[i]);
-    }
-    return g_string_free(s, FALSE);
-}
 
 void
 fsim_cli_print_models(gboolean json)
@@ -70,7 +53,7 @@ fsim_cli_print_models(gboolean json)
     g_autoptr(FsimTable) table = fsim_table_new(G_N_ELEMENTS(headers), headers);
     for (gsize i = 0; i < n; i++) {
         const FsimModelShape *m = &presets[i];
-        g_autofree char *params = estimate_thousands(fsim_model_params(m));
+        g_autofree char *params = fsim_format_count(fsim_model_params(m));
         fsim_table_add(table, m->name);
         fsim_table_add(table, params);
         fsim_table_addf(table, "%u", m->layers);
@@ -87,7 +70,7 @@ fsim_cli_print_models(gboolean json)
 static void
 estimate_row(FsimTable *table, const char *name, uint64_t bytes, uint64_t params, const char *note)
 {
-    g_autofree char *exact = estimate_thousands(bytes);
+    g_autofree char *exact = fsim_format_count(bytes);
     fsim_table_add(table, name);
     fsim_table_add(table, exact);
     fsim_table_addf(table, "%.2f", (double)bytes / 1e9);

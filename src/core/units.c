@@ -146,3 +146,18 @@ fsim_format_size(uint64_t bytes)
         return g_strdup_printf("%.1f %s", value, units[unit]);
     return g_strdup_printf("%.2f %s", value, units[unit]);
 }
+
+char *
+fsim_format_count(uint64_t n)
+{
+    g_autofree char *digits = g_strdup_printf("%" G_GUINT64_FORMAT, n);
+    GString *text = g_string_new(NULL);
+    gsize len = strlen(digits);
+
+    for (gsize i = 0; i < len; i++) {
+        if (i > 0 && (len - i) % 3 == 0)
+            g_string_append_c(text, ',');
+        g_string_append_c(text, digits[i]);
+    }
+    return g_string_free(text, FALSE);
+}

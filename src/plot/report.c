@@ -104,21 +104,6 @@ format_time_ns(uint64_t ns)
     return g_strdup_printf("%" G_GUINT64_FORMAT " ns", ns);
 }
 
-static char *
-format_count(uint64_t n)
-{
-    g_autoptr(GString) digits = g_string_new(NULL);
-    g_autofree char *plain = g_strdup_printf("%" G_GUINT64_FORMAT, n);
-    gsize len = strlen(plain);
-
-    for (gsize i = 0; i < len; i++) {
-        if (i > 0 && (len - i) % 3 == 0)
-            g_string_append_c(digits, ',');
-        g_string_append_c(digits, plain[i]);
-    }
-    return g_string_free(g_steal_pointer(&digits), FALSE);
-}
-
 static void
 dl_item(GString *out, const char *term, const char *value)
 {
@@ -230,9 +215,9 @@ write_facts(GString *out, FsimStore *store, const FsimPlotGroup *group)
     const FsimMetrics *m = &first->metrics;
     g_autoptr(GArray) samples = fsim_store_samples(store, first->id, NULL);
     FsimTime duration = 0;
-    g_autofree char *events = format_count(m->events);
-    g_autofree char *allocs = format_count(m->allocs);
-    g_autofree char *frees = format_count(m->frees);
+    g_autofree char *events = fsim_format_count(m->events);
+    g_autofree char *allocs = fsim_format_count(m->allocs);
+    g_autofree char *frees = fsim_format_count(m->frees);
     g_autofree char *lower = fsim_format_size(m->lower_bound_bytes);
     g_autofree char *capacity = fsim_format_size(first->capacity_bytes);
     g_autofree char *total = fsim_format_size(first->total_bytes);
@@ -253,7 +238,7 @@ write_facts(GString *out, FsimStore *store, const FsimPlotGroup *group)
     dl_item(out, "peak requested (lower bound)", lower);
     dl_item(out, "duration", time);
     if (m->unmatched_frees > 0) {
-        g_autofree char *unmatched = format_count(m->unmatched_frees);
+        g_autofree char *unmatched = fsim_format_count(m->unmatched_frees);
 
         dl_item(out, "frees of unknown blocks", unmatched);
     }
@@ -292,9 +277,9 @@ write_policy_table(GString *out, const FsimPlotGroup *group)
         g_autofree char *util = g_strdup_printf("%.1f%%", 100.0 * m->peak_utilization);
         g_autofree char *ext = g_strdup_printf("%.1f%%", 100.0 * m->external_frag_at_peak);
         g_autofree char *minu = g_strdup_printf("%.1f%%", 100.0 * m->min_utilization);
-        g_autofree char *ooms = format_count(m->ooms);
-        g_autofree char *calls =
-            format_count(m->device_mallocs + m->device_frees + m->device_maps + m->device_unmaps);
+        g_autofree char *ooms = fsim_format_count(m->ooms);
+        g_autofree char *calls = fsim_format_count(m->device_mallocs + m->device_frees +
+                                                   m->device_maps + m->device_unmaps);
         g_autofree char *time = format_time_ns(m->modelled_alloc_time_ns);
         gboolean lowest = is_best(group, best, i);
         const char *class = lowest ? " class=\"best\"" : m->ooms > 0 ? " class=\"oom\"" : "";

@@ -413,26 +413,11 @@ fsim_train_config_check(const FsimTrainConfig *config, GError **error)
     return TRUE;
 }
 
-/* 6738415616 -> "6,738,415,616" */
-static char *
-models_thousands(uint64_t n)
-{
-    g_autofree char *digits = g_strdup_printf("%" G_GUINT64_FORMAT, n);
-    GString *s = g_string_new(NULL);
-    gsize len = strlen(digits);
-    for (gsize i = 0; i < len; i++) {
-        if (i > 0 && (len - i) % 3 == 0)
-            g_string_append_c(s, ',');
-        g_string_append_c(s, digits[i]);
-    }
-    return g_string_free(s, FALSE);
-}
-
 char *
 fsim_train_config_describe(const FsimTrainConfig *c)
 {
     const FsimModelShape *m = &c->model;
-    g_autofree char *params = models_thousands(fsim_model_params(m));
+    g_autofree char *params = fsim_format_count(fsim_model_params(m));
     GString *s = g_string_new(NULL);
 
     g_string_append_printf(s, "%s: %s\n", m->name, m->description);
