@@ -162,4 +162,26 @@ int fsim_cmd_report(int argc, char **argv);
 /* Print the model presets (`--list-models`) as a table, or one JSON object. */
 void fsim_cli_print_models(gboolean json);
 
+/* synth/synth.h */
+typedef struct FsimTrainOptions FsimTrainOptions;
+
+/**
+ * fsim_cli_parse_train:
+ * @context: a context with the command's entries and fsim_train_options_group(@options).
+ * @command: the command name, for messages.
+ * @options: what @context fills; fsim_train_options_init() was called.
+ * @json: (nullable): the command's --json, read once parsed: --list-models then prints JSON.
+ * @argc, @argv: in/out, as fsim_cli_parse() takes them.
+ * @status: (out): the exit status, when this returns %FALSE.
+ *
+ * fsim_cli_parse() for the commands that take the training options (estimate, fit, synth train
+ * and synth serve), which also answers --list-models.
+ *
+ * Returns: %FALSE when the command is done (a usage error, or the models listed), with @options
+ * cleared.
+ */
+gboolean fsim_cli_parse_train(GOptionContext *context, const char *command,
+                              FsimTrainOptions *options, const gboolean *json, int *argc,
+                              char ***argv, int *status);
+
 G_END_DECLS

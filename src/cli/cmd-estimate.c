@@ -67,6 +67,24 @@ fsim_cli_print_models(gboolean json)
     fsim_table_print(table);
 }
 
+gboolean
+fsim_cli_parse_train(GOptionContext *context, const char *command, FsimTrainOptions *options,
+                     const gboolean *json, int *argc, char ***argv, int *status)
+{
+    if (!fsim_cli_parse(context, command, argc, argv)) {
+        fsim_train_options_clear(options);
+        *status = FSIM_EXIT_USAGE;
+        return FALSE;
+    }
+    if (options->list_models) {
+        fsim_train_options_clear(options);
+        fsim_cli_print_models(json != NULL && *json);
+        *status = FSIM_EXIT_OK;
+        return FALSE;
+    }
+    return TRUE;
+}
+
 static void
 estimate_row(FsimTable *table, const char *name, uint64_t bytes, uint64_t params, const char *note)
 {
@@ -100,6 +118,7 @@ fsim_cmd_estimate(int argc, char **argv)
     FsimTrainConfig config;
     FsimEstimate est;
     FsimDeviceSpec spec;
+    int status;
 
     fsim_train_options_init(&options);
     g_option_context_add_main_entries(context, entries, NULL);
@@ -111,15 +130,8 @@ fsim_cmd_estimate(int argc, char **argv)
                     "          fragsim estimate --params 7e9 --activations 20GB -d 80GB\n",
                     NULL);
     g_option_context_set_description(context, description);
-    if (!fsim_cli_parse(context, "estimate", &argc, &argv)) {
-        fsim_train_options_clear(&options);
-        return FSIM_EXIT_USAGE;
-    }
-    if (options.list_models) {
-        fsim_train_options_clear(&options);
-        fsim_cli_print_models(json);
-        return FSIM_EXIT_OK;
-    }
+    if (!fsim_cli_parse_train(context, "estimate", &options, &json, &argc, &argv, &status))
+        return status;
     if (argc > 2) {
         fsim_train_options_clear(&options);
         return fsim_cli_usage_error("estimate", "unexpected argument '%s'", argv[2]);

@@ -369,6 +369,7 @@ fsim_cmd_fit(int argc, char **argv)
     Source src = {0};
     FsimDeviceSpec spec;
     Target target;
+    int status;
 
     fsim_train_options_init(&options);
     g_option_context_add_main_entries(context, entries, NULL);
@@ -382,15 +383,8 @@ fsim_cmd_fit(int argc, char **argv)
         "          fragsim fit llama2-7b --lora --checkpointing full -d rtx4090-24gb\n",
         NULL);
     g_option_context_set_description(context, description);
-    if (!fsim_cli_parse(context, "fit", &argc, &argv)) {
-        fsim_train_options_clear(&options);
-        return FSIM_EXIT_USAGE;
-    }
-    if (options.list_models) {
-        fsim_train_options_clear(&options);
-        fsim_cli_print_models(json);
-        return FSIM_EXIT_OK;
-    }
+    if (!fsim_cli_parse_train(context, "fit", &options, &json, &argc, &argv, &status))
+        return status;
     if (argc > 2) {
         fsim_train_options_clear(&options);
         return fsim_cli_usage_error("fit", "expected one TRACE or MODEL, got '%s' too", argv[2]);

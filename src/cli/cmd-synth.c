@@ -60,6 +60,7 @@ synth_train(int argc, char **argv)
     GError *error = NULL;
     FsimTrainConfig config;
     FsimEstimate est;
+    int status;
 
     fsim_train_options_init(&options);
     g_option_context_add_main_entries(context, entries, NULL);
@@ -69,15 +70,8 @@ synth_train(int argc, char **argv)
                                                "gpt2-small --seq 1024 --batch 8 -o gpt2.trace.gz\n",
                                                NULL);
     g_option_context_set_description(context, description);
-    if (!fsim_cli_parse(context, "synth train", &argc, &argv)) {
-        fsim_train_options_clear(&options);
-        return FSIM_EXIT_USAGE;
-    }
-    if (options.list_models) {
-        fsim_train_options_clear(&options);
-        fsim_cli_print_models(FALSE);
-        return FSIM_EXIT_OK;
-    }
+    if (!fsim_cli_parse_train(context, "synth train", &options, NULL, &argc, &argv, &status))
+        return status;
     gboolean ok = fsim_train_options_resolve(&options, NULL, &config, &error);
     fsim_train_options_clear(&options);
     if (!ok)
@@ -163,6 +157,7 @@ synth_serve(int argc, char **argv)
     FsimTrainConfig train;
     FsimDist prompt_dist = {0}, output_dist = {0};
     FsimServeStats stats;
+    int status;
 
     fsim_train_options_init(&options);
     g_option_context_add_main_entries(context, entries, NULL);
@@ -174,15 +169,8 @@ synth_serve(int argc, char **argv)
         "token slots holding no token, over time) is printed on stderr, or with --json.\n"
         "Example: fragsim synth serve --model llama2-7b --rate 4 --kv-layout paged -o "
         "serve.trace\n");
-    if (!fsim_cli_parse(context, "synth serve", &argc, &argv)) {
-        fsim_train_options_clear(&options);
-        return FSIM_EXIT_USAGE;
-    }
-    if (options.list_models) {
-        fsim_train_options_clear(&options);
-        fsim_cli_print_models(FALSE);
-        return FSIM_EXIT_OK;
-    }
+    if (!fsim_cli_parse_train(context, "synth serve", &options, NULL, &argc, &argv, &status))
+        return status;
     gboolean ok = fsim_train_options_resolve(&options, NULL, &train, &error);
     fsim_train_options_clear(&options);
     if (!ok)

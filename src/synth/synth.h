@@ -556,7 +556,7 @@ const FsimSynthHeapItem *fsim_synth_heap_peek(const FsimSynthHeap *heap);
  * with fsim_train_options_resolve().  fsim_train_options_init(), add the group, parse, resolve,
  * then fsim_train_options_clear().
  */
-typedef struct {
+typedef struct FsimTrainOptions {
     char *model;
     char *params;
     int layers, hidden, heads, kv_heads, head_dim, ffn, vocab;
