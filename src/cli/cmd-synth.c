@@ -41,6 +41,22 @@ synth_write(FsimSynth *synth, const char *path, const char *comment, gboolean qu
     return TRUE;
 }
 
+/* What every kind checks after parsing: no argument left, and either -o TRACE or --dry-run.
+ * Returns: %FALSE after printing a usage error. */
+static gboolean
+synth_check_args(const char *command, int argc, char **argv, const char *output, gboolean dry_run)
+{
+    if (argc > 1)
+        fsim_cli_usage_error(command, "unexpected argument '%s'", argv[1]);
+    else if (output == NULL && !dry_run)
+        fsim_cli_usage_error(command, "missing -o TRACE (or --dry-run)");
+    else if (output != NULL && dry_run)
+        fsim_cli_usage_error(command, "--dry-run writes nothing: drop -o");
+    else
+        return TRUE;
+    return FALSE;
+}
+
 static int
 synth_train(int argc, char **argv)
 {
@@ -76,12 +92,8 @@ synth_train(int argc, char **argv)
     fsim_train_options_clear(&options);
     if (!ok)
         return fsim_cli_fail("synth train", error);
-    if (argc > 1)
-        return fsim_cli_usage_error("synth train", "unexpected argument '%s'", argv[1]);
-    if (output == NULL && !dry_run)
-        return fsim_cli_usage_error("synth train", "missing -o TRACE (or --dry-run)");
-    if (output != NULL && dry_run)
-        return fsim_cli_usage_error("synth train", "--dry-run writes nothing: drop -o");
+    if (!synth_check_args("synth train", argc, argv, output, dry_run))
+        return FSIM_EXIT_USAGE;
     if (!fsim_estimate_train(&config, &est, &error))
         return fsim_cli_fail("synth train", error);
 
@@ -175,12 +187,8 @@ synth_serve(int argc, char **argv)
     fsim_train_options_clear(&options);
     if (!ok)
         return fsim_cli_fail("synth serve", error);
-    if (argc > 1)
-        return fsim_cli_usage_error("synth serve", "unexpected argument '%s'", argv[1]);
-    if (output == NULL && !dry_run)
-        return fsim_cli_usage_error("synth serve", "missing -o TRACE (or --dry-run)");
-    if (output != NULL && dry_run)
-        return fsim_cli_usage_error("synth serve", "--dry-run writes nothing: drop -o");
+    if (!synth_check_args("synth serve", argc, argv, output, dry_run))
+        return FSIM_EXIT_USAGE;
 
     fsim_serve_config_init(&config);
     config.model = train.model;
@@ -313,12 +321,8 @@ synth_random(int argc, char **argv)
                  "uniform:512:64MiB --max-live 1000 -o stress.trace\n");
     if (!fsim_cli_parse(context, "synth random", &argc, &argv))
         return FSIM_EXIT_USAGE;
-    if (argc > 1)
-        return fsim_cli_usage_error("synth random", "unexpected argument '%s'", argv[1]);
-    if (output == NULL && !dry_run)
-        return fsim_cli_usage_error("synth random", "missing -o TRACE (or --dry-run)");
-    if (output != NULL && dry_run)
-        return fsim_cli_usage_error("synth random", "--dry-run writes nothing: drop -o");
+    if (!synth_check_args("synth random", argc, argv, output, dry_run))
+        return FSIM_EXIT_USAGE;
     if (events < 0 || seed < 0 || seed > G_MAXUINT32 || max_live < 0 || streams < 1)
         return fsim_cli_usage_error("synth random",
                                     "--events and --max-live must not be negative, --seed must "
