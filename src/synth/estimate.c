@@ -29,12 +29,6 @@
 
 #include "synth.h"
 
-static uint64_t
-div_ceil(uint64_t a, uint64_t b)
-{
-    return (a + b - 1) / b;
-}
-
 /* The dimensions of one rank's micro-batch (the same as the generator's, computed here on their
  * own so that the estimate stays independent). */
 typedef struct {
@@ -58,13 +52,13 @@ est_init(const FsimTrainConfig *c, Est *x)
     x->s = c->seq;
     x->b = c->batch;
     x->T = x->s * x->b;
-    x->Tr = c->sequence_parallel ? div_ceil(x->T, t) : x->T;
+    x->Tr = c->sequence_parallel ? fsim_div_ceil(x->T, t) : x->T;
     x->h = m->hidden;
     x->heads = m->heads / t;
     x->q = x->heads * m->head_dim;
     x->kv = m->kv_heads / t * m->head_dim;
     x->f = m->ffn / t;
-    x->v = div_ceil(m->vocab, t);
+    x->v = fsim_div_ceil(m->vocab, t);
     x->r = c->lora_rank;
     x->scores = x->b * x->heads * x->s * x->s;
     x->dropout = m->dropout;
@@ -164,9 +158,9 @@ est_state(const FsimTrainConfig *c, const Est *x, const GArray *params, State *s
     for (guint i = 0; i < params->len; i++) {
         const FsimParamTensor *p = &g_array_index(params, FsimParamTensor, i);
         uint64_t n = p->rows * p->cols;
-        uint64_t n1 = c->zero_stage >= 1 ? div_ceil(n, ranks) : n;
-        uint64_t n2 = c->zero_stage >= 2 ? div_ceil(n, ranks) : n;
-        uint64_t n3 = c->zero_stage >= 3 ? div_ceil(n, ranks) : n;
+        uint64_t n1 = c->zero_stage >= 1 ? fsim_div_ceil(n, ranks) : n;
+        uint64_t n2 = c->zero_stage >= 2 ? fsim_div_ceil(n, ranks) : n;
+        uint64_t n3 = c->zero_stage >= 3 ? fsim_div_ceil(n, ranks) : n;
 
         st->weights += n3 * x->we;
         if (p->layer == 0)
@@ -194,7 +188,7 @@ est_state(const FsimTrainConfig *c, const Est *x, const GArray *params, State *s
             state = 8 * n1;
             break;
         case FSIM_OPTIMIZER_ADAM8BIT:
-            state = n >= 4096 ? 2 * n1 + 8 * div_ceil(n1, 2048) : 8 * n1;
+            state = n >= 4096 ? 2 * n1 + 8 * fsim_div_ceil(n1, 2048) : 8 * n1;
             break;
         case FSIM_OPTIMIZER_SGD:
             state = 4 * n1;

@@ -201,12 +201,6 @@ models_push_norm(GArray *out, const FsimModelShape *m, FsimModule module, uint32
         models_push(out, module, layer, m->hidden, 1, TRUE, FALSE);
 }
 
-static uint64_t
-div_ceil(uint64_t a, uint64_t b)
-{
-    return (a + b - 1) / b;
-}
-
 /* Whether a LoRA adapter sits on @module under @targets (a fused module is targeted when one of
  * its parts is). */
 static gboolean
@@ -233,7 +227,7 @@ fsim_train_params(const FsimTrainConfig *config, GArray *out)
     uint64_t q = (uint64_t)m->heads / t * d;     /* query width of one rank */
     uint64_t kv = (uint64_t)m->kv_heads / t * d; /* key / value width of one rank */
     uint64_t f = m->ffn / t;
-    uint64_t v = div_ceil(m->vocab, t); /* vocabulary-parallel embedding */
+    uint64_t v = fsim_div_ceil(m->vocab, t); /* vocabulary-parallel embedding */
 
     models_push(out, FSIM_MOD_EMBED, FSIM_NO_LAYER, v, h, FALSE, FALSE);
     if (m->positions)

@@ -105,12 +105,6 @@ serve_alloc(Serve *s, uint64_t size)
     return id;
 }
 
-static uint64_t
-div_ceil(uint64_t a, uint64_t b)
-{
-    return (a + b - 1) / b;
-}
-
 /* Account the slots of the interval since the last change, then move the clock to @now. */
 static void
 serve_integrate(Serve *s, FsimTime now)
@@ -144,10 +138,10 @@ serve_capacity_for(const Serve *s, const Request *r, uint64_t tokens)
         if (tokens <= r->capacity)
             return r->capacity;
         if (r->capacity == 0)
-            return MIN(div_ceil(tokens, bt) * bt, s->config.max_len);
-        return MIN(MAX(2 * r->capacity, div_ceil(tokens, bt) * bt), s->config.max_len);
+            return MIN(fsim_div_ceil(tokens, bt) * bt, s->config.max_len);
+        return MIN(MAX(2 * r->capacity, fsim_div_ceil(tokens, bt) * bt), s->config.max_len);
     case FSIM_KV_PAGED:
-        return div_ceil(tokens, bt) * bt;
+        return fsim_div_ceil(tokens, bt) * bt;
     }
     g_assert_not_reached();
 }

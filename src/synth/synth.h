@@ -28,6 +28,13 @@
 
 G_BEGIN_DECLS
 
+/* ⌈@a / @b⌉, for @b > 0: shards, tiles and the like, where the last one may be partial. */
+static inline uint64_t
+fsim_div_ceil(uint64_t a, uint64_t b)
+{
+    return (a + b - 1) / b;
+}
+
 /* ---- Model shapes ------------------------------------------------------------------------ */
 
 typedef enum {

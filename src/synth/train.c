@@ -144,12 +144,6 @@ typedef struct {
 #define TRAIN_EVENT_NS 1000
 
 static uint64_t
-div_ceil(uint64_t a, uint64_t b)
-{
-    return (a + b - 1) / b;
-}
-
-static uint64_t
 numel(const FsimParamTensor *p)
 {
     return p->rows * p->cols;
@@ -193,7 +187,7 @@ train_slot(Train *t, uint32_t layer, guint slot)
 static uint64_t
 train_partition(const Train *t, uint64_t n, uint32_t stage)
 {
-    return t->config.zero_stage >= stage ? div_ceil(n, t->config.ranks) : n;
+    return t->config.zero_stage >= stage ? fsim_div_ceil(n, t->config.ranks) : n;
 }
 
 /*
@@ -824,8 +818,8 @@ train_opt_state(Train *t, guint i)
         if (numel(p) >= 4096) {
             train_alloc(t, n);
             train_alloc(t, n);
-            train_alloc(t, div_ceil(n, 2048) * 4);
-            train_alloc(t, div_ceil(n, 2048) * 4);
+            train_alloc(t, fsim_div_ceil(n, 2048) * 4);
+            train_alloc(t, fsim_div_ceil(n, 2048) * 4);
         } else {
             train_alloc(t, n * 4);
             train_alloc(t, n * 4);
@@ -1052,13 +1046,13 @@ fsim_synth_train_new(const FsimTrainConfig *config, GError **error)
     d->s = config->seq;
     d->b = config->batch;
     d->tokens = d->s * d->b;
-    d->rtok = config->sequence_parallel ? div_ceil(d->tokens, tp) : d->tokens;
+    d->rtok = config->sequence_parallel ? fsim_div_ceil(d->tokens, tp) : d->tokens;
     d->h = m->hidden;
     d->heads = m->heads / tp;
     d->q = d->heads * m->head_dim;
     d->kv = m->kv_heads / tp * m->head_dim;
     d->f = m->ffn / tp;
-    d->v = div_ceil(m->vocab, tp);
+    d->v = fsim_div_ceil(m->vocab, tp);
     d->r = config->lora_rank;
     d->scores = d->b * d->heads * d->s * d->s;
     d->rotary = m->positions == 0;
