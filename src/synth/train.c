@@ -222,24 +222,27 @@ train_grad(Train *t, guint i)
     }
 }
 
-/* The gradients of @module's base tensors (@lora FALSE) or adapters (@lora TRUE) in @layer. */
+/* The gradients of the tensors [@first, @last) of @module, base (@lora FALSE) or adapters. */
 static void
-train_wgrad(Train *t, uint32_t layer, FsimModule module, gboolean lora)
+train_wgrad_range(Train *t, guint first, guint last, FsimModule module, gboolean lora)
 {
-    guint first = layer == FSIM_NO_LAYER ? t->globals_first : t->layer_first[layer];
-    guint last = layer == FSIM_NO_LAYER ? t->params->len : t->layer_first[layer + 1];
-    if (layer == FSIM_NO_LAYER) {
-        /* the globals before the layers: embeddings */
-        for (guint i = 0; i < t->layer_first[0]; i++) {
-            const FsimParamTensor *p = &g_array_index(t->params, FsimParamTensor, i);
-            if (p->module == module && p->lora == lora)
-                train_grad(t, i);
-        }
-    }
     for (guint i = first; i < last; i++) {
         const FsimParamTensor *p = &g_array_index(t->params, FsimParamTensor, i);
         if (p->module == module && p->lora == lora)
             train_grad(t, i);
+    }
+}
+
+/* The gradients of @module's base tensors (@lora FALSE) or adapters (@lora TRUE) in @layer. */
+static void
+train_wgrad(Train *t, uint32_t layer, FsimModule module, gboolean lora)
+{
+    if (layer == FSIM_NO_LAYER) {
+        /* the globals before the layers (embeddings), then those after them */
+        train_wgrad_range(t, 0, t->layer_first[0], module, lora);
+        train_wgrad_range(t, t->globals_first, t->params->len, module, lora);
+    } else {
+        train_wgrad_range(t, t->layer_first[layer], t->layer_first[layer + 1], module, lora);
     }
 }
 
@@ -292,6 +295,14 @@ train_lora_bwd(Train *t, uint32_t layer, FsimModule module, uint64_t in_width)
     train_free(t, dx);
     train_free(t, dax);
     train_drop(t, train_slot(t, layer, SLOT_LORA + module));
+}
+
+/* A linear layer's weight gradients in backward: the base weight's, then its LoRA branch's. */
+static void
+train_linear_bwd(Train *t, uint32_t layer, FsimModule module, uint64_t in_width)
+{
+    train_wgrad(t, layer, module, FALSE);
+    train_lora_bwd(t, layer, module, in_width);
 }
 
 /* Sequence parallelism all-gathers a sequence-sharded input before a column-parallel matmul. */
@@ -535,8 +546,7 @@ train_layer_backward(Train *t, uint32_t layer, uint64_t dy)
     uint64_t d_ln2;
     if (!m->gated_mlp) {
         uint64_t d_act = train_alloc(t, d->tokens * d->f * d->e);
-        train_wgrad(t, layer, FSIM_MOD_FC2, FALSE);
-        train_lora_bwd(t, layer, FSIM_MOD_FC2, d->f);
+        train_linear_bwd(t, layer, FSIM_MOD_FC2, d->f);
         train_drop(t, &slot[SLOT_ACT]);
         train_drop(t, &gath);
         if (g != dy)
@@ -546,14 +556,12 @@ train_layer_backward(Train *t, uint32_t layer, uint64_t dy)
         train_drop(t, &slot[SLOT_FC1]);
         d_ln2 = train_alloc(t, d->rtok * d->h * d->e);
         gath = train_gather_seq(t);
-        train_wgrad(t, layer, FSIM_MOD_FC1, FALSE);
-        train_lora_bwd(t, layer, FSIM_MOD_FC1, d->h);
+        train_linear_bwd(t, layer, FSIM_MOD_FC1, d->h);
         train_drop(t, &gath);
         train_free(t, d_fc1);
     } else {
         uint64_t d_prod = train_alloc(t, d->tokens * d->f * d->e);
-        train_wgrad(t, layer, FSIM_MOD_DOWN, FALSE);
-        train_lora_bwd(t, layer, FSIM_MOD_DOWN, d->f);
+        train_linear_bwd(t, layer, FSIM_MOD_DOWN, d->f);
         train_drop(t, &slot[SLOT_PROD]);
         train_drop(t, &gath);
         if (g != dy)
@@ -572,17 +580,14 @@ train_layer_backward(Train *t, uint32_t layer, uint64_t dy)
             train_free(t, d_up);
             train_drop(t, &slot[SLOT_GATE_UP]);
             d_ln2 = train_alloc(t, d->rtok * d->h * d->e);
-            train_wgrad(t, layer, FSIM_MOD_GATE_UP, FALSE);
-            train_lora_bwd(t, layer, FSIM_MOD_GATE_UP, d->h);
+            train_linear_bwd(t, layer, FSIM_MOD_GATE_UP, d->h);
             train_free(t, d_gate_up);
         } else {
             train_drop(t, &slot[SLOT_GATE]);
             train_drop(t, &slot[SLOT_UP]);
             d_ln2 = train_alloc(t, d->rtok * d->h * d->e);
-            train_wgrad(t, layer, FSIM_MOD_GATE, FALSE);
-            train_lora_bwd(t, layer, FSIM_MOD_GATE, d->h);
-            train_wgrad(t, layer, FSIM_MOD_UP, FALSE);
-            train_lora_bwd(t, layer, FSIM_MOD_UP, d->h);
+            train_linear_bwd(t, layer, FSIM_MOD_GATE, d->h);
+            train_linear_bwd(t, layer, FSIM_MOD_UP, d->h);
             train_free(t, d_gate);
             train_free(t, d_up);
         }
@@ -604,8 +609,7 @@ train_layer_backward(Train *t, uint32_t layer, uint64_t dy)
     }
     gath = train_gather_seq(t);
     uint64_t d_ctx = train_alloc(t, d->tokens * d->q * d->e);
-    train_wgrad(t, layer, FSIM_MOD_O, FALSE);
-    train_lora_bwd(t, layer, FSIM_MOD_O, d->q);
+    train_linear_bwd(t, layer, FSIM_MOD_O, d->q);
     train_drop(t, &gath);
     if (g != d_xmid)
         train_free(t, g);
@@ -664,17 +668,13 @@ train_layer_backward(Train *t, uint32_t layer, uint64_t dy)
         train_free(t, dk);
         train_free(t, dv);
         d_ln1 = train_alloc(t, d->rtok * d->h * d->e);
-        train_wgrad(t, layer, FSIM_MOD_QKV, FALSE);
-        train_lora_bwd(t, layer, FSIM_MOD_QKV, d->h);
+        train_linear_bwd(t, layer, FSIM_MOD_QKV, d->h);
         train_free(t, d_qkv);
     } else {
         d_ln1 = train_alloc(t, d->rtok * d->h * d->e);
-        train_wgrad(t, layer, FSIM_MOD_Q, FALSE);
-        train_lora_bwd(t, layer, FSIM_MOD_Q, d->h);
-        train_wgrad(t, layer, FSIM_MOD_K, FALSE);
-        train_lora_bwd(t, layer, FSIM_MOD_K, d->h);
-        train_wgrad(t, layer, FSIM_MOD_V, FALSE);
-        train_lora_bwd(t, layer, FSIM_MOD_V, d->h);
+        train_linear_bwd(t, layer, FSIM_MOD_Q, d->h);
+        train_linear_bwd(t, layer, FSIM_MOD_K, d->h);
+        train_linear_bwd(t, layer, FSIM_MOD_V, d->h);
         train_free(t, dq);
         train_free(t, dk);
         train_free(t, dv);
