@@ -15,6 +15,8 @@
 
 #include "fragsim/fragsim.h"
 
+#include "bench-util.h"
+
 static const char python_script[] =
     "import pickle, sys, time\n"
     "class R(pickle.Unpickler):\n"
@@ -28,30 +30,6 @@ static const char python_script[] =
     "    best = min(best, time.perf_counter() - t0)\n"
     "    del v\n"
     "print(repr(best))\n";
-
-/* CPython's best time in seconds, or a negative number when it could not be run. */
-static double
-python_best_seconds(const char *python, const char *path, int runs)
-{
-    g_autofree char *dash_c = g_strdup("-c");
-    g_autofree char *script = g_strdup(python_script);
-    g_autofree char *path_copy = g_strdup(path);
-    g_autofree char *runs_text = g_strdup_printf("%d", runs);
-    g_autofree char *python_copy = g_strdup(python);
-    char *argv[] = {python_copy, dash_c, script, path_copy, runs_text, NULL};
-    g_autofree char *out = NULL;
-    g_autofree char *err = NULL;
-    g_autoptr(GError) error = NULL;
-    int status = 0;
-
-    if (!g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status, &error) ||
-        !g_spawn_check_wait_status(status, &error)) {
-        g_printerr("bench-read: python3 failed on %s: %s\n%s", path,
-                   error != NULL ? error->message : "", err != NULL ? err : "");
-        return -1;
-    }
-    return g_ascii_strtod(out, NULL);
-}
 
 /* Open @path and read every event of every device; the number of events in *events. */
 static gboolean
@@ -109,7 +87,7 @@ bench_file(const char *path, int runs, const char *python)
             runs);
     if (python == NULL)
         return TRUE;
-    py = python_best_seconds(python, path, runs);
+    py = bench_python_best_seconds("bench-read", python, python_script, path, runs);
     if (py <= 0)
         return FALSE;
     g_print("  python3 pickle.load %8.2f ms  %8.1f MB/s  (best of %d)\n", py * 1e3, mb / py, runs);
@@ -120,30 +98,6 @@ bench_file(const char *path, int runs, const char *python)
 int
 main(int argc, char **argv)
 {
-    int runs = 5;
-    gboolean no_python = FALSE;
-    GOptionEntry entries[] = {
-        {"runs", 'n', 0, G_OPTION_ARG_INT, &runs, "Runs per file; the best counts (5)", "N"},
-        {"no-python", 0, 0, G_OPTION_ARG_NONE, &no_python, "Do not time CPython", NULL},
-        {NULL, 0, 0, 0, NULL, NULL, NULL},
-    };
-    g_autoptr(GOptionContext) context =
-        g_option_context_new("FILE... - time reading PyTorch snapshots");
-    g_autoptr(GError) error = NULL;
-    g_autofree char *python = NULL;
-    gboolean ok = TRUE;
-
-    g_option_context_add_main_entries(context, entries, NULL);
-    if (!g_option_context_parse(context, &argc, &argv, &error) || argc < 2 || runs < 1) {
-        g_printerr("bench-read: %s\n", error != NULL
-                                           ? error->message
-                                           : "usage: bench-read [--runs N] [--no-python] FILE...");
-        return 2;
-    }
-    python = no_python ? NULL : g_find_program_in_path("python3");
-    if (!no_python && python == NULL)
-        g_print("note: python3 not found, CPython not timed\n");
-    for (int i = 1; i < argc; i++)
-        ok = bench_file(argv[i], runs, python) && ok;
-    return ok ? 0 : 1;
+    return bench_main(argc, argv, "bench-read", "FILE... - time reading PyTorch snapshots",
+                      bench_file);
 }
