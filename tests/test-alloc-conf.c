@@ -12,9 +12,9 @@
 
 #include "fragsim/fragsim.h"
 
-#include "cli.h"
 #include "policies/alloc-conf.h"
 #include "policies/pytorch.h"
+#include "test-util.h"
 
 #define MIB FSIM_MiB
 
@@ -324,63 +324,38 @@ test_to_string(void)
     g_assert_cmpmem(&conf, sizeof(conf), &again, sizeof(again));
 }
 
-static GString *captured;
-
-static void
-capture_print(const gchar *text)
-{
-    g_string_append(captured, text);
-}
-
-/* `fragsim replay -p caching -c CONF --json SNAPSHOT`: the exit status, stdout in *out. */
-static int
-run_replay(const char *conf, char **out)
+/* `fragsim replay -p caching -c CONF --json SNAPSHOT`, in this process. */
+static FsimTestRun
+run_replay(const char *conf)
 {
     g_autofree char *trace =
         g_test_build_filename(G_TEST_DIST, "data", "validate", "validate-exact.pickle", NULL);
-    g_autofree char *conf_copy = g_strdup(conf);
-    char program[] = "fragsim";
-    char command[] = "replay";
-    char policy_option[] = "-p";
-    char policy[] = "caching";
-    char conf_option[] = "-c";
-    char json[] = "--json";
-    char *argv[] = {program,   command, policy_option, policy, conf_option,
-                    conf_copy, json,    trace,         NULL};
-    GPrintFunc old;
-    int status;
 
-    captured = g_string_new(NULL);
-    old = g_set_print_handler(capture_print);
-    status = fsim_cli_main(G_N_ELEMENTS(argv) - 1, argv);
-    g_set_print_handler(old);
-    *out = g_string_free(captured, FALSE);
-    captured = NULL;
-    return status;
+    return fsim_test_run_main("replay", "-p", "caching", "-c", conf, "--json", trace, NULL);
 }
 
 /* replay -c: a bad string is a usage error (exit 2); a good one reaches the policy. */
 static void
 test_replay_option(void)
 {
-    g_autofree char *unknown = NULL;
-    g_autofree char *invalid = NULL;
-    g_autofree char *plain = NULL;
-    g_autofree char *expandable = NULL;
+    g_auto(FsimTestRun) unknown = run_replay("nope:1");
+    g_auto(FsimTestRun) invalid = run_replay("max_split_size_mb:5");
+    g_auto(FsimTestRun) plain = run_replay("max_split_size_mb:128");
+    g_auto(FsimTestRun) expandable = run_replay("expandable_segments:True");
     g_autoptr(JsonParser) parser = json_parser_new();
     JsonObject *run;
 
-    g_assert_cmpint(run_replay("nope:1", &unknown), ==, 2);
-    g_assert_cmpint(run_replay("max_split_size_mb:5", &invalid), ==, 2);
-    g_assert_cmpint(run_replay("max_split_size_mb:128", &plain), ==, 0);
-    g_assert_cmpint(run_replay("expandable_segments:True", &expandable), ==, 0);
-    g_assert_true(json_parser_load_from_data(parser, plain, -1, NULL));
+    g_assert_cmpint(unknown.status, ==, 2);
+    g_assert_cmpint(invalid.status, ==, 2);
+    g_assert_cmpint(plain.status, ==, 0);
+    g_assert_cmpint(expandable.status, ==, 0);
+    g_assert_true(json_parser_load_from_data(parser, plain.out, -1, NULL));
     run = json_array_get_object_element(
         json_object_get_array_member(json_node_get_object(json_parser_get_root(parser)), "runs"),
         0);
     g_assert_cmpint(json_object_get_int_member(run, "device_mallocs"), ==, 2);
     g_assert_cmpint(json_object_get_int_member(run, "device_maps"), ==, 0);
-    g_assert_true(json_parser_load_from_data(parser, expandable, -1, NULL));
+    g_assert_true(json_parser_load_from_data(parser, expandable.out, -1, NULL));
     run = json_array_get_object_element(
         json_object_get_array_member(json_node_get_object(json_parser_get_root(parser)), "runs"),
         0);

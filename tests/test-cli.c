@@ -8,32 +8,10 @@
 
 #include <json-glib/json-glib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "fragsim/fragsim.h"
 
-typedef struct {
-    int status;
-    char *out;
-    char *err;
-} Result;
-
-static void
-result_clear(Result *r)
-{
-    g_free(r->out);
-    g_free(r->err);
-}
-
-static const char *
-binary(void)
-{
-    const char *path = g_getenv("FRAGSIM_BINARY");
-
-    if (path == NULL)
-        g_error("FRAGSIM_BINARY is not set (run through ctest)");
-    return path;
-}
+#include "test-util.h"
 
 static char *
 source_path(const char *relative)
@@ -42,30 +20,6 @@ source_path(const char *relative)
 
     g_assert_nonnull(dir);
     return g_build_filename(dir, relative, NULL);
-}
-
-/* Run fragsim with the NULL-terminated arguments after argv[0]. */
-static Result
-run(const char *first, ...)
-{
-    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
-    g_autoptr(GError) error = NULL;
-    Result r = {0};
-    int wait_status = 0;
-    va_list args;
-
-    g_ptr_array_add(argv, g_strdup(binary()));
-    va_start(args, first);
-    for (const char *a = first; a != NULL; a = va_arg(args, const char *))
-        g_ptr_array_add(argv, g_strdup(a));
-    va_end(args);
-    g_ptr_array_add(argv, NULL);
-    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
-                               &r.out, &r.err, &wait_status, &error));
-    g_assert_no_error(error);
-    g_assert_true(WIFEXITED(wait_status));
-    r.status = WEXITSTATUS(wait_status);
-    return r;
 }
 
 static JsonObject *
@@ -85,30 +39,30 @@ static void
 test_help(void)
 {
     static const char *const commands[] = {"replay", "info", "convert", "policies", "devices"};
-    Result r = run("--help", NULL);
+    FsimTestRun r = fsim_test_run("--help", NULL);
 
     g_assert_cmpint(r.status, ==, 0);
     g_assert_nonnull(strstr(r.out, "replay"));
-    result_clear(&r);
+    fsim_test_run_clear(&r);
     for (gsize i = 0; i < G_N_ELEMENTS(commands); i++) {
-        r = run(commands[i], "--help", NULL);
+        r = fsim_test_run(commands[i], "--help", NULL);
         g_assert_cmpint(r.status, ==, 0);
         g_assert_nonnull(strstr(r.out, "Usage:"));
-        result_clear(&r);
+        fsim_test_run_clear(&r);
     }
-    r = run("frobnicate", NULL);
+    r = fsim_test_run("frobnicate", NULL);
     g_assert_cmpint(r.status, ==, 2);
-    result_clear(&r);
-    r = run(NULL, NULL);
+    fsim_test_run_clear(&r);
+    r = fsim_test_run(NULL, NULL);
     g_assert_cmpint(r.status, ==, 2);
-    result_clear(&r);
+    fsim_test_run_clear(&r);
 }
 
 static void
 test_replay_json(void)
 {
     g_autofree char *trace = source_path("traces/fragmenting.trace");
-    Result r = run("replay", trace, "--json", NULL);
+    FsimTestRun r = fsim_test_run("replay", trace, "--json", NULL);
     g_autoptr(JsonParser) parser = json_parser_new();
     JsonObject *root;
     JsonArray *runs;
@@ -139,15 +93,15 @@ test_replay_json(void)
         g_assert_cmpint(json_object_get_int_member(run_object, "events"), ==, 5399);
         g_assert_true(json_object_get_null_member(run_object, "first_oom_event"));
     }
-    result_clear(&r);
+    fsim_test_run_clear(&r);
 }
 
 static void
 test_replay_fail_on_oom(void)
 {
     g_autofree char *trace = source_path("traces/small-device-oom.trace");
-    Result r = run("replay", trace, "-p", "bestfit,paged", "-d", "t4-16gb", "--fail-on-oom",
-                   "--json", NULL);
+    FsimTestRun r = fsim_test_run("replay", trace, "-p", "bestfit,paged", "-d", "t4-16gb",
+                                  "--fail-on-oom", "--json", NULL);
     g_autoptr(JsonParser) parser = json_parser_new();
     JsonObject *root;
     JsonArray *runs;
@@ -162,69 +116,70 @@ test_replay_fail_on_oom(void)
                     ==, "oom");
     g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(runs, 1), "status"),
                     ==, "complete");
-    result_clear(&r);
+    fsim_test_run_clear(&r);
     /* Without --fail-on-oom the run completes, counting OOMs. */
-    r = run("replay", trace, "-p", "bestfit", "-d", "t4-16gb", NULL);
+    r = fsim_test_run("replay", trace, "-p", "bestfit", "-d", "t4-16gb", NULL);
     g_assert_cmpint(r.status, ==, 0);
-    result_clear(&r);
+    fsim_test_run_clear(&r);
 }
 
 static void
 test_replay_usage_errors(void)
 {
     g_autofree char *trace = source_path("traces/fragmenting.trace");
-    Result r = run("replay", trace, "-p", "bestfit,nosuch", NULL);
+    FsimTestRun r = fsim_test_run("replay", trace, "-p", "bestfit,nosuch", NULL);
 
     g_assert_cmpint(r.status, ==, 2);
     g_assert_nonnull(strstr(r.err, "nosuch"));
     g_assert_nonnull(strstr(r.err, "paged")); /* names the valid ones */
-    result_clear(&r);
-    r = run("replay", trace, "--set", "paged.pagesize=4KiB", NULL);
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("replay", trace, "--set", "paged.pagesize=4KiB", NULL);
     g_assert_cmpint(r.status, ==, 2);
     g_assert_nonnull(strstr(r.err, "page_size"));
-    result_clear(&r);
-    r = run("replay", trace, "--set", "paged.page_size=banana", NULL);
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("replay", trace, "--set", "paged.page_size=banana", NULL);
     g_assert_cmpint(r.status, ==, 2);
-    result_clear(&r);
-    r = run("replay", trace, "-d", "h100", NULL);
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("replay", trace, "-d", "h100", NULL);
     g_assert_cmpint(r.status, ==, 2);
     g_assert_nonnull(strstr(r.err, "h100-80gb"));
-    result_clear(&r);
-    r = run("replay", NULL);
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("replay", NULL);
     g_assert_cmpint(r.status, ==, 2);
-    result_clear(&r);
-    r = run("replay", trace, "--no-such-option", NULL);
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("replay", trace, "--no-such-option", NULL);
     g_assert_cmpint(r.status, ==, 2);
-    result_clear(&r);
-    r = run("replay", trace, "-p", "paged", "--set", "paged.page_size=64KiB", "--json", NULL);
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("replay", trace, "-p", "paged", "--set", "paged.page_size=64KiB", "--json",
+                      NULL);
     g_assert_cmpint(r.status, ==, 0);
-    result_clear(&r);
+    fsim_test_run_clear(&r);
 }
 
 static void
 test_replay_bad_input(void)
 {
     g_autofree char *bad = source_path("tests/data/traces/bad-duplicate.trace");
-    Result r = run("replay", "/nonexistent/x.trace", NULL);
+    FsimTestRun r = fsim_test_run("replay", "/nonexistent/x.trace", NULL);
 
     g_assert_cmpint(r.status, ==, 1);
     g_assert_nonnull(strstr(r.err, "/nonexistent/x.trace"));
-    result_clear(&r);
-    r = run("replay", bad, NULL);
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("replay", bad, NULL);
     g_assert_cmpint(r.status, ==, 1);
     {
         g_autofree char *where = g_strdup_printf("%s:4:", bad);
 
         g_assert_nonnull(strstr(r.err, where));
     }
-    result_clear(&r);
+    fsim_test_run_clear(&r);
 }
 
 static void
 test_info_json(void)
 {
     g_autofree char *trace = source_path("traces/multi-stream.trace");
-    Result r = run("info", trace, "--json", NULL);
+    FsimTestRun r = fsim_test_run("info", trace, "--json", NULL);
     g_autoptr(JsonParser) parser = json_parser_new();
     JsonObject *root;
     JsonObject *device;
@@ -246,7 +201,7 @@ test_info_json(void)
     g_assert_cmpint(json_object_get_int_member(actions, "free_completed"), ==, 40);
     g_assert_cmpint(json_object_get_int_member(actions, "alloc"), ==, 360);
     g_assert_cmpint(json_object_get_int_member(actions, "free"), ==, 360);
-    result_clear(&r);
+    fsim_test_run_clear(&r);
 }
 
 static void
@@ -256,15 +211,15 @@ test_convert(void)
     g_autoptr(GError) error = NULL;
     g_autofree char *dir = g_dir_make_tmp("fragsim-XXXXXX", &error);
     g_autofree char *out = g_build_filename(dir, "copy.trace.gz", NULL);
-    Result a;
-    Result b;
-    Result r = run("convert", trace, out, NULL);
+    FsimTestRun a;
+    FsimTestRun b;
+    FsimTestRun r = fsim_test_run("convert", trace, out, NULL);
 
     g_assert_cmpint(r.status, ==, 0);
-    result_clear(&r);
+    fsim_test_run_clear(&r);
     /* The converted trace replays to identical results. */
-    a = run("replay", trace, "--json", "-p", "bestfit", NULL);
-    b = run("replay", out, "--json", "-p", "bestfit", NULL);
+    a = fsim_test_run("replay", trace, "--json", "-p", "bestfit", NULL);
+    b = fsim_test_run("replay", out, "--json", "-p", "bestfit", NULL);
     g_assert_cmpint(a.status, ==, 0);
     g_assert_cmpint(b.status, ==, 0);
     {
@@ -280,14 +235,14 @@ test_convert(void)
         g_assert_cmpint(json_object_get_int_member(ra, "events"), ==,
                         json_object_get_int_member(rb, "events"));
     }
-    result_clear(&a);
-    result_clear(&b);
-    r = run("convert", trace, NULL);
+    fsim_test_run_clear(&a);
+    fsim_test_run_clear(&b);
+    r = fsim_test_run("convert", trace, NULL);
     g_assert_cmpint(r.status, ==, 2);
-    result_clear(&r);
-    r = run("convert", trace, "/nonexistent/dir/out.trace", NULL);
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("convert", trace, "/nonexistent/dir/out.trace", NULL);
     g_assert_cmpint(r.status, ==, 1);
-    result_clear(&r);
+    fsim_test_run_clear(&r);
     g_unlink(out);
     g_rmdir(dir);
 }
@@ -295,7 +250,7 @@ test_convert(void)
 static void
 test_policies_and_devices_json(void)
 {
-    Result r = run("policies", "--json", NULL);
+    FsimTestRun r = fsim_test_run("policies", "--json", NULL);
     g_autoptr(JsonParser) parser = json_parser_new();
     JsonArray *array;
     gsize n;
@@ -304,14 +259,14 @@ test_policies_and_devices_json(void)
     g_assert_cmpint(r.status, ==, 0);
     array = json_object_get_array_member(parse_object(parser, r.out), "policies");
     g_assert_cmpuint(json_array_get_length(array), ==, n);
-    result_clear(&r);
-    r = run("devices", "--json", NULL);
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("devices", "--json", NULL);
     g_assert_cmpint(r.status, ==, 0);
     array = json_object_get_array_member(parse_object(parser, r.out), "devices");
     g_assert_cmpuint(json_array_get_length(array), ==, 9);
     g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(array, 5), "name"),
                     ==, "h100-80gb");
-    result_clear(&r);
+    fsim_test_run_clear(&r);
 }
 
 int

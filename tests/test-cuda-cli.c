@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "cuda-fake.h"
 #include "cuda/cuda-backend.h"
+#include "test-util.h"
 
 /* ---- the driver the CLI opens -------------------------------------------------------------- */
 
@@ -38,54 +39,7 @@ fsim_cuda_driver_open(int ordinal, GError **error)
     return &fake_new(64 * FSIM_GiB)->base;
 }
 
-/* ---- running the CLI ----------------------------------------------------------------------- */
-
-static GString *captured_out;
-static GString *captured_err;
-
-static void
-capture_out(const char *text)
-{
-    g_string_append(captured_out, text);
-}
-
-static void
-capture_err(const char *text)
-{
-    g_string_append(captured_err, text);
-}
-
-/* Run `fragsim ARGS...` (NULL-terminated); its stdout and stderr land in *out and *err. */
-static int
-run_cli(char **out, char **err, ...)
-{
-    g_autoptr(GPtrArray) args = g_ptr_array_new_with_free_func(g_free);
-    g_autofree char **argv = NULL;
-    GPrintFunc old_out;
-    GPrintFunc old_err;
-    va_list ap;
-    const char *arg;
-    int status;
-
-    g_ptr_array_add(args, g_strdup("fragsim"));
-    va_start(ap, err);
-    while ((arg = va_arg(ap, const char *)) != NULL)
-        g_ptr_array_add(args, g_strdup(arg));
-    va_end(ap);
-    /* the strings belong to @args: option parsing removes the ones it consumes from argv */
-    argv = g_new0(char *, args->len + 1);
-    memcpy(argv, args->pdata, sizeof(char *) * args->len);
-    captured_out = g_string_new(NULL);
-    captured_err = g_string_new(NULL);
-    old_out = g_set_print_handler(capture_out);
-    old_err = g_set_printerr_handler(capture_err);
-    status = fsim_cli_main((int)g_strv_length(argv), argv);
-    g_set_print_handler(old_out);
-    g_set_printerr_handler(old_err);
-    *out = g_string_free(captured_out, FALSE);
-    *err = g_string_free(captured_err, FALSE);
-    return status;
-}
+/* ---- helpers ------------------------------------------------------------------------------ */
 
 static char *
 trace_path(void)
@@ -131,96 +85,91 @@ tmp_dir(void)
 static void
 test_help_and_usage(void)
 {
-    g_autofree char *out = NULL;
-    g_autofree char *err = NULL;
+    g_auto(FsimTestRun) cli = {0};
 
-    g_assert_cmpint(run_cli(&out, &err, "cuda", NULL), ==, FSIM_EXIT_USAGE);
-    g_assert_nonnull(strstr(out, "calibrate"));
-    g_clear_pointer(&out, g_free);
-    g_clear_pointer(&err, g_free);
-    g_assert_cmpint(run_cli(&out, &err, "cuda", "--help", NULL), ==, FSIM_EXIT_OK);
-    g_clear_pointer(&out, g_free);
-    g_clear_pointer(&err, g_free);
-    g_assert_cmpint(run_cli(&out, &err, "cuda", "bogus", NULL), ==, FSIM_EXIT_USAGE);
-    g_assert_nonnull(strstr(err, "unknown command 'bogus'"));
-    g_clear_pointer(&out, g_free);
-    g_clear_pointer(&err, g_free);
-    g_assert_cmpint(run_cli(&out, &err, "cuda", "replay", NULL), ==, FSIM_EXIT_USAGE);
-    g_assert_nonnull(strstr(err, "missing the TRACE"));
-    g_clear_pointer(&out, g_free);
-    g_clear_pointer(&err, g_free);
-    g_assert_cmpint(run_cli(&out, &err, "cuda", "native", "x", "--mode", "bogus", NULL), ==,
-                    FSIM_EXIT_USAGE);
-    g_clear_pointer(&out, g_free);
-    g_clear_pointer(&err, g_free);
-    g_assert_cmpint(
-        run_cli(&out, &err, "cuda", "calibrate", "--repeat", "0", "--max-size", "x", NULL), ==,
-        FSIM_EXIT_USAGE);
-    g_assert_nonnull(strstr(err, "--max-size"));
+    cli = fsim_test_run_main("cuda", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_USAGE);
+    g_assert_nonnull(strstr(cli.out, "calibrate"));
+    fsim_test_run_clear(&cli);
+    cli = fsim_test_run_main("cuda", "--help", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
+    fsim_test_run_clear(&cli);
+    cli = fsim_test_run_main("cuda", "bogus", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_USAGE);
+    g_assert_nonnull(strstr(cli.err, "unknown command 'bogus'"));
+    fsim_test_run_clear(&cli);
+    cli = fsim_test_run_main("cuda", "replay", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_USAGE);
+    g_assert_nonnull(strstr(cli.err, "missing the TRACE"));
+    fsim_test_run_clear(&cli);
+    cli = fsim_test_run_main("cuda", "native", "x", "--mode", "bogus", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_USAGE);
+    fsim_test_run_clear(&cli);
+    cli = fsim_test_run_main("cuda", "calibrate", "--repeat", "0", "--max-size", "x", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_USAGE);
+    g_assert_nonnull(strstr(cli.err, "--max-size"));
 }
 
 static void
 test_info(void)
 {
-    g_autofree char *out = NULL;
-    g_autofree char *err = NULL;
+    g_auto(FsimTestRun) cli = {0};
     g_autoptr(JsonNode) root = NULL;
     const char *const gpu[] = {"gpu", NULL};
 
-    g_assert_cmpint(run_cli(&out, &err, "cuda", "info", NULL), ==, FSIM_EXIT_OK);
-    g_assert_nonnull(strstr(out, "Fake GPU 64GB"));
-    g_assert_nonnull(strstr(out, "granularity 2.00 MiB"));
-    g_clear_pointer(&out, g_free);
-    g_clear_pointer(&err, g_free);
-    g_assert_cmpint(run_cli(&out, &err, "cuda", "info", "--json", NULL), ==, FSIM_EXIT_OK);
-    root = parse_json(out);
+    cli = fsim_test_run_main("cuda", "info", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
+    g_assert_nonnull(strstr(cli.out, "Fake GPU 64GB"));
+    g_assert_nonnull(strstr(cli.out, "granularity 2.00 MiB"));
+    fsim_test_run_clear(&cli);
+    cli = fsim_test_run_main("cuda", "info", "--json", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
+    root = parse_json(cli.out);
     g_assert_cmpstr(json_object_get_string_member(json_path_object(root, gpu), "name"), ==,
                     "Fake GPU 64GB");
     g_assert_cmpint(json_object_get_int_member(json_path_object(root, gpu), "granularity"), ==,
                     2 * FSIM_MiB);
-    g_clear_pointer(&out, g_free);
-    g_clear_pointer(&err, g_free);
+    fsim_test_run_clear(&cli);
     /* no such GPU: status 1, the message says so */
-    g_assert_cmpint(run_cli(&out, &err, "cuda", "info", "--gpu", "1", NULL), ==, FSIM_EXIT_ERROR);
-    g_assert_true(g_str_has_prefix(err, "fragsim cuda info: no CUDA device 1"));
+    cli = fsim_test_run_main("cuda", "info", "--gpu", "1", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_ERROR);
+    g_assert_true(g_str_has_prefix(cli.err, "fragsim cuda info: no CUDA device 1"));
 }
 
 static void
 test_replay_text(void)
 {
     g_autofree char *trace = trace_path();
-    g_autofree char *out = NULL;
-    g_autofree char *err = NULL;
+    g_auto(FsimTestRun) cli = {0};
 
-    g_assert_cmpint(run_cli(&out, &err, "cuda", "replay", trace, "-p", "direct,paged", NULL), ==,
-                    FSIM_EXIT_OK);
-    g_assert_cmpstr(err, ==, "");
-    g_assert_nonnull(strstr(out, "on Fake GPU 64GB"));
-    g_assert_nonnull(strstr(out, "policy direct, trace device 0"));
-    g_assert_nonnull(strstr(out, "policy paged, trace device 0"));
-    g_assert_nonnull(strstr(out, "mem_alloc"));
-    g_assert_nonnull(strstr(out, "unmap"));
-    g_assert_nonnull(strstr(out, "differences: peak reserved GPU - model 0 B"));
-    g_assert_nonnull(strstr(out, "driver calls +0"));
-    g_assert_nonnull(strstr(out, "memory written after"));
-    g_test_message("%s", out);
+    cli = fsim_test_run_main("cuda", "replay", trace, "-p", "direct,paged", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
+    g_assert_cmpstr(cli.err, ==, "");
+    g_assert_nonnull(strstr(cli.out, "on Fake GPU 64GB"));
+    g_assert_nonnull(strstr(cli.out, "policy direct, trace device 0"));
+    g_assert_nonnull(strstr(cli.out, "policy paged, trace device 0"));
+    g_assert_nonnull(strstr(cli.out, "mem_alloc"));
+    g_assert_nonnull(strstr(cli.out, "unmap"));
+    g_assert_nonnull(strstr(cli.out, "differences: peak reserved GPU - model 0 B"));
+    g_assert_nonnull(strstr(cli.out, "driver calls +0"));
+    g_assert_nonnull(strstr(cli.out, "memory written after"));
+    g_test_message("%s", cli.out);
 }
 
 static void
 test_replay_json(void)
 {
     g_autofree char *trace = trace_path();
-    g_autofree char *out = NULL;
-    g_autofree char *err = NULL;
+    g_auto(FsimTestRun) cli = {0};
     g_autoptr(JsonNode) root = NULL;
     JsonArray *runs;
     JsonObject *run;
     JsonObject *measured;
     JsonObject *map;
 
-    g_assert_cmpint(run_cli(&out, &err, "cuda", "replay", trace, "-p", "paged", "--json", NULL), ==,
-                    FSIM_EXIT_OK);
-    root = parse_json(out);
+    cli = fsim_test_run_main("cuda", "replay", trace, "-p", "paged", "--json", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
+    root = parse_json(cli.out);
     runs = json_object_get_array_member(json_node_get_object(root), "runs");
     g_assert_cmpuint(json_array_get_length(runs), ==, 1);
     run = json_array_get_object_element(runs, 0);
@@ -250,8 +199,7 @@ test_replay_db(void)
     g_autofree char *trace = trace_path();
     g_autofree char *dir = tmp_dir();
     g_autofree char *db = g_build_filename(dir, "results.db", NULL);
-    g_autofree char *out = NULL;
-    g_autofree char *err = NULL;
+    g_auto(FsimTestRun) cli = {0};
     g_autoptr(GError) error = NULL;
     g_autoptr(FsimStore) store = NULL;
     g_autoptr(GPtrArray) runs = NULL;
@@ -262,10 +210,9 @@ test_replay_db(void)
         {"paged", "Fake GPU 64GB (model)"},
     };
 
-    g_assert_cmpint(
-        run_cli(&out, &err, "cuda", "replay", trace, "-p", "direct,paged", "--db", db, NULL), ==,
-        FSIM_EXIT_OK);
-    g_assert_nonnull(strstr(out, "runs 1-4 written to"));
+    cli = fsim_test_run_main("cuda", "replay", trace, "-p", "direct,paged", "--db", db, NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
+    g_assert_nonnull(strstr(cli.out, "runs 1-4 written to"));
     store = fsim_store_open(db, FSIM_STORE_READ, NULL, &error);
     g_assert_no_error(error);
     runs = fsim_store_runs(store, NULL, 0, &error);
@@ -288,52 +235,46 @@ static void
 test_replay_errors(void)
 {
     g_autofree char *trace = trace_path();
-    g_autofree char *out = NULL;
-    g_autofree char *err = NULL;
+    g_auto(FsimTestRun) cli = {0};
 
-    g_assert_cmpint(run_cli(&out, &err, "cuda", "replay", trace, "-p", "nosuch", NULL), ==,
-                    FSIM_EXIT_USAGE);
-    g_assert_nonnull(strstr(err, "unknown policy 'nosuch'"));
-    g_clear_pointer(&out, g_free);
-    g_clear_pointer(&err, g_free);
-    g_assert_cmpint(run_cli(&out, &err, "cuda", "replay", trace, "--trace-device", "3", NULL), ==,
-                    FSIM_EXIT_USAGE);
-    g_clear_pointer(&out, g_free);
-    g_clear_pointer(&err, g_free);
+    cli = fsim_test_run_main("cuda", "replay", trace, "-p", "nosuch", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_USAGE);
+    g_assert_nonnull(strstr(cli.err, "unknown policy 'nosuch'"));
+    fsim_test_run_clear(&cli);
+    cli = fsim_test_run_main("cuda", "replay", trace, "--trace-device", "3", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_USAGE);
+    fsim_test_run_clear(&cli);
     /* a knob the GPU cannot honour */
-    g_assert_cmpint(run_cli(&out, &err, "cuda", "replay", trace, "-p", "paged", "--set",
-                            "paged.page_size=64KiB", NULL),
-                    ==, FSIM_EXIT_ERROR);
-    g_assert_nonnull(strstr(err, "granularity"));
-    g_assert_nonnull(strstr(err, "event 16"));
-    g_clear_pointer(&out, g_free);
-    g_clear_pointer(&err, g_free);
+    cli = fsim_test_run_main("cuda", "replay", trace, "-p", "paged", "--set",
+                             "paged.page_size=64KiB", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_ERROR);
+    g_assert_nonnull(strstr(cli.err, "granularity"));
+    g_assert_nonnull(strstr(cli.err, "event 16"));
+    fsim_test_run_clear(&cli);
     /* -d caps the capacity: a 32 MiB GPU, and --fail-on-oom */
-    g_assert_cmpint(run_cli(&out, &err, "cuda", "replay", trace, "-p", "direct", "-d", "32MiB",
-                            "--fail-on-oom", NULL),
-                    ==, FSIM_EXIT_OOM);
-    g_assert_nonnull(strstr(err, "out of memory"));
+    cli = fsim_test_run_main("cuda", "replay", trace, "-p", "direct", "-d", "32MiB",
+                             "--fail-on-oom", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_OOM);
+    g_assert_nonnull(strstr(cli.err, "out of memory"));
 }
 
 static void
 test_native(void)
 {
     g_autofree char *trace = trace_path();
-    g_autofree char *out = NULL;
-    g_autofree char *err = NULL;
+    g_auto(FsimTestRun) cli = {0};
     g_autoptr(JsonNode) root = NULL;
     JsonArray *runs;
 
-    g_assert_cmpint(run_cli(&out, &err, "cuda", "native", trace, NULL), ==, FSIM_EXIT_OK);
-    g_assert_nonnull(strstr(out, "cudaMallocAsync"));
-    g_assert_nonnull(strstr(out, "trace device 0, 10 events"));
-    g_test_message("%s", out);
-    g_clear_pointer(&out, g_free);
-    g_clear_pointer(&err, g_free);
-    g_assert_cmpint(
-        run_cli(&out, &err, "cuda", "native", trace, "--mode", "malloc", "--json", NULL), ==,
-        FSIM_EXIT_OK);
-    root = parse_json(out);
+    cli = fsim_test_run_main("cuda", "native", trace, NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
+    g_assert_nonnull(strstr(cli.out, "cudaMallocAsync"));
+    g_assert_nonnull(strstr(cli.out, "trace device 0, 10 events"));
+    g_test_message("%s", cli.out);
+    fsim_test_run_clear(&cli);
+    cli = fsim_test_run_main("cuda", "native", trace, "--mode", "malloc", "--json", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
+    root = parse_json(cli.out);
     runs = json_object_get_array_member(json_node_get_object(root), "runs");
     g_assert_cmpuint(json_array_get_length(runs), ==, 1);
     g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(runs, 0), "mode"),
@@ -352,53 +293,47 @@ test_calibrate_profile(void)
     g_autofree char *trace = trace_path();
     g_autofree char *dir = tmp_dir();
     g_autofree char *profile = g_build_filename(dir, "gpu.ini", NULL);
-    g_autofree char *out = NULL;
-    g_autofree char *err = NULL;
+    g_auto(FsimTestRun) cli = {0};
     g_autoptr(JsonNode) root = NULL;
     g_autoptr(JsonNode) replay = NULL;
     const char *const costs[] = {"costs", NULL};
     JsonObject *run;
 
-    g_assert_cmpint(run_cli(&out, &err, "cuda", "calibrate", "-o", profile, NULL), ==,
-                    FSIM_EXIT_OK);
-    g_assert_nonnull(strstr(out, "wrote "));
-    g_assert_nonnull(strstr(out, "cudaMalloc takes memory in steps of 2.00 MiB"));
+    cli = fsim_test_run_main("cuda", "calibrate", "-o", profile, NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
+    g_assert_nonnull(strstr(cli.out, "wrote "));
+    g_assert_nonnull(strstr(cli.out, "cudaMalloc takes memory in steps of 2.00 MiB"));
     g_assert_true(g_file_test(profile, G_FILE_TEST_IS_REGULAR));
-    g_clear_pointer(&out, g_free);
-    g_clear_pointer(&err, g_free);
-    g_assert_cmpint(run_cli(&out, &err, "cuda", "calibrate", "--json", "--repeat", "3", NULL), ==,
-                    FSIM_EXIT_OK);
-    root = parse_json(out);
+    fsim_test_run_clear(&cli);
+    cli = fsim_test_run_main("cuda", "calibrate", "--json", "--repeat", "3", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
+    root = parse_json(cli.out);
     g_assert_cmpint(json_object_get_int_member(json_path_object(root, costs), "malloc_ns"), ==,
                     FAKE_MALLOC_NS);
     g_assert_cmpint(json_object_get_int_member(json_path_object(root, costs), "map_per_gib_ns"), ==,
                     FAKE_CREATE_PER_GIB_NS);
-    g_clear_pointer(&out, g_free);
-    g_clear_pointer(&err, g_free);
+    fsim_test_run_clear(&cli);
     /* without -o the profile is printed */
-    g_assert_cmpint(run_cli(&out, &err, "cuda", "calibrate", "--max-size", "8MiB", NULL), ==,
-                    FSIM_EXIT_OK);
-    g_assert_nonnull(strstr(out, "[device]\nname=Fake GPU 64GB\n"));
-    g_clear_pointer(&out, g_free);
-    g_clear_pointer(&err, g_free);
+    cli = fsim_test_run_main("cuda", "calibrate", "--max-size", "8MiB", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
+    g_assert_nonnull(strstr(cli.out, "[device]\nname=Fake GPU 64GB\n"));
+    fsim_test_run_clear(&cli);
 
     /* the model takes the profile */
-    g_assert_cmpint(
-        run_cli(&out, &err, "replay", trace, "-p", "direct", "-d", profile, "--json", NULL), ==,
-        FSIM_EXIT_OK);
-    replay = parse_json(out);
+    cli = fsim_test_run_main("replay", trace, "-p", "direct", "-d", profile, "--json", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
+    replay = parse_json(cli.out);
     run = json_array_get_object_element(
         json_object_get_array_member(json_node_get_object(replay), "runs"), 0);
     g_assert_cmpstr(json_object_get_string_member(run, "device"), ==, "Fake GPU 64GB");
     g_assert_cmpint(json_object_get_int_member(run, "capacity_bytes"), ==, 64 * FSIM_GiB);
-    g_clear_pointer(&out, g_free);
-    g_clear_pointer(&err, g_free);
+    fsim_test_run_clear(&cli);
     /* and so does the GPU run: the fake's own costs, so modelled = measured for cudaMalloc */
-    g_assert_cmpint(run_cli(&out, &err, "cuda", "replay", trace, "-p", "direct", "-d", profile,
-                            "--no-touch", NULL),
-                    ==, FSIM_EXIT_OK);
-    g_assert_nonnull(strstr(out, "differences:"));
-    g_test_message("%s", out);
+    cli = fsim_test_run_main("cuda", "replay", trace, "-p", "direct", "-d", profile, "--no-touch",
+                             NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
+    g_assert_nonnull(strstr(cli.out, "differences:"));
+    g_test_message("%s", cli.out);
     g_remove(profile);
     g_rmdir(dir);
 }

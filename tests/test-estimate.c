@@ -9,11 +9,11 @@
 #include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "fragsim/fragsim.h"
 
 #include "synth/synth.h"
+#include "test-util.h"
 
 #define GB 1000000000.0 /* the published figures' GB is 10^9 bytes */
 
@@ -298,33 +298,6 @@ test_bad_config(void)
 
 /* ---- the command line -------------------------------------------------------------------- */
 
-static char *
-run_fragsim(int *status, const char *first, ...)
-{
-    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
-    g_autoptr(GError) error = NULL;
-    char *out = NULL;
-    g_autofree char *err = NULL;
-    int wait_status = 0;
-    va_list args;
-    const char *binary = g_getenv("FRAGSIM_BINARY");
-
-    if (binary == NULL)
-        g_error("FRAGSIM_BINARY is not set (run through ctest)");
-    g_ptr_array_add(argv, g_strdup(binary));
-    va_start(args, first);
-    for (const char *a = first; a != NULL; a = va_arg(args, const char *))
-        g_ptr_array_add(argv, g_strdup(a));
-    va_end(args);
-    g_ptr_array_add(argv, NULL);
-    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
-                               &err, &wait_status, &error));
-    g_assert_no_error(error);
-    g_assert_true(WIFEXITED(wait_status));
-    *status = WEXITSTATUS(wait_status);
-    return out;
-}
-
 static void
 test_cli_json(void)
 {
@@ -341,12 +314,11 @@ test_cli_json(void)
         "capacity_bytes",
         "fits",
     };
-    int status;
-    g_autofree char *out = run_fragsim(&status, "estimate", "--params", "7e9", "--activations",
-                                       "20GB", "-d", "80GB", "--json", NULL);
-    g_assert_cmpint(status, ==, 0);
+    g_auto(FsimTestRun) r = fsim_test_run("estimate", "--params", "7e9", "--activations", "20GB",
+                                          "-d", "80GB", "--json", NULL);
+    g_assert_cmpint(r.status, ==, 0);
     g_autoptr(JsonParser) parser = json_parser_new();
-    g_assert_true(json_parser_load_from_data(parser, out, -1, NULL));
+    g_assert_true(json_parser_load_from_data(parser, r.out, -1, NULL));
     JsonObject *o = json_node_get_object(json_parser_get_root(parser));
     for (gsize i = 0; i < G_N_ELEMENTS(keys); i++)
         g_assert_true(json_object_has_member(o, keys[i]));
@@ -357,27 +329,32 @@ test_cli_json(void)
     g_assert_false(json_object_get_boolean_member(o, "fits"));
 
     /* without -d, no device keys */
-    g_autofree char *out2 =
-        run_fragsim(&status, "estimate", "--model", "gpt2-small", "--json", NULL);
-    g_assert_cmpint(status, ==, 0);
-    g_assert_true(json_parser_load_from_data(parser, out2, -1, NULL));
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("estimate", "--model", "gpt2-small", "--json", NULL);
+    g_assert_cmpint(r.status, ==, 0);
+    g_assert_true(json_parser_load_from_data(parser, r.out, -1, NULL));
     o = json_node_get_object(json_parser_get_root(parser));
     g_assert_false(json_object_has_member(o, "fits"));
     g_assert_cmpint(json_object_get_int_member(o, "params"), ==, 124439808);
 
     /* usage errors exit with 2 */
-    g_free(run_fragsim(&status, "estimate", "--model", "nope", NULL));
-    g_assert_cmpint(status, ==, 2);
-    g_free(run_fragsim(&status, "estimate", NULL));
-    g_assert_cmpint(status, ==, 2);
-    g_free(run_fragsim(&status, "estimate", "--model", "llama2-7b", "--optimizer", "lion", NULL));
-    g_assert_cmpint(status, ==, 2);
-    g_autofree char *out6 = run_fragsim(&status, "estimate", "--list-models", NULL);
-    g_assert_cmpint(status, ==, 0);
-    g_assert_nonnull(strstr(out6, "llama2-7b"));
-    g_autofree char *out7 = run_fragsim(&status, "estimate", "--help-model", NULL);
-    g_assert_cmpint(status, ==, 0);
-    g_assert_nonnull(strstr(out7, "--checkpointing"));
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("estimate", "--model", "nope", NULL);
+    g_assert_cmpint(r.status, ==, 2);
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("estimate", NULL);
+    g_assert_cmpint(r.status, ==, 2);
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("estimate", "--model", "llama2-7b", "--optimizer", "lion", NULL);
+    g_assert_cmpint(r.status, ==, 2);
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("estimate", "--list-models", NULL);
+    g_assert_cmpint(r.status, ==, 0);
+    g_assert_nonnull(strstr(r.out, "llama2-7b"));
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("estimate", "--help-model", NULL);
+    g_assert_cmpint(r.status, ==, 0);
+    g_assert_nonnull(strstr(r.out, "--checkpointing"));
 }
 
 int

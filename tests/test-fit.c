@@ -9,37 +9,11 @@
 
 #include <json-glib/json-glib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "fragsim/fragsim.h"
 
 #include "synth/synth.h"
-
-static char *
-run_fragsim(int *status, const char *const *args)
-{
-    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
-    g_autoptr(GError) error = NULL;
-    char *out = NULL;
-    g_autofree char *err = NULL;
-    int wait_status = 0;
-    const char *binary = g_getenv("FRAGSIM_BINARY");
-
-    if (binary == NULL)
-        g_error("FRAGSIM_BINARY is not set (run through ctest)");
-    g_ptr_array_add(argv, g_strdup(binary));
-    for (const char *const *a = args; *a; a++)
-        g_ptr_array_add(argv, g_strdup(*a));
-    g_ptr_array_add(argv, NULL);
-    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
-                               &err, &wait_status, &error));
-    g_assert_no_error(error);
-    g_assert_true(WIFEXITED(wait_status));
-    *status = WEXITSTATUS(wait_status);
-    if (*status != 0 && g_test_verbose())
-        g_test_message("stderr: %s", err);
-    return out;
-}
+#include "test-util.h"
 
 /* Run `fragsim fit ARGS --json` and return its results array (owned by @parser). */
 static JsonArray *
@@ -51,11 +25,10 @@ fit_json(JsonParser *parser, const char *const *args, const char *want_target)
         g_ptr_array_add(all, g_strdup(*a));
     g_ptr_array_add(all, g_strdup("--json"));
     g_ptr_array_add(all, NULL);
-    int status;
-    g_autofree char *out = run_fragsim(&status, (const char *const *)(void *)all->pdata);
-    g_assert_cmpint(status, ==, 0);
+    g_auto(FsimTestRun) run = fsim_test_run_argv(NULL, (const char *const *)(void *)all->pdata);
+    g_assert_cmpint(run.status, ==, 0);
     g_autoptr(GError) error = NULL;
-    g_assert_true(json_parser_load_from_data(parser, out, -1, &error));
+    g_assert_true(json_parser_load_from_data(parser, run.out, -1, &error));
     g_assert_no_error(error);
     JsonObject *o = json_node_get_object(json_parser_get_root(parser));
     g_assert_cmpstr(json_object_get_string_member(o, "target"), ==, want_target);
@@ -129,14 +102,13 @@ model_replays(const FsimTrainConfig *c, const char *policy, uint64_t capacity)
 static void
 test_seq(void)
 {
-    int status;
     static const char *const all[] = {"fit",     "--model", "gpt2-small", "--layers", "2",
                                       "-d",      "2GiB",    "--target",   "seq",      "-p",
                                       "bestfit", "--json",  NULL};
-    g_autofree char *out = run_fragsim(&status, all);
-    g_assert_cmpint(status, ==, 0);
+    g_auto(FsimTestRun) run = fsim_test_run_argv(NULL, all);
+    g_assert_cmpint(run.status, ==, 0);
     g_autoptr(JsonParser) parser = json_parser_new();
-    g_assert_true(json_parser_load_from_data(parser, out, -1, NULL));
+    g_assert_true(json_parser_load_from_data(parser, run.out, -1, NULL));
     JsonObject *o = json_node_get_object(json_parser_get_root(parser));
     g_assert_cmpstr(json_object_get_string_member(o, "target"), ==, "seq");
     JsonArray *results = json_object_get_array_member(o, "results");
@@ -223,13 +195,11 @@ test_usage(void)
     static const char *const bad_target[] = {"fit", "llama2-7b", "--target", "width", NULL};
     static const char *const no_model[] = {"fit", NULL};
     static const char *const bad_policy[] = {"fit", "llama2-7b", "-p", "nope", NULL};
-    int status;
-    g_free(run_fragsim(&status, bad_target));
-    g_assert_cmpint(status, ==, 2);
-    g_free(run_fragsim(&status, no_model));
-    g_assert_cmpint(status, ==, 2);
-    g_free(run_fragsim(&status, bad_policy));
-    g_assert_cmpint(status, ==, 2);
+    static const char *const *const cases[] = {bad_target, no_model, bad_policy};
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_auto(FsimTestRun) run = fsim_test_run_argv(NULL, cases[i]);
+        g_assert_cmpint(run.status, ==, 2);
+    }
 }
 
 int

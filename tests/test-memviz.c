@@ -10,10 +10,11 @@
 #include <glib/gstdio.h>
 
 #include <string.h>
-#include <sys/wait.h>
 
 #include "fragsim/fragsim.h"
 #include "fragsim/memviz.h"
+
+#include "test-util.h"
 
 static char *
 make_tmp_dir(void)
@@ -447,47 +448,24 @@ test_abandon(void)
 static void
 test_cli(void)
 {
-    g_autoptr(GError) error = NULL;
     g_autofree char *dir = make_tmp_dir();
     g_autofree char *path = g_build_filename(dir, "run.pickle", NULL);
     g_autofree char *trace = g_build_filename(dir, "t.trace", NULL);
-    const char *binary = g_getenv("FRAGSIM_BINARY");
-    g_autofree char *out = NULL;
-    g_autofree char *err = NULL;
-    int status = 0;
+    g_auto(FsimTestRun) run = {0};
 
-    if (binary == NULL)
-        g_error("FRAGSIM_BINARY is not set (run through ctest)");
     g_assert_true(g_file_set_contents(trace,
                                       "fragsim-trace v1\n0 alloc 1 4096 0\n10 alloc 2 "
                                       "3000000 0\n20 free 1 0\n30 mark done\n",
                                       -1, NULL));
-    {
-        const char *argv[] = {binary, "replay", trace, "-p", "bestfit,paged", "--export-snapshot",
-                              path,   NULL};
-        g_auto(GStrv) copy = g_strdupv((char **)(void *)argv);
-
-        g_assert_true(g_spawn_sync(NULL, copy, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
-                                   &status, &error));
-        g_assert_no_error(error);
-        g_assert_cmpint(WEXITSTATUS(status), ==, 2);
-        g_assert_nonnull(strstr(err, "--export-snapshot writes one run"));
-        g_assert_false(g_file_test(path, G_FILE_TEST_EXISTS));
-    }
-    g_clear_pointer(&out, g_free);
-    g_clear_pointer(&err, g_free);
-    {
-        const char *argv[] = {binary, "replay", trace, "-p", "paged", "--export-snapshot",
-                              path,   NULL};
-        g_auto(GStrv) copy = g_strdupv((char **)(void *)argv);
-
-        g_assert_true(g_spawn_sync(NULL, copy, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
-                                   &status, &error));
-        g_assert_no_error(error);
-        g_assert_cmpint(WEXITSTATUS(status), ==, 0);
-        g_assert_nonnull(strstr(out, "snapshot written to"));
-        g_assert_true(g_file_test(path, G_FILE_TEST_IS_REGULAR));
-    }
+    run = fsim_test_run("replay", trace, "-p", "bestfit,paged", "--export-snapshot", path, NULL);
+    g_assert_cmpint(run.status, ==, 2);
+    g_assert_nonnull(strstr(run.err, "--export-snapshot writes one run"));
+    g_assert_false(g_file_test(path, G_FILE_TEST_EXISTS));
+    fsim_test_run_clear(&run);
+    run = fsim_test_run("replay", trace, "-p", "paged", "--export-snapshot", path, NULL);
+    g_assert_cmpint(run.status, ==, 0);
+    g_assert_nonnull(strstr(run.out, "snapshot written to"));
+    g_assert_true(g_file_test(path, G_FILE_TEST_IS_REGULAR));
     g_assert_cmpuint(count_files(dir), ==, 2);
     remove_tree(dir);
 }

@@ -10,11 +10,12 @@
 #include <glib/gstdio.h>
 
 #include <string.h>
-#include <sys/wait.h>
 
 #include "fragsim/fragsim.h"
 #include "fragsim/plot.h"
 #include "fragsim/store.h"
+
+#include "test-util.h"
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
@@ -158,48 +159,6 @@ has_png_magic(const char *path)
 
     return g_file_get_contents(path, &contents, &length, NULL) && length > 8 &&
            memcmp(contents, "\x89PNG\r\n\x1a\n", 8) == 0;
-}
-
-typedef struct {
-    int status;
-    char *out;
-    char *err;
-} Result;
-
-static void
-result_clear(Result *r)
-{
-    g_free(r->out);
-    g_free(r->err);
-}
-
-static Result
-run_fragsim(const char *path_env, const char *first, ...)
-{
-    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
-    g_autoptr(GError) error = NULL;
-    g_auto(GStrv) env = g_get_environ();
-    const char *binary = g_getenv("FRAGSIM_BINARY");
-    Result r = {0};
-    int wait_status = 0;
-    va_list args;
-
-    if (binary == NULL)
-        g_error("FRAGSIM_BINARY is not set (run through ctest)");
-    if (path_env != NULL)
-        env = g_environ_setenv(env, "PATH", path_env, TRUE);
-    g_ptr_array_add(argv, g_strdup(binary));
-    va_start(args, first);
-    for (const char *a = first; a != NULL; a = va_arg(args, const char *))
-        g_ptr_array_add(argv, g_strdup(a));
-    va_end(args);
-    g_ptr_array_add(argv, NULL);
-    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, env, G_SPAWN_DEFAULT, NULL, NULL, &r.out,
-                               &r.err, &wait_status, &error));
-    g_assert_no_error(error);
-    g_assert_true(WIFEXITED(wait_status));
-    r.status = WEXITSTATUS(wait_status);
-    return r;
 }
 
 /* ---- cases --------------------------------------------------------------------------------- */
@@ -400,48 +359,49 @@ test_cli(void)
     g_autofree char *db = make_database(dir);
     g_autofree char *out = g_build_filename(dir, "out", NULL);
     g_autofree char *notdb = g_build_filename(dir, "notes.txt", NULL);
-    Result r;
+    FsimTestRun r;
 
-    r = run_fragsim(NULL, "plot", "--db", db, "--run", "42", "-o", out, NULL);
+    r = fsim_test_run("plot", "--db", db, "--run", "42", "-o", out, NULL);
     g_assert_cmpint(r.status, ==, 1);
     g_assert_nonnull(strstr(r.err, "no run 42"));
-    result_clear(&r);
-    r = run_fragsim(NULL, "plot", "--db", db, "--run", "6", "-o", out, NULL);
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("plot", "--db", db, "--run", "6", "-o", out, NULL);
     g_assert_cmpint(r.status, ==, 1);
     g_assert_nonnull(strstr(r.err, "run 6 has no data"));
-    result_clear(&r);
-    r = run_fragsim(NULL, "plot", "--db", db, "--run", "x", "-o", out, NULL);
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("plot", "--db", db, "--run", "x", "-o", out, NULL);
     g_assert_cmpint(r.status, ==, 2);
-    result_clear(&r);
-    r = run_fragsim(NULL, "plot", "--db", db, NULL);
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("plot", "--db", db, NULL);
     g_assert_cmpint(r.status, ==, 2);
     g_assert_nonnull(strstr(r.err, "missing -o DIR"));
-    result_clear(&r);
-    r = run_fragsim(NULL, "plot", "--db", db, "-o", out, "--format", "gif", NULL);
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("plot", "--db", db, "-o", out, "--format", "gif", NULL);
     g_assert_cmpint(r.status, ==, 2);
-    result_clear(&r);
+    fsim_test_run_clear(&r);
     g_assert_true(g_file_set_contents(notdb, "hello", -1, NULL));
-    r = run_fragsim(NULL, "report", "--db", notdb, "-o", out, NULL);
+    r = fsim_test_run("report", "--db", notdb, "-o", out, NULL);
     g_assert_cmpint(r.status, ==, 1);
     g_assert_nonnull(strstr(r.err, "not a fragsim results database"));
-    result_clear(&r);
+    fsim_test_run_clear(&r);
     /* No gnuplot: a clear error naming the fix, never a crash. */
-    r = run_fragsim("/nonexistent", "plot", "--db", db, "-o", out, NULL);
+    r = fsim_test_run_env((const char *const[]){"PATH", "/nonexistent", NULL}, "plot", "--db", db,
+                          "-o", out, NULL);
     g_assert_cmpint(r.status, ==, 1);
     g_assert_nonnull(strstr(r.err, "gnuplot is not installed"));
-    result_clear(&r);
-    r = run_fragsim(NULL, "plot", "--db", db, "-o", out, "--gnuplot", "/nonexistent/gnuplot", NULL);
+    fsim_test_run_clear(&r);
+    r = fsim_test_run("plot", "--db", db, "-o", out, "--gnuplot", "/nonexistent/gnuplot", NULL);
     g_assert_cmpint(r.status, ==, 1);
     g_assert_nonnull(strstr(r.err, "--gnuplot '/nonexistent/gnuplot': no such program"));
-    result_clear(&r);
+    fsim_test_run_clear(&r);
     if (have_gnuplot()) {
         g_autofree char *image = g_build_filename(out, "compare.png", NULL);
 
-        r = run_fragsim(NULL, "plot", "--db", db, "--run", "4-5", "-o", out, NULL);
+        r = fsim_test_run("plot", "--db", db, "--run", "4-5", "-o", out, NULL);
         g_assert_cmpint(r.status, ==, 0);
         g_assert_nonnull(strstr(r.out, "6 plots of 2 runs"));
         g_assert_true(has_png_magic(image));
-        result_clear(&r);
+        fsim_test_run_clear(&r);
     }
     remove_tree(dir);
 }
@@ -567,7 +527,7 @@ test_report_renders(void)
     g_autofree char *profile_arg = NULL;
     g_autofree char *child_out = NULL;
     g_autofree char *child_err = NULL;
-    Result r;
+    FsimTestRun r;
     int wait_status = 0;
     GStatBuf st;
 
@@ -580,9 +540,9 @@ test_report_renders(void)
     out = g_build_filename(dir, "report", NULL);
     profile = g_build_filename(dir, "profile", NULL);
     shot = g_build_filename(dir, "shot.png", NULL);
-    r = run_fragsim(NULL, "report", "--db", db, "-o", out, NULL);
+    r = fsim_test_run("report", "--db", db, "-o", out, NULL);
     g_assert_cmpint(r.status, ==, 0);
-    result_clear(&r);
+    fsim_test_run_clear(&r);
     {
         g_autofree char *index = g_build_filename(out, "index.html", NULL);
 

@@ -11,6 +11,8 @@
 
 #include "fragsim/fragsim.h"
 
+#include "test-util.h"
+
 static char *
 data_path(const char *name)
 {
@@ -194,29 +196,6 @@ test_bad(gconstpointer data)
     g_assert_true(g_str_has_prefix(error->message, prefix));
 }
 
-/* Run the fragsim binary; NULL (test skipped) when FRAGSIM_BINARY is unset. */
-static char *
-run_cli(const char *const *args, int *status)
-{
-    const char *binary = g_getenv("FRAGSIM_BINARY");
-    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
-    g_autoptr(GError) error = NULL;
-    char *out = NULL;
-
-    if (binary == NULL || *binary == '\0') {
-        g_test_skip("FRAGSIM_BINARY is not set");
-        return NULL;
-    }
-    g_ptr_array_add(argv, g_strdup(binary));
-    for (gsize i = 0; args[i] != NULL; i++)
-        g_ptr_array_add(argv, g_strdup(args[i]));
-    g_ptr_array_add(argv, NULL);
-    g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out,
-                 NULL, status, &error);
-    g_assert_no_error(error);
-    return out;
-}
-
 static void
 test_cli(void)
 {
@@ -225,19 +204,18 @@ test_cli(void)
     g_autoptr(GError) error = NULL;
     g_autofree char *dir = g_dir_make_tmp("fragsim-rmm-XXXXXX", &error);
     g_autofree char *text = g_build_filename(dir, "basic.trace", NULL);
-    g_autofree char *out = NULL;
+    g_auto(FsimTestRun) run = {0};
     g_autofree char *converted = NULL;
     g_autoptr(JsonParser) parser = json_parser_new();
     JsonObject *dev;
     JsonObject *actions;
-    int status;
 
     g_assert_no_error(error);
-    out = run_cli((const char *const[]){"info", "--json", path, NULL}, &status);
-    if (out == NULL)
+    if (!fsim_test_have_binary())
         return;
-    g_assert_true(g_spawn_check_wait_status(status, NULL));
-    json_parser_load_from_data(parser, out, -1, &error);
+    run = fsim_test_run("info", "--json", path, NULL);
+    g_assert_cmpint(run.status, ==, 0);
+    json_parser_load_from_data(parser, run.out, -1, &error);
     g_assert_no_error(error);
     dev = json_array_get_object_element(
         json_object_get_array_member(json_node_get_object(json_parser_get_root(parser)), "devices"),
@@ -247,9 +225,9 @@ test_cli(void)
     g_assert_cmpint(json_object_get_int_member(actions, "allocate failure"), ==, 1);
     g_assert_cmpint(json_object_get_int_member(actions, "allocate"), ==, 4);
 
-    g_clear_pointer(&out, g_free);
-    out = run_cli((const char *const[]){"convert", path, text, NULL}, &status);
-    g_assert_true(g_spawn_check_wait_status(status, NULL));
+    fsim_test_run_clear(&run);
+    run = fsim_test_run("convert", path, text, NULL);
+    g_assert_cmpint(run.status, ==, 0);
     g_file_get_contents(text, &converted, NULL, &error);
     g_assert_no_error(error);
     g_assert_nonnull(strstr(converted, "\n0 alloc 1 1024 0\n"));
@@ -259,11 +237,10 @@ test_cli(void)
     g_rmdir(dir);
 
     /* Bad input: exit status 1, nothing on stdout. */
-    g_clear_pointer(&out, g_free);
-    out = run_cli((const char *const[]){"info", "--json", bad, NULL}, &status);
-    g_spawn_check_wait_status(status, &error);
-    g_assert_error(error, G_SPAWN_EXIT_ERROR, 1);
-    g_assert_cmpstr(out, ==, "");
+    fsim_test_run_clear(&run);
+    run = fsim_test_run("info", "--json", bad, NULL);
+    g_assert_cmpint(run.status, ==, 1);
+    g_assert_cmpstr(run.out, ==, "");
 }
 
 int

@@ -16,6 +16,8 @@
 
 #include "fragsim/fragsim.h"
 
+#include "test-util.h"
+
 #define MiB ((uint64_t)1 << 20)
 
 /* ---- helpers ------------------------------------------------------------------------------- */
@@ -900,51 +902,22 @@ test_shared_state(gconstpointer data)
 
 /* ---- through the CLI ----------------------------------------------------------------------- */
 
-/* Run the fragsim binary; NULL (test skipped) when FRAGSIM_BINARY is unset. */
-static char *
-run_cli(const char *const *args, int *status)
-{
-    const char *binary = g_getenv("FRAGSIM_BINARY");
-    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
-    g_autoptr(GError) error = NULL;
-    char *out = NULL;
-    g_autofree char *err = NULL;
-
-    if (binary == NULL || *binary == '\0') {
-        g_test_skip("FRAGSIM_BINARY is not set");
-        return NULL;
-    }
-    g_ptr_array_add(argv, g_strdup(binary));
-    for (gsize i = 0; args[i] != NULL; i++)
-        g_ptr_array_add(argv, g_strdup(args[i]));
-    g_ptr_array_add(argv, NULL);
-    g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, status,
-                 &error);
-    g_assert_no_error(error);
-    if (err != NULL && *err != '\0')
-        g_test_message("stderr: %s", err);
-    return out;
-}
-
 static void
 test_shared_info_json(gconstpointer data)
 {
     const Pin *pin = data;
     g_autofree char *path = shared_path(pin->file);
-    g_autofree char *out = NULL;
+    g_auto(FsimTestRun) cli = {0};
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) error = NULL;
     JsonObject *root;
     JsonArray *devices;
-    int status;
 
-    if (path == NULL)
+    if (path == NULL || !fsim_test_have_binary())
         return;
-    out = run_cli((const char *const[]){"info", "--json", path, NULL}, &status);
-    if (out == NULL)
-        return;
-    g_assert_true(g_spawn_check_wait_status(status, NULL));
-    json_parser_load_from_data(parser, out, -1, &error);
+    cli = fsim_test_run("info", "--json", path, NULL);
+    g_assert_cmpint(cli.status, ==, 0);
+    json_parser_load_from_data(parser, cli.out, -1, &error);
     g_assert_no_error(error);
     root = json_node_get_object(json_parser_get_root(parser));
     g_assert_cmpstr(json_object_get_string_member(root, "format"), ==, "torch");
@@ -975,19 +948,16 @@ test_shared_replay(gconstpointer data)
 {
     const Pin *pin = data;
     g_autofree char *path = shared_path(pin->file);
-    g_autofree char *out = NULL;
+    g_auto(FsimTestRun) cli = {0};
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) error = NULL;
     JsonArray *runs;
-    int status;
 
-    if (path == NULL)
+    if (path == NULL || !fsim_test_have_binary())
         return;
-    out = run_cli((const char *const[]){"replay", "--json", path, NULL}, &status);
-    if (out == NULL)
-        return;
-    g_assert_true(g_spawn_check_wait_status(status, NULL));
-    json_parser_load_from_data(parser, out, -1, &error);
+    cli = fsim_test_run("replay", "--json", path, NULL);
+    g_assert_cmpint(cli.status, ==, 0);
+    json_parser_load_from_data(parser, cli.out, -1, &error);
     g_assert_no_error(error);
     runs = json_object_get_array_member(json_node_get_object(json_parser_get_root(parser)), "runs");
     /* one run per policy and device */
@@ -1008,23 +978,21 @@ test_convert(void)
     g_autoptr(GError) error = NULL;
     g_autofree char *dir = g_dir_make_tmp("fragsim-torch-XXXXXX", &error);
     g_autofree char *text = g_build_filename(dir, "minimal.trace.gz", NULL);
-    g_autofree char *out = NULL;
+    g_auto(FsimTestRun) cli = {0};
     g_autoptr(FsimTrace) trace = NULL;
     g_autoptr(FsimTraceStream) stream = NULL;
     uint64_t counts[FSIM_EV_KIND_COUNT] = {0};
     FsimEvent ev;
-    int status;
 
     g_assert_no_error(error);
-    /* Two devices: one must be chosen. */
-    out = run_cli((const char *const[]){"convert", path, text, NULL}, &status);
-    if (out == NULL)
+    if (!fsim_test_have_binary())
         return;
-    g_assert_false(g_spawn_check_wait_status(status, NULL));
-    g_clear_pointer(&out, g_free);
-    out =
-        run_cli((const char *const[]){"convert", "--trace-device", "0", path, text, NULL}, &status);
-    g_assert_true(g_spawn_check_wait_status(status, NULL));
+    /* Two devices: one must be chosen. */
+    cli = fsim_test_run("convert", path, text, NULL);
+    g_assert_cmpint(cli.status, !=, 0);
+    fsim_test_run_clear(&cli);
+    cli = fsim_test_run("convert", "--trace-device", "0", path, text, NULL);
+    g_assert_cmpint(cli.status, ==, 0);
     trace = fsim_trace_open(text, &error);
     g_assert_no_error(error);
     g_assert_cmpstr(fsim_trace_format_name(trace), ==, "text");
@@ -1050,16 +1018,13 @@ static void
 test_cli_bad(void)
 {
     g_autofree char *path = data_path("bad-torch-global.pickle");
-    g_autofree char *out = NULL;
-    g_autoptr(GError) error = NULL;
-    int status;
+    g_auto(FsimTestRun) cli = {0};
 
-    out = run_cli((const char *const[]){"info", "--json", path, NULL}, &status);
-    if (out == NULL)
+    if (!fsim_test_have_binary())
         return;
-    g_spawn_check_wait_status(status, &error);
-    g_assert_error(error, G_SPAWN_EXIT_ERROR, 1);
-    g_assert_cmpstr(out, ==, "");
+    cli = fsim_test_run("info", "--json", path, NULL);
+    g_assert_cmpint(cli.status, ==, 1);
+    g_assert_cmpstr(cli.out, ==, "");
 }
 
 int

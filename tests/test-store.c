@@ -18,6 +18,8 @@
 #include "fragsim/fragsim.h"
 #include "fragsim/store.h"
 
+#include "test-util.h"
+
 /* ---- helpers ------------------------------------------------------------------------------- */
 
 static char *
@@ -831,55 +833,6 @@ test_full_disk_new_file(void)
 
 /* ---- through the command line -------------------------------------------------------------- */
 
-typedef struct {
-    int status;
-    char *out;
-    char *err;
-} Result;
-
-static void
-result_clear(Result *r)
-{
-    g_free(r->out);
-    g_free(r->err);
-}
-
-static const char *
-fragsim_binary(void)
-{
-    const char *path = g_getenv("FRAGSIM_BINARY");
-
-    if (path == NULL)
-        g_error("FRAGSIM_BINARY is not set (run through ctest)");
-    return path;
-}
-
-static Result
-run_fragsim(const char *const *envp, const char *first, ...)
-{
-    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
-    g_autoptr(GError) error = NULL;
-    g_auto(GStrv) env = g_get_environ();
-    Result r = {0};
-    int wait_status = 0;
-    va_list args;
-
-    for (gsize i = 0; envp != NULL && envp[i] != NULL; i += 2)
-        env = g_environ_setenv(env, envp[i], envp[i + 1], TRUE);
-    g_ptr_array_add(argv, g_strdup(fragsim_binary()));
-    va_start(args, first);
-    for (const char *a = first; a != NULL; a = va_arg(args, const char *))
-        g_ptr_array_add(argv, g_strdup(a));
-    va_end(args);
-    g_ptr_array_add(argv, NULL);
-    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, env, G_SPAWN_DEFAULT, NULL, NULL, &r.out,
-                               &r.err, &wait_status, &error));
-    g_assert_no_error(error);
-    g_assert_true(WIFEXITED(wait_status));
-    r.status = WEXITSTATUS(wait_status);
-    return r;
-}
-
 /* Write a text trace of @n_events: allocations and frees of a few hundred live blocks. */
 static void
 write_trace(const char *path, uint64_t n_events)
@@ -912,21 +865,19 @@ test_cli_append(void)
     g_autofree char *trace = g_build_filename(dir, "small.trace", NULL);
     g_autofree char *count = NULL;
     g_autofree char *devices = NULL;
-    Result r;
+    FsimTestRun r;
 
     write_trace(trace, 2000);
-    r = run_fragsim(NULL, "replay", trace, "-p", "bestfit,paged", "--db", db, "--samples", "50",
-                    NULL);
+    r = fsim_test_run("replay", trace, "-p", "bestfit,paged", "--db", db, "--samples", "50", NULL);
     g_assert_cmpint(r.status, ==, 0);
     g_assert_nonnull(strstr(r.out, "runs 1-2 written to"));
-    result_clear(&r);
+    fsim_test_run_clear(&r);
     /* Another device, appended; --json keeps stdout pure JSON. */
-    r = run_fragsim(NULL, "replay", trace, "-p", "direct", "-d", "t4-16gb", "--db", db, "--json",
-                    NULL);
+    r = fsim_test_run("replay", trace, "-p", "direct", "-d", "t4-16gb", "--db", db, "--json", NULL);
     g_assert_cmpint(r.status, ==, 0);
     g_assert_true(r.out[0] == '{');
     g_assert_nonnull(strstr(r.err, "run 3 written to"));
-    result_clear(&r);
+    fsim_test_run_clear(&r);
     count = sql_text(db, "SELECT count(*) FROM runs WHERE status = 'complete'");
     g_assert_cmpstr(count, ==, "3");
     devices = sql_text(db, "SELECT group_concat(device, ',') FROM runs");
@@ -935,10 +886,10 @@ test_cli_append(void)
     count = sql_text(db, "SELECT max(seq) + 1 FROM samples WHERE run_id = 1");
     g_assert_cmpuint(g_ascii_strtoull(count, NULL, 10), <=, 51);
 
-    r = run_fragsim(NULL, "replay", trace, "--samples", "10", NULL);
+    r = fsim_test_run("replay", trace, "--samples", "10", NULL);
     g_assert_cmpint(r.status, ==, 2);
     g_assert_nonnull(strstr(r.err, "--samples needs --db"));
-    result_clear(&r);
+    fsim_test_run_clear(&r);
     remove_tree(dir);
 }
 
@@ -953,28 +904,28 @@ test_cli_bad_databases(void)
     /* A location nobody may write to, not even root. */
     const char *readonly = geteuid() == 0 ? "/proc/fragsim-results.db" : "/fragsim-results.db";
     const char *const full_env[] = {"FRAGSIM_DB_MAX_PAGES", "12", NULL};
-    Result r;
+    FsimTestRun r;
 
     write_trace(trace, 3000);
     g_assert_true(g_file_set_contents(notdb, "name,size\nada,12\n", -1, NULL));
-    r = run_fragsim(NULL, "replay", trace, "--db", notdb, NULL);
+    r = fsim_test_run("replay", trace, "--db", notdb, NULL);
     g_assert_cmpint(r.status, ==, 1);
     g_assert_nonnull(strstr(r.err, "not a fragsim results database"));
     g_assert_nonnull(strstr(r.err, "notes.db"));
-    result_clear(&r);
+    fsim_test_run_clear(&r);
 
-    r = run_fragsim(NULL, "replay", trace, "--db", readonly, NULL);
+    r = fsim_test_run("replay", trace, "--db", readonly, NULL);
     g_assert_cmpint(r.status, ==, 1);
     g_assert_nonnull(strstr(r.err, "cannot create the results database"));
     g_assert_false(g_file_test(readonly, G_FILE_TEST_EXISTS));
-    result_clear(&r);
+    fsim_test_run_clear(&r);
 
     /* A full disk while the runs are written: exit 1, and no run looks complete. */
-    r = run_fragsim(full_env, "replay", trace, "-p", "direct", "--db", fresh, NULL);
+    r = fsim_test_run_env(full_env, "replay", trace, "-p", "direct", "--db", fresh, NULL);
     g_assert_cmpint(r.status, ==, 1);
     g_assert_nonnull(strstr(r.err, "disk is full"));
     g_assert_null(strstr(r.out, "written to"));
-    result_clear(&r);
+    fsim_test_run_clear(&r);
     if (g_file_test(fresh, G_FILE_TEST_EXISTS)) {
         status = sql_text(fresh, "SELECT group_concat(status) FROM runs");
         g_assert_cmpstr(status, ==, "failed");
@@ -1032,8 +983,8 @@ kill_replay(const char *db, const char *trace, const char *policies, KillPoint p
     int wait_status = 0;
     gboolean reached;
 
-    g_strv_builder_add_many(builder, fragsim_binary(), "replay", trace, "-p", policies, "--db", db,
-                            NULL);
+    g_strv_builder_add_many(builder, fsim_test_binary(), "replay", trace, "-p", policies, "--db",
+                            db, NULL);
     argv = g_strv_builder_end(builder);
     g_assert_true(g_spawn_async(NULL, argv, NULL,
                                 G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
@@ -1100,14 +1051,14 @@ test_kill(void)
     g_autofree char *small = g_build_filename(dir, "small.trace", NULL);
     g_autofree char *big = g_build_filename(dir, "big.trace", NULL);
     g_autofree char *status = NULL;
-    Result r;
+    FsimTestRun r;
 
     write_trace(small, 1000);
     write_trace(big, 1500000);
     /* One complete run first: the kills must not hurt it. */
-    r = run_fragsim(NULL, "replay", small, "-p", "bestfit", "--db", db, NULL);
+    r = fsim_test_run("replay", small, "-p", "bestfit", "--db", db, NULL);
     g_assert_cmpint(r.status, ==, 0);
-    result_clear(&r);
+    fsim_test_run_clear(&r);
 
     /* Killed while replaying, as soon as its two runs (2 and 3) are recorded as started. */
     g_assert_true(kill_replay(db, big, "direct,paged", runs_started));
@@ -1126,10 +1077,10 @@ test_kill(void)
     }
 
     /* The database takes new runs after the crashes. */
-    r = run_fragsim(NULL, "replay", small, "-p", "paged", "--db", db, NULL);
+    r = fsim_test_run("replay", small, "-p", "paged", "--db", db, NULL);
     g_assert_cmpint(r.status, ==, 0);
     g_assert_nonnull(strstr(r.out, "run 5 written to"));
-    result_clear(&r);
+    fsim_test_run_clear(&r);
     remove_tree(dir);
 }
 

@@ -10,11 +10,11 @@
 #include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "fragsim/fragsim.h"
 
 #include "synth/synth.h"
+#include "test-util.h"
 
 /* What a trace did: checked while streaming it, independently of the engine. */
 typedef struct {
@@ -636,30 +636,6 @@ test_heap(void)
 
 /* ---- the command line -------------------------------------------------------------------- */
 
-static char *
-run_fragsim(int *status, const char *const *args)
-{
-    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
-    g_autoptr(GError) error = NULL;
-    char *out = NULL;
-    g_autofree char *err = NULL;
-    int wait_status = 0;
-    const char *binary = g_getenv("FRAGSIM_BINARY");
-
-    if (binary == NULL)
-        g_error("FRAGSIM_BINARY is not set (run through ctest)");
-    g_ptr_array_add(argv, g_strdup(binary));
-    for (const char *const *a = args; *a; a++)
-        g_ptr_array_add(argv, g_strdup(*a));
-    g_ptr_array_add(argv, NULL);
-    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
-                               &err, &wait_status, &error));
-    g_assert_no_error(error);
-    g_assert_true(WIFEXITED(wait_status));
-    *status = WEXITSTATUS(wait_status);
-    return out;
-}
-
 /* The serving defaults (ShareGPT-like lengths) through the command line: paged blocks waste
  * under 4%, reservation at the maximum length 60-80%. */
 static void
@@ -669,11 +645,10 @@ test_cli_serve(void)
     for (gsize i = 0; i < G_N_ELEMENTS(layouts); i++) {
         const char *const args[] = {"synth",    "serve",     "--model", "llama2-7b", "--kv-layout",
                                     layouts[i], "--dry-run", "--json",  NULL};
-        int status;
-        g_autofree char *out = run_fragsim(&status, args);
-        g_assert_cmpint(status, ==, 0);
+        g_auto(FsimTestRun) run = fsim_test_run_argv(NULL, args);
+        g_assert_cmpint(run.status, ==, 0);
         g_autoptr(JsonParser) parser = json_parser_new();
-        g_assert_true(json_parser_load_from_data(parser, out, -1, NULL));
+        g_assert_true(json_parser_load_from_data(parser, run.out, -1, NULL));
         JsonObject *o = json_node_get_object(json_parser_get_root(parser));
         double waste = json_object_get_double_member(o, "kv_waste");
         g_assert_cmpint(json_object_get_int_member(o, "requests_done"), ==, 200);
@@ -698,14 +673,15 @@ test_cli_train(void)
                                  "--seq", "128",   "-q",      "-o",         path,       NULL};
     const char *const info[] = {"info", path, "--json", NULL};
     const char *const random[] = {"synth", "random", "--events", "1001", "-q", "-o", path, NULL};
-    int status;
-    g_free(run_fragsim(&status, train));
-    g_assert_cmpint(status, ==, 0);
-    g_autofree char *out = run_fragsim(&status, info);
-    g_assert_cmpint(status, ==, 0);
-    g_assert_nonnull(strstr(out, "\"text\""));
-    g_free(run_fragsim(&status, random));
-    g_assert_cmpint(status, ==, 0);
+    g_auto(FsimTestRun) run = fsim_test_run_argv(NULL, train);
+    g_assert_cmpint(run.status, ==, 0);
+    fsim_test_run_clear(&run);
+    run = fsim_test_run_argv(NULL, info);
+    g_assert_cmpint(run.status, ==, 0);
+    g_assert_nonnull(strstr(run.out, "\"text\""));
+    fsim_test_run_clear(&run);
+    run = fsim_test_run_argv(NULL, random);
+    g_assert_cmpint(run.status, ==, 0);
     g_assert_cmpint(g_unlink(path), ==, 0);
     g_assert_cmpint(g_rmdir(dir), ==, 0);
 
@@ -718,8 +694,9 @@ test_cli_train(void)
         {"synth", "random", "--size-dist", "zipf:2", "--dry-run", NULL},
     };
     for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
-        g_free(run_fragsim(&status, bad[i]));
-        g_assert_cmpint(status, ==, 2);
+        fsim_test_run_clear(&run);
+        run = fsim_test_run_argv(NULL, bad[i]);
+        g_assert_cmpint(run.status, ==, 2);
     }
 }
 

@@ -15,7 +15,7 @@
 #include "fragsim/fragsim.h"
 #include "fragsim/validate.h"
 
-#include "cli.h"
+#include "test-util.h"
 
 #define MIB FSIM_MiB
 
@@ -406,40 +406,20 @@ test_bad_settings(void)
 
 /* ---- the command ----------------------------------------------------------------------------- */
 
-static GString *captured;
-
-static void
-capture_print(const gchar *text)
-{
-    g_string_append(captured, text);
-}
-
-/* Run `fragsim validate ARGS...`; returns the exit status, stdout in *out. */
-static int
-run_validate(const char *path, gboolean json, char **out)
+/* Run `fragsim validate tests/data/validate/PATH [--json]` in this process. */
+static FsimTestRun
+run_validate(const char *path, gboolean json)
 {
     g_autofree char *full = g_test_build_filename(G_TEST_DIST, "data", "validate", path, NULL);
-    char program[] = "fragsim";
-    char command[] = "validate";
-    char option[] = "--json";
-    char *argv[] = {program, command, full, json ? option : NULL, NULL};
-    GPrintFunc old;
-    int status;
 
-    captured = g_string_new(NULL);
-    old = g_set_print_handler(capture_print);
-    status = fsim_cli_main(json ? 4 : 3, argv);
-    g_set_print_handler(old);
-    *out = g_string_free(captured, FALSE);
-    captured = NULL;
-    return status;
+    return fsim_test_run_main("validate", full, json ? "--json" : NULL, NULL);
 }
 
 static void
 test_command(void)
 {
-    g_autofree char *text = NULL;
-    g_autofree char *json = NULL;
+    g_auto(FsimTestRun) text = {0};
+    g_auto(FsimTestRun) json = {0};
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) error = NULL;
     JsonObject *root;
@@ -450,10 +430,12 @@ test_command(void)
                                        "allocs",       "segment_allocs", "segment_frees",
                                        "segment_maps", "segment_unmaps", "first_divergence"};
 
-    g_assert_cmpint(run_validate("validate-exact.pickle", FALSE, &text), ==, 0);
-    g_assert_nonnull(strstr(text, "exact"));
-    g_assert_cmpint(run_validate("validate-diverged.pickle", TRUE, &json), ==, 4);
-    g_assert_true(json_parser_load_from_data(parser, json, -1, &error));
+    text = run_validate("validate-exact.pickle", FALSE);
+    g_assert_cmpint(text.status, ==, 0);
+    g_assert_nonnull(strstr(text.out, "exact"));
+    json = run_validate("validate-diverged.pickle", TRUE);
+    g_assert_cmpint(json.status, ==, 4);
+    g_assert_true(json_parser_load_from_data(parser, json.out, -1, &error));
     g_assert_no_error(error);
     root = json_node_get_object(json_parser_get_root(parser));
     g_assert_false(json_object_get_boolean_member(root, "exact"));

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The test binaries' shared helpers (test-util.h).
+ */
+#include "test-util.h"
+
+#include <glib.h>
+
+#include <stdarg.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "cli.h"
+
+void
+fsim_test_run_clear(FsimTestRun *run)
+{
+    g_clear_pointer(&run->out, g_free);
+    g_clear_pointer(&run->err, g_free);
+}
+
+const char *
+fsim_test_binary(void)
+{
+    const char *path = g_getenv("FRAGSIM_BINARY");
+
+    if (path == NULL)
+        g_error("FRAGSIM_BINARY is not set (run through ctest)");
+    return path;
+}
+
+gboolean
+fsim_test_have_binary(void)
+{
+    const char *path = g_getenv("FRAGSIM_BINARY");
+
+    if (path == NULL || *path == '\0') {
+        g_test_skip("FRAGSIM_BINARY is not set");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+FsimTestRun
+fsim_test_run_argv(const char *const *envp, const char *const *args)
+{
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GError) error = NULL;
+    g_auto(GStrv) env = g_get_environ();
+    FsimTestRun run = {0};
+    int wait_status = 0;
+
+    for (gsize i = 0; envp != NULL && envp[i] != NULL; i += 2)
+        env = g_environ_setenv(env, envp[i], envp[i + 1], TRUE);
+    g_ptr_array_add(argv, g_strdup(fsim_test_binary()));
+    for (gsize i = 0; args[i] != NULL; i++)
+        g_ptr_array_add(argv, g_strdup(args[i]));
+    g_ptr_array_add(argv, NULL);
+    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, env, G_SPAWN_DEFAULT, NULL, NULL,
+                               &run.out, &run.err, &wait_status, &error));
+    g_assert_no_error(error);
+    g_assert_true(WIFEXITED(wait_status));
+    run.status = WEXITSTATUS(wait_status);
+    if (run.status != 0 && g_test_verbose())
+        g_test_message("fragsim exited with %d; stderr: %s", run.status, run.err);
+    return run;
+}
+
+/* The NULL-terminated arguments from @first on, copied into a NULL-terminated array. */
+static GPtrArray *
+run_collect(const char *first, va_list args)
+{
+    GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
+
+    for (const char *a = first; a != NULL; a = va_arg(args, const char *))
+        g_ptr_array_add(argv, g_strdup(a));
+    g_ptr_array_add(argv, NULL);
+    return argv;
+}
+
+FsimTestRun
+fsim_test_run(const char *first, ...)
+{
+    g_autoptr(GPtrArray) argv = NULL;
+    va_list args;
+
+    va_start(args, first);
+    argv = run_collect(first, args);
+    va_end(args);
+    return fsim_test_run_argv(NULL, (const char *const *)argv->pdata);
+}
+
+FsimTestRun
+fsim_test_run_env(const char *const *envp, const char *first, ...)
+{
+    g_autoptr(GPtrArray) argv = NULL;
+    va_list args;
+
+    va_start(args, first);
+    argv = run_collect(first, args);
+    va_end(args);
+    return fsim_test_run_argv(envp, (const char *const *)argv->pdata);
+}
+
+static GString *captured_out;
+static GString *captured_err;
+
+static void
+capture_out(const char *text)
+{
+    g_string_append(captured_out, text);
+}
+
+static void
+capture_err(const char *text)
+{
+    g_string_append(captured_err, text);
+}
+
+FsimTestRun
+fsim_test_run_main(const char *first, ...)
+{
+    g_autoptr(GPtrArray) args = g_ptr_array_new_with_free_func(g_free);
+    g_autofree char **argv = NULL;
+    FsimTestRun run = {0};
+    GPrintFunc old_out;
+    GPrintFunc old_err;
+    va_list ap;
+
+    g_ptr_array_add(args, g_strdup("fragsim"));
+    va_start(ap, first);
+    for (const char *a = first; a != NULL; a = va_arg(ap, const char *))
+        g_ptr_array_add(args, g_strdup(a));
+    va_end(ap);
+    /* The strings belong to @args: option parsing removes the ones it consumes from argv. */
+    argv = g_new0(char *, args->len + 1);
+    memcpy(argv, args->pdata, sizeof(char *) * args->len);
+    captured_out = g_string_new(NULL);
+    captured_err = g_string_new(NULL);
+    old_out = g_set_print_handler(capture_out);
+    old_err = g_set_printerr_handler(capture_err);
+    run.status = fsim_cli_main((int)args->len, argv);
+    g_set_print_handler(old_out);
+    g_set_printerr_handler(old_err);
+    run.out = g_string_free(g_steal_pointer(&captured_out), FALSE);
+    run.err = g_string_free(g_steal_pointer(&captured_err), FALSE);
+    return run;
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the test binaries share (CMake links test-util.c into each): running fragsim, either the
+ * real binary CTest names in FRAGSIM_BINARY or fsim_cli_main() in the test's own process.
+ * Every helper asserts what it relies on, so a failure fails the calling test case.
+ */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* What one run of fragsim did: its exit status and what it wrote on stdout and stderr. */
+typedef struct {
+    int status;
+    char *out;
+    char *err;
+} FsimTestRun;
+
+void fsim_test_run_clear(FsimTestRun *run);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(FsimTestRun, fsim_test_run_clear)
+
+/* The fragsim binary (FRAGSIM_BINARY); aborts when it is unset (the test was not run by ctest). */
+const char *fsim_test_binary(void);
+
+/* Whether FRAGSIM_BINARY is set; when it is not, the test case is marked skipped. */
+gboolean fsim_test_have_binary(void);
+
+/**
+ * fsim_test_run_argv:
+ * @envp: (nullable): NAME, VALUE pairs, NULL-terminated, set in fragsim's environment on top of
+ *     the test's own.
+ * @args: the arguments after the program name, NULL-terminated.
+ *
+ * Runs the fragsim binary and waits for it.  Asserts that it could be started and that it exited
+ * (rather than crashed).
+ *
+ * Returns: what it did; clear with fsim_test_run_clear() (or declare it g_auto(FsimTestRun)).
+ */
+FsimTestRun fsim_test_run_argv(const char *const *envp, const char *const *args);
+
+/* fsim_test_run_argv() without @envp, the arguments listed and NULL-terminated. */
+FsimTestRun fsim_test_run(const char *first, ...) G_GNUC_NULL_TERMINATED;
+
+/* fsim_test_run_argv() with the arguments listed and NULL-terminated. */
+FsimTestRun fsim_test_run_env(const char *const *envp, const char *first,
+                              ...) G_GNUC_NULL_TERMINATED;
+
+/**
+ * fsim_test_run_main:
+ * @first: the first argument after the program name; the list ends with NULL.
+ *
+ * Runs `fragsim ARGS...` in this process through fsim_cli_main(), with what it prints through
+ * g_print() and g_printerr() captured: for the commands that must see the test's own doubles
+ * (the fake CUDA driver).
+ *
+ * Returns: what it did, as fsim_test_run_argv() returns it.
+ */
+FsimTestRun fsim_test_run_main(const char *first, ...) G_GNUC_NULL_TERMINATED;
+
+G_END_DECLS
