@@ -70,16 +70,6 @@ json_path_object(JsonNode *root, const char *const *path)
     return object;
 }
 
-static char *
-tmp_dir(void)
-{
-    g_autoptr(GError) error = NULL;
-    char *dir = g_dir_make_tmp("fragsim-cuda-cli-XXXXXX", &error);
-
-    g_assert_no_error(error);
-    return dir;
-}
-
 /* ---- tests --------------------------------------------------------------------------------- */
 
 static void
@@ -197,7 +187,7 @@ static void
 test_replay_db(void)
 {
     g_autofree char *trace = trace_path();
-    g_autofree char *dir = tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *db = g_build_filename(dir, "results.db", NULL);
     g_auto(FsimTestRun) cli = {0};
     g_autoptr(GError) error = NULL;
@@ -227,8 +217,7 @@ test_replay_db(void)
         g_assert_cmpuint(run->metrics.peak_reserved_bytes, ==, 44040192);
     }
     g_clear_pointer(&store, fsim_store_close);
-    g_remove(db);
-    g_rmdir(dir);
+    fsim_test_remove_tree(dir);
 }
 
 static void
@@ -291,7 +280,7 @@ static void
 test_calibrate_profile(void)
 {
     g_autofree char *trace = trace_path();
-    g_autofree char *dir = tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *profile = g_build_filename(dir, "gpu.ini", NULL);
     g_auto(FsimTestRun) cli = {0};
     g_autoptr(JsonNode) root = NULL;
@@ -334,8 +323,7 @@ test_calibrate_profile(void)
     g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
     g_assert_nonnull(strstr(cli.out, "differences:"));
     g_test_message("%s", cli.out);
-    g_remove(profile);
-    g_rmdir(dir);
+    fsim_test_remove_tree(dir);
 }
 
 int

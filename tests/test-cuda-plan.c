@@ -15,6 +15,7 @@
 
 #include "cuda-fake.h"
 #include "cuda/cuda-backend.h"
+#include "test-util.h"
 
 static FsimDevice *
 fake_device(FakeDriver *fake, GKeyFile *config)
@@ -148,23 +149,6 @@ test_fit_degenerate(void)
 
 /* ---- profiles ------------------------------------------------------------------------------ */
 
-static char *
-tmp_path(const char *name, char **dir)
-{
-    g_autoptr(GError) error = NULL;
-
-    *dir = g_dir_make_tmp("fragsim-cuda-XXXXXX", &error);
-    g_assert_no_error(error);
-    return g_build_filename(*dir, name, NULL);
-}
-
-static void
-remove_tmp(const char *path, const char *dir)
-{
-    g_remove(path);
-    g_rmdir(dir);
-}
-
 static void
 assert_spec_equal(const FsimDeviceSpec *a, const FsimDeviceSpec *b)
 {
@@ -188,8 +172,8 @@ static void
 test_profile_round_trip(void)
 {
     g_autoptr(GError) error = NULL;
-    g_autofree char *dir = NULL;
-    g_autofree char *path = tmp_path("gpu.ini", &dir);
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *path = g_build_filename(dir, "gpu.ini", NULL);
     FsimDeviceSpec spec;
     FsimDeviceSpec back;
 
@@ -214,7 +198,7 @@ test_profile_round_trip(void)
     g_assert_true(fsim_device_spec_parse(path, &back, &error));
     g_assert_no_error(error);
     assert_spec_equal(&spec, &back);
-    remove_tmp(path, dir);
+    fsim_test_remove_tree(dir);
 }
 
 static void
@@ -783,8 +767,8 @@ static void
 test_native(void)
 {
     g_autoptr(GError) error = NULL;
-    g_autofree char *dir = NULL;
-    g_autofree char *path = tmp_path("native.trace", &dir);
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *path = g_build_filename(dir, "native.trace", NULL);
     g_autoptr(FsimTrace) trace = NULL;
     FakeDriver *fake = fake_new(64 * FSIM_GiB);
     FsimCudaNativeResult r;
@@ -844,7 +828,7 @@ test_native(void)
     fake_assert_clean(fake);
     fsim_cuda_driver_free(&fake->base);
     trace = (fsim_trace_close(trace), NULL);
-    remove_tmp(path, dir);
+    fsim_test_remove_tree(dir);
 }
 
 /* ---- calibration --------------------------------------------------------------------------- */
@@ -854,8 +838,8 @@ test_calibrate(void)
 {
     FakeDriver *fake = fake_new(64 * FSIM_GiB);
     g_autoptr(GError) error = NULL;
-    g_autofree char *dir = NULL;
-    g_autofree char *path = tmp_path("calibrated.ini", &dir);
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *path = g_build_filename(dir, "calibrated.ini", NULL);
     g_autoptr(GKeyFile) key_file = g_key_file_new();
     FsimCudaCalibrateOptions options;
     FsimCudaCalibration cal;
@@ -934,7 +918,7 @@ test_calibrate(void)
     g_assert_error(error, FSIM_CUDA_ERROR, FSIM_CUDA_ERROR_FAILED);
     fsim_cuda_calibration_clear(&cal);
     fsim_cuda_driver_free(&fake->base);
-    remove_tmp(path, dir);
+    fsim_test_remove_tree(dir);
 }
 
 /* ---- the real driver ----------------------------------------------------------------------- */

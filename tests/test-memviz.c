@@ -16,32 +16,6 @@
 
 #include "test-util.h"
 
-static char *
-make_tmp_dir(void)
-{
-    g_autoptr(GError) error = NULL;
-    char *dir = g_dir_make_tmp("fragsim-memviz-XXXXXX", &error);
-
-    g_assert_no_error(error);
-    return dir;
-}
-
-static void
-remove_tree(const char *dir)
-{
-    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
-    const char *name;
-
-    if (d == NULL)
-        return;
-    while ((name = g_dir_read_name(d)) != NULL) {
-        g_autofree char *path = g_build_filename(dir, name, NULL);
-
-        g_assert_cmpint(g_unlink(path), ==, 0);
-    }
-    g_assert_cmpint(g_rmdir(dir), ==, 0);
-}
-
 static guint
 count_files(const char *dir)
 {
@@ -200,7 +174,7 @@ test_roundtrip(gconstpointer data)
 {
     const char *policy = data;
     g_autoptr(GError) error = NULL;
-    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *path = g_build_filename(dir, "run.pickle", NULL);
     g_autoptr(FsimEngine) engine = new_engine(policy, "h100-80gb", NULL);
     g_autoptr(FsimTrace) trace = NULL;
@@ -212,7 +186,7 @@ test_roundtrip(gconstpointer data)
 
     if (!have_torch_reader()) {
         g_test_skip("the torch reader is not built");
-        remove_tree(dir);
+        fsim_test_remove_tree(dir);
         return;
     }
     {
@@ -263,7 +237,7 @@ test_roundtrip(gconstpointer data)
     g_assert_cmpuint(again.peak_requested_bytes, ==, m.peak_requested_bytes);
     g_assert_cmpuint(again.peak_allocated_bytes, ==, m.peak_allocated_bytes);
     g_assert_cmpuint(again.peak_reserved_bytes, ==, m.peak_reserved_bytes);
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 /* A recorded snapshot that starts mid-run: its initial state survives the export. */
@@ -285,7 +259,7 @@ test_seeded(gconstpointer data)
         g_test_skip("no torch reader or no ok-torch-minimal.pickle");
         return;
     }
-    dir = make_tmp_dir();
+    dir = fsim_test_tmp_dir();
     path = g_build_filename(dir, "seeded.pickle", NULL);
     trace = fsim_trace_open(source, &error);
     g_assert_no_error(error);
@@ -306,7 +280,7 @@ test_seeded(gconstpointer data)
     g_assert_cmpuint(again.allocs, ==, m.allocs);
     g_assert_cmpuint(again.peak_requested_bytes, ==, m.peak_requested_bytes);
     g_assert_cmpuint(again.peak_reserved_bytes, ==, m.peak_reserved_bytes);
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 /* An OOM is an `oom` entry with the free device memory, no address. */
@@ -314,7 +288,7 @@ static void
 test_oom(void)
 {
     g_autoptr(GError) error = NULL;
-    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *path = g_build_filename(dir, "oom.pickle", NULL);
     g_autoptr(FsimEngine) engine = new_engine("bestfit", "256MiB", NULL);
     g_autoptr(FsimTrace) trace = NULL;
@@ -323,7 +297,7 @@ test_oom(void)
 
     if (!have_torch_reader()) {
         g_test_skip("the torch reader is not built");
-        remove_tree(dir);
+        fsim_test_remove_tree(dir);
         return;
     }
     {
@@ -345,7 +319,7 @@ test_oom(void)
     g_assert_cmpuint(g_array_index(info->devices, FsimTraceDeviceInfo, 0).device, ==, 2);
     g_assert_cmpuint(action_count(&g_array_index(info->devices, FsimTraceDeviceInfo, 0), "oom"), ==,
                      fsim_engine_metrics(engine)->ooms);
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 static const char python_check[] =
@@ -389,7 +363,7 @@ test_python(void)
         g_test_skip("python3 not found");
         return;
     }
-    dir = make_tmp_dir();
+    dir = fsim_test_tmp_dir();
     path = g_build_filename(dir, "run.pickle", NULL);
     engine = new_engine("caching", "h100-80gb", NULL);
     {
@@ -415,14 +389,14 @@ test_python(void)
     expected =
         g_strdup_printf("\"alloc\": %" G_GUINT64_FORMAT, fsim_engine_metrics(engine)->allocs);
     g_assert_nonnull(strstr(out, expected));
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 static void
 test_abandon(void)
 {
     g_autoptr(GError) error = NULL;
-    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *path = g_build_filename(dir, "run.pickle", NULL);
     g_autofree char *bad = g_build_filename(dir, "missing", "run.pickle", NULL);
     g_autoptr(FsimEngine) engine = new_engine("paged", "h100-80gb", NULL);
@@ -442,13 +416,13 @@ test_abandon(void)
     g_assert_null(exporter);
     g_assert_error(error, FSIM_ERROR, FSIM_ERROR_IO);
     g_assert_nonnull(strstr(error->message, "missing"));
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 static void
 test_cli(void)
 {
-    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *path = g_build_filename(dir, "run.pickle", NULL);
     g_autofree char *trace = g_build_filename(dir, "t.trace", NULL);
     g_auto(FsimTestRun) run = {0};
@@ -467,7 +441,7 @@ test_cli(void)
     g_assert_nonnull(strstr(run.out, "snapshot written to"));
     g_assert_true(g_file_test(path, G_FILE_TEST_IS_REGULAR));
     g_assert_cmpuint(count_files(dir), ==, 2);
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 int

@@ -19,35 +19,6 @@
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
-static char *
-make_tmp_dir(void)
-{
-    g_autoptr(GError) error = NULL;
-    char *dir = g_dir_make_tmp("fragsim-plot-XXXXXX", &error);
-
-    g_assert_no_error(error);
-    return dir;
-}
-
-static void
-remove_tree(const char *dir)
-{
-    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
-    const char *name;
-
-    if (d == NULL)
-        return;
-    while ((name = g_dir_read_name(d)) != NULL) {
-        g_autofree char *path = g_build_filename(dir, name, NULL);
-
-        if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(path, G_FILE_TEST_IS_SYMLINK))
-            remove_tree(path);
-        else
-            g_assert_cmpint(g_unlink(path), ==, 0);
-    }
-    g_assert_cmpint(g_rmdir(dir), ==, 0);
-}
-
 static gboolean
 have_gnuplot(void)
 {
@@ -188,7 +159,7 @@ static void
 test_find(void)
 {
     g_autoptr(GError) error = NULL;
-    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *found = NULL;
     char *missing;
 
@@ -210,14 +181,14 @@ test_find(void)
     missing = fsim_plot_find_gnuplot("no-such-gnuplot-program", &error);
     g_assert_null(missing);
     g_assert_error(error, FSIM_PLOT_ERROR, FSIM_PLOT_ERROR_NO_GNUPLOT);
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 static void
 test_select(void)
 {
     g_autoptr(GError) error = NULL;
-    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *db = make_database(dir);
     g_autoptr(FsimStore) store = fsim_store_open(db, FSIM_STORE_READ, NULL, &error);
     g_autoptr(GPtrArray) runs = NULL;
@@ -245,7 +216,7 @@ test_select(void)
     g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_INCOMPLETE);
     g_assert_nonnull(strstr(error->message, "run 6 has no data"));
     g_clear_error(&error);
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 static void
@@ -297,7 +268,7 @@ test_render_png(void)
         g_test_skip("gnuplot not found");
         return;
     }
-    dir = make_tmp_dir();
+    dir = fsim_test_tmp_dir();
     db = make_database(dir);
     out = g_build_filename(dir, "plots", "nested", NULL);
     store = fsim_store_open(db, FSIM_STORE_READ, NULL, &error);
@@ -314,7 +285,7 @@ test_render_png(void)
         g_assert_true(g_file_get_contents(path, &compare, NULL, NULL));
         g_assert_nonnull(strstr(compare, "simulated OOM"));
     }
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 /* In SVG the title is text: the markup characters of the trace name print as written. */
@@ -336,7 +307,7 @@ test_render_svg_escaped(void)
         g_test_skip("gnuplot not found");
         return;
     }
-    dir = make_tmp_dir();
+    dir = fsim_test_tmp_dir();
     db = make_database(dir);
     out = g_build_filename(dir, "svg", NULL);
     store = fsim_store_open(db, FSIM_STORE_READ, NULL, &error);
@@ -349,13 +320,13 @@ test_render_svg_escaped(void)
     path = g_build_filename(out, "timeline-1.svg", NULL);
     g_assert_true(g_file_get_contents(path, &svg, NULL, NULL));
     g_assert_nonnull(strstr(svg, "we_ird^{name}@x.trace"));
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 static void
 test_cli(void)
 {
-    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *db = make_database(dir);
     g_autofree char *out = g_build_filename(dir, "out", NULL);
     g_autofree char *notdb = g_build_filename(dir, "notes.txt", NULL);
@@ -403,7 +374,7 @@ test_cli(void)
         g_assert_true(has_png_magic(image));
         fsim_test_run_clear(&r);
     }
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 /* Every src= and href= of the page is a file the report wrote beside it, or an anchor. */
@@ -458,7 +429,7 @@ test_report(void)
         g_test_skip("gnuplot not found");
         return;
     }
-    dir = make_tmp_dir();
+    dir = fsim_test_tmp_dir();
     db = make_database(dir);
     out = g_build_filename(dir, "report", NULL);
     store = fsim_store_open(db, FSIM_STORE_READ, NULL, &error);
@@ -479,14 +450,14 @@ test_report(void)
     g_assert_nonnull(strstr(html, "peak_reserved_bytes"));
     g_assert_nonnull(strstr(html, "Runs without results"));
     g_assert_nonnull(strstr(html, "NVIDIA H100"));
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 static void
 test_report_without_gnuplot(void)
 {
     g_autoptr(GError) error = NULL;
-    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *db = make_database(dir);
     g_autofree char *out = g_build_filename(dir, "report", NULL);
     g_autofree char *index = g_build_filename(out, "index.html", NULL);
@@ -507,7 +478,7 @@ test_report_without_gnuplot(void)
     check_references(out, html, &n_images);
     g_assert_cmpuint(n_images, ==, 0);
     g_assert_nonnull(strstr(html, "No plots"));
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 /* Render the page in headless Chromium, as a user's browser would, where it is installed. */
@@ -535,7 +506,7 @@ test_report_renders(void)
         g_test_skip("chromium, timeout or gnuplot not found");
         return;
     }
-    dir = make_tmp_dir();
+    dir = fsim_test_tmp_dir();
     db = make_database(dir);
     out = g_build_filename(dir, "report", NULL);
     profile = g_build_filename(dir, "profile", NULL);
@@ -576,7 +547,7 @@ test_report_renders(void)
     if (!g_spawn_check_wait_status(wait_status, NULL) || !g_file_test(shot, G_FILE_TEST_EXISTS)) {
         g_test_message("chromium: %s", child_err);
         g_test_skip("chromium could not take a screenshot here");
-        remove_tree(dir);
+        fsim_test_remove_tree(dir);
         return;
     }
     g_assert_true(has_png_magic(shot));
@@ -584,7 +555,7 @@ test_report_renders(void)
     /* A blank page compresses to a few kilobytes; the report's plots and tables do not. */
     g_assert_cmpint(st.st_size, >, 50000);
     g_test_message("screenshot of the report: %" G_GINT64_FORMAT " bytes", (gint64)st.st_size);
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 int

@@ -22,35 +22,6 @@
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
-static char *
-make_tmp_dir(void)
-{
-    g_autoptr(GError) error = NULL;
-    char *dir = g_dir_make_tmp("fragsim-store-XXXXXX", &error);
-
-    g_assert_no_error(error);
-    return dir;
-}
-
-static void
-remove_tree(const char *dir)
-{
-    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
-    const char *name;
-
-    if (d == NULL)
-        return;
-    while ((name = g_dir_read_name(d)) != NULL) {
-        g_autofree char *path = g_build_filename(dir, name, NULL);
-
-        if (g_file_test(path, G_FILE_TEST_IS_DIR))
-            remove_tree(path);
-        else
-            g_assert_cmpint(g_unlink(path), ==, 0);
-    }
-    g_assert_cmpint(g_rmdir(dir), ==, 0);
-}
-
 /* A deterministic workload: allocations of mixed sizes, freed in random order, with marks. */
 typedef struct {
     GRand *rand;
@@ -214,7 +185,7 @@ sql_exec(const char *path, const char *sql)
 static void
 test_schema(void)
 {
-    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *path = g_build_filename(dir, "results.db", NULL);
     g_autoptr(GError) error = NULL;
     g_autofree char *version = NULL;
@@ -262,14 +233,14 @@ test_schema(void)
         g_assert_no_error(error);
         g_assert_cmpuint(runs->len, ==, 0);
     }
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 /* A database written when FSIM_METRICS had fewer names gains the new columns on open. */
 static void
 test_schema_new_metric(void)
 {
-    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *path = g_build_filename(dir, "old.db", NULL);
     g_autoptr(GError) error = NULL;
     g_autofree char *present = NULL;
@@ -300,7 +271,7 @@ test_schema_new_metric(void)
     present = sql_text(path, "SELECT count(*) FROM pragma_table_info('run_metrics') "
                              "WHERE name = 'double_frees'");
     g_assert_cmpstr(present, ==, "1");
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 static gboolean
@@ -318,7 +289,7 @@ files_equal(const char *a, const char *b)
 static void
 test_not_fragsim(void)
 {
-    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *text = g_build_filename(dir, "notes.txt", NULL);
     g_autofree char *other = g_build_filename(dir, "other.db", NULL);
     g_autofree char *copy = g_build_filename(dir, "other.copy", NULL);
@@ -359,13 +330,13 @@ test_not_fragsim(void)
     store = fsim_store_open(copy, FSIM_STORE_READ, NULL, &error);
     g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_NOT_FRAGSIM);
     g_clear_error(&error);
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 static void
 test_newer(void)
 {
-    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *path = g_build_filename(dir, "future.db", NULL);
     g_autoptr(GError) error = NULL;
     FsimStore *store;
@@ -382,13 +353,13 @@ test_newer(void)
     g_clear_error(&error);
     store = fsim_store_open(path, FSIM_STORE_READ, NULL, &error);
     g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_NEWER);
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 static void
 test_open_errors(void)
 {
-    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *missing = g_build_filename(dir, "missing.db", NULL);
     g_autofree char *nested = g_build_filename(dir, "no", "such", "dir.db", NULL);
     g_autoptr(GError) error = NULL;
@@ -425,7 +396,7 @@ test_open_errors(void)
         g_assert_null(fsim_store_attach(reader, engine, &info, &error));
         g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_READ_ONLY);
     }
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 /* ---- a run's data -------------------------------------------------------------------------- */
@@ -765,7 +736,7 @@ test_parse_run_ids(void)
 static void
 test_full_disk(void)
 {
-    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *path = g_build_filename(dir, "full.db", NULL);
     g_autoptr(GError) error = NULL;
     int64_t id;
@@ -812,14 +783,14 @@ test_full_disk(void)
         g_assert_no_error(error);
         g_assert_cmpuint(samples->len, ==, 0);
     }
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 /* A new database that cannot even get its schema is removed again. */
 static void
 test_full_disk_new_file(void)
 {
-    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *path = g_build_filename(dir, "tiny.db", NULL);
     g_autoptr(GError) error = NULL;
     FsimStoreOptions options = {.max_page_count = 2};
@@ -828,7 +799,7 @@ test_full_disk_new_file(void)
     g_assert_null(store);
     g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_FULL);
     g_assert_false(g_file_test(path, G_FILE_TEST_EXISTS));
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 /* ---- through the command line -------------------------------------------------------------- */
@@ -860,7 +831,7 @@ write_trace(const char *path, uint64_t n_events)
 static void
 test_cli_append(void)
 {
-    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *db = g_build_filename(dir, "results.db", NULL);
     g_autofree char *trace = g_build_filename(dir, "small.trace", NULL);
     g_autofree char *count = NULL;
@@ -890,13 +861,13 @@ test_cli_append(void)
     g_assert_cmpint(r.status, ==, 2);
     g_assert_nonnull(strstr(r.err, "--samples needs --db"));
     fsim_test_run_clear(&r);
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 static void
 test_cli_bad_databases(void)
 {
-    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *trace = g_build_filename(dir, "small.trace", NULL);
     g_autofree char *notdb = g_build_filename(dir, "notes.db", NULL);
     g_autofree char *fresh = g_build_filename(dir, "fresh.db", NULL);
@@ -930,7 +901,7 @@ test_cli_bad_databases(void)
         status = sql_text(fresh, "SELECT group_concat(status) FROM runs");
         g_assert_cmpstr(status, ==, "failed");
     }
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 /* ---- the kill test ------------------------------------------------------------------------- */
@@ -1046,7 +1017,7 @@ check_after_kill(const char *db, int64_t killed_from, int64_t killed_to)
 static void
 test_kill(void)
 {
-    g_autofree char *dir = make_tmp_dir();
+    g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *db = g_build_filename(dir, "results.db", NULL);
     g_autofree char *small = g_build_filename(dir, "small.trace", NULL);
     g_autofree char *big = g_build_filename(dir, "big.trace", NULL);
@@ -1081,7 +1052,7 @@ test_kill(void)
     g_assert_cmpint(r.status, ==, 0);
     g_assert_nonnull(strstr(r.out, "run 5 written to"));
     fsim_test_run_clear(&r);
-    remove_tree(dir);
+    fsim_test_remove_tree(dir);
 }
 
 int

@@ -5,6 +5,7 @@
 #include "test-util.h"
 
 #include <glib.h>
+#include <glib/gstdio.h>
 
 #include <stdarg.h>
 #include <string.h>
@@ -145,4 +146,33 @@ fsim_test_run_main(const char *first, ...)
     run.out = g_string_free(g_steal_pointer(&captured_out), FALSE);
     run.err = g_string_free(g_steal_pointer(&captured_err), FALSE);
     return run;
+}
+
+char *
+fsim_test_tmp_dir(void)
+{
+    g_autoptr(GError) error = NULL;
+    char *dir = g_dir_make_tmp("fragsim-test-XXXXXX", &error);
+
+    g_assert_no_error(error);
+    return dir;
+}
+
+void
+fsim_test_remove_tree(const char *dir)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *name;
+
+    if (d == NULL)
+        return;
+    while ((name = g_dir_read_name(d)) != NULL) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+
+        if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(path, G_FILE_TEST_IS_SYMLINK))
+            fsim_test_remove_tree(path);
+        else
+            g_assert_cmpint(g_unlink(path), ==, 0);
+    }
+    g_assert_cmpint(g_rmdir(dir), ==, 0);
 }

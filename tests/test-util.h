@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the test binaries share (CMake links test-util.c into each): running fragsim, either the
- * real binary CTest names in FRAGSIM_BINARY or fsim_cli_main() in the test's own process.
+ * real binary CTest names in FRAGSIM_BINARY or fsim_cli_main() in the test's own process, and
+ * temporary directories.
  * Every helper asserts what it relies on, so a failure fails the calling test case.
  */
 #pragma once
@@ -57,5 +58,15 @@ FsimTestRun fsim_test_run_env(const char *const *envp, const char *first,
  * Returns: what it did, as fsim_test_run_argv() returns it.
  */
 FsimTestRun fsim_test_run_main(const char *first, ...) G_GNUC_NULL_TERMINATED;
+
+/* ---- files ---------------------------------------------------------------------------------- */
+
+/* Returns: (transfer full): a new empty directory under the system's temporary directory; remove
+ * it with fsim_test_remove_tree(). */
+char *fsim_test_tmp_dir(void);
+
+/* Remove @dir and everything below it, asserting that each removal succeeds; a symbolic link is
+ * removed, never followed.  Nothing happens when @dir does not exist. */
+void fsim_test_remove_tree(const char *dir);
 
 G_END_DECLS
