@@ -22,19 +22,6 @@ source_path(const char *relative)
     return g_build_filename(dir, relative, NULL);
 }
 
-static JsonObject *
-parse_object(JsonParser *parser, const char *text)
-{
-    g_autoptr(GError) error = NULL;
-    JsonNode *root;
-
-    g_assert_true(json_parser_load_from_data(parser, text, -1, &error));
-    g_assert_no_error(error);
-    root = json_parser_get_root(parser);
-    g_assert_true(JSON_NODE_HOLDS_OBJECT(root));
-    return json_node_get_object(root);
-}
-
 static void
 test_help(void)
 {
@@ -73,7 +60,7 @@ test_replay_json(void)
     fsim_policy_list(&n_policies);
     g_assert_cmpint(r.status, ==, 0);
     g_assert_cmpstr(r.err, ==, "");
-    root = parse_object(parser, r.out);
+    root = fsim_test_parse_object(parser, r.out);
     g_assert_cmpstr(json_object_get_string_member(root, "trace"), ==, trace);
     runs = json_object_get_array_member(root, "runs");
     /* By default every registered policy runs. */
@@ -109,7 +96,7 @@ test_replay_fail_on_oom(void)
     g_assert_cmpint(r.status, ==, 3);
     /* The failing event is printed on stderr; stdout stays one JSON object. */
     g_assert_nonnull(strstr(r.err, "out of memory at event"));
-    root = parse_object(parser, r.out);
+    root = fsim_test_parse_object(parser, r.out);
     runs = json_object_get_array_member(root, "runs");
     g_assert_cmpuint(json_array_get_length(runs), ==, 2);
     g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(runs, 0), "status"),
@@ -186,7 +173,7 @@ test_info_json(void)
     JsonObject *actions;
 
     g_assert_cmpint(r.status, ==, 0);
-    root = parse_object(parser, r.out);
+    root = fsim_test_parse_object(parser, r.out);
     g_assert_cmpstr(json_object_get_string_member(root, "path"), ==, trace);
     g_assert_cmpstr(json_object_get_string_member(root, "format"), ==, "text");
     g_assert_true(json_object_get_null_member(root, "allocator_settings"));
@@ -226,9 +213,9 @@ test_convert(void)
         g_autoptr(JsonParser) pa = json_parser_new();
         g_autoptr(JsonParser) pb = json_parser_new();
         JsonObject *ra = json_array_get_object_element(
-            json_object_get_array_member(parse_object(pa, a.out), "runs"), 0);
+            json_object_get_array_member(fsim_test_parse_object(pa, a.out), "runs"), 0);
         JsonObject *rb = json_array_get_object_element(
-            json_object_get_array_member(parse_object(pb, b.out), "runs"), 0);
+            json_object_get_array_member(fsim_test_parse_object(pb, b.out), "runs"), 0);
 
         g_assert_cmpint(json_object_get_int_member(ra, "peak_reserved_bytes"), ==,
                         json_object_get_int_member(rb, "peak_reserved_bytes"));
@@ -257,12 +244,12 @@ test_policies_and_devices_json(void)
 
     fsim_policy_list(&n);
     g_assert_cmpint(r.status, ==, 0);
-    array = json_object_get_array_member(parse_object(parser, r.out), "policies");
+    array = json_object_get_array_member(fsim_test_parse_object(parser, r.out), "policies");
     g_assert_cmpuint(json_array_get_length(array), ==, n);
     fsim_test_run_clear(&r);
     r = fsim_test_run("devices", "--json", NULL);
     g_assert_cmpint(r.status, ==, 0);
-    array = json_object_get_array_member(parse_object(parser, r.out), "devices");
+    array = json_object_get_array_member(fsim_test_parse_object(parser, r.out), "devices");
     g_assert_cmpuint(json_array_get_length(array), ==, 9);
     g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(array, 5), "name"),
                     ==, "h100-80gb");

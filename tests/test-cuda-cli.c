@@ -41,28 +41,9 @@ fsim_cuda_driver_open(int ordinal, GError **error)
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
-static char *
-trace_path(void)
-{
-    return g_test_build_filename(G_TEST_DIST, "data", "traces", "golden-fragment.trace", NULL);
-}
-
-static JsonNode *
-parse_json(const char *text)
-{
-    g_autoptr(JsonParser) parser = json_parser_new();
-    g_autoptr(GError) error = NULL;
-
-    g_assert_true(json_parser_load_from_data(parser, text, -1, &error));
-    g_assert_no_error(error);
-    return json_node_copy(json_parser_get_root(parser));
-}
-
 static JsonObject *
-json_path_object(JsonNode *root, const char *const *path)
+json_path_object(JsonObject *object, const char *const *path)
 {
-    JsonObject *object = json_node_get_object(root);
-
     for (gsize i = 0; path[i] != NULL; i++) {
         g_assert_true(json_object_has_member(object, path[i]));
         object = json_object_get_object_member(object, path[i]);
@@ -104,7 +85,8 @@ static void
 test_info(void)
 {
     g_auto(FsimTestRun) cli = {0};
-    g_autoptr(JsonNode) root = NULL;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *root;
     const char *const gpu[] = {"gpu", NULL};
 
     cli = fsim_test_run_main("cuda", "info", NULL);
@@ -114,7 +96,7 @@ test_info(void)
     fsim_test_run_clear(&cli);
     cli = fsim_test_run_main("cuda", "info", "--json", NULL);
     g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
-    root = parse_json(cli.out);
+    root = fsim_test_parse_object(parser, cli.out);
     g_assert_cmpstr(json_object_get_string_member(json_path_object(root, gpu), "name"), ==,
                     "Fake GPU 64GB");
     g_assert_cmpint(json_object_get_int_member(json_path_object(root, gpu), "granularity"), ==,
@@ -129,7 +111,7 @@ test_info(void)
 static void
 test_replay_text(void)
 {
-    g_autofree char *trace = trace_path();
+    g_autofree char *trace = fsim_test_trace_path("golden-fragment.trace");
     g_auto(FsimTestRun) cli = {0};
 
     cli = fsim_test_run_main("cuda", "replay", trace, "-p", "direct,paged", NULL);
@@ -149,9 +131,10 @@ test_replay_text(void)
 static void
 test_replay_json(void)
 {
-    g_autofree char *trace = trace_path();
+    g_autofree char *trace = fsim_test_trace_path("golden-fragment.trace");
     g_auto(FsimTestRun) cli = {0};
-    g_autoptr(JsonNode) root = NULL;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *root;
     JsonArray *runs;
     JsonObject *run;
     JsonObject *measured;
@@ -159,8 +142,8 @@ test_replay_json(void)
 
     cli = fsim_test_run_main("cuda", "replay", trace, "-p", "paged", "--json", NULL);
     g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
-    root = parse_json(cli.out);
-    runs = json_object_get_array_member(json_node_get_object(root), "runs");
+    root = fsim_test_parse_object(parser, cli.out);
+    runs = json_object_get_array_member(root, "runs");
     g_assert_cmpuint(json_array_get_length(runs), ==, 1);
     run = json_array_get_object_element(runs, 0);
     g_assert_cmpstr(json_object_get_string_member(run, "policy"), ==, "paged");
@@ -186,7 +169,7 @@ test_replay_json(void)
 static void
 test_replay_db(void)
 {
-    g_autofree char *trace = trace_path();
+    g_autofree char *trace = fsim_test_trace_path("golden-fragment.trace");
     g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *db = g_build_filename(dir, "results.db", NULL);
     g_auto(FsimTestRun) cli = {0};
@@ -223,7 +206,7 @@ test_replay_db(void)
 static void
 test_replay_errors(void)
 {
-    g_autofree char *trace = trace_path();
+    g_autofree char *trace = fsim_test_trace_path("golden-fragment.trace");
     g_auto(FsimTestRun) cli = {0};
 
     cli = fsim_test_run_main("cuda", "replay", trace, "-p", "nosuch", NULL);
@@ -250,9 +233,10 @@ test_replay_errors(void)
 static void
 test_native(void)
 {
-    g_autofree char *trace = trace_path();
+    g_autofree char *trace = fsim_test_trace_path("golden-fragment.trace");
     g_auto(FsimTestRun) cli = {0};
-    g_autoptr(JsonNode) root = NULL;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *root;
     JsonArray *runs;
 
     cli = fsim_test_run_main("cuda", "native", trace, NULL);
@@ -263,8 +247,8 @@ test_native(void)
     fsim_test_run_clear(&cli);
     cli = fsim_test_run_main("cuda", "native", trace, "--mode", "malloc", "--json", NULL);
     g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
-    root = parse_json(cli.out);
-    runs = json_object_get_array_member(json_node_get_object(root), "runs");
+    root = fsim_test_parse_object(parser, cli.out);
+    runs = json_object_get_array_member(root, "runs");
     g_assert_cmpuint(json_array_get_length(runs), ==, 1);
     g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(runs, 0), "mode"),
                     ==, "cudaMalloc");
@@ -279,12 +263,13 @@ test_native(void)
 static void
 test_calibrate_profile(void)
 {
-    g_autofree char *trace = trace_path();
+    g_autofree char *trace = fsim_test_trace_path("golden-fragment.trace");
     g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *profile = g_build_filename(dir, "gpu.ini", NULL);
     g_auto(FsimTestRun) cli = {0};
-    g_autoptr(JsonNode) root = NULL;
-    g_autoptr(JsonNode) replay = NULL;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *root;
+    g_autoptr(JsonParser) replay_parser = json_parser_new();
     const char *const costs[] = {"costs", NULL};
     JsonObject *run;
 
@@ -296,7 +281,7 @@ test_calibrate_profile(void)
     fsim_test_run_clear(&cli);
     cli = fsim_test_run_main("cuda", "calibrate", "--json", "--repeat", "3", NULL);
     g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
-    root = parse_json(cli.out);
+    root = fsim_test_parse_object(parser, cli.out);
     g_assert_cmpint(json_object_get_int_member(json_path_object(root, costs), "malloc_ns"), ==,
                     FAKE_MALLOC_NS);
     g_assert_cmpint(json_object_get_int_member(json_path_object(root, costs), "map_per_gib_ns"), ==,
@@ -311,9 +296,8 @@ test_calibrate_profile(void)
     /* the model takes the profile */
     cli = fsim_test_run_main("replay", trace, "-p", "direct", "-d", profile, "--json", NULL);
     g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
-    replay = parse_json(cli.out);
     run = json_array_get_object_element(
-        json_object_get_array_member(json_node_get_object(replay), "runs"), 0);
+        json_object_get_array_member(fsim_test_parse_object(replay_parser, cli.out), "runs"), 0);
     g_assert_cmpstr(json_object_get_string_member(run, "device"), ==, "Fake GPU 64GB");
     g_assert_cmpint(json_object_get_int_member(run, "capacity_bytes"), ==, 64 * FSIM_GiB);
     fsim_test_run_clear(&cli);

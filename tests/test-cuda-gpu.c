@@ -16,19 +16,9 @@
 #include "fragsim/fragsim.h"
 
 #include "cuda/cuda-backend.h"
+#include "test-util.h"
 
 static FsimCudaDriver *driver;
-
-static FsimTrace *
-open_test_trace(const char *name)
-{
-    g_autoptr(GError) error = NULL;
-    g_autofree char *path = g_test_build_filename(G_TEST_DIST, "data", "traces", name, NULL);
-    FsimTrace *trace = fsim_trace_open(path, &error);
-
-    g_assert_no_error(error);
-    return trace;
-}
 
 static uint64_t
 gpu_used(void)
@@ -130,7 +120,7 @@ test_replay(void)
         {"bestfit", 46137344, 0, 0, 5, 0},
         {"paged", 44040192, 0, 0, 7, 3},
     };
-    g_autoptr(FsimTrace) trace = open_test_trace("golden-fragment.trace");
+    g_autoptr(FsimTrace) trace = fsim_test_open_trace("golden-fragment.trace");
 
     if (driver->info.granularity != 2 * FSIM_MiB) {
         g_test_skip("the golden numbers assume a 2 MiB granularity");
@@ -166,7 +156,7 @@ test_replay(void)
 static void
 test_native(void)
 {
-    g_autoptr(FsimTrace) trace = open_test_trace("golden-fragment.trace");
+    g_autoptr(FsimTrace) trace = fsim_test_open_trace("golden-fragment.trace");
     FsimCudaNativeMode modes[] = {FSIM_CUDA_NATIVE_MALLOC, FSIM_CUDA_NATIVE_ASYNC};
     uint64_t before = gpu_used();
 

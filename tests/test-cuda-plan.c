@@ -453,17 +453,6 @@ test_device_capacity_and_faults(void)
 
 /* ---- replay -------------------------------------------------------------------------------- */
 
-static FsimTrace *
-open_test_trace(const char *name)
-{
-    g_autoptr(GError) error = NULL;
-    g_autofree char *path = g_test_build_filename(G_TEST_DIST, "data", "traces", name, NULL);
-    FsimTrace *trace = fsim_trace_open(path, &error);
-
-    g_assert_no_error(error);
-    return trace;
-}
-
 /* Every registered policy: the GPU run makes the same calls as the model run and reaches the
  * same peak (the fake driver refuses nothing and only addresses differ), the measured calls are
  * those the engine counted, and the GPU is clean afterwards. */
@@ -472,7 +461,7 @@ test_replay_policy(gconstpointer data)
 {
     const FsimPolicyOps *ops = data;
     FakeDriver *fake = fake_new(64 * FSIM_GiB);
-    g_autoptr(FsimTrace) trace = open_test_trace("golden-fragment.trace");
+    g_autoptr(FsimTrace) trace = fsim_test_open_trace("golden-fragment.trace");
     g_autoptr(GError) error = NULL;
     FsimCudaReplayOptions options;
     FsimCudaReplayResult result;
@@ -540,7 +529,7 @@ test_replay_golden(void)
 
     for (gsize i = 0; i < G_N_ELEMENTS(expected); i++) {
         FakeDriver *fake = fake_new(64 * FSIM_GiB);
-        g_autoptr(FsimTrace) trace = open_test_trace("golden-fragment.trace");
+        g_autoptr(FsimTrace) trace = fsim_test_open_trace("golden-fragment.trace");
         g_autoptr(GError) error = NULL;
         FsimCudaReplayOptions options;
         FsimCudaReplayResult result;
@@ -570,7 +559,7 @@ static void
 test_replay_driver_refuses(void)
 {
     FakeDriver *fake = fake_new(48 * FSIM_MiB);
-    g_autoptr(FsimTrace) trace = open_test_trace("golden-fragment.trace");
+    g_autoptr(FsimTrace) trace = fsim_test_open_trace("golden-fragment.trace");
     g_autoptr(GError) error = NULL;
     FsimCudaReplayOptions options;
     FsimCudaReplayResult result;
@@ -607,7 +596,7 @@ static void
 test_replay_driver_fails(void)
 {
     FakeDriver *fake = fake_new(64 * FSIM_GiB);
-    g_autoptr(FsimTrace) trace = open_test_trace("golden-fragment.trace");
+    g_autoptr(FsimTrace) trace = fsim_test_open_trace("golden-fragment.trace");
     g_autoptr(GError) error = NULL;
     g_autoptr(GKeyFile) config = g_key_file_new();
     FsimCudaReplayOptions options;
@@ -655,7 +644,7 @@ static void
 test_replay_attach(void)
 {
     FakeDriver *fake = fake_new(64 * FSIM_GiB);
-    g_autoptr(FsimTrace) trace = open_test_trace("golden-fragment.trace");
+    g_autoptr(FsimTrace) trace = fsim_test_open_trace("golden-fragment.trace");
     g_autoptr(GError) error = NULL;
     FsimCudaReplayOptions options;
     FsimCudaReplayResult result;
@@ -704,7 +693,7 @@ static void
 test_replay_store(void)
 {
     FakeDriver *fake = fake_new(64 * FSIM_GiB);
-    g_autoptr(FsimTrace) trace = open_test_trace("golden-fragment.trace");
+    g_autoptr(FsimTrace) trace = fsim_test_open_trace("golden-fragment.trace");
     g_autoptr(GError) error = NULL;
     g_autoptr(FsimStore) store = fsim_store_open(":memory:", FSIM_STORE_WRITE, NULL, &error);
     g_autoptr(GPtrArray) runs = g_ptr_array_new_with_free_func((GDestroyNotify)fsim_store_run_free);

@@ -318,8 +318,7 @@ test_cli_json(void)
                                           "-d", "80GB", "--json", NULL);
     g_assert_cmpint(r.status, ==, 0);
     g_autoptr(JsonParser) parser = json_parser_new();
-    g_assert_true(json_parser_load_from_data(parser, r.out, -1, NULL));
-    JsonObject *o = json_node_get_object(json_parser_get_root(parser));
+    JsonObject *o = fsim_test_parse_object(parser, r.out);
     for (gsize i = 0; i < G_N_ELEMENTS(keys); i++)
         g_assert_true(json_object_has_member(o, keys[i]));
     g_assert_cmpint(json_object_get_int_member(o, "params"), ==, 7000000000);
@@ -332,8 +331,7 @@ test_cli_json(void)
     fsim_test_run_clear(&r);
     r = fsim_test_run("estimate", "--model", "gpt2-small", "--json", NULL);
     g_assert_cmpint(r.status, ==, 0);
-    g_assert_true(json_parser_load_from_data(parser, r.out, -1, NULL));
-    o = json_node_get_object(json_parser_get_root(parser));
+    o = fsim_test_parse_object(parser, r.out);
     g_assert_false(json_object_has_member(o, "fits"));
     g_assert_cmpint(json_object_get_int_member(o, "params"), ==, 124439808);
 

@@ -27,10 +27,7 @@ fit_json(JsonParser *parser, const char *const *args, const char *want_target)
     g_ptr_array_add(all, NULL);
     g_auto(FsimTestRun) run = fsim_test_run_argv(NULL, (const char *const *)(void *)all->pdata);
     g_assert_cmpint(run.status, ==, 0);
-    g_autoptr(GError) error = NULL;
-    g_assert_true(json_parser_load_from_data(parser, run.out, -1, &error));
-    g_assert_no_error(error);
-    JsonObject *o = json_node_get_object(json_parser_get_root(parser));
+    JsonObject *o = fsim_test_parse_object(parser, run.out);
     g_assert_cmpstr(json_object_get_string_member(o, "target"), ==, want_target);
     JsonArray *results = json_object_get_array_member(o, "results");
     gsize n_policies;
@@ -108,8 +105,7 @@ test_seq(void)
     g_auto(FsimTestRun) run = fsim_test_run_argv(NULL, all);
     g_assert_cmpint(run.status, ==, 0);
     g_autoptr(JsonParser) parser = json_parser_new();
-    g_assert_true(json_parser_load_from_data(parser, run.out, -1, NULL));
-    JsonObject *o = json_node_get_object(json_parser_get_root(parser));
+    JsonObject *o = fsim_test_parse_object(parser, run.out);
     g_assert_cmpstr(json_object_get_string_member(o, "target"), ==, "seq");
     JsonArray *results = json_object_get_array_member(o, "results");
     g_assert_cmpuint(json_array_get_length(results), ==, 1);

@@ -17,6 +17,7 @@
 #include "fragsim/types.h"
 
 #include "readers/pickle.h"
+#include "test-util.h"
 
 /* ---- Helpers ------------------------------------------------------------------------------- */
 
@@ -1338,11 +1339,9 @@ static const struct {
 static void
 test_shared_traces(void)
 {
-    const char *dir = g_getenv("FRAGSIM_SHARED_TRACES");
-    if (dir == NULL || *dir == '\0') {
-        g_test_skip("FRAGSIM_SHARED_TRACES is not set");
+    const char *dir = fsim_test_shared_dir();
+    if (dir == NULL)
         return;
-    }
     g_autoptr(GError) error = NULL;
     g_autoptr(GDir) d = g_dir_open(dir, 0, &error);
     g_assert_no_error(error);

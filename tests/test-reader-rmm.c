@@ -13,12 +13,6 @@
 
 #include "test-util.h"
 
-static char *
-data_path(const char *name)
-{
-    return g_test_build_filename(G_TEST_DIST, "data", "traces", name, NULL);
-}
-
 typedef struct {
     FsimTime time;
     uint64_t index;
@@ -84,7 +78,7 @@ check_basic(const char *name)
         {1400000, 8, FSIM_EV_FREE, 4, 0, 0, 0},
         /* line 9 (unknown action), 10 (zero bytes) and 11 (free of (nil)): skipped */
     };
-    g_autofree char *path = data_path(name);
+    g_autofree char *path = fsim_test_trace_path(name);
     g_autoptr(GError) error = NULL;
     g_autoptr(FsimTrace) trace = fsim_trace_open(path, &error);
     g_autoptr(FsimTraceInfo) info = NULL;
@@ -142,7 +136,7 @@ test_epoch(void)
         {0, 4, FSIM_EV_ALLOC, 2, 100, 2, 0x3000}, /* back in time: clamped */
         {500001000, 5, FSIM_EV_FREE, 1, 0, 2, 0},
     };
-    g_autofree char *path = data_path("ok-rmm-epoch.csv");
+    g_autofree char *path = fsim_test_trace_path("ok-rmm-epoch.csv");
     g_autoptr(GError) error = NULL;
     g_autoptr(FsimTrace) trace = fsim_trace_open(path, &error);
 
@@ -154,7 +148,7 @@ test_epoch(void)
 static void
 test_empty(void)
 {
-    g_autofree char *path = data_path("ok-rmm-empty.csv");
+    g_autofree char *path = fsim_test_trace_path("ok-rmm-empty.csv");
     g_autoptr(GError) error = NULL;
     g_autoptr(FsimTrace) trace = fsim_trace_open(path, &error);
     gsize n;
@@ -185,7 +179,7 @@ static void
 test_bad(gconstpointer data)
 {
     const Bad *bad = data;
-    g_autofree char *path = data_path(bad->name);
+    g_autofree char *path = fsim_test_trace_path(bad->name);
     g_autofree char *prefix = g_strdup_printf("%s:%u: ", path, bad->line);
     g_autoptr(GError) error = NULL;
     g_autoptr(FsimTrace) trace = fsim_trace_open(path, &error);
@@ -199,8 +193,8 @@ test_bad(gconstpointer data)
 static void
 test_cli(void)
 {
-    g_autofree char *path = data_path("ok-rmm-basic.csv");
-    g_autofree char *bad = data_path("bad-rmm-hex.csv");
+    g_autofree char *path = fsim_test_trace_path("ok-rmm-basic.csv");
+    g_autofree char *bad = fsim_test_trace_path("bad-rmm-hex.csv");
     g_autoptr(GError) error = NULL;
     g_autofree char *dir = g_dir_make_tmp("fragsim-rmm-XXXXXX", &error);
     g_autofree char *text = g_build_filename(dir, "basic.trace", NULL);
@@ -215,11 +209,8 @@ test_cli(void)
         return;
     run = fsim_test_run("info", "--json", path, NULL);
     g_assert_cmpint(run.status, ==, 0);
-    json_parser_load_from_data(parser, run.out, -1, &error);
-    g_assert_no_error(error);
     dev = json_array_get_object_element(
-        json_object_get_array_member(json_node_get_object(json_parser_get_root(parser)), "devices"),
-        0);
+        json_object_get_array_member(fsim_test_parse_object(parser, run.out), "devices"), 0);
     actions = json_object_get_object_member(dev, "actions");
     g_assert_cmpint(json_object_get_int_member(dev, "events"), ==, 10);
     g_assert_cmpint(json_object_get_int_member(actions, "allocate failure"), ==, 1);

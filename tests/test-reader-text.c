@@ -15,11 +15,7 @@
 
 #include "fragsim/fragsim.h"
 
-static char *
-corpus_path(const char *name)
-{
-    return g_test_build_filename(G_TEST_DIST, "data", "traces", name, NULL);
-}
+#include "test-util.h"
 
 /* Render a whole trace as one line per event, for comparison. */
 static char *
@@ -91,7 +87,7 @@ static void
 test_ok(gconstpointer data)
 {
     const OkCase *c = data;
-    g_autofree char *path = corpus_path(c->file);
+    g_autofree char *path = fsim_test_trace_path(c->file);
     g_autoptr(GError) error = NULL;
     g_autofree char *rendered = render_trace(path, &error);
 
@@ -131,7 +127,7 @@ static void
 test_bad(gconstpointer data)
 {
     const BadCase *c = data;
-    g_autofree char *path = corpus_path(c->file);
+    g_autofree char *path = fsim_test_trace_path(c->file);
     g_autoptr(GError) error = NULL;
     g_autofree char *rendered = render_trace(path, &error);
 
@@ -285,7 +281,7 @@ test_writer_unwritable(void)
 static void
 test_truncated_prefixes(void)
 {
-    g_autofree char *source = corpus_path("ok-design-example.trace");
+    g_autofree char *source = fsim_test_trace_path("ok-design-example.trace");
     g_autofree char *contents = NULL;
     gsize length = 0;
     g_autoptr(GError) error = NULL;

@@ -22,16 +22,10 @@
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
-static char *
-data_path(const char *name)
-{
-    return g_test_build_filename(G_TEST_DIST, "data", "traces", name, NULL);
-}
-
 static FsimTrace *
 open_ok(const char *name)
 {
-    g_autofree char *path = data_path(name);
+    g_autofree char *path = fsim_test_trace_path(name);
     g_autoptr(GError) error = NULL;
     FsimTrace *trace = fsim_trace_open(path, &error);
 
@@ -462,7 +456,7 @@ error_code(const char *name)
 static void
 test_bad(void)
 {
-    g_autofree char *listing = data_path("torch-bad.txt");
+    g_autofree char *listing = fsim_test_trace_path("torch-bad.txt");
     g_autofree char *text = NULL;
     g_auto(GStrv) lines = NULL;
     g_autoptr(GError) error = NULL;
@@ -481,7 +475,7 @@ test_bad(void)
             continue;
         fields = g_strsplit(lines[i], " ", -1);
         g_assert_cmpuint(g_strv_length(fields), ==, 3);
-        path = data_path(fields[0]);
+        path = fsim_test_trace_path(fields[0]);
         g_test_message("%s", fields[0]);
         trace = fsim_trace_open(path, &error);
         g_assert_null(trace);
@@ -502,7 +496,7 @@ test_bad(void)
 static void
 test_shared_containers(void)
 {
-    g_autofree char *path = data_path("bad-torch-shared.pickle");
+    g_autofree char *path = fsim_test_trace_path("bad-torch-shared.pickle");
     g_autoptr(GError) error = NULL;
     g_autoptr(FsimTrace) trace = fsim_trace_open(path, &error);
 
@@ -515,7 +509,7 @@ test_shared_containers(void)
 static void
 test_truncated(void)
 {
-    g_autofree char *path = data_path("ok-torch-minimal.pickle");
+    g_autofree char *path = fsim_test_trace_path("ok-torch-minimal.pickle");
     g_autofree char *contents = NULL;
     g_autoptr(GError) error = NULL;
     g_autofree char *dir = g_dir_make_tmp("fragsim-torch-XXXXXX", &error);
@@ -727,23 +721,6 @@ static const Pin shared_pins[] = {
        0}}},
 };
 
-/* The shared snapshot @name, or NULL (the test skipped) when FRAGSIM_SHARED_TRACES is unset. */
-static char *
-shared_path(const char *name)
-{
-    const char *dir = g_getenv("FRAGSIM_SHARED_TRACES");
-    char *path;
-
-    if (dir == NULL || *dir == '\0') {
-        g_test_skip("FRAGSIM_SHARED_TRACES is not set");
-        return NULL;
-    }
-    path = g_build_filename(dir, name, NULL);
-    if (!g_file_test(path, G_FILE_TEST_IS_REGULAR))
-        g_error("FRAGSIM_SHARED_TRACES is set but %s is missing", path);
-    return path;
-}
-
 static guint
 pin_actions(const PinDevice *pin)
 {
@@ -758,7 +735,7 @@ static void
 test_shared_info(gconstpointer data)
 {
     const Pin *pin = data;
-    g_autofree char *path = shared_path(pin->file);
+    g_autofree char *path = fsim_test_shared_trace(pin->file);
     g_autoptr(FsimTrace) trace = NULL;
     g_autoptr(FsimTraceInfo) info = NULL;
     g_autoptr(GError) error = NULL;
@@ -803,7 +780,7 @@ static void
 test_shared_state(gconstpointer data)
 {
     const Pin *pin = data;
-    g_autofree char *path = shared_path(pin->file);
+    g_autofree char *path = fsim_test_shared_trace(pin->file);
     g_autoptr(FsimTrace) trace = NULL;
     g_autoptr(GError) error = NULL;
 
@@ -906,10 +883,9 @@ static void
 test_shared_info_json(gconstpointer data)
 {
     const Pin *pin = data;
-    g_autofree char *path = shared_path(pin->file);
+    g_autofree char *path = fsim_test_shared_trace(pin->file);
     g_auto(FsimTestRun) cli = {0};
     g_autoptr(JsonParser) parser = json_parser_new();
-    g_autoptr(GError) error = NULL;
     JsonObject *root;
     JsonArray *devices;
 
@@ -917,9 +893,7 @@ test_shared_info_json(gconstpointer data)
         return;
     cli = fsim_test_run("info", "--json", path, NULL);
     g_assert_cmpint(cli.status, ==, 0);
-    json_parser_load_from_data(parser, cli.out, -1, &error);
-    g_assert_no_error(error);
-    root = json_node_get_object(json_parser_get_root(parser));
+    root = fsim_test_parse_object(parser, cli.out);
     g_assert_cmpstr(json_object_get_string_member(root, "format"), ==, "torch");
     g_assert_cmpint(json_object_get_int_member(root, "annotations"), ==, (gint64)pin->annotations);
     devices = json_object_get_array_member(root, "devices");
@@ -947,19 +921,16 @@ static void
 test_shared_replay(gconstpointer data)
 {
     const Pin *pin = data;
-    g_autofree char *path = shared_path(pin->file);
+    g_autofree char *path = fsim_test_shared_trace(pin->file);
     g_auto(FsimTestRun) cli = {0};
     g_autoptr(JsonParser) parser = json_parser_new();
-    g_autoptr(GError) error = NULL;
     JsonArray *runs;
 
     if (path == NULL || !fsim_test_have_binary())
         return;
     cli = fsim_test_run("replay", "--json", path, NULL);
     g_assert_cmpint(cli.status, ==, 0);
-    json_parser_load_from_data(parser, cli.out, -1, &error);
-    g_assert_no_error(error);
-    runs = json_object_get_array_member(json_node_get_object(json_parser_get_root(parser)), "runs");
+    runs = json_object_get_array_member(fsim_test_parse_object(parser, cli.out), "runs");
     /* one run per policy and device */
     g_assert_cmpuint(json_array_get_length(runs) % pin->n_devices, ==, 0);
     g_assert_cmpuint(json_array_get_length(runs), >=, pin->n_devices);
@@ -974,7 +945,7 @@ test_shared_replay(gconstpointer data)
 static void
 test_convert(void)
 {
-    g_autofree char *path = data_path("ok-torch-minimal.pickle");
+    g_autofree char *path = fsim_test_trace_path("ok-torch-minimal.pickle");
     g_autoptr(GError) error = NULL;
     g_autofree char *dir = g_dir_make_tmp("fragsim-torch-XXXXXX", &error);
     g_autofree char *text = g_build_filename(dir, "minimal.trace.gz", NULL);
@@ -1017,7 +988,7 @@ test_convert(void)
 static void
 test_cli_bad(void)
 {
-    g_autofree char *path = data_path("bad-torch-global.pickle");
+    g_autofree char *path = fsim_test_trace_path("bad-torch-global.pickle");
     g_auto(FsimTestRun) cli = {0};
 
     if (!fsim_test_have_binary())

@@ -648,8 +648,7 @@ test_cli_serve(void)
         g_auto(FsimTestRun) run = fsim_test_run_argv(NULL, args);
         g_assert_cmpint(run.status, ==, 0);
         g_autoptr(JsonParser) parser = json_parser_new();
-        g_assert_true(json_parser_load_from_data(parser, run.out, -1, NULL));
-        JsonObject *o = json_node_get_object(json_parser_get_root(parser));
+        JsonObject *o = fsim_test_parse_object(parser, run.out);
         double waste = json_object_get_double_member(o, "kv_waste");
         g_assert_cmpint(json_object_get_int_member(o, "requests_done"), ==, 200);
         if (i == 0) {

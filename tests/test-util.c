@@ -148,6 +148,21 @@ fsim_test_run_main(const char *first, ...)
     return run;
 }
 
+JsonObject *
+fsim_test_parse_object(JsonParser *parser, const char *text)
+{
+    g_autoptr(GError) error = NULL;
+    JsonNode *root;
+
+    g_assert_nonnull(text);
+    g_assert_true(json_parser_load_from_data(parser, text, -1, &error));
+    g_assert_no_error(error);
+    root = json_parser_get_root(parser);
+    g_assert_nonnull(root);
+    g_assert_true(JSON_NODE_HOLDS_OBJECT(root));
+    return json_node_get_object(root);
+}
+
 char *
 fsim_test_tmp_dir(void)
 {
@@ -175,4 +190,47 @@ fsim_test_remove_tree(const char *dir)
             g_assert_cmpint(g_unlink(path), ==, 0);
     }
     g_assert_cmpint(g_rmdir(dir), ==, 0);
+}
+
+char *
+fsim_test_trace_path(const char *name)
+{
+    return g_test_build_filename(G_TEST_DIST, "data", "traces", name, NULL);
+}
+
+FsimTrace *
+fsim_test_open_trace(const char *name)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *path = fsim_test_trace_path(name);
+    FsimTrace *trace = fsim_trace_open(path, &error);
+
+    g_assert_no_error(error);
+    return trace;
+}
+
+const char *
+fsim_test_shared_dir(void)
+{
+    const char *dir = g_getenv("FRAGSIM_SHARED_TRACES");
+
+    if (dir == NULL || *dir == '\0') {
+        g_test_skip("FRAGSIM_SHARED_TRACES is not set");
+        return NULL;
+    }
+    return dir;
+}
+
+char *
+fsim_test_shared_trace(const char *name)
+{
+    const char *dir = fsim_test_shared_dir();
+    char *path;
+
+    if (dir == NULL)
+        return NULL;
+    path = g_build_filename(dir, name, NULL);
+    if (!g_file_test(path, G_FILE_TEST_IS_REGULAR))
+        g_error("FRAGSIM_SHARED_TRACES is set but %s is missing", path);
+    return path;
 }

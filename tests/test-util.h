@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the test binaries share (CMake links test-util.c into each): running fragsim, either the
- * real binary CTest names in FRAGSIM_BINARY or fsim_cli_main() in the test's own process, and
- * temporary directories.
+ * real binary CTest names in FRAGSIM_BINARY or fsim_cli_main() in the test's own process; its JSON
+ * output; temporary directories; the traces of tests/data and the shared real snapshots of
+ * FRAGSIM_SHARED_TRACES.
  * Every helper asserts what it relies on, so a failure fails the calling test case.
  */
 #pragma once
 
 #include <glib.h>
+
+#include <json-glib/json-glib.h>
+
+#include "fragsim/trace.h"
 
 G_BEGIN_DECLS
 
@@ -59,6 +64,17 @@ FsimTestRun fsim_test_run_env(const char *const *envp, const char *first,
  */
 FsimTestRun fsim_test_run_main(const char *first, ...) G_GNUC_NULL_TERMINATED;
 
+/**
+ * fsim_test_parse_object:
+ * @parser: the parser that keeps what it parsed.
+ * @text: fragsim's --json output.
+ *
+ * Asserts that @text is JSON with an object at its root.
+ *
+ * Returns: (transfer none): the root object, owned by @parser.
+ */
+JsonObject *fsim_test_parse_object(JsonParser *parser, const char *text);
+
 /* ---- files ---------------------------------------------------------------------------------- */
 
 /* Returns: (transfer full): a new empty directory under the system's temporary directory; remove
@@ -68,5 +84,19 @@ char *fsim_test_tmp_dir(void);
 /* Remove @dir and everything below it, asserting that each removal succeeds; a symbolic link is
  * removed, never followed.  Nothing happens when @dir does not exist. */
 void fsim_test_remove_tree(const char *dir);
+
+/* Returns: (transfer full): the path of tests/data/traces/@name. */
+char *fsim_test_trace_path(const char *name);
+
+/* Returns: (transfer full): tests/data/traces/@name, opened (asserted). */
+FsimTrace *fsim_test_open_trace(const char *name);
+
+/* Returns: (nullable): FRAGSIM_SHARED_TRACES, the directory of the shared real snapshots; NULL,
+ * with the test case marked skipped, when it is unset or empty. */
+const char *fsim_test_shared_dir(void);
+
+/* Returns: (transfer full) (nullable): @name in fsim_test_shared_dir(); NULL (skipped) as that
+ * returns it.  Aborts when the directory is given but holds no @name. */
+char *fsim_test_shared_trace(const char *name);
 
 G_END_DECLS

@@ -421,7 +421,6 @@ test_command(void)
     g_auto(FsimTestRun) text = {0};
     g_auto(FsimTestRun) json = {0};
     g_autoptr(JsonParser) parser = json_parser_new();
-    g_autoptr(GError) error = NULL;
     JsonObject *root;
     JsonObject *device;
     JsonObject *divergence;
@@ -435,9 +434,7 @@ test_command(void)
     g_assert_nonnull(strstr(text.out, "exact"));
     json = run_validate("validate-diverged.pickle", TRUE);
     g_assert_cmpint(json.status, ==, 4);
-    g_assert_true(json_parser_load_from_data(parser, json.out, -1, &error));
-    g_assert_no_error(error);
-    root = json_node_get_object(json_parser_get_root(parser));
+    root = fsim_test_parse_object(parser, json.out);
     g_assert_false(json_object_get_boolean_member(root, "exact"));
     g_assert_cmpuint(json_object_get_size(root), ==, 3);
     g_assert_true(json_object_has_member(root, "trace"));
@@ -493,14 +490,11 @@ static const Pinned pinned[] = {
 static void
 test_shared_traces(void)
 {
-    const char *dir = g_getenv("FRAGSIM_SHARED_TRACES");
     const char *last = NULL;
     g_autoptr(FsimValidateReport) report = NULL;
 
-    if (dir == NULL) {
-        g_test_skip("FRAGSIM_SHARED_TRACES is not set");
+    if (fsim_test_shared_dir() == NULL)
         return;
-    }
     for (gsize i = 0; i < G_N_ELEMENTS(pinned); i++) {
         const Pinned *p = &pinned[i];
         const FsimValidateDevice *d = NULL;
@@ -510,11 +504,9 @@ test_shared_traces(void)
         guint devices_of_file = 0;
 
         if (last == NULL || strcmp(last, p->file) != 0) {
-            g_autofree char *path = g_build_filename(dir, p->file, NULL);
+            g_autofree char *path = fsim_test_shared_trace(p->file);
             g_autoptr(GError) error = NULL;
 
-            if (!g_file_test(path, G_FILE_TEST_IS_REGULAR))
-                g_error("%s is missing from FRAGSIM_SHARED_TRACES", path);
             g_clear_pointer(&report, fsim_validate_report_free);
             report = fsim_validate_file(path, &error);
             g_assert_no_error(error);
