@@ -144,18 +144,6 @@ replay_file(const char *path, const char *policy, const char *device)
     return *fsim_engine_metrics(engine);
 }
 
-static uint64_t
-action_count(const FsimTraceDeviceInfo *dev, const char *name)
-{
-    for (guint i = 0; i < dev->actions->len; i++) {
-        const FsimTraceActionCount *a = &g_array_index(dev->actions, FsimTraceActionCount, i);
-
-        if (strcmp(a->name, name) == 0)
-            return a->count;
-    }
-    return 0;
-}
-
 static gboolean
 have_torch_reader(void)
 {
@@ -216,16 +204,17 @@ test_roundtrip(gconstpointer data)
     dev = &g_array_index(info->devices, FsimTraceDeviceInfo, 0);
     /* One entry per simulated action. */
     matched_frees = m.frees;
-    g_assert_cmpuint(action_count(dev, "alloc"), ==, m.allocs);
-    g_assert_cmpuint(action_count(dev, "free_requested"), ==, matched_frees);
+    g_assert_cmpuint(fsim_test_action_count(dev, "alloc"), ==, m.allocs);
+    g_assert_cmpuint(fsim_test_action_count(dev, "free_requested"), ==, matched_frees);
     /* Deferred frees not completed by the end have no free_completed. */
     g_assert_cmpuint(still_pending, >, 0);
-    g_assert_cmpuint(action_count(dev, "free_completed"), ==, matched_frees - still_pending);
-    g_assert_cmpuint(action_count(dev, "segment_alloc"), ==, m.device_mallocs);
-    g_assert_cmpuint(action_count(dev, "segment_free"), ==, m.device_frees);
-    g_assert_cmpuint(action_count(dev, "segment_map"), ==, m.device_maps);
-    g_assert_cmpuint(action_count(dev, "segment_unmap"), ==, m.device_unmaps);
-    g_assert_cmpuint(action_count(dev, "oom"), ==, 0);
+    g_assert_cmpuint(fsim_test_action_count(dev, "free_completed"), ==,
+                     matched_frees - still_pending);
+    g_assert_cmpuint(fsim_test_action_count(dev, "segment_alloc"), ==, m.device_mallocs);
+    g_assert_cmpuint(fsim_test_action_count(dev, "segment_free"), ==, m.device_frees);
+    g_assert_cmpuint(fsim_test_action_count(dev, "segment_map"), ==, m.device_maps);
+    g_assert_cmpuint(fsim_test_action_count(dev, "segment_unmap"), ==, m.device_unmaps);
+    g_assert_cmpuint(fsim_test_action_count(dev, "oom"), ==, 0);
     /* The final state is the device memory the policy holds at the end. */
     g_assert_cmpuint(dev->reserved_bytes, ==,
                      (uint64_t)fsim_engine_device(engine)->reserved.current);
@@ -317,8 +306,9 @@ test_oom(void)
     g_assert_no_error(error);
     /* Recorded under device index 2, as asked. */
     g_assert_cmpuint(g_array_index(info->devices, FsimTraceDeviceInfo, 0).device, ==, 2);
-    g_assert_cmpuint(action_count(&g_array_index(info->devices, FsimTraceDeviceInfo, 0), "oom"), ==,
-                     fsim_engine_metrics(engine)->ooms);
+    g_assert_cmpuint(
+        fsim_test_action_count(&g_array_index(info->devices, FsimTraceDeviceInfo, 0), "oom"), ==,
+        fsim_engine_metrics(engine)->ooms);
     fsim_test_remove_tree(dir);
 }
 

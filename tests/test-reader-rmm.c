@@ -50,18 +50,6 @@ check_events(FsimTrace *trace, const Expected *expected, gsize n)
     g_assert_cmpuint(i, ==, n);
 }
 
-static uint64_t
-action_count(const FsimTraceDeviceInfo *dev, const char *name)
-{
-    for (guint i = 0; i < dev->actions->len; i++) {
-        const FsimTraceActionCount *a = &g_array_index(dev->actions, FsimTraceActionCount, i);
-
-        if (strcmp(a->name, name) == 0)
-            return a->count;
-    }
-    return 0;
-}
-
 static void
 check_basic(const char *name)
 {
@@ -105,10 +93,10 @@ check_basic(const char *name)
     dev = &g_array_index(info->devices, FsimTraceDeviceInfo, 0);
     g_assert_cmpuint(dev->events, ==, 10);
     g_assert_cmpuint(dev->actions->len, ==, 4);
-    g_assert_cmpuint(action_count(dev, "allocate"), ==, 4);
-    g_assert_cmpuint(action_count(dev, "free"), ==, 4);
-    g_assert_cmpuint(action_count(dev, "allocate failure"), ==, 1);
-    g_assert_cmpuint(action_count(dev, "reallocate"), ==, 1);
+    g_assert_cmpuint(fsim_test_action_count(dev, "allocate"), ==, 4);
+    g_assert_cmpuint(fsim_test_action_count(dev, "free"), ==, 4);
+    g_assert_cmpuint(fsim_test_action_count(dev, "allocate failure"), ==, 1);
+    g_assert_cmpuint(fsim_test_action_count(dev, "reallocate"), ==, 1);
     g_assert_cmpuint(dev->streams, ==, 2);
     g_assert_cmpuint(dev->allocs, ==, 3);
     g_assert_cmpuint(dev->segments, ==, 0);

@@ -139,18 +139,6 @@ check_outcome(const FsimOutcome *o, uint64_t index, FsimOutcomeKind kind, FsimAd
     g_assert_cmpuint(o->device_free, ==, device_free);
 }
 
-static uint64_t
-action_count(const FsimTraceDeviceInfo *dev, const char *name)
-{
-    for (guint i = 0; i < dev->actions->len; i++) {
-        const FsimTraceActionCount *a = &g_array_index(dev->actions, FsimTraceActionCount, i);
-
-        if (strcmp(a->name, name) == 0)
-            return a->count;
-    }
-    return 0;
-}
-
 static void
 check_devices(FsimTrace *trace, const uint32_t *expected, gsize n)
 {
@@ -302,14 +290,14 @@ test_minimal_info(void)
     g_assert_cmpuint(dev->device, ==, 0);
     g_assert_cmpuint(dev->events, ==, 20);
     g_assert_cmpuint(dev->actions->len, ==, 8);
-    g_assert_cmpuint(action_count(dev, "alloc"), ==, 4);
-    g_assert_cmpuint(action_count(dev, "free_requested"), ==, 4);
-    g_assert_cmpuint(action_count(dev, "free_completed"), ==, 5);
-    g_assert_cmpuint(action_count(dev, "segment_alloc"), ==, 1);
-    g_assert_cmpuint(action_count(dev, "segment_free"), ==, 3);
-    g_assert_cmpuint(action_count(dev, "snapshot"), ==, 1);
-    g_assert_cmpuint(action_count(dev, "oom"), ==, 1);
-    g_assert_cmpuint(action_count(dev, "annotate"), ==, 1); /* unknown: counted */
+    g_assert_cmpuint(fsim_test_action_count(dev, "alloc"), ==, 4);
+    g_assert_cmpuint(fsim_test_action_count(dev, "free_requested"), ==, 4);
+    g_assert_cmpuint(fsim_test_action_count(dev, "free_completed"), ==, 5);
+    g_assert_cmpuint(fsim_test_action_count(dev, "segment_alloc"), ==, 1);
+    g_assert_cmpuint(fsim_test_action_count(dev, "segment_free"), ==, 3);
+    g_assert_cmpuint(fsim_test_action_count(dev, "snapshot"), ==, 1);
+    g_assert_cmpuint(fsim_test_action_count(dev, "oom"), ==, 1);
+    g_assert_cmpuint(fsim_test_action_count(dev, "annotate"), ==, 1); /* unknown: counted */
     g_assert_cmpuint(dev->segments, ==, 2);
     g_assert_cmpuint(dev->reserved_bytes, ==, 40 * MiB);
     g_assert_cmpuint(dev->streams, ==, 2);
@@ -759,7 +747,8 @@ test_shared_info(gconstpointer data)
         g_assert_cmpuint(dev->events, ==, want->entries);
         g_assert_cmpuint(dev->actions->len, ==, n);
         for (guint a = 0; a < n; a++)
-            g_assert_cmpuint(action_count(dev, want->actions[a].name), ==, want->actions[a].count);
+            g_assert_cmpuint(fsim_test_action_count(dev, want->actions[a].name), ==,
+                             want->actions[a].count);
         g_assert_cmpuint(dev->segments, ==, want->final_segments);
         g_assert_cmpuint(dev->reserved_bytes, ==, want->final_reserved);
     }

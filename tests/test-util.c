@@ -163,6 +163,18 @@ fsim_test_parse_object(JsonParser *parser, const char *text)
     return json_node_get_object(root);
 }
 
+uint64_t
+fsim_test_action_count(const FsimTraceDeviceInfo *dev, const char *name)
+{
+    for (guint i = 0; i < dev->actions->len; i++) {
+        const FsimTraceActionCount *a = &g_array_index(dev->actions, FsimTraceActionCount, i);
+
+        if (strcmp(a->name, name) == 0)
+            return a->count;
+    }
+    return 0;
+}
+
 char *
 fsim_test_tmp_dir(void)
 {

@@ -75,6 +75,10 @@ FsimTestRun fsim_test_run_main(const char *first, ...) G_GNUC_NULL_TERMINATED;
  */
 JsonObject *fsim_test_parse_object(JsonParser *parser, const char *text);
 
+/* Returns: how many entries of @dev's trace have the action @name (fsim_trace_describe()), 0 for
+ * an action it does not list. */
+uint64_t fsim_test_action_count(const FsimTraceDeviceInfo *dev, const char *name);
+
 /* ---- files ---------------------------------------------------------------------------------- */
 
 /* Returns: (transfer full): a new empty directory under the system's temporary directory; remove
