@@ -678,18 +678,24 @@ freeset_first(const FreeSet *set, FreeCursor *cursor)
     return freeset_at(set, cursor);
 }
 
+/* The last block of bin @b, found by free_prev_bin(): G_MAXUINT (none) leaves @cursor past the
+ * end and returns NULL. */
 static Block *
-freeset_last(const FreeSet *set, FreeCursor *cursor)
+freeset_last_of(const FreeSet *set, guint b, FreeCursor *cursor)
 {
-    guint b = free_prev_bin(set, FREE_BINS - 1);
-
     if (b == G_MAXUINT) {
         cursor->bin = FREE_BINS;
         return NULL;
     }
     cursor->bin = b;
     cursor->pos = set->bins[b].len - 1;
-    return set->bins[b].entries[cursor->pos].block;
+    return freeset_at(set, cursor);
+}
+
+static Block *
+freeset_last(const FreeSet *set, FreeCursor *cursor)
+{
+    return freeset_last_of(set, free_prev_bin(set, FREE_BINS - 1), cursor);
 }
 
 /* Step @cursor to the next block in order (NULL at the end). */
@@ -709,22 +715,14 @@ freeset_next(const FreeSet *set, FreeCursor *cursor)
 static Block *
 freeset_prev(const FreeSet *set, FreeCursor *cursor)
 {
-    guint b;
-
     if (cursor->bin >= FREE_BINS)
         return NULL;
     if (cursor->pos > 0) {
         cursor->pos--;
         return freeset_at(set, cursor);
     }
-    b = cursor->bin == 0 ? G_MAXUINT : free_prev_bin(set, cursor->bin - 1);
-    if (b == G_MAXUINT) {
-        cursor->bin = FREE_BINS;
-        return NULL;
-    }
-    cursor->bin = b;
-    cursor->pos = set->bins[b].len - 1;
-    return freeset_at(set, cursor);
+    return freeset_last_of(set, cursor->bin == 0 ? G_MAXUINT : free_prev_bin(set, cursor->bin - 1),
+                           cursor);
 }
 
 /* Append every block of @set to @out, in order: loops that free blocks walk such a copy, which
