@@ -165,4 +165,15 @@ char *fsim_format_size(uint64_t bytes);
  */
 char *fsim_format_count(uint64_t n);
 
+/**
+ * fsim_format_shell_word:
+ * @arg: one argument of a command line.
+ *
+ * Formats @arg for a command line a user may paste into a shell: as it is when it is plainly safe
+ * (letters, digits and `-_./=+,:%@`), else quoted (g_shell_quote()).
+ *
+ * Returns: (transfer full): the text; free with g_free().
+ */
+char *fsim_format_shell_word(const char *arg);
+
 G_END_DECLS

@@ -189,17 +189,6 @@ fsim_replay_outputs_attach(FsimReplayOutputs *outputs, FsimEngine *engine, uint3
     return TRUE;
 }
 
-/* @arg for a command line the user may paste: as is when plainly safe, else quoted. */
-static char *
-shell_word(const char *arg)
-{
-    gboolean plain = *arg != '\0';
-
-    for (const char *p = arg; *p != '\0' && plain; p++)
-        plain = g_ascii_isalnum(*p) || strchr("-_./=+,:%@", *p) != NULL;
-    return plain ? g_strdup(arg) : g_shell_quote(arg);
-}
-
 gboolean
 fsim_replay_outputs_finish(FsimReplayOutputs *outputs, gboolean json, GError **error)
 {
@@ -231,7 +220,7 @@ fsim_replay_outputs_finish(FsimReplayOutputs *outputs, gboolean json, GError **e
     }
     if (outputs->store != NULL && first != 0) {
         const char *path = fsim_store_path(outputs->store);
-        g_autofree char *quoted = shell_word(path);
+        g_autofree char *quoted = fsim_format_shell_word(path);
         g_autofree char *ids =
             first == last
                 ? g_strdup_printf("run %" G_GINT64_FORMAT, first)

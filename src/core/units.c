@@ -161,3 +161,13 @@ fsim_format_count(uint64_t n)
     }
     return g_string_free(text, FALSE);
 }
+
+char *
+fsim_format_shell_word(const char *arg)
+{
+    gboolean plain = *arg != '\0';
+
+    for (const char *p = arg; *p != '\0' && plain; p++)
+        plain = g_ascii_isalnum(*p) || strchr("-_./=+,:%@", *p) != NULL;
+    return plain ? g_strdup(arg) : g_shell_quote(arg);
+}

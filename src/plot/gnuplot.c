@@ -421,17 +421,6 @@ tail_lines(const char *text, guint n)
     return g_string_free(g_steal_pointer(&out), FALSE);
 }
 
-/* @arg for a shell command line: as is when it is plainly safe, else quoted. */
-static char *
-shell_word(const char *arg)
-{
-    gboolean plain = *arg != '\0';
-
-    for (const char *p = arg; *p != '\0' && plain; p++)
-        plain = g_ascii_isalnum(*p) || strchr("-_./=+,:%@", *p) != NULL;
-    return plain ? g_strdup(arg) : g_shell_quote(arg);
-}
-
 /*
  * Run `gnuplot -c KIND.gp DATA IMAGE FORMAT ARGS...` in the output directory and record the
  * command in plots.sh and the image in the result.
@@ -461,7 +450,7 @@ run_gnuplot(Plotter *p, const char *kind, const char *data, const char *image, c
     for (gsize i = 0; args[i] != NULL; i++)
         g_ptr_array_add(argv, g_strdup(args[i]));
     for (guint i = 0; i < argv->len; i++) {
-        g_autofree char *q = shell_word(i == 0 ? "gnuplot" : argv->pdata[i]);
+        g_autofree char *q = fsim_format_shell_word(i == 0 ? "gnuplot" : argv->pdata[i]);
 
         g_string_append_printf(command, "%s%s", i > 0 ? " " : "", q);
     }
