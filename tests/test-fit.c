@@ -70,6 +70,22 @@ test_lora_7b_24gb(void)
     }
 }
 
+/* An engine for @policy on the default device cut to @capacity bytes, stopping at an OOM. */
+static FsimEngine *
+fit_engine(const char *policy, uint64_t capacity)
+{
+    g_autoptr(GError) error = NULL;
+    FsimRunConfig rc;
+    fsim_run_config_init(&rc);
+    rc.policy = policy;
+    rc.fail_on_oom = TRUE;
+    g_assert_true(fsim_device_spec_parse(FSIM_DEVICE_DEFAULT, &rc.device, &error));
+    rc.device.capacity_bytes = capacity;
+    FsimEngine *engine = fsim_engine_new(&rc, &error);
+    g_assert_no_error(error);
+    return engine;
+}
+
 /* Replay the training trace of @c through @policy on a device of @capacity: TRUE when no OOM. */
 static gboolean
 model_replays(const FsimTrainConfig *c, const char *policy, uint64_t capacity)
@@ -77,14 +93,7 @@ model_replays(const FsimTrainConfig *c, const char *policy, uint64_t capacity)
     g_autoptr(GError) error = NULL;
     g_autoptr(FsimSynth) synth = fsim_synth_train_new(c, &error);
     g_assert_no_error(error);
-    FsimRunConfig rc;
-    fsim_run_config_init(&rc);
-    rc.policy = policy;
-    rc.fail_on_oom = TRUE;
-    g_assert_true(fsim_device_spec_parse(FSIM_DEVICE_DEFAULT, &rc.device, &error));
-    rc.device.capacity_bytes = capacity;
-    g_autoptr(FsimEngine) engine = fsim_engine_new(&rc, &error);
-    g_assert_no_error(error);
+    g_autoptr(FsimEngine) engine = fit_engine(policy, capacity);
     FsimEvent ev;
     while (fsim_synth_next(synth, &ev, &error)) {
         if (!fsim_engine_process(engine, &ev, &error)) {
@@ -132,14 +141,7 @@ replays(const char *path, const char *policy, uint64_t capacity)
     g_autoptr(FsimTrace) trace = fsim_trace_open(path, &error);
     g_assert_no_error(error);
     g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, 0, &error);
-    FsimRunConfig rc;
-    fsim_run_config_init(&rc);
-    rc.policy = policy;
-    rc.fail_on_oom = TRUE;
-    g_assert_true(fsim_device_spec_parse(FSIM_DEVICE_DEFAULT, &rc.device, &error));
-    rc.device.capacity_bytes = capacity;
-    g_autoptr(FsimEngine) engine = fsim_engine_new(&rc, &error);
-    g_assert_no_error(error);
+    g_autoptr(FsimEngine) engine = fit_engine(policy, capacity);
     FsimEvent ev;
     while (fsim_trace_stream_next(stream, &ev, &error)) {
         if (!fsim_engine_process(engine, &ev, &error)) {
