@@ -5,15 +5,16 @@
  * - Every reader error is in FSIM_TRACE_ERROR or FSIM_ERROR, with a code of that domain, and its
  *   message starts with the file's path and a colon (trace.h, types.h).
  * - The devices of a trace are ascending and unique; each initial state passes
- *   fsim_initial_state_check() (state.h); the recorded outcomes of a device have known kinds and
- *   non-decreasing indices (event.h); settings come in key, value pairs.
+ *   fsim_initial_state_check() (state.h), a snapshot's with block ids 1..n; the recorded
+ *   outcomes have known kinds and non-decreasing indices (event.h); settings come in pairs.
  * - fsim_trace_describe() lists exactly the trace's devices, each with its actions sorted by name
  *   and none counted zero times, and agrees with a second read of every stream (streams may be
  *   re-opened and read again, one after the other or at once: trace.h).  A stream that fails
  *   fails the same way every time.
  * - Along a stream (event.h): known kinds; known flags, DEFERRED only on FREE, INFERRED only on
  *   EMPTY_CACHE, RECORDED_OOM only on ALLOC and FREE; the stream's device; non-decreasing times
- *   and indices; ALLOC sizes of 1 to FSIM_MAX_SIZE and no size elsewhere.
+ *   and indices; ALLOC sizes of 1 to FSIM_MAX_SIZE and no size elsewhere; a fresh id for every
+ *   ALLOC of a format that maps addresses to ids (snapshots, RMM logs).
  * - An engine (device 1GiB, paranoid, fail_on_oom off) seeded with the initial state accepts the
  *   stream: the only engine error allowed is an initial state larger than the small device, after
  *   which the events are replayed again from an empty state.  Any other engine error (time going
@@ -106,6 +107,11 @@ check_trace(Ctx *ctx, const FsimTrace *trace)
             CHECK(ctx, fsim_initial_state_check(state, &local_error),
                   "device %u: the initial state fails its check: %s", devices[d],
                   local_error->message);
+        /* The snapshot reader numbers the blocks alive at trace start 1..n by address. */
+        for (gsize i = 0; state != NULL && strcmp(format, "torch") == 0 && i < state->n_blocks; i++)
+            CHECK(ctx, state->blocks[i].id == i + 1,
+                  "device %u: initial block %" G_GSIZE_FORMAT " has id %" G_GUINT64_FORMAT,
+                  devices[d], i, state->blocks[i].id);
         for (gsize i = 0; i < n_outcomes; i++) {
             CHECK(ctx,
                   outcomes[i].kind >= FSIM_OUTCOME_SEGMENT_ALLOC &&
@@ -156,6 +162,7 @@ check_info(Ctx *ctx, const FsimTrace *trace, const FsimTraceInfo *info)
 typedef struct {
     uint64_t events;
     uint64_t allocs;
+    uint64_t recorded_oom_allocs;
     FsimTime first_time;
     FsimTime last_time;
     GHashTable *streams; /* of ALLOC and FREE events, as describe counts them */
@@ -307,16 +314,23 @@ read_stream(Ctx *ctx, FsimTrace *trace, uint32_t device, const char *policy,
     FsimEvent previous = {0};
     gboolean have_previous = FALSE;
     EngineWatch watch;
+    const FsimInitialState *state = fsim_trace_initial_state(trace, device);
+    /* Formats that map recorded addresses to ids hand out a fresh id to every alloc (trace.h);
+     * in the text format the ids are the file's own. */
+    gboolean fresh_ids = strcmp(fsim_trace_format_name(trace), "text") != 0;
+    g_autoptr(GHashTable) ids = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
 
     memset(summary, 0, sizeof(*summary));
     summary->streams = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
     stream = fsim_trace_stream_open(trace, device, &summary->error);
     if (stream == NULL)
         return check_reader_error(ctx, summary->error, "stream_open");
+    for (gsize i = 0; fresh_ids && state != NULL && i < state->n_blocks; i++)
+        g_hash_table_add(ids, g_memdup2(&state->blocks[i].id, sizeof(uint64_t)));
     if (policy != NULL) {
         gboolean ok;
 
-        engine = engine_new(ctx, policy, fsim_trace_initial_state(trace, device), &watch, &ok);
+        engine = engine_new(ctx, policy, state, &watch, &ok);
         if (!ok)
             return FALSE;
     }
@@ -329,6 +343,16 @@ read_stream(Ctx *ctx, FsimTrace *trace, uint32_t device, const char *policy,
         summary->events++;
         if (ev.kind == FSIM_EV_ALLOC)
             summary->allocs++;
+        if (ev.kind == FSIM_EV_ALLOC && (ev.flags & FSIM_EVF_RECORDED_OOM) != 0)
+            summary->recorded_oom_allocs++;
+        if (fresh_ids && ev.kind == FSIM_EV_ALLOC)
+            CHECK(ctx, !g_hash_table_contains(ids, &ev.id),
+                  "device %u: event %" G_GUINT64_FORMAT ": alloc of id %" G_GUINT64_FORMAT
+                  ", which is not fresh",
+                  device, ev.index, ev.id);
+        if (fresh_ids && (ev.kind == FSIM_EV_ALLOC || ev.kind == FSIM_EV_FREE ||
+                          ev.kind == FSIM_EV_FREE_COMPLETED))
+            g_hash_table_add(ids, g_memdup2(&ev.id, sizeof(ev.id)));
         if ((ev.kind == FSIM_EV_ALLOC || ev.kind == FSIM_EV_FREE) &&
             !g_hash_table_contains(summary->streams, &ev.stream))
             g_hash_table_add(summary->streams, g_memdup2(&ev.stream, sizeof(ev.stream)));
@@ -383,6 +407,79 @@ check_same(Ctx *ctx, uint32_t device, const StreamSummary *a, const StreamSummar
                   strcmp(a->error->message, b->error->message) == 0,
               "device %u: two reads fail differently: '%s' then '%s'", device, a->error->message,
               b->error->message);
+    return TRUE;
+}
+
+static uint64_t
+action_count(const FsimTraceDeviceInfo *dev, const char *name)
+{
+    for (guint a = 0; a < dev->actions->len; a++) {
+        const FsimTraceActionCount *action = &g_array_index(dev->actions, FsimTraceActionCount, a);
+
+        if (strcmp(action->name, name) == 0)
+            return action->count;
+    }
+    return 0;
+}
+
+/*
+ * What describe said of @device against a read of its stream (@read), which describe's success
+ * says must have ended without an error; and, per format, its action counts against the events
+ * and outcomes they become (docs/trace-formats.md).
+ */
+static gboolean
+check_described(Ctx *ctx, const FsimTrace *trace, uint32_t device, const FsimTraceInfo *info,
+                const StreamSummary *read)
+{
+    const FsimTraceDeviceInfo *dev = NULL;
+    gsize n_outcomes;
+    const FsimOutcome *outcomes = fsim_trace_outcomes(trace, device, &n_outcomes);
+    uint64_t by_kind[FSIM_OUTCOME_OOM + 1] = {0};
+
+    for (guint d = 0; d < info->devices->len; d++) {
+        if (g_array_index(info->devices, FsimTraceDeviceInfo, d).device == device)
+            dev = &g_array_index(info->devices, FsimTraceDeviceInfo, d);
+    }
+    CHECK(ctx, dev != NULL, "device %u: not described", device);
+    CHECK(ctx, read->error == NULL, "device %u: describe read the stream, a second read fails: %s",
+          device, read->error->message);
+    CHECK(ctx, dev->allocs == read->allocs,
+          "device %u: describe counts %" G_GUINT64_FORMAT " allocs, a read %" G_GUINT64_FORMAT,
+          device, dev->allocs, read->allocs);
+    CHECK(ctx, dev->duration_ns == read->last_time - read->first_time,
+          "device %u: describe's duration disagrees with a read", device);
+    CHECK(ctx, dev->streams == g_hash_table_size(read->streams),
+          "device %u: describe's stream count disagrees with a read", device);
+    for (gsize i = 0; i < n_outcomes; i++)
+        by_kind[outcomes[i].kind]++; /* kinds checked by check_trace() */
+    if (strcmp(info->format, "text") == 0) {
+        CHECK(ctx, dev->events == read->events,
+              "device %u: describe counts %" G_GUINT64_FORMAT " events, a read %" G_GUINT64_FORMAT,
+              device, dev->events, read->events);
+    } else if (strcmp(info->format, "torch") == 0) {
+        CHECK(ctx, action_count(dev, "alloc") == read->allocs - read->recorded_oom_allocs,
+              "device %u: %" G_GUINT64_FORMAT " alloc entries but %" G_GUINT64_FORMAT
+              " alloc events",
+              device, action_count(dev, "alloc"), read->allocs - read->recorded_oom_allocs);
+        CHECK(ctx, action_count(dev, "oom") >= read->recorded_oom_allocs,
+              "device %u: more recorded OOMs replayed than oom entries", device);
+        CHECK(ctx,
+              action_count(dev, "segment_alloc") == by_kind[FSIM_OUTCOME_SEGMENT_ALLOC] &&
+                  action_count(dev, "segment_free") == by_kind[FSIM_OUTCOME_SEGMENT_FREE] &&
+                  action_count(dev, "segment_map") == by_kind[FSIM_OUTCOME_SEGMENT_MAP] &&
+                  action_count(dev, "segment_unmap") == by_kind[FSIM_OUTCOME_SEGMENT_UNMAP] &&
+                  action_count(dev, "oom") == by_kind[FSIM_OUTCOME_OOM],
+              "device %u: the segment and oom entries disagree with the outcomes", device);
+    } else if (strcmp(info->format, "rmm") == 0) {
+        CHECK(ctx,
+              action_count(dev, "allocate failure") == by_kind[FSIM_OUTCOME_OOM] &&
+                  n_outcomes == by_kind[FSIM_OUTCOME_OOM],
+              "device %u: %" G_GUINT64_FORMAT " 'allocate failure' rows but %" G_GSIZE_FORMAT
+              " outcomes",
+              device, action_count(dev, "allocate failure"), n_outcomes);
+        CHECK(ctx, read->allocs <= action_count(dev, "allocate"),
+              "device %u: more alloc events than 'allocate' rows", device);
+    }
     return TRUE;
 }
 
@@ -460,34 +557,8 @@ check_device(Ctx *ctx, FsimTrace *trace, uint32_t device, const FsimTraceInfo *i
     result->events += first.events;
     if (first.error != NULL)
         result->complete = FALSE;
-    if (info != NULL) {
-        const FsimTraceDeviceInfo *dev = NULL;
-
-        for (guint d = 0; d < info->devices->len; d++) {
-            if (g_array_index(info->devices, FsimTraceDeviceInfo, d).device == device)
-                dev = &g_array_index(info->devices, FsimTraceDeviceInfo, d);
-        }
-        /* describe succeeded, so it read every stream to its end. */
-        ok = first.error == NULL ||
-             broken(ctx, "device %u: describe read the stream, a second read fails: %s", device,
-                    first.error->message);
-        ok = ok && (dev != NULL || broken(ctx, "device %u: not described", device));
-        ok = ok &&
-             (dev->allocs == first.allocs || broken(ctx,
-                                                    "device %u: describe counts %" G_GUINT64_FORMAT
-                                                    " allocs, a read %" G_GUINT64_FORMAT,
-                                                    device, dev->allocs, first.allocs));
-        ok = ok && (dev->duration_ns == first.last_time - first.first_time ||
-                    broken(ctx, "device %u: describe's duration disagrees with a read", device));
-        ok =
-            ok && (dev->streams == g_hash_table_size(first.streams) ||
-                   broken(ctx, "device %u: describe's stream count disagrees with a read", device));
-        ok = ok && (strcmp(info->format, "text") != 0 || dev->events == first.events ||
-                    broken(ctx,
-                           "device %u: describe counts %" G_GUINT64_FORMAT
-                           " events, a read %" G_GUINT64_FORMAT,
-                           device, dev->events, first.events));
-    }
+    if (info != NULL)
+        ok = check_described(ctx, trace, device, info, &first);
     stream_summary_clear(&first);
     return ok;
 }

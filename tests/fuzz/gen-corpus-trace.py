@@ -107,6 +107,35 @@ def untimed():
     return {"segments": segments, "device_traces": [trace]}
 
 
+def extremes():
+    """Valid but extreme values for the fuzzer to push over the edge: addresses and streams near
+    2^64, the last device index, a negative clock, settings of every odd type."""
+    top = (1 << 64) - 8 * MiB
+    trace = [entry("alloc", top + 2 * MiB, MiB, (1 << 64) - 1, -5),
+             entry("free_requested", top + 2 * MiB, MiB, (1 << 64) - 1, 0),
+             entry("free_completed", top + 2 * MiB, MiB, (1 << 64) - 1, 1 << 40),
+             entry("segment_free", top - 2 * MiB, 2 * MiB, 0, 1 << 41)]
+    segments = [segment(top, 4 * MiB, [block(top, 2 * MiB, "active_pending_free", 2 * MiB)],
+                        device=1023),
+                segment(0, 1 << 60, [block(0, 1 << 60, "active_allocated", 1 << 60)],
+                        device=1023)]
+    settings = {"PYTORCH_CUDA_ALLOC_CONF": None, "max_split_size": (1 << 64) - 1,
+                "garbage_collection_threshold": float("inf"), "roundup_power2_divisions": 4,
+                "expandable_segments": True, "nested": {1: [1 << 70, -1.5e300], "k": ()}}
+    traces = [[] for _ in range(1023)] + [trace]
+    return {"segments": segments, "device_traces": traces, "allocator_settings": settings,
+            "external_annotations": [{"stage": "END", "name": "x", "device": 1023,
+                                      "time_us": T0 + (1 << 41)}]}
+
+
+def huge_ranges():
+    """Two adjacent mapped ranges of 2^60 bytes: merged, too large for an initial state."""
+    E = 1 << 61
+    return {"segments": [segment(E, 1 << 60, [], expandable=True),
+                         segment(E + (1 << 60), 1 << 60, [], expandable=True)],
+            "device_traces": [[entry("segment_map", E, 1 << 20, 0, 0)]]}
+
+
 def rmm_logs():
     yield "rmm-reordered.csv", (
         "Stream,Size,Pointer,Action,Time,Thread,Extra\n"
@@ -175,6 +204,8 @@ def main():
     write("torch-multi-device.pickle", pickle.dumps(multi_device(), protocol=4))
     write("torch-untimed.pickle", pickle.dumps(untimed(), protocol=2))
     write("torch-untimed-proto0.pickle", pickle.dumps(untimed(), protocol=0))
+    write("torch-extremes.pickle", pickle.dumps(extremes(), protocol=4))
+    write("torch-huge-ranges.pickle", pickle.dumps(huge_ranges(), protocol=4))
     for name, data in rmm_logs():
         write(name, data)
     write("rmm-reordered.csv.gz", gzip.compress(dict(rmm_logs())["rmm-reordered.csv"], mtime=0))
