@@ -166,6 +166,7 @@ assert_spec_equal(const FsimDeviceSpec *a, const FsimDeviceSpec *b)
     g_assert_cmpuint(a->costs.map_ns, ==, b->costs.map_ns);
     g_assert_cmpuint(a->costs.map_per_gib_ns, ==, b->costs.map_per_gib_ns);
     g_assert_cmpuint(a->costs.unmap_ns, ==, b->costs.unmap_ns);
+    g_assert_cmpuint(a->costs.unmap_per_gib_ns, ==, b->costs.unmap_per_gib_ns);
 }
 
 static void
@@ -192,7 +193,8 @@ test_profile_round_trip(void)
                                    .reserve_ns = 6,
                                    .map_ns = 7,
                                    .map_per_gib_ns = 8,
-                                   .unmap_ns = G_MAXUINT32 + (uint64_t)9};
+                                   .unmap_ns = G_MAXUINT32 + (uint64_t)9,
+                                   .unmap_per_gib_ns = 10};
     g_assert_true(fsim_cuda_profile_write(path, &spec, NULL, &error));
     g_assert_no_error(error);
     g_assert_true(fsim_device_spec_parse(path, &back, &error));

@@ -33,10 +33,11 @@ typedef struct FsimDeviceOps FsimDeviceOps;
 /**
  * FsimDeviceCosts:
  *
- * The cost model, in nanoseconds.  The defaults (fsim_device_costs_default()) are documented
- * estimates for a current NVIDIA data-centre GPU (see docs/device-model.md); a calibration profile
- * written by `fragsim cuda calibrate` replaces them.  A call of @size bytes costs
- * `base + per_gib * size / GiB`; map and unmap are charged per handle (page) mapped.
+ * The cost model, in nanoseconds.  The defaults (fsim_device_costs_default()) were measured on
+ * an NVIDIA H200 with CUDA 13 by `fragsim cuda calibrate`, but for the synchronisation, an
+ * estimate for a busy device (see docs/device-model.md); a calibration profile of another GPU
+ * replaces them (`-d PROFILE`).  A call of @size bytes costs `base + per_gib * size / GiB`; map
+ * and unmap pay their base per handle (page).
  */
 typedef struct {
     uint64_t malloc_ns;         /* cudaMalloc, fixed part */
@@ -48,6 +49,7 @@ typedef struct {
     uint64_t map_ns;            /* cuMemCreate + cuMemMap + cuMemSetAccess, per handle */
     uint64_t map_per_gib_ns;    /* per GiB mapped */
     uint64_t unmap_ns;          /* cuMemUnmap + cuMemRelease, per handle (sync charged once) */
+    uint64_t unmap_per_gib_ns;  /* per GiB unmapped */
 } FsimDeviceCosts;
 
 /**

@@ -700,7 +700,7 @@ calibrate_json(const FsimCudaCalibration *cal, const FsimDeviceSpec *spec, const
         {"free_ns", c->free_ns},     {"free_per_gib_ns", c->free_per_gib_ns},
         {"sync_ns", c->sync_ns},     {"reserve_ns", c->reserve_ns},
         {"map_ns", c->map_ns},       {"map_per_gib_ns", c->map_per_gib_ns},
-        {"unmap_ns", c->unmap_ns},
+        {"unmap_ns", c->unmap_ns},   {"unmap_per_gib_ns", c->unmap_per_gib_ns},
     };
 
     json_builder_begin_object(builder);
@@ -782,6 +782,7 @@ calibrate_print(const FsimCudaCalibration *cal, const FsimDeviceSpec *spec)
         {"map_ns", c->map_ns, defaults.map_ns},
         {"map_per_gib_ns", c->map_per_gib_ns, defaults.map_per_gib_ns},
         {"unmap_ns", c->unmap_ns, defaults.unmap_ns},
+        {"unmap_per_gib_ns", c->unmap_per_gib_ns, defaults.unmap_per_gib_ns},
     };
     g_autoptr(FsimTable) steps = fsim_table_new(G_N_ELEMENTS(step_headers), step_headers);
     g_autoptr(FsimTable) series = fsim_table_new(G_N_ELEMENTS(series_headers), series_headers);

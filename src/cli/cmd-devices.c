@@ -61,6 +61,7 @@ fsim_cmd_devices(int argc, char **argv)
             COST(map_ns);
             COST(map_per_gib_ns);
             COST(unmap_ns);
+            COST(unmap_per_gib_ns);
 #undef COST
             json_builder_end_object(builder);
             json_builder_end_object(builder);

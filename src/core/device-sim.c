@@ -42,25 +42,28 @@ fsim_device_call_name(FsimDeviceCall call)
 }
 
 /*
- * Default costs.  Orders of magnitude from public measurements on A100/H100-class GPUs with CUDA
- * 12 (docs/device-model.md has the sources and the reasoning): cudaMalloc costs tens of
- * microseconds plus page-table work proportional to the size; cudaFree implicitly synchronises
- * the device, which in a training loop means waiting for queued kernels; the VMM calls cost a few
- * microseconds per handle.  `fragsim cuda calibrate` measures the real figures.
+ * Default costs, measured by `fragsim cuda calibrate` on an NVIDIA H200 (driver and runtime 13.0,
+ * 2026-11-29; least-squares fits over 2 MiB to 4 GiB, docs/device-model.md): cudaMalloc 60 us +
+ * 154 us/GiB, cudaFree 46 us + 688 us/GiB, address reserve/free 2 us, cuMemCreate + cuMemMap +
+ * cuMemSetAccess 52 us per handle + 69 us/GiB, cuMemUnmap + cuMemRelease 23 us per handle +
+ * 727 us/GiB.  The synchronisation cudaFree and unmap imply costs under 1 us on an idle device but
+ * means waiting for queued kernels in a training loop: 100 us is an estimate of that, not a
+ * measurement.
  */
 FsimDeviceCosts
 fsim_device_costs_default(void)
 {
     FsimDeviceCosts costs = {
-        .malloc_ns = 20000,
-        .malloc_per_gib_ns = 150000,
-        .free_ns = 10000,
-        .free_per_gib_ns = 50000,
+        .malloc_ns = 60000,
+        .malloc_per_gib_ns = 154000,
+        .free_ns = 46000,
+        .free_per_gib_ns = 688000,
         .sync_ns = 100000,
-        .reserve_ns = 5000,
-        .map_ns = 8000,
-        .map_per_gib_ns = 100000,
-        .unmap_ns = 5000,
+        .reserve_ns = 2000,
+        .map_ns = 52000,
+        .map_per_gib_ns = 69000,
+        .unmap_ns = 23000,
+        .unmap_per_gib_ns = 727000,
     };
     return costs;
 }
@@ -122,7 +125,7 @@ spec_load_profile(const char *path, FsimDeviceSpec *out, GError **error)
         {"free_ns", &out->costs.free_ns},     {"free_per_gib_ns", &out->costs.free_per_gib_ns},
         {"sync_ns", &out->costs.sync_ns},     {"reserve_ns", &out->costs.reserve_ns},
         {"map_ns", &out->costs.map_ns},       {"map_per_gib_ns", &out->costs.map_per_gib_ns},
-        {"unmap_ns", &out->costs.unmap_ns},
+        {"unmap_ns", &out->costs.unmap_ns},   {"unmap_per_gib_ns", &out->costs.unmap_per_gib_ns},
     };
 
     memset(out, 0, sizeof(*out));
@@ -245,7 +248,8 @@ fsim_device_account(FsimDevice *device, FsimDeviceCall call, FsimAddr addr, uint
         break;
     case FSIM_CALL_UNMAP:
         fsim_counter_add(&device->reserved, -(int64_t)size);
-        cost = costs->sync_ns + costs->unmap_ns * handles;
+        cost = costs->sync_ns + costs->unmap_ns * handles +
+               cost_per_gib(costs->unmap_per_gib_ns, size);
         break;
     case FSIM_CALL_COUNT:
     default:

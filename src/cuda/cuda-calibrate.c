@@ -391,8 +391,10 @@ fsim_cuda_calibration_costs(const FsimCudaCalibration *calibration)
         costs.map_ns = to_ns(s[FSIM_CUDA_SERIES_MAP].fit.base);
         costs.map_per_gib_ns = to_ns(s[FSIM_CUDA_SERIES_MAP].fit.slope);
     }
-    if (series_has(&s[FSIM_CUDA_SERIES_UNMAP]))
-        costs.unmap_ns = to_ns(series_mean(&s[FSIM_CUDA_SERIES_UNMAP]));
+    if (series_has(&s[FSIM_CUDA_SERIES_UNMAP])) {
+        costs.unmap_ns = to_ns(s[FSIM_CUDA_SERIES_UNMAP].fit.base);
+        costs.unmap_per_gib_ns = to_ns(s[FSIM_CUDA_SERIES_UNMAP].fit.slope);
+    }
     return costs;
 }
 
@@ -507,7 +509,8 @@ fsim_cuda_profile_to_data(const FsimDeviceSpec *spec, const FsimCudaCalibration 
         {"reserve_ns", c->reserve_ns, " cuMemAddressReserve or cuMemAddressFree"},
         {"map_ns", c->map_ns, " cuMemCreate + cuMemMap (+ cuMemSetAccess) per handle, per GiB"},
         {"map_per_gib_ns", c->map_per_gib_ns, NULL},
-        {"unmap_ns", c->unmap_ns, " cuMemUnmap + cuMemRelease per handle"},
+        {"unmap_ns", c->unmap_ns, " cuMemUnmap + cuMemRelease per handle, per GiB"},
+        {"unmap_per_gib_ns", c->unmap_per_gib_ns, NULL},
     };
     g_autoptr(GDateTime) now = g_date_time_new_now_utc();
     g_autofree char *when = g_date_time_format_iso8601(now);
