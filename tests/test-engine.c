@@ -150,6 +150,24 @@ test_unmatched_and_double_frees(void)
     g_assert_cmpuint(m->frees, ==, 3);
 }
 
+/* The largest id is an id like any other (a half-open range cannot hold it). */
+static void
+test_largest_id(void)
+{
+    g_autoptr(FsimEngine) engine = engine_new("direct", "1GiB", FALSE);
+    const FsimMetrics *m;
+    g_autoptr(GError) error = NULL;
+
+    process_ok(engine, ev_alloc(0, G_MAXUINT64, 100, 0));
+    process_ok(engine, ev_free(1, G_MAXUINT64, 0));
+    process_ok(engine, ev_free(2, G_MAXUINT64, 0));
+    process_ok(engine, ev_free(3, G_MAXUINT64 - 1, 0));
+    g_assert_true(fsim_engine_finish(engine, &error));
+    m = fsim_engine_metrics(engine);
+    g_assert_cmpuint(m->double_frees, ==, 1);
+    g_assert_cmpuint(m->unmatched_frees, ==, 1);
+}
+
 static void
 test_duplicate_live_id(void)
 {
@@ -498,6 +516,7 @@ main(int argc, char **argv)
     g_test_add_func("/engine/external-fragmentation-at-peak", test_external_fragmentation_at_peak);
     g_test_add_func("/engine/unmatched-and-double-frees", test_unmatched_and_double_frees);
     g_test_add_func("/engine/bad/duplicate-live-id", test_duplicate_live_id);
+    g_test_add_func("/engine/largest-id", test_largest_id);
     g_test_add_func("/engine/bad/time-backwards", test_time_backwards);
     g_test_add_func("/engine/oom/continues", test_oom_continues);
     g_test_add_func("/engine/oom/fail-on-oom", test_fail_on_oom);

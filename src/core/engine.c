@@ -29,6 +29,7 @@ struct FsimEngine {
     FsimPolicy *policy;
     FsimLiveTable live;
     FsimRangeSet *seen_ids; /* every id ever allocated: tells a double free from an unmatched */
+    gboolean seen_max_id;   /* G_MAXUINT64, which a half-open range cannot hold */
     FsimEventQueue queue;
     uint64_t seq;
     GArray *observers; /* of ObserverEntry */
@@ -141,10 +142,26 @@ fsim_engine_add_observer(FsimEngine *engine, const FsimObserver *observer, gpoin
     g_array_append_val(engine->observers, entry);
 }
 
-#define FOREACH_OBSERVER(engine, entry)                                                         \
-    for (ObserverEntry *entry = (ObserverEntry *)(void *)(engine)->observers->data;             \
-         entry < (ObserverEntry *)(void *)(engine)->observers->data + (engine)->observers->len; \
-         entry++)
+/* By index: the array's data is NULL while it is empty, and NULL + 0 is undefined. */
+#define FOREACH_OBSERVER(engine, entry)                                                            \
+    for (guint entry##_i = 0; entry##_i < (engine)->observers->len; entry##_i++)                   \
+        for (ObserverEntry *entry = &g_array_index((engine)->observers, ObserverEntry, entry##_i); \
+             entry != NULL; entry = NULL)
+
+static void
+engine_see_id(FsimEngine *engine, uint64_t id)
+{
+    if (id == G_MAXUINT64)
+        engine->seen_max_id = TRUE;
+    else
+        fsim_range_set_add(engine->seen_ids, id, id + 1);
+}
+
+static gboolean
+engine_has_seen_id(const FsimEngine *engine, uint64_t id)
+{
+    return id == G_MAXUINT64 ? engine->seen_max_id : fsim_range_set_contains(engine->seen_ids, id);
+}
 
 static gboolean
 engine_check(FsimEngine *engine, const char *what, GError **error)
@@ -283,7 +300,7 @@ fsim_engine_start(FsimEngine *engine, GError **error)
         entry->requested = seed->requested;
         entry->stream = seed->stream;
         engine->counters.live_blocks++;
-        fsim_range_set_add(engine->seen_ids, seed->id, seed->id + 1);
+        engine_see_id(engine, seed->id);
         if (seed->pending_free) {
             entry->state = FSIM_LIVE_PENDING;
         } else {
@@ -366,7 +383,7 @@ engine_alloc(FsimEngine *engine, const FsimEvent *ev, GError **error)
                     ev->index, ev->id);
         return FALSE;
     }
-    fsim_range_set_add(engine->seen_ids, ev->id, ev->id + 1);
+    engine_see_id(engine, ev->id);
     req.size = ev->size;
     req.stream = ev->stream;
     req.now = ev->time;
@@ -406,7 +423,7 @@ engine_free(FsimEngine *engine, const FsimEvent *ev, GError **error)
 
     engine->metrics.frees++;
     if (entry == NULL || entry->state == FSIM_LIVE_PENDING) {
-        if (entry != NULL || fsim_range_set_contains(engine->seen_ids, ev->id)) {
+        if (entry != NULL || engine_has_seen_id(engine, ev->id)) {
             engine->metrics.double_frees++;
             g_info("event %" G_GUINT64_FORMAT ": id %" G_GUINT64_FORMAT " freed twice", ev->index,
                    ev->id);

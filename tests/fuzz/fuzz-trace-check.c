@@ -356,8 +356,7 @@ read_stream(Ctx *ctx, FsimTrace *trace, uint32_t device, const char *policy,
         if ((ev.kind == FSIM_EV_ALLOC || ev.kind == FSIM_EV_FREE) &&
             !g_hash_table_contains(summary->streams, &ev.stream))
             g_hash_table_add(summary->streams, g_memdup2(&ev.stream, sizeof(ev.stream)));
-        /* The engine cannot take id 2^64 - 1 yet (tests/fuzz/README.md, finding 1). */
-        if (engine != NULL && ev.id != G_MAXUINT64 &&
+        if (engine != NULL &&
             (options->max_engine_events == 0 || summary->events <= options->max_engine_events)) {
             g_autoptr(GError) local_error = NULL;
 
