@@ -273,7 +273,8 @@ validate_event(Validator *v, const FsimEvent *ev, const FsimOutcome *outcomes, g
         else
             diverge(v, ev->index, FSIM_VALIDATE_ALLOC, &recorded, v->allocated ? &model : NULL);
     }
-    compare_outcomes(v, ev->index, outcomes + *cursor, end - *cursor);
+    /* A device without outcomes has none at all (NULL, and NULL + 0 is undefined). */
+    compare_outcomes(v, ev->index, outcomes != NULL ? outcomes + *cursor : NULL, end - *cursor);
     *cursor = end;
     return TRUE;
 }
