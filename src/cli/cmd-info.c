@@ -78,7 +78,7 @@ info_print_text(const FsimTraceInfo *info)
 {
     g_print("%s: %s trace, %u device%s with events\n", info->path, info->format, info->devices->len,
             info->devices->len == 1 ? "" : "s");
-    if (info->alloc_conf != NULL)
+    if (info->alloc_conf != NULL && *info->alloc_conf != '\0')
         g_print("allocator settings: %s\n", info->alloc_conf);
     if (info->annotations != 0)
         g_print("annotations: %" G_GUINT64_FORMAT "\n", info->annotations);
