@@ -83,6 +83,28 @@ test_replay_json(void)
     fsim_test_run_clear(&r);
 }
 
+/* With --db, each run in the JSON names its row in the database. */
+static void
+test_replay_json_run_ids(void)
+{
+    g_autofree char *trace = source_path("traces/multi-stream.trace");
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *db = g_build_filename(dir, "results.db", NULL);
+    g_auto(FsimTestRun) r =
+        fsim_test_run("replay", trace, "-p", "caching,paged", "--db", db, "--json", NULL);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonArray *runs;
+
+    g_assert_cmpint(r.status, ==, 0);
+    runs = json_object_get_array_member(fsim_test_parse_object(parser, r.out), "runs");
+    g_assert_cmpuint(json_array_get_length(runs), ==, 2);
+    g_assert_cmpint(json_object_get_int_member(json_array_get_object_element(runs, 0), "run_id"),
+                    ==, 1);
+    g_assert_cmpint(json_object_get_int_member(json_array_get_object_element(runs, 1), "run_id"),
+                    ==, 2);
+    fsim_test_remove_tree(dir);
+}
+
 static void
 test_replay_fail_on_oom(void)
 {
@@ -263,6 +285,7 @@ main(int argc, char **argv)
     g_test_add_func("/cli/help", test_help);
     g_test_add_func("/cli/replay/json", test_replay_json);
     g_test_add_func("/cli/replay/fail-on-oom", test_replay_fail_on_oom);
+    g_test_add_func("/cli/replay/json-run-ids", test_replay_json_run_ids);
     g_test_add_func("/cli/replay/usage-errors", test_replay_usage_errors);
     g_test_add_func("/cli/replay/bad-input", test_replay_bad_input);
     g_test_add_func("/cli/info/json", test_info_json);

@@ -122,7 +122,7 @@ replay_device(FsimTrace *trace, uint32_t device, GPtrArray *runs, gboolean infer
 }
 
 static void
-replay_print_json(const char *path, GPtrArray *runs)
+replay_print_json(const char *path, GPtrArray *runs, const FsimReplayOutputs *outputs)
 {
     g_autoptr(JsonBuilder) builder = json_builder_new();
 
@@ -146,6 +146,10 @@ replay_print_json(const char *path, GPtrArray *runs)
         json_builder_add_int_value(builder, run->trace_device);
         json_builder_set_member_name(builder, "status");
         json_builder_add_string_value(builder, run->stopped_oom ? "oom" : "complete");
+        if (fsim_replay_outputs_run_id(outputs, run->engine) >= 0) {
+            json_builder_set_member_name(builder, "run_id"); /* the row in --db */
+            json_builder_add_int_value(builder, fsim_replay_outputs_run_id(outputs, run->engine));
+        }
         fsim_cli_json_add_metrics(builder, fsim_engine_metrics(run->engine));
         json_builder_end_object(builder);
     }
@@ -384,7 +388,7 @@ fsim_cmd_replay(int argc, char **argv)
         }
     }
     if (json)
-        replay_print_json(fsim_trace_path(trace), runs);
+        replay_print_json(fsim_trace_path(trace), runs, outputs);
     else
         replay_print_table(trace, runs);
     if (!fsim_replay_outputs_finish(outputs, json, &error))

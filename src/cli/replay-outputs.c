@@ -189,6 +189,18 @@ fsim_replay_outputs_attach(FsimReplayOutputs *outputs, FsimEngine *engine, uint3
     return TRUE;
 }
 
+int64_t
+fsim_replay_outputs_run_id(const FsimReplayOutputs *outputs, const FsimEngine *engine)
+{
+    for (guint i = 0; i < outputs->runs->len; i++) {
+        const OutputRun *run = &g_array_index(outputs->runs, OutputRun, i);
+
+        if (run->engine == engine && run->run != NULL)
+            return fsim_store_run_id(run->run);
+    }
+    return -1;
+}
+
 gboolean
 fsim_replay_outputs_finish(FsimReplayOutputs *outputs, gboolean json, GError **error)
 {

@@ -51,6 +51,9 @@ gboolean fsim_replay_outputs_open(FsimReplayOutputs *outputs, FsimTrace *trace, 
 gboolean fsim_replay_outputs_attach(FsimReplayOutputs *outputs, FsimEngine *engine,
                                     uint32_t trace_device, GError **error);
 
+/* The database id of @engine's run, or -1 without --db. */
+int64_t fsim_replay_outputs_run_id(const FsimReplayOutputs *outputs, const FsimEngine *engine);
+
 /* After the replay: write every attached run and say where (stdout, or stderr under --json). */
 gboolean fsim_replay_outputs_finish(FsimReplayOutputs *outputs, gboolean json, GError **error);
 
