@@ -9,7 +9,7 @@
  * release_available_cached_blocks, release_cached_blocks and a retry.  With
  * `expandable_segments=True` it is the `expandable` policy, as PYTORCH_CUDA_ALLOC_CONF makes it.
  *
- * The model lives in pytorch.c (shared with expandable.c); docs/policies.md lists the rules, the
+ * The model lives in pytorch/ (shared with expandable.c); docs/policies.md lists the rules, the
  * knobs and what is not modelled.  Knobs (group `caching`): the PYTORCH_CUDA_ALLOC_CONF keys with
  * an effect on placement, in PyTorch's value syntax (alloc-conf.h).
  */

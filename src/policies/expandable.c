@@ -9,7 +9,7 @@
  * in both pools, and release (before an OOM, or empty_cache) that unmaps the whole free pages of
  * free blocks.
  *
- * It is the same allocator as `caching` (pytorch.c) with expandable segments forced on.  Knobs
+ * It is the same allocator as `caching` (pytorch/) with expandable segments forced on.  Knobs
  * (group `expandable`): those of `caching` but `expandable_segments`.
  */
 #include <glib.h>

@@ -4,7 +4,8 @@
  * registered policies: `caching` (cudaMalloc'd segments unless its expandable_segments knob says
  * otherwise, as PYTORCH_CUDA_ALLOC_CONF does) and `expandable` (expandable segments always).
  * PyTorch has one allocator with an expandable-segments mode; so does fragsim.  caching.c and
- * expandable.c only hold the two ops tables; everything else is in pytorch.c.
+ * expandable.c only hold the two ops tables; the model is in pytorch/, whose private header
+ * pytorch/model.h says which file holds which part.
  */
 #pragma once
 

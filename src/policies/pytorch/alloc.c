@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * malloc of PyTorch's caching allocator (DeviceCachingAllocator::malloc): the request rounded
+ * (round_size), its pool chosen, the best fit of its stream taken (get_free_block); else garbage
+ * collection, new memory (alloc_block), release_available_cached_blocks and new memory again,
+ * release_cached_blocks and a last try counted as a retry; else OOM.  The block found is split
+ * when should_split says so, the allocation taking its low end.
+ */
+#include <glib.h>
+
+#include "model.h"
+
+/* roundup_power2_next_division(): e.g. 1200 with 4 divisions lies in [1024, 2048), cut into
+ * 1024, 1280, 1536, 1792: 1280. */
+static uint64_t
+roundup_power2_next_division(uint64_t size, uint64_t divisions)
+{
+    uint64_t floor;
+    uint64_t step;
+    uint64_t low;
+
+    if ((size & (size - 1)) == 0)
+        return size;
+    floor = (uint64_t)1 << (63 - __builtin_clzll(size));
+    step = floor >> (63 - __builtin_clzll(divisions));
+    if (step == 0)
+        return floor << 1;
+    low = size & ~(step - 1);
+    return low == size ? size : low + step;
+}
+
+uint64_t
+fsim_pytorch_round_size(const FsimAllocConf *conf, uint64_t size)
+{
+    uint64_t divisions;
+
+    if (size < FSIM_PYTORCH_MIN_BLOCK)
+        return FSIM_PYTORCH_MIN_BLOCK;
+    divisions = size > conf->roundup_bypass_threshold ? 0 : fsim_alloc_conf_divisions(conf, size);
+    if (divisions > 1 && size > FSIM_PYTORCH_MIN_BLOCK * divisions)
+        return roundup_power2_next_division(size, divisions);
+    return round_up(size, FSIM_PYTORCH_MIN_BLOCK);
+}
+
+uint64_t
+fsim_pytorch_allocation_size(const FsimAllocConf *conf, uint64_t size)
+{
+    if (size <= FSIM_PYTORCH_SMALL_SIZE)
+        return FSIM_PYTORCH_SMALL_BUFFER;
+    if (size < FSIM_PYTORCH_MIN_LARGE_ALLOC) {
+        /* large_segment_size (kLargeBuffer, 20 MiB): a shared segment for 1-10 MiB requests.  A
+         * large_segment_size_mb below the request would make a segment too small to hold it; we
+         * take the request's own 2 MiB rounding then. */
+        return MAX(conf->large_segment_size, round_up(size, FSIM_PYTORCH_ROUND_LARGE));
+    }
+    return round_up(size, FSIM_PYTORCH_ROUND_LARGE);
+}
+
+/* should_split(): small pool (and every pool under expandable segments) whenever at least 512 B
+ * remain; large pool only below max_split_size and when more than 1 MiB remains -- a remainder of
+ * at most 1 MiB stays inside the allocation as internal fragmentation. */
+static gboolean
+should_split(const Pytorch *pt, const Block *block, uint64_t size)
+{
+    uint64_t remaining = block->size - size;
+
+    if (block->segment->pool->small || pt->expandable)
+        return remaining >= FSIM_PYTORCH_MIN_BLOCK;
+    return size < pt->conf.max_split_size && remaining > FSIM_PYTORCH_SMALL_SIZE;
+}
+
+/* The size a free block can grow to: itself and the unmapped range after it. */
+static inline uint64_t
+expandable_size(const Block *block)
+{
+    return block->size +
+           (block->next != NULL && block_unmapped(block->next) ? block->next->size : 0);
+}
+
+/* get_free_block(): the best fit on this stream, or NULL.  The block is taken out of the pool. */
+static Block *
+get_free_block(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t size)
+{
+    StreamSet *set;
+    Block *block;
+    FreeCursor cursor;
+
+    if (G_UNLIKELY(pt->gc_active))
+        pool->clock++;
+    set = pool_find(pool, stream);
+    if (set == NULL)
+        return NULL;
+    block = freeset_lower_bound(&set->free, size, &cursor);
+    if (block == NULL)
+        return NULL;
+    if (block_expandable(block)) {
+        if (pt->expandable) {
+            /* Best fit by the size a block can expand to: the frontier block, which can grow
+             * over the whole unmapped rest of the reservation, comes after every block that
+             * fits as it is. */
+            FreeCursor ahead = cursor;
+            Block *next = freeset_next(&set->free, &ahead);
+
+            while (block_expandable(block) && next != NULL &&
+                   expandable_size(next) < expandable_size(block)) {
+                block = next;
+                cursor = ahead;
+                next = freeset_next(&set->free, &ahead);
+            }
+        } else {
+            /* Expandable segments were switched off: only ordinary blocks qualify. */
+            do
+                block = freeset_next(&set->free, &cursor);
+            while (block != NULL && block_expandable(block));
+            if (block == NULL)
+                return NULL;
+        }
+    }
+    /* Never hand an oversize block to a normal request, and give an oversize request only a
+     * near fit (max_non_split_rounding_mb; kLargeBuffer before PyTorch 2.6). */
+    if (size < pt->conf.max_split_size && block->size >= pt->conf.max_split_size)
+        return NULL;
+    if (size >= pt->conf.max_split_size && block->size >= size + pt->conf.max_non_split_rounding)
+        return NULL;
+    freeset_erase_at(&set->free, &cursor);
+    return block;
+}
+
+/* alloc_block(): new memory for the pool: a cudaMalloc'd segment of @alloc_size, or pages of an
+ * expandable segment for @size.  NULL when the device (or the memory fraction) says no. */
+static Block *
+alloc_block(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t size, uint64_t alloc_size,
+            gboolean retry)
+{
+    if (retry)
+        pt->stats.num_alloc_retries++;
+    if (pt->conf.has_memory_fraction &&
+        pt->total_allocated_memory + alloc_size > pt->allowed_memory_maximum)
+        return NULL;
+    if (pt->expandable)
+        return fsim_pytorch_expandable_alloc(pt, pool, stream, size);
+    return fsim_pytorch_malloc_segment(pt, pool, stream, alloc_size);
+}
+
+/* alloc_found_block(): hand out the low @size bytes of @block, the rest going back to the pool
+ * when @split. */
+static Block *
+alloc_found_block(Pytorch *pt, Block *block, uint64_t size, uint64_t requested, gboolean split)
+{
+    Stats *stats = &pt->stats;
+    gboolean already_split = block_is_split(block);
+    gboolean expandable = block_expandable(block);
+
+    if (split) {
+        Block *remaining = block;
+
+        block = block_new(pt);
+        block->segment = remaining->segment;
+        block->addr = remaining->addr;
+        block->size = size;
+        block_link_before(block, remaining);
+        remaining->addr += size;
+        remaining->size -= size;
+        pool_insert_free(remaining);
+        stats->num_splits++;
+        if (already_split && !expandable) {
+            /* an inactive split block shrinks by @size */
+            fsim_counter_add(&stats->inactive_split_bytes, -(int64_t)size);
+        } else if (!expandable) {
+            /* a new inactive split block appears */
+            fsim_counter_add(&stats->inactive_split_bytes, (int64_t)remaining->size);
+            fsim_counter_add(&stats->inactive_split, 1);
+        }
+    } else if (already_split && !expandable) {
+        fsim_counter_add(&stats->inactive_split_bytes, -(int64_t)block->size);
+        fsim_counter_add(&stats->inactive_split, -1);
+    }
+    block->flags |= BLOCK_ALLOCATED;
+    block->requested = requested;
+    fsim_counter_add(&stats->allocation, 1);
+    fsim_counter_add(&stats->allocated_bytes, (int64_t)block->size);
+    fsim_counter_add(&stats->active, 1);
+    fsim_counter_add(&stats->active_bytes, (int64_t)block->size);
+    fsim_counter_add(&stats->requested_bytes, (int64_t)requested);
+    if (block->size >= pt->conf.max_split_size)
+        fsim_counter_add(&stats->oversize_allocations, 1);
+    return block;
+}
+
+FsimStatus
+fsim_pytorch_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
+{
+    Pytorch *pt = pytorch_from_policy(self);
+    uint64_t size = fsim_pytorch_round_size(&pt->conf, req->size);
+    Pool *pool = size <= FSIM_PYTORCH_SMALL_SIZE ? &pt->small : &pt->large;
+    uint64_t alloc_size = fsim_pytorch_allocation_size(&pt->conf, size);
+    Block *block = get_free_block(pt, pool, req->stream, size);
+
+    if (block == NULL) {
+        if (pt->gc_active)
+            fsim_pytorch_garbage_collect(pt);
+        block = alloc_block(pt, pool, req->stream, size, alloc_size, FALSE);
+        if (block == NULL &&
+            fsim_pytorch_release_available_cached_blocks(pt, pool, req->stream, size))
+            block = alloc_block(pt, pool, req->stream, size, alloc_size, FALSE);
+        if (block == NULL && fsim_pytorch_release_cached_blocks(pt))
+            block = alloc_block(pt, pool, req->stream, size, alloc_size, TRUE);
+        if (block == NULL) {
+            pt->stats.num_ooms++;
+            return FSIM_OOM;
+        }
+    }
+    block = alloc_found_block(pt, block, size, req->size, should_split(pt, block, size));
+    out->addr = block->addr;
+    out->size = block->size;
+    out->cookie = (uint64_t)(uintptr_t)block;
+    return FSIM_OK;
+}

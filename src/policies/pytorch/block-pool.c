@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The block pool of PyTorch's caching allocator: the slab every block comes from, and the small
+ * and large pools, each a list of per-stream sets kept sorted by stream id so that walks over a
+ * whole pool (release, garbage collection) visit blocks in PyTorch's (stream, size, address)
+ * order.  The hot lookups (block_new, pool_find, pool_insert_free) are inline in model.h.
+ */
+#include <glib.h>
+
+#include <string.h>
+
+#include "model.h"
+
+void
+fsim_pytorch_slab_grow(Pytorch *pt)
+{
+    Block *chunk = g_new(Block, SLAB_CHUNK);
+
+    g_ptr_array_add(pt->slabs, chunk);
+    for (gsize i = 0; i < SLAB_CHUNK; i++) {
+        chunk[i].next = pt->spare;
+        pt->spare = &chunk[i];
+    }
+}
+
+StreamSet *
+fsim_pytorch_pool_stream(Pool *pool, uint64_t stream)
+{
+    StreamSet *set = pool_find(pool, stream);
+    guint at = 0;
+
+    if (set != NULL)
+        return set;
+    while (at < pool->n_streams && pool->streams[at]->stream < stream)
+        at++;
+    if (pool->n_streams == pool->capacity) {
+        pool->capacity = MAX(4, pool->capacity * 2);
+        pool->streams = g_renew(StreamSet *, pool->streams, pool->capacity);
+    }
+    memmove(&pool->streams[at + 1], &pool->streams[at],
+            (pool->n_streams - at) * sizeof(StreamSet *));
+    set = g_new0(StreamSet, 1);
+    set->stream = stream;
+    pool->streams[at] = set;
+    pool->n_streams++;
+    pool->last = at;
+    return set;
+}
+
+void
+fsim_pytorch_pool_clear(Pool *pool)
+{
+    for (guint s = 0; s < pool->n_streams; s++) {
+        freeset_clear(&pool->streams[s]->free);
+        g_free(pool->streams[s]);
+    }
+    g_free(pool->streams);
+}

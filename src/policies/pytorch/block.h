@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A block of PyTorch's caching allocator (Block in CUDACachingAllocator.cpp): a range of one
+ * segment, chained to its neighbours by address, and a node of the structure that caches it
+ * (the free-block set of its stream, or the unmapped tree of an expandable segment).  The links
+ * are intrusive, so caching a block allocates nothing.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include <stdint.h>
+
+G_BEGIN_DECLS
+
+enum {
+    BLOCK_RED = 1u << 0,       /* red node of the tree it is in */
+    BLOCK_ALLOCATED = 1u << 1, /* handed out (or pending free): not mergeable, not in a tree */
+    BLOCK_UNMAPPED = 1u << 2,  /* address space of an expandable segment without pages */
+    BLOCK_PENDING = 1u << 3,   /* seeded active_pending_free: active but no longer allocated */
+    BLOCK_IN_TREE = 1u << 4,   /* in its stream's free set or unmapped tree */
+};
+
+typedef struct Block Block;
+typedef struct Segment Segment;
+
+struct Block {
+    Block *left; /* tree links */
+    Block *right;
+    Block *parent;
+    Block *prev; /* neighbours in the segment, by address */
+    Block *next;
+    Segment *segment;
+    uint64_t addr;
+    uint64_t size;
+    uint64_t requested;    /* the request an allocated block serves */
+    int64_t gc_count_base; /* the pool's GC clock when the block was last cached */
+    uint32_t flags;
+};
+
+static inline gboolean
+block_unmapped(const Block *block)
+{
+    return (block->flags & BLOCK_UNMAPPED) != 0;
+}
+
+static inline gboolean
+block_allocated(const Block *block)
+{
+    return (block->flags & BLOCK_ALLOCATED) != 0;
+}
+
+static inline gboolean
+block_is_split(const Block *block)
+{
+    return block->prev != NULL || block->next != NULL;
+}
+
+G_END_DECLS

@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The invariants of PyTorch's caching allocator model, walked after every operation by the
+ * conformance tests and under --paranoid: every segment's chain of blocks covers it exactly,
+ * free neighbours have merged, every free block is cached in its stream's set and every unmapped
+ * one in its tree, both structures are well formed, and the memory_stats() counters and the
+ * device's reserved bytes agree with a recount.
+ */
+#include <glib.h>
+
+#include <stdarg.h>
+#include <string.h>
+
+#include "fragsim/device.h"
+
+#include "model.h"
+
+static gboolean G_GNUC_PRINTF(2, 3) check_fail(GError **error, const char *format, ...)
+{
+    va_list args;
+    g_autofree char *message = NULL;
+
+    va_start(args, format);
+    message = g_strdup_vprintf(format, args);
+    va_end(args);
+    g_set_error_literal(error, FSIM_ERROR, FSIM_ERROR_FAILED, message);
+    return FALSE;
+}
+
+static gboolean
+check_tree(const Tree *tree, uint64_t stream, GError **error)
+{
+    if (!fsim_pytorch_tree_valid(tree))
+        return check_fail(error, "the unmapped tree of stream %" G_GUINT64_FORMAT " is broken",
+                          stream);
+    return TRUE;
+}
+
+/* Bins in order, entries sorted and in the right bin, keys equal to their blocks', the bitmap
+ * and the count right. */
+static gboolean
+check_freeset(const FreeSet *set, uint64_t stream, GError **error)
+{
+    gsize count = 0;
+    const FreeEntry *previous = NULL;
+
+    for (guint b = 0; b < FREE_BINS; b++) {
+        const FreeBin *bin = &set->bins[b];
+        gboolean marked = (set->nonempty[b >> 6] >> (b & 63)) & 1;
+
+        if (marked != (bin->len > 0))
+            return check_fail(error, "stream %" G_GUINT64_FORMAT ": bin %u: bitmap is wrong",
+                              stream, b);
+        for (guint i = 0; i < bin->len; i++) {
+            const FreeEntry *e = &bin->entries[i];
+
+            if (e->block->size != e->size || e->block->addr != e->addr || free_bin(e->size) != b ||
+                (e->block->flags & BLOCK_IN_TREE) == 0 ||
+                (previous != NULL && (previous->size > e->size ||
+                                      (previous->size == e->size && previous->addr >= e->addr))))
+                return check_fail(error,
+                                  "stream %" G_GUINT64_FORMAT ": free block 0x%" G_GINT64_MODIFIER
+                                  "x is out of place",
+                                  stream, e->addr);
+            previous = e;
+            count++;
+        }
+    }
+    if (count != set->count)
+        return check_fail(error,
+                          "stream %" G_GUINT64_FORMAT ": %" G_GSIZE_FORMAT
+                          " free blocks counted, %" G_GSIZE_FORMAT " held",
+                          stream, set->count, count);
+    return TRUE;
+}
+
+static gboolean
+pool_holds(const Pool *pool, const StreamSet *set)
+{
+    for (guint s = 0; s < pool->n_streams; s++) {
+        if (pool->streams[s] == set)
+            return TRUE;
+    }
+    return FALSE;
+}
+
+static gboolean
+check_pool(const Pool *pool, gsize *free_blocks, gsize *unmapped_blocks, GError **error)
+{
+    for (guint s = 0; s < pool->n_streams; s++) {
+        const StreamSet *set = pool->streams[s];
+
+        if (s > 0 && pool->streams[s - 1]->stream >= set->stream)
+            return check_fail(error, "streams out of order");
+        if (!check_freeset(&set->free, set->stream, error) ||
+            !check_tree(&set->unmapped, set->stream, error))
+            return FALSE;
+        *free_blocks += set->free.count;
+        *unmapped_blocks += set->unmapped.count;
+    }
+    return TRUE;
+}
+
+static gboolean
+check_segment(const Segment *segment, Stats *sum, gsize *free_blocks, gsize *unmapped_blocks,
+              GError **error)
+{
+    uint64_t at = segment->addr;
+    uint64_t mapped = 0;
+
+    if (segment->head == NULL || segment->head->prev != NULL)
+        return check_fail(error, "segment 0x%" G_GINT64_MODIFIER "x has no head", segment->addr);
+    for (const Block *b = segment->head; b != NULL; b = b->next) {
+        gboolean in_free = (b->flags & BLOCK_IN_TREE) != 0 && !block_unmapped(b);
+
+        if (b->segment != segment || b->addr != at || b->size == 0)
+            return check_fail(error,
+                              "segment 0x%" G_GINT64_MODIFIER "x: block 0x%" G_GINT64_MODIFIER
+                              "x breaks the address chain",
+                              segment->addr, b->addr);
+        if (b->next != NULL && b->next->prev != b)
+            return check_fail(error, "block 0x%" G_GINT64_MODIFIER "x: broken links", b->addr);
+        if (block_unmapped(b)) {
+            if (!segment->expandable || block_allocated(b) ||
+                (b->addr - segment->addr) % segment->page != 0 || b->size % segment->page != 0)
+                return check_fail(error, "unmapped block 0x%" G_GINT64_MODIFIER "x is misplaced",
+                                  b->addr);
+            if (!fsim_pytorch_tree_contains(&segment->set->unmapped, b))
+                return check_fail(
+                    error, "unmapped block 0x%" G_GINT64_MODIFIER "x is not in its set", b->addr);
+            (*unmapped_blocks)++;
+        } else {
+            mapped += b->size;
+        }
+        if (!block_allocated(b) && !block_unmapped(b)) {
+            FreeCursor cursor;
+
+            if (!in_free || !freeset_find(&segment->set->free, b, &cursor))
+                return check_fail(error, "free block 0x%" G_GINT64_MODIFIER "x is not cached",
+                                  b->addr);
+            (*free_blocks)++;
+            if (!segment->expandable && block_is_split(b)) {
+                sum->inactive_split.current++;
+                sum->inactive_split_bytes.current += (int64_t)b->size;
+            }
+        }
+        if (block_allocated(b)) {
+            if ((b->flags & BLOCK_IN_TREE) != 0)
+                return check_fail(error, "allocated block 0x%" G_GINT64_MODIFIER "x is cached",
+                                  b->addr);
+            if ((b->flags & BLOCK_PENDING) == 0) {
+                sum->allocated_bytes.current += (int64_t)b->size;
+                sum->allocation.current++;
+            }
+            sum->active_bytes.current += (int64_t)b->size;
+            sum->requested_bytes.current += (int64_t)b->requested;
+        }
+        if (b->next != NULL && !block_allocated(b) && !block_allocated(b->next) &&
+            block_unmapped(b) == block_unmapped(b->next))
+            return check_fail(error,
+                              "blocks 0x%" G_GINT64_MODIFIER "x and 0x%" G_GINT64_MODIFIER
+                              "x should have merged",
+                              b->addr, b->next->addr);
+        at += b->size;
+    }
+    if (at != segment->addr + segment->size)
+        return check_fail(error,
+                          "segment 0x%" G_GINT64_MODIFIER "x: blocks cover %" G_GUINT64_FORMAT
+                          " of %" G_GUINT64_FORMAT " bytes",
+                          segment->addr, at - segment->addr, segment->size);
+    if (segment->expandable && mapped != segment->mapped)
+        return check_fail(error,
+                          "expandable segment 0x%" G_GINT64_MODIFIER "x: %" G_GUINT64_FORMAT
+                          " bytes mapped, %" G_GUINT64_FORMAT " counted",
+                          segment->addr, mapped, segment->mapped);
+    if (!pool_holds(segment->pool, segment->set))
+        return check_fail(error, "segment 0x%" G_GINT64_MODIFIER "x: lost stream", segment->addr);
+    sum->reserved_bytes.current += (int64_t)(segment->expandable ? mapped : segment->size);
+    if (!segment->expandable)
+        sum->segment.current++;
+    return TRUE;
+}
+
+gboolean
+fsim_pytorch_check(const FsimPolicy *self, GError **error)
+{
+    const Pytorch *pt = pytorch_from_const_policy(self);
+    const Stats *s = &pt->stats;
+    Stats sum;
+    gsize tree_free = 0;
+    gsize tree_unmapped = 0;
+    gsize chain_free = 0;
+    gsize chain_unmapped = 0;
+    guint n_segments = 0;
+    uint64_t device_bytes = 0;
+
+    memset(&sum, 0, sizeof(sum));
+    if (!check_pool(&pt->small, &tree_free, &tree_unmapped, error) ||
+        !check_pool(&pt->large, &tree_free, &tree_unmapped, error))
+        return FALSE;
+    for (const Segment *segment = pt->segments; segment != NULL; segment = segment->next_segment) {
+        if (!check_segment(segment, &sum, &chain_free, &chain_unmapped, error))
+            return FALSE;
+        device_bytes +=
+            segment->expandable ? segment->mapped : fsim_device_round(self->device, segment->size);
+        n_segments++;
+    }
+    if (n_segments != pt->n_segments || tree_free != chain_free || tree_unmapped != chain_unmapped)
+        return check_fail(
+            error,
+            "%u segments listed of %u; %" G_GSIZE_FORMAT " free blocks cached of %" G_GSIZE_FORMAT
+            "; %" G_GSIZE_FORMAT " unmapped of %" G_GSIZE_FORMAT,
+            n_segments, pt->n_segments, tree_free, chain_free, tree_unmapped, chain_unmapped);
+    if (device_bytes != (uint64_t)self->device->reserved.current ||
+        (uint64_t)sum.reserved_bytes.current != pt->total_allocated_memory)
+        return check_fail(error,
+                          "reserved: device %" G_GINT64_FORMAT ", segments %" G_GUINT64_FORMAT
+                          ", PyTorch's count %" G_GUINT64_FORMAT,
+                          self->device->reserved.current, device_bytes, pt->total_allocated_memory);
+    if (sum.reserved_bytes.current != s->reserved_bytes.current ||
+        sum.segment.current != s->segment.current ||
+        sum.allocated_bytes.current != s->allocated_bytes.current ||
+        sum.allocation.current != s->allocation.current ||
+        sum.active_bytes.current != s->active_bytes.current ||
+        sum.requested_bytes.current != s->requested_bytes.current ||
+        sum.inactive_split.current != s->inactive_split.current ||
+        sum.inactive_split_bytes.current != s->inactive_split_bytes.current)
+        return check_fail(
+            error,
+            "statistics drifted: reserved %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT
+            ", allocated %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT ", active %" G_GINT64_FORMAT
+            "/%" G_GINT64_FORMAT ", inactive split %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT,
+            sum.reserved_bytes.current, s->reserved_bytes.current, sum.allocated_bytes.current,
+            s->allocated_bytes.current, sum.active_bytes.current, s->active_bytes.current,
+            sum.inactive_split_bytes.current, s->inactive_split_bytes.current);
+    return TRUE;
+}

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Creation and destruction of PyTorch's caching allocator model, and its knobs: the
+ * PYTORCH_CUDA_ALLOC_CONF keys with an effect on placement (parsed by alloc-conf.c), in the
+ * key-file group of the policy (`caching` or `expandable`).
+ */
+#include <glib.h>
+
+#include "model.h"
+
+/* clang-format off */
+#define PYTORCH_COMMON_KNOBS                                                                       \
+    {"max_split_size_mb", "unlimited",                                                          \
+     "blocks of this many MiB or more are never split and serve only near-fit requests (>= 20)"}, \
+    {"max_non_split_rounding_mb", "20",                                                         \
+     "how many MiB an oversize cached block may exceed an oversize request by (>= 20)"},          \
+    {"roundup_power2_divisions", "0",                                                           \
+     "round requests up to 1/N of their power-of-two interval: N or [MIB:N,...,>:N] (0 = off)"},  \
+    {"roundup_bypass_threshold_mb", "unlimited",                                                \
+     "PyTorch 1.13/2.0: requests above this many MiB skip the power-of-two rounding"},           \
+    {"garbage_collection_threshold", "0",                                                       \
+     "free old cached blocks above this fraction of the allowed memory (needs a fraction)"},     \
+    {"per_process_memory_fraction", "unset",                                                    \
+     "the fraction of the device's memory the process may hold (set_per_process_memory_fraction)"}, \
+    {"large_segment_size_mb", "20",                                                             \
+     "MiB of the segment for 1-10 MiB requests and of a large-pool expandable page"}
+
+const FsimKnob fsim_pytorch_caching_knobs[] = {
+    PYTORCH_COMMON_KNOBS,
+    {"expandable_segments", "False", "True: map pages into one growing segment per pool and stream"},
+    {NULL, NULL, NULL},
+};
+
+const FsimKnob fsim_pytorch_expandable_knobs[] = {
+    PYTORCH_COMMON_KNOBS,
+    {NULL, NULL, NULL},
+};
+/* clang-format on */
+
+FsimPolicy *
+fsim_pytorch_create(const FsimPolicyOps *ops, FsimDevice *device, GKeyFile *config,
+                    gboolean force_expandable, GError **error)
+{
+    Pytorch *pt;
+    FsimAllocConf conf;
+
+    if (!fsim_alloc_conf_load(&conf, config, ops->name, error))
+        return NULL;
+    if (force_expandable)
+        conf.expandable_segments = TRUE;
+    if (conf.expandable_segments && conf.large_segment_size % device->spec.granularity != 0) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                    "%s.large_segment_size_mb: %" G_GUINT64_FORMAT
+                    " MiB is not a whole number of %" G_GUINT64_FORMAT
+                    "-byte device pages, which expandable segments map",
+                    ops->name, conf.large_segment_size / FSIM_MiB, device->spec.granularity);
+        return NULL;
+    }
+    pt = g_new0(Pytorch, 1);
+    pt->base.ops = ops;
+    pt->base.device = device;
+    pt->conf = conf;
+    pt->expandable = conf.expandable_segments;
+    pt->gc_active = conf.has_memory_fraction && conf.garbage_collection_threshold > 0.0;
+    /* setMemoryFraction(): fraction x the total cudaMemGetInfo reports */
+    pt->allowed_memory_maximum =
+        (uint64_t)(conf.per_process_memory_fraction * (double)device->spec.total_bytes);
+    pt->small.small = TRUE;
+    pt->slabs = g_ptr_array_new_with_free_func(g_free);
+    pt->scratch = g_ptr_array_new();
+    pt->scratch2 = g_ptr_array_new();
+    return &pt->base;
+}
+
+void
+fsim_pytorch_destroy(FsimPolicy *self)
+{
+    Pytorch *pt = pytorch_from_policy(self);
+
+    /* The device forgets what is left; the blocks live in the slabs. */
+    while (pt->segments != NULL)
+        fsim_pytorch_segment_destroy(pt, pt->segments);
+    fsim_pytorch_pool_clear(&pt->small);
+    fsim_pytorch_pool_clear(&pt->large);
+    g_ptr_array_unref(pt->slabs);
+    g_ptr_array_unref(pt->scratch);
+    g_ptr_array_unref(pt->scratch2);
+    g_free(pt);
+}
+
+const FsimAllocConf *
+fsim_pytorch_conf(const FsimPolicy *self)
+{
+    return &pytorch_from_const_policy(self)->conf;
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * free of PyTorch's caching allocator (free and free_block): the block is cached again, merged
+ * with its free neighbours (try_merge_blocks, also used when pages are mapped or unmapped), and
+ * the memory_stats() counters follow.  The engine calls dealloc when the memory is reusable
+ * (PyTorch's free_completed), so stream-ordered frees are the engine's business.
+ */
+#include <glib.h>
+
+#include "model.h"
+
+uint64_t
+fsim_pytorch_try_merge(Pytorch *pt, Block *dst, Block *src)
+{
+    uint64_t subsumed;
+
+    if (src == NULL || block_allocated(src) || block_unmapped(src) != block_unmapped(dst))
+        return 0;
+    if (block_unmapped(src))
+        fsim_pytorch_tree_erase(&src->segment->set->unmapped, src);
+    else
+        freeset_erase(&src->segment->set->free, src);
+    if (dst->prev == src) {
+        dst->addr = src->addr;
+        dst->prev = src->prev;
+        if (dst->prev != NULL)
+            dst->prev->next = dst;
+        else
+            dst->segment->head = dst;
+    } else {
+        dst->next = src->next;
+        if (dst->next != NULL)
+            dst->next->prev = dst;
+    }
+    subsumed = src->size;
+    dst->size += subsumed;
+    block_free(pt, src);
+    pt->stats.num_merges++;
+    return subsumed;
+}
+
+/* free() and free_block(): the block is cached again, merged with free neighbours. */
+void
+fsim_pytorch_dealloc(FsimPolicy *self, const FsimBlock *fblock, FsimTime now)
+{
+    Pytorch *pt = pytorch_from_policy(self);
+    Block *block = (Block *)(uintptr_t)fblock->cookie;
+    Stats *stats = &pt->stats;
+    uint64_t size = block->size;
+    uint64_t requested = block->requested;
+    Block *candidates[2];
+    int64_t net_blocks = 0;
+    int64_t net_bytes = 0;
+
+    (void)now;
+    g_assert(block_allocated(block) && block->addr == fblock->addr && size == fblock->size);
+    if ((block->flags & BLOCK_PENDING) == 0) {
+        /* free(): the allocation ends (a seeded pending block's ended before the trace) */
+        fsim_counter_add(&stats->allocation, -1);
+        fsim_counter_add(&stats->allocated_bytes, -(int64_t)size);
+        if (size >= pt->conf.max_split_size)
+            fsim_counter_add(&stats->oversize_allocations, -1);
+    }
+    block->flags &= ~(uint32_t)(BLOCK_ALLOCATED | BLOCK_PENDING);
+    candidates[0] = block->prev;
+    candidates[1] = block->next;
+    for (int i = 0; i < 2; i++) {
+        uint64_t subsumed = fsim_pytorch_try_merge(pt, block, candidates[i]);
+
+        if (subsumed > 0) {
+            net_blocks--;
+            net_bytes -= (int64_t)subsumed;
+        }
+    }
+    pool_insert_free(block);
+    if (block_is_split(block)) {
+        net_blocks++;
+        net_bytes += (int64_t)block->size;
+    }
+    if (!block_expandable(block)) {
+        /* inactive_split leaves expandable segments out: their free pages can always go */
+        fsim_counter_add(&stats->inactive_split, net_blocks);
+        fsim_counter_add(&stats->inactive_split_bytes, net_bytes);
+    }
+    fsim_counter_add(&stats->active, -1);
+    fsim_counter_add(&stats->active_bytes, -(int64_t)size);
+    fsim_counter_add(&stats->requested_bytes, -(int64_t)requested);
+}

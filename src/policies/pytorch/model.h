@@ -1,0 +1,348 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * PyTorch's CUDA caching allocator, the model behind the `caching` and `expandable` policies.
+ *
+ * Reference: c10/cuda/CUDACachingAllocator.cpp (DeviceCachingAllocator and ExpandableSegment),
+ * read in its 2.x versions and on main, with the notes in docs/policies.md.  Every rule below is
+ * PyTorch's; the code is ours.  Names of PyTorch functions are given where a function here plays
+ * the same part, so the two can be read side by side.
+ *
+ * BLOCKS AND SEGMENTS.  A segment is a range of device memory: one cudaMalloc (the classic mode)
+ * or one virtual reservation of an expandable segment.  It is cut into blocks chained by
+ * prev/next in address order; a block is allocated (handed out), free (cached, reusable), or, in
+ * an expandable segment, unmapped (address space without physical pages).  Two free blocks are
+ * never neighbours, nor are two unmapped ones: a block freed or mapped merges at once with
+ * neighbours in the same state (try_merge_blocks).  Blocks of different segments never merge.
+ *
+ * POOLS.  Requests are rounded (round_size: 512 B, or a power-of-two division with
+ * roundup_power2_divisions) and go to the small pool (<= 1 MiB) or the large pool.  Each pool
+ * keeps its free blocks ordered by (stream, size, address) -- BlockComparatorSize -- so a request
+ * takes the smallest free block of its own stream that fits, the lowest address on ties, and
+ * blocks are never shared between streams.  Here each (pool, stream) has its own tree ordered by
+ * (size, address), which is the same order, and the streams of a pool are kept sorted by id so
+ * that walks over a whole pool (release, garbage collection) visit blocks in PyTorch's order.
+ * Unmapped blocks are kept per (pool, stream) by address (BlockComparatorAddress).
+ *
+ * MALLOC (DeviceCachingAllocator::malloc).  get_free_block; else garbage collection (when a memory
+ * fraction and a threshold are set), then alloc_block (a new segment, or pages mapped into an
+ * expandable segment); else release_available_cached_blocks (oversize blocks, when
+ * max_split_size is set) and alloc_block again; else release_cached_blocks (every unsplit free
+ * block, large pool then small, = empty_cache) and a last alloc_block, counted as a retry; else
+ * OOM.  The block found is split when should_split says so, the allocation taking its LOW end
+ * and the remainder going back to the pool.
+ *
+ * FREE (free + free_block).  The engine calls dealloc when the memory is reusable (PyTorch's
+ * free_completed: at once for ordinary frees, after the events of record_stream'ed blocks), so
+ * stream-ordered frees are the engine's business and dealloc is PyTorch's free_block.
+ *
+ * EXPANDABLE SEGMENTS (Note [Expandable Segments]).  One reservation of 1 1/8 x the device's
+ * memory per (pool, stream), mapped in pages of 2 MiB (small pool) or large_segment_size (20 MiB,
+ * large pool) at the lowest address where the request fits; the best-fit search treats the free
+ * block at the growth frontier as being as large as it can grow, so it is used last; blocks of
+ * both pools split at 512 B; release unmaps the whole free pages of free blocks.
+ *
+ * NOT MODELLED: CUDA graphs and private pools (MemPool), trigger_free_memory_callbacks, IPC,
+ * toggling expandable_segments at run time (seeded expandable blocks are honoured as PyTorch
+ * honours blocks made before it was switched off), the synchronisation release_cached_blocks does
+ * on pending events (the engine decides when a free completes).
+ *
+ * Data structures: blocks come from a slab and are cached in intrusive structures (a binned
+ * sorted set of free blocks, a red-black tree of unmapped ones), so the hot path of a replay
+ * allocates no host memory once the slab has grown.
+ *
+ * THE FILES (this header is the model's private interface; pytorch.h is its public one):
+ *   block.h               a block: links, flags
+ *   free-set.h            the free blocks of a (pool, stream) by (size, address): the hot path
+ *   unmapped-tree.[ch]    the unmapped blocks of a (pool, stream) by address: a red-black tree
+ *   block-pool.c          the slab of blocks, pools and their per-stream sets
+ *   segments.c            the segment list, cudaMalloc'd segments (alloc and cudaFree)
+ *   expandable-segments.c reservations: finding room, mapping and unmapping pages
+ *   alloc.c               malloc: rounding, best fit, split, new memory, the retry ladder
+ *   dealloc.c             free_block: merging with free neighbours
+ *   release.c             empty_cache, release_available_cached_blocks, garbage collection
+ *   create.c              the knobs, creation and destruction
+ *   stats.c               memory_stats() counters reported through get_stats
+ *   seed.c                the state at trace start (a snapshot's segments and blocks)
+ *   check.c               the invariants walked after every operation under --paranoid
+ *
+ * Knobs (group `caching` or `expandable`): the PYTORCH_CUDA_ALLOC_CONF keys, see alloc-conf.h.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#include "fragsim/device.h"
+#include "fragsim/policy.h"
+
+#include "block.h"
+#include "free-set.h"
+#include "policies/pytorch.h"
+#include "unmapped-tree.h"
+
+G_BEGIN_DECLS
+
+typedef struct StreamSet StreamSet;
+
+/* The blocks of one stream in one pool. */
+struct StreamSet {
+    uint64_t stream;
+    FreeSet free;  /* pool.blocks restricted to this stream */
+    Tree unmapped; /* pool.unmapped restricted to this stream */
+};
+
+typedef struct {
+    gboolean small;
+    StreamSet **streams; /* sorted by stream id */
+    guint n_streams;
+    guint capacity;
+    guint last; /* the stream found last: most requests repeat it */
+    /* get_free_blocks_call_count: the garbage collector's clock, advanced by every search while
+     * GC is active. */
+    int64_t clock;
+} Pool;
+
+struct Segment {
+    Segment *prev_segment; /* every segment, in creation order */
+    Segment *next_segment;
+    Block *head;    /* the block at @addr */
+    StreamSet *set; /* its (pool, stream) */
+    Pool *pool;
+    uint64_t addr; /* cudaMalloc'd range, or the reservation */
+    uint64_t size;
+    uint64_t page;   /* expandable: the page size (segment_size_); 0 for cudaMalloc */
+    uint64_t mapped; /* expandable: bytes mapped */
+    gboolean expandable;
+};
+
+/* PyTorch's DeviceStats, aggregate over both pools (the names are those of memory_stats()). */
+typedef struct {
+    FsimCounter allocation;
+    FsimCounter segment;
+    FsimCounter active;
+    FsimCounter inactive_split;
+    FsimCounter allocated_bytes;
+    FsimCounter reserved_bytes;
+    FsimCounter active_bytes;
+    FsimCounter inactive_split_bytes;
+    FsimCounter requested_bytes;
+    FsimCounter oversize_allocations;
+    FsimCounter oversize_segments;
+    uint64_t num_alloc_retries;
+    uint64_t num_ooms;
+    uint64_t num_sync_all_streams;
+    uint64_t num_device_alloc;
+    uint64_t num_device_free;
+    uint64_t num_splits;
+    uint64_t num_merges;
+} Stats;
+
+#define SLAB_CHUNK 1024
+
+typedef struct {
+    FsimPolicy base; /* must be first */
+    FsimAllocConf conf;
+    gboolean expandable; /* expandable segments are on */
+    gboolean gc_active;  /* a memory fraction and a GC threshold are both set */
+    uint64_t allowed_memory_maximum;
+    uint64_t total_allocated_memory; /* cudaMalloc'd plus mapped bytes, as PyTorch counts */
+    Pool small;
+    Pool large;
+    Segment *segments;
+    Segment *last_segment;
+    guint n_segments;
+    Block *spare;       /* the slab's free list, linked by @next */
+    GPtrArray *slabs;   /* chunks of SLAB_CHUNK blocks */
+    GPtrArray *scratch; /* lists of blocks for the walks that free blocks, kept between calls */
+    GPtrArray *scratch2;
+    Stats stats;
+} Pytorch;
+
+static inline Pytorch *
+pytorch_from_policy(FsimPolicy *self)
+{
+    return (Pytorch *)self;
+}
+
+static inline const Pytorch *
+pytorch_from_const_policy(const FsimPolicy *self)
+{
+    return (const Pytorch *)self;
+}
+
+static inline uint64_t
+round_up(uint64_t value, uint64_t unit)
+{
+    return (value + unit - 1) / unit * unit;
+}
+
+static inline gboolean
+block_expandable(const Block *block)
+{
+    return block->segment->expandable;
+}
+
+/* ---- block-pool.c ------------------------------------------------------------------------------
+ */
+
+/* Give the slab another SLAB_CHUNK spare blocks. */
+void fsim_pytorch_slab_grow(Pytorch *pt);
+
+/* A zeroed block from the slab. */
+static inline Block *
+block_new(Pytorch *pt)
+{
+    Block *block;
+
+    if (G_UNLIKELY(pt->spare == NULL))
+        fsim_pytorch_slab_grow(pt);
+    block = pt->spare;
+    pt->spare = block->next;
+    memset(block, 0, sizeof(*block));
+    return block;
+}
+
+/* Give @block back to the slab. */
+static inline void
+block_free(Pytorch *pt, Block *block)
+{
+#ifdef FSIM_PARANOID
+    memset(block, 0x5a, sizeof(*block)); /* a dangling use shows at once */
+#endif
+    block->next = pt->spare;
+    pt->spare = block;
+}
+
+/* The set of @stream in @pool, or NULL. */
+static inline StreamSet *
+pool_find(Pool *pool, uint64_t stream)
+{
+    guint lo = 0;
+    guint hi = pool->n_streams;
+
+    if (G_LIKELY(pool->last < pool->n_streams && pool->streams[pool->last]->stream == stream))
+        return pool->streams[pool->last];
+    while (lo < hi) {
+        guint mid = lo + (hi - lo) / 2;
+
+        if (pool->streams[mid]->stream < stream)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < pool->n_streams && pool->streams[lo]->stream == stream) {
+        pool->last = lo;
+        return pool->streams[lo];
+    }
+    return NULL;
+}
+
+/* The set of @stream in @pool, created (in stream order) when missing. */
+StreamSet *fsim_pytorch_pool_stream(Pool *pool, uint64_t stream);
+
+/* Free every stream set of @pool (the blocks live in the slab). */
+void fsim_pytorch_pool_clear(Pool *pool);
+
+/* pool.insert_into_blocks(): cache a free block, stamping the GC clock. */
+static inline void
+pool_insert_free(Block *block)
+{
+    block->gc_count_base = block->segment->pool->clock;
+    freeset_insert(&block->segment->set->free, block);
+}
+
+/* Put @block into the chain right before @after (Block::splice). */
+static inline void
+block_link_before(Block *block, Block *after)
+{
+    block->prev = after->prev;
+    block->next = after;
+    if (after->prev != NULL)
+        after->prev->next = block;
+    else
+        after->segment->head = block;
+    after->prev = block;
+}
+
+/* Put @block into the chain right after @before. */
+static inline void
+block_link_after(Block *block, Block *before)
+{
+    block->prev = before;
+    block->next = before->next;
+    if (before->next != NULL)
+        before->next->prev = block;
+    before->next = block;
+}
+
+/* ---- segments.c --------------------------------------------------------------------------------
+ */
+
+/* A segment of @pool and @stream over [addr, addr+size), appended to the segment list; @page is
+ * the page size of an expandable segment, 0 for a cudaMalloc'd one.  Its blocks are the
+ * caller's to make. */
+Segment *fsim_pytorch_segment_new(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t addr,
+                                  uint64_t size, uint64_t page);
+
+/* Take @segment off the list and free it (not its blocks). */
+void fsim_pytorch_segment_destroy(Pytorch *pt, Segment *segment);
+
+/* alloc_block() without expandable segments: cudaMalloc a segment of @alloc_size bytes, one free
+ * block (not cached).  NULL when the device says no. */
+Block *fsim_pytorch_malloc_segment(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t alloc_size);
+
+/* release_block(): cudaFree an unsplit cudaMalloc'd segment that is entirely free and cached. */
+void fsim_pytorch_release_block(Pytorch *pt, Block *block);
+
+/* ---- expandable-segments.c ---------------------------------------------------------------------
+ */
+
+/* The page size of expandable segments in the small or large pool (segment_size_). */
+static inline uint64_t
+expandable_page(const Pytorch *pt, gboolean small)
+{
+    return small ? FSIM_PYTORCH_SMALL_BUFFER : pt->conf.large_segment_size;
+}
+
+/* "enough address space for 1 1/8 the total memory on the GPU", in whole pages of @page. */
+static inline uint64_t
+expandable_reservation(const Pytorch *pt, uint64_t page)
+{
+    uint64_t total = pt->base.device->spec.total_bytes;
+
+    return page * ((total + total / 8 + page - 1) / page);
+}
+
+/* try_allocate_expandable_block(): a free block of at least @size bytes (taken out of the pool),
+ * mapping pages at the lowest address that can hold it; NULL when the device says no. */
+Block *fsim_pytorch_expandable_alloc(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t size);
+
+/* unmap_block(): give the whole pages inside a free expandable block back. */
+void fsim_pytorch_unmap_block(Pytorch *pt, Block *block);
+
+/* release_expandable_segment(): free a reservation that is one unmapped block again. */
+void fsim_pytorch_release_expandable_segment(Pytorch *pt, Block *block);
+
+/* ---- dealloc.c ---------------------------------------------------------------------------------
+ */
+
+/* try_merge_blocks(): absorb @src into @dst when @src is free (or unmapped) like @dst.  Returns
+ * the bytes absorbed, 0 when nothing merged. */
+uint64_t fsim_pytorch_try_merge(Pytorch *pt, Block *dst, Block *src);
+
+/* ---- release.c ---------------------------------------------------------------------------------
+ */
+
+/* release_cached_blocks() = empty_cache(): the large pool, then the small one. */
+gboolean fsim_pytorch_release_cached_blocks(Pytorch *pt);
+
+/* release_available_cached_blocks(): free oversize blocks of @stream for a request of @size. */
+gboolean fsim_pytorch_release_available_cached_blocks(Pytorch *pt, Pool *pool, uint64_t stream,
+                                                      uint64_t size);
+
+/* garbage_collect_cached_blocks(): free old unsplit blocks above the GC threshold. */
+void fsim_pytorch_garbage_collect(Pytorch *pt);
+
+G_END_DECLS
