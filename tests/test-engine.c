@@ -181,6 +181,60 @@ test_duplicate_live_id(void)
     g_assert_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_DUPLICATE);
 }
 
+static FsimEvent
+ev_pool(FsimEventKind kind, uint64_t pool, uint64_t stream)
+{
+    FsimEvent ev = {.time = 1, .index = ++event_counter, .kind = kind, .id = pool};
+
+    ev.stream = stream;
+    return ev;
+}
+
+static void
+process_fails(FsimEngine *engine, FsimEvent ev, const char *message_part)
+{
+    g_autoptr(GError) error = NULL;
+
+    g_assert_false(fsim_engine_process(engine, &ev, &error));
+    g_assert_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_SYNTAX);
+    if (strstr(error->message, message_part) == NULL)
+        g_error("expected '%s' in '%s'", message_part, error->message);
+}
+
+/* The engine checks pool scopes and references for every policy, with or without pools. */
+static void
+test_pool_scopes(void)
+{
+    static const char *const policies[] = {"direct", "caching"};
+
+    for (gsize i = 0; i < G_N_ELEMENTS(policies); i++) {
+        g_autoptr(FsimEngine) a = engine_new(policies[i], "1GiB", FALSE);
+        g_autoptr(FsimEngine) b = engine_new(policies[i], "1GiB", FALSE);
+        g_autoptr(FsimEngine) c = engine_new(policies[i], "1GiB", FALSE);
+        g_autoptr(FsimEngine) d = engine_new(policies[i], "1GiB", FALSE);
+        g_autoptr(FsimEngine) e = engine_new(policies[i], "1GiB", FALSE);
+
+        /* Two captures into pool 1 (one joined by side stream 2), each graph then destroyed. */
+        process_ok(a, ev_pool(FSIM_EV_POOL_BEGIN, 1, 0));
+        process_ok(a, ev_pool(FSIM_EV_POOL_BEGIN, 1, 2));
+        process_ok(a, ev_pool(FSIM_EV_POOL_END, 1, 2));
+        process_ok(a, ev_pool(FSIM_EV_POOL_END, 1, 0));
+        process_ok(a, ev_pool(FSIM_EV_POOL_BEGIN, 1, 0));
+        process_ok(a, ev_pool(FSIM_EV_POOL_END, 1, 0));
+        process_ok(a, ev_pool(FSIM_EV_POOL_RELEASE, 1, 0));
+        process_ok(a, ev_pool(FSIM_EV_POOL_RELEASE, 1, 0));
+        /* The side stream took no reference: a third release has nothing to drop. */
+        process_fails(a, ev_pool(FSIM_EV_POOL_RELEASE, 1, 0), "no reference");
+
+        process_fails(b, ev_pool(FSIM_EV_POOL_END, 3, 0), "no scope");
+        process_ok(c, ev_pool(FSIM_EV_POOL_BEGIN, 3, 5));
+        process_fails(c, ev_pool(FSIM_EV_POOL_BEGIN, 3, 5), "already open");
+        process_fails(d, ev_pool(FSIM_EV_POOL_BEGIN, 0, 0), "default pool");
+        process_ok(e, ev_pool(FSIM_EV_POOL_BEGIN, 4, 0));
+        process_fails(e, ev_pool(FSIM_EV_POOL_RELEASE, 4, 0), "while a scope");
+    }
+}
+
 static void
 test_time_backwards(void)
 {
@@ -518,6 +572,7 @@ main(int argc, char **argv)
     g_test_add_func("/engine/bad/duplicate-live-id", test_duplicate_live_id);
     g_test_add_func("/engine/largest-id", test_largest_id);
     g_test_add_func("/engine/bad/time-backwards", test_time_backwards);
+    g_test_add_func("/engine/pool-scopes", test_pool_scopes);
     g_test_add_func("/engine/oom/continues", test_oom_continues);
     g_test_add_func("/engine/oom/fail-on-oom", test_fail_on_oom);
     g_test_add_func("/engine/free/deferred", test_deferred_free);

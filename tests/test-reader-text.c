@@ -44,6 +44,11 @@ render_trace(const char *path, GError **error)
                                    ev.stream, (ev.flags & FSIM_EVF_DEFERRED) ? " deferred" : "");
         else if (ev.kind == FSIM_EV_MARK)
             g_string_append_printf(out, " [%s]", ev.label);
+        else if (ev.kind == FSIM_EV_POOL_BEGIN || ev.kind == FSIM_EV_POOL_END)
+            g_string_append_printf(out, " %" G_GUINT64_FORMAT " s%" G_GUINT64_FORMAT, ev.id,
+                                   ev.stream);
+        else if (ev.kind == FSIM_EV_POOL_RELEASE)
+            g_string_append_printf(out, " %" G_GUINT64_FORMAT, ev.id);
         if (ev.flags & FSIM_EVF_RECORDED_OOM)
             g_string_append(out, " recorded-oom");
         if (ev.flags & FSIM_EVF_INFERRED)
@@ -81,6 +86,12 @@ static const OkCase ok_cases[] = {
                           "8@6 free 3 s5\n"
                           "9@7 free 99 s0\n"},
     {"ok-gzip.trace.gz", "2@0 alloc 1 100 s0\n"},
+    {"ok-pools.trace", "3@0 pool_begin 7 s3\n"
+                       "4@1 alloc 1 4096 s3\n"
+                       "5@2 pool_end 7 s3\n"
+                       "6@3 pool_begin 8 s0\n"
+                       "7@4 pool_end 8 s0\n"
+                       "8@5 pool_release 7\n"},
 };
 
 static void
@@ -121,6 +132,9 @@ static const BadCase bad_cases[] = {
     {"bad-extra-field.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_SYNTAX, 2},
     {"bad-stream.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_NUMBER, 2},
     {"bad-nul.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_SYNTAX, 2},
+    {"bad-pool-zero.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_NUMBER, 2},
+    {"bad-pool-release-stream.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_SYNTAX, 2},
+    {"bad-pool-missing.trace", fsim_trace_error_quark, FSIM_TRACE_ERROR_SYNTAX, 2},
 };
 
 static void
@@ -178,6 +192,9 @@ write_events(FsimTraceWriter *writer, GError **error)
         {.time = 9, .kind = FSIM_EV_EMPTY_CACHE, .flags = FSIM_EVF_INFERRED},
         {.time = 9, .kind = FSIM_EV_ALLOC, .id = 3, .size = 7, .flags = FSIM_EVF_RECORDED_OOM},
         {.time = 9, .kind = FSIM_EV_FREE, .id = 3, .flags = FSIM_EVF_RECORDED_OOM},
+        {.time = 10, .kind = FSIM_EV_POOL_BEGIN, .id = 4, .stream = 7},
+        {.time = 10, .kind = FSIM_EV_POOL_END, .id = 4, .stream = 7},
+        {.time = 11, .kind = FSIM_EV_POOL_RELEASE, .id = G_MAXUINT64},
         {.time = G_MAXUINT64, .kind = FSIM_EV_FREE, .id = 2, .stream = 7},
     };
 
@@ -215,7 +232,10 @@ test_writer_round_trip(gconstpointer data)
                     "10@9 empty_cache inferred\n"
                     "11@9 alloc 3 7 s0 recorded-oom\n"
                     "12@9 free 3 s0 recorded-oom\n"
-                    "13@18446744073709551615 free 2 s7\n");
+                    "13@10 pool_begin 4 s7\n"
+                    "14@10 pool_end 4 s7\n"
+                    "15@11 pool_release 18446744073709551615\n"
+                    "16@18446744073709551615 free 2 s7\n");
     g_unlink(path);
     g_rmdir(dir);
 }

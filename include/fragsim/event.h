@@ -26,6 +26,19 @@ G_BEGIN_DECLS
  *     stream-ordered frees).  After a free that was not deferred it is a no-op.
  * @FSIM_EV_EMPTY_CACHE: `torch.cuda.empty_cache()`: the policy returns what it caches.
  * @FSIM_EV_MARK: a phase or iteration annotation; @label names it.
+ * @FSIM_EV_POOL_BEGIN: a CUDA graph capture or a `torch.cuda.use_mem_pool` scope begins on
+ *     @stream: until the matching %FSIM_EV_POOL_END, allocations on that stream go to the private
+ *     pool @id (PyTorch's beginAllocateToPool).  The first begin of a pool creates it; every
+ *     begin takes one reference on it (the captured graph, or the scope, holds it).  A begin of
+ *     a pool already open on another stream extends that scope to @stream (a side stream joined
+ *     to the capture) and takes no reference.
+ * @FSIM_EV_POOL_END: the scope of pool @id on @stream ends (endAllocateToPool).  The pool keeps
+ *     its memory and its blocks keep their pool.
+ * @FSIM_EV_POOL_RELEASE: one reference on pool @id is dropped (a graph reset or destroyed, a
+ *     MemPool destroyed, a `use_mem_pool` scope left: releasePool).  At zero the pool is
+ *     freeable: `empty_cache` may then return its unsplit free segments.
+ *
+ * Pool ids are the trace's own: nonzero 64-bit integers, 0 being the default pool.
  */
 typedef enum {
     FSIM_EV_ALLOC = 1,
@@ -33,9 +46,12 @@ typedef enum {
     FSIM_EV_FREE_COMPLETED,
     FSIM_EV_EMPTY_CACHE,
     FSIM_EV_MARK,
+    FSIM_EV_POOL_BEGIN,
+    FSIM_EV_POOL_END,
+    FSIM_EV_POOL_RELEASE,
 } FsimEventKind;
 
-#define FSIM_EV_KIND_COUNT 6 /* one past the last kind, for tables indexed by kind */
+#define FSIM_EV_KIND_COUNT 9 /* one past the last kind, for tables indexed by kind */
 
 /* Event flags. */
 enum {
@@ -57,9 +73,10 @@ enum {
  * @index: position of the event in its source (line number of a text trace, entry index of a
  *     PyTorch device trace).  Messages, OOM records and the validator refer to events by it.
  * @id: allocation identity pairing ALLOC with FREE and FREE_COMPLETED.  Readers map recorded
- *     addresses, which are reused, to fresh ids.
+ *     addresses, which are reused, to fresh ids.  POOL_*: the pool id (nonzero).
  * @size: requested bytes (ALLOC only; 0 otherwise), 1 ≤ size ≤ %FSIM_MAX_SIZE.
- * @stream: the stream the memory is used on (ALLOC, FREE, FREE_COMPLETED); 0 is the default.
+ * @stream: the stream the memory is used on (ALLOC, FREE, FREE_COMPLETED), or the stream of a
+ *     pool scope (POOL_BEGIN, POOL_END); 0 is the default.
  * @addr: the address the recording allocator gave this allocation (ALLOC from a recorded trace;
  *     0 when unknown).  Policies never see it; the validator compares against it.
  * @device: the device index the event belongs to in a multi-device trace.
@@ -84,7 +101,7 @@ typedef struct {
  * fsim_event_kind_name:
  *
  * Returns: the name of @kind as written in the text format (`alloc`, `free`, `free_completed`,
- * `empty_cache`, `mark`), or `"?"`.
+ * `empty_cache`, `mark`, `pool_begin`, `pool_end`, `pool_release`), or `"?"`.
  */
 const char *fsim_event_kind_name(FsimEventKind kind);
 

@@ -20,6 +20,13 @@
  *   deallocated since.  A policy never sees trace addresses or ids.
  * - stream_sync(), empty_cache(), get_stats(), check(), seed() are optional: NULL means nothing to
  *   do (seed: the engine allocates the seeded blocks through alloc() instead).
+ * - pool_begin(), pool_end(), pool_release() are optional too: a policy without them has no
+ *   private pools and serves every allocation from its one pool, whatever scope is open.  The
+ *   engine calls them for the trace's POOL_* events (event.h says what they mean) after checking
+ *   them: a pool_end always closes a scope that pool_begin opened on that stream, and a
+ *   pool_release never drops a pool's reference count below zero nor to zero while a scope of
+ *   the pool is open.  Pools of the initial state (FsimSeedSegment.pool_id) exist with one
+ *   reference before the first event.
  * - get_stats() is called whenever the engine meets a new tightest moment of the run (see
  *   metrics.h), which can be once per allocation while memory grows: keep it O(1) or O(log n).
  * - check() walks the policy's invariants and returns FALSE with a message when one is broken.
@@ -109,6 +116,11 @@ struct FsimPolicyOps {
      * cannot be represented. */
     gboolean (*seed)(FsimPolicy *self, const FsimInitialState *state, FsimBlock *blocks,
                      GError **error);
+    /* Private pools (PyTorch's CUDA graphs and MemPool): a scope of @pool opens or closes on
+     * @stream; one reference on @pool is dropped. */
+    void (*pool_begin)(FsimPolicy *self, uint64_t pool, uint64_t stream, FsimTime now);
+    void (*pool_end)(FsimPolicy *self, uint64_t pool, uint64_t stream, FsimTime now);
+    void (*pool_release)(FsimPolicy *self, uint64_t pool, FsimTime now);
 };
 
 struct FsimPolicy {

@@ -30,6 +30,9 @@ typedef enum {
  * @stream: the stream the segment was allocated for.
  * @pool: small or large pool.
  * @expandable: a mapped range of an expandable segment rather than a cudaMalloc segment.
+ * @pool_id: the private pool (a CUDA graph's or a MemPool's) that owns the segment, as the
+ *     trace's POOL_* events name it; 0 = the default pools.  Policies without private pools
+ *     ignore it.
  */
 typedef struct {
     FsimAddr addr;
@@ -37,6 +40,7 @@ typedef struct {
     uint64_t stream;
     FsimPool pool;
     gboolean expandable;
+    uint64_t pool_id;
 } FsimSeedSegment;
 
 /**

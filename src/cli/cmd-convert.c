@@ -3,17 +3,110 @@
  * fragsim convert IN OUT [--trace-device N]: any trace to fragsim's text format (gzip when OUT
  * ends in .gz).  The allocations alive at trace start (rebuilt from a snapshot's final state)
  * are written first, at the first event's time, so the text trace frees what it allocates.
+ * Private pools of that state are created first (an empty scope holds the reference the pool
+ * had), and each allocation alive in one is written inside a scope of it that is released at
+ * once, so the pools end with the references they had.
  */
 #include <glib.h>
 
 #include "cli.h"
 
 static gboolean
+convert_write(FsimTraceWriter *writer, FsimEvent *ev, FsimEventKind kind, uint64_t id,
+              uint64_t stream, GError **error)
+{
+    ev->kind = kind;
+    ev->id = id;
+    ev->stream = stream;
+    return fsim_trace_writer_write(writer, ev, error);
+}
+
+/* The private pool of the segment holding @block (0 = default). */
+static uint64_t
+convert_block_pool(const FsimInitialState *state, const FsimSeedBlock *block)
+{
+    for (gsize i = 0; i < state->n_segments; i++) {
+        const FsimSeedSegment *seg = &state->segments[i];
+
+        if (seg->addr <= block->addr && block->addr < seg->addr + seg->size)
+            return seg->pool_id;
+    }
+    return 0;
+}
+
+static gboolean
+convert_has_pools(const FsimInitialState *state)
+{
+    for (gsize i = 0; i < state->n_segments; i++) {
+        if (state->segments[i].pool_id != 0)
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* The state's private pools, each opened and closed once on its first segment's stream. */
+static gboolean
+convert_seed_pools(const FsimInitialState *state, FsimTime time, FsimTraceWriter *writer,
+                   GError **error)
+{
+    g_autoptr(GHashTable) seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+
+    for (gsize i = 0; i < state->n_segments; i++) {
+        const FsimSeedSegment *seg = &state->segments[i];
+        FsimEvent ev = {.time = time};
+
+        if (seg->pool_id == 0 || g_hash_table_contains(seen, &seg->pool_id))
+            continue;
+        g_hash_table_add(seen, g_memdup2(&seg->pool_id, sizeof(seg->pool_id)));
+        if (!convert_write(writer, &ev, FSIM_EV_POOL_BEGIN, seg->pool_id, seg->stream, error) ||
+            !convert_write(writer, &ev, FSIM_EV_POOL_END, seg->pool_id, seg->stream, error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean
+convert_seed(const FsimInitialState *state, FsimTime time, FsimTraceWriter *writer, GError **error)
+{
+    g_autofree char *note = g_strdup_printf(
+        "%" G_GSIZE_FORMAT " allocations alive when recording began", state->n_blocks);
+
+    if (!fsim_trace_writer_comment(writer, note, error) ||
+        !convert_seed_pools(state, time, writer, error))
+        return FALSE;
+    for (gsize i = 0; i < state->n_blocks; i++) {
+        const FsimSeedBlock *block = &state->blocks[i];
+        uint64_t pool = convert_block_pool(state, block);
+        FsimEvent seed = {0};
+
+        seed.time = time;
+        if (pool != 0 &&
+            !convert_write(writer, &seed, FSIM_EV_POOL_BEGIN, pool, block->stream, error))
+            return FALSE;
+        seed.size = MAX(block->requested, 1);
+        if (!convert_write(writer, &seed, FSIM_EV_ALLOC, block->id, block->stream, error))
+            return FALSE;
+        seed.size = 0;
+        if (pool != 0 &&
+            (!convert_write(writer, &seed, FSIM_EV_POOL_END, pool, block->stream, error) ||
+             !convert_write(writer, &seed, FSIM_EV_POOL_RELEASE, pool, 0, error)))
+            return FALSE;
+        if (block->pending_free) {
+            seed.flags = FSIM_EVF_DEFERRED;
+            if (!convert_write(writer, &seed, FSIM_EV_FREE, block->id, block->stream, error))
+                return FALSE;
+            seed.flags = 0;
+        }
+    }
+    return fsim_trace_writer_comment(writer, "the recorded trace", error);
+}
+
+static gboolean
 convert_device(FsimTrace *trace, uint32_t device, FsimTraceWriter *writer, GError **error)
 {
     g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, device, error);
     const FsimInitialState *state = fsim_trace_initial_state(trace, device);
-    gboolean seeded = state == NULL || state->n_blocks == 0;
+    gboolean seeded = state == NULL || (state->n_blocks == 0 && !convert_has_pools(state));
     GError *local_error = NULL;
     FsimEvent ev;
 
@@ -21,29 +114,7 @@ convert_device(FsimTrace *trace, uint32_t device, FsimTraceWriter *writer, GErro
         return FALSE;
     while (fsim_trace_stream_next(stream, &ev, &local_error)) {
         if (!seeded) {
-            g_autofree char *note = g_strdup_printf(
-                "%" G_GSIZE_FORMAT " allocations alive when recording began", state->n_blocks);
-
-            if (!fsim_trace_writer_comment(writer, note, error))
-                return FALSE;
-            for (gsize i = 0; i < state->n_blocks; i++) {
-                FsimEvent seed = {0};
-
-                seed.time = ev.time;
-                seed.kind = FSIM_EV_ALLOC;
-                seed.id = state->blocks[i].id;
-                seed.size = MAX(state->blocks[i].requested, 1);
-                seed.stream = state->blocks[i].stream;
-                if (!fsim_trace_writer_write(writer, &seed, error))
-                    return FALSE;
-                if (state->blocks[i].pending_free) {
-                    seed.kind = FSIM_EV_FREE;
-                    seed.flags = FSIM_EVF_DEFERRED;
-                    if (!fsim_trace_writer_write(writer, &seed, error))
-                        return FALSE;
-                }
-            }
-            if (!fsim_trace_writer_comment(writer, "the recorded trace", error))
+            if (!convert_seed(state, ev.time, writer, error))
                 return FALSE;
             seeded = TRUE;
         }

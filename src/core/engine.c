@@ -16,6 +16,7 @@
 
 #include "event-queue.h"
 #include "live-table.h"
+#include "pool-scopes.h"
 #include "range-set.h"
 
 typedef struct {
@@ -31,6 +32,7 @@ struct FsimEngine {
     FsimRangeSet *seen_ids; /* every id ever allocated: tells a double free from an unmatched */
     gboolean seen_max_id;   /* G_MAXUINT64, which a half-open range cannot hold */
     FsimEventQueue queue;
+    FsimPoolScopes *pools; /* private-pool scopes and references, checked before the policy */
     uint64_t seq;
     GArray *observers; /* of ObserverEntry */
     GArray *ooms;      /* of FsimOomRecord */
@@ -108,6 +110,7 @@ fsim_engine_new(const FsimRunConfig *config, GError **error)
     fsim_live_table_init(&engine->live);
     engine->seen_ids = fsim_range_set_new();
     fsim_event_queue_init(&engine->queue);
+    engine->pools = fsim_pool_scopes_new();
     engine->observers = g_array_new(FALSE, FALSE, sizeof(ObserverEntry));
     engine->ooms = g_array_new(FALSE, FALSE, sizeof(FsimOomRecord));
     engine->metrics.first_oom_event = -1;
@@ -128,6 +131,7 @@ fsim_engine_free(FsimEngine *engine)
     fsim_live_table_clear(&engine->live);
     g_clear_pointer(&engine->seen_ids, fsim_range_set_free);
     fsim_event_queue_clear(&engine->queue);
+    g_clear_pointer(&engine->pools, fsim_pool_scopes_free);
     g_clear_pointer(&engine->observers, g_array_unref);
     g_clear_pointer(&engine->ooms, g_array_unref);
     g_free(engine);
@@ -252,6 +256,8 @@ fsim_engine_start(FsimEngine *engine, GError **error)
         return TRUE;
     if (!fsim_initial_state_check(state, error))
         return FALSE;
+    for (gsize i = 0; i < state->n_segments; i++)
+        fsim_pool_scopes_seed(engine->pools, state->segments[i].pool_id);
     blocks = g_new0(FsimBlock, MAX(state->n_blocks, 1));
     engine->device->seeding = TRUE;
     if (engine->policy->ops->seed != NULL) {
@@ -469,6 +475,23 @@ engine_free_completed(FsimEngine *engine, const FsimEvent *ev, GError **error)
     return engine_check(engine, "a free_completed", error);
 }
 
+/* A private-pool event: checked, then handed to the policy if it has private pools. */
+static gboolean
+engine_pool_event(FsimEngine *engine, const FsimEvent *ev, GError **error)
+{
+    const FsimPolicyOps *ops = engine->policy->ops;
+
+    if (!fsim_pool_scopes_apply(engine->pools, ev, error))
+        return FALSE;
+    if (ev->kind == FSIM_EV_POOL_BEGIN && ops->pool_begin != NULL)
+        ops->pool_begin(engine->policy, ev->id, ev->stream, ev->time);
+    else if (ev->kind == FSIM_EV_POOL_END && ops->pool_end != NULL)
+        ops->pool_end(engine->policy, ev->id, ev->stream, ev->time);
+    else if (ev->kind == FSIM_EV_POOL_RELEASE && ops->pool_release != NULL)
+        ops->pool_release(engine->policy, ev->id, ev->time);
+    return engine_check(engine, fsim_event_kind_name(ev->kind), error);
+}
+
 static gboolean
 engine_handle(FsimEngine *engine, const FsimEvent *ev, GError **error)
 {
@@ -493,6 +516,11 @@ engine_handle(FsimEngine *engine, const FsimEvent *ev, GError **error)
         }
         break;
     case FSIM_EV_MARK:
+        break;
+    case FSIM_EV_POOL_BEGIN:
+    case FSIM_EV_POOL_END:
+    case FSIM_EV_POOL_RELEASE:
+        ok = engine_pool_event(engine, ev, error);
         break;
     default:
         g_set_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_KIND,

@@ -71,6 +71,9 @@ static const char *const kind_names[FSIM_EV_KIND_COUNT] = {
     [FSIM_EV_FREE_COMPLETED] = "free_completed",
     [FSIM_EV_EMPTY_CACHE] = "empty_cache",
     [FSIM_EV_MARK] = "mark",
+    [FSIM_EV_POOL_BEGIN] = "pool_begin",
+    [FSIM_EV_POOL_END] = "pool_end",
+    [FSIM_EV_POOL_RELEASE] = "pool_release",
 };
 
 const char *

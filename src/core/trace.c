@@ -643,6 +643,17 @@ fsim_trace_writer_write(FsimTraceWriter *writer, const FsimEvent *ev, GError **e
         g_string_append(line, (ev->flags & FSIM_EVF_INFERRED) != 0 ? "empty_cache inferred"
                                                                    : "empty_cache");
         break;
+    case FSIM_EV_POOL_BEGIN:
+    case FSIM_EV_POOL_END:
+    case FSIM_EV_POOL_RELEASE:
+        g_string_append(line, fsim_event_kind_name(ev->kind));
+        g_string_append_c(line, ' ');
+        append_u64(line, ev->id);
+        if (ev->kind != FSIM_EV_POOL_RELEASE) {
+            g_string_append_c(line, ' ');
+            append_u64(line, ev->stream);
+        }
+        break;
     case FSIM_EV_MARK: {
         const char *label = ev->label != NULL && *ev->label != '\0' ? ev->label : "mark";
 

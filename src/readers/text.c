@@ -361,6 +361,14 @@ text_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error)
             ev->kind = FSIM_EV_FREE_COMPLETED;
             expect_min = 3;
             expect_max = 4;
+        } else if (FIELD_IS(kind, "pool_begin") || FIELD_IS(kind, "pool_end")) {
+            ev->kind = kind->len == 10 ? FSIM_EV_POOL_BEGIN : FSIM_EV_POOL_END;
+            expect_min = 3;
+            expect_max = 4;
+        } else if (FIELD_IS(kind, "pool_release")) {
+            ev->kind = FSIM_EV_POOL_RELEASE;
+            expect_min = 3;
+            expect_max = 3;
         } else if (FIELD_IS(kind, "empty_cache")) {
             ev->kind = FSIM_EV_EMPTY_CACHE;
             expect_min = 2;
@@ -374,7 +382,8 @@ text_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error)
 
             return text_error(s, error, FSIM_TRACE_ERROR_KIND,
                               "unknown event kind '%s' (valid: alloc, free, free_requested, "
-                              "free_completed, empty_cache, mark)",
+                              "free_completed, empty_cache, mark, pool_begin, pool_end, "
+                              "pool_release)",
                               name);
         }
         if (n < expect_min) {
@@ -382,7 +391,9 @@ text_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error)
 
             return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "'%s' needs %s", name,
                               ev->kind == FSIM_EV_ALLOC ? "an id and a size (then a stream)"
-                                                        : "an id (then a stream)");
+                              : ev->kind == FSIM_EV_POOL_RELEASE ? "a pool"
+                              : ev->kind >= FSIM_EV_POOL_BEGIN   ? "a pool (then a stream)"
+                                                                 : "an id (then a stream)");
         }
         if (n > expect_max) {
             g_autofree char *name = g_strndup(kind->ptr, kind->len);
@@ -393,6 +404,16 @@ text_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error)
         }
         if (ev->kind == FSIM_EV_EMPTY_CACHE)
             return TRUE;
+        if (ev->kind >= FSIM_EV_POOL_BEGIN) {
+            if (!text_field_u64(s, &f[2], "pool", &ev->id, error))
+                return FALSE;
+            if (ev->id == 0)
+                return text_error(s, error, FSIM_TRACE_ERROR_NUMBER,
+                                  "pool 0 is the default pool: private pools are numbered from 1");
+            if (n == 4 && !text_field_u64(s, &f[3], "stream", &ev->stream, error))
+                return FALSE;
+            return TRUE;
+        }
         if (!text_field_u64(s, &f[2], "id", &ev->id, error))
             return FALSE;
         if (ev->kind == FSIM_EV_ALLOC) {
