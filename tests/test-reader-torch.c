@@ -317,6 +317,101 @@ test_minimal_info(void)
                     "1024:0,2048:0,4096:0,8192:0,16384:0,32768:0]");
 }
 
+#define POOL_GRAPH   ((uint64_t)1 << 32) /* MempoolId_t (1, 0) */
+#define POOL_MEMPOOL ((uint64_t)1)       /* (0, 1) */
+
+/* Private-pool segments of a state-only snapshot keep their pools. */
+static void
+test_pools_state(void)
+{
+    const uint64_t D = 0x7F4000000000;
+    g_autoptr(FsimTrace) trace = open_ok("ok-torch-pools-state.pickle");
+    const FsimInitialState *state = fsim_trace_initial_state(trace, 0);
+    static const uint64_t pools[] = {0, POOL_GRAPH, POOL_MEMPOOL, POOL_GRAPH};
+
+    g_assert_nonnull(state);
+    g_assert_cmpuint(state->n_segments, ==, 4);
+    for (gsize i = 0; i < 4; i++) {
+        check_segment(&state->segments[i], D + i * 32 * MiB, i < 2 ? 20 * MiB : 2 * MiB, 0,
+                      i < 2 ? FSIM_POOL_LARGE : FSIM_POOL_SMALL, FALSE);
+        g_assert_cmpuint(state->segments[i].pool_id, ==, pools[i]);
+    }
+    g_assert_cmpuint(state->n_blocks, ==, 4);
+    check_block(&state->blocks[2], 3, D + 64 * MiB, MiB, MiB, 0, FALSE);
+}
+
+/* Each allocation goes to the pool of the segment incarnation holding its address then, or to
+ * the pool its entry names; a released pool's reference is dropped before its burst. */
+static void
+test_pools_trace(void)
+{
+    const uint64_t D = 0x7F4000000000;
+    const uint64_t X = D + 32 * MiB;
+    const uint64_t Y = D + 64 * MiB;
+    const uint64_t G = POOL_GRAPH;
+    const uint64_t M = 2; /* (0, 2) */
+    const Expected expected[] = {
+        {1000, 1, FSIM_EV_ALLOC, 2, 8 * MiB, 0, X, 0, NULL},
+        {2000, 2, FSIM_EV_FREE, 2, 0, 0, 0, 0, NULL},
+        {3000, 3, FSIM_EV_FREE_COMPLETED, 2, 0, 0, 0, 0, NULL},
+        {4000, 4, FSIM_EV_EMPTY_CACHE, 0, 0, 0, 0, FSIM_EVF_INFERRED, NULL},
+        {6000, 6, FSIM_EV_POOL_BEGIN, G, 0, 0, 0, 0, NULL},
+        {6000, 6, FSIM_EV_ALLOC, 3, 8 * MiB, 0, X, 0, NULL},
+        {6000, 6, FSIM_EV_POOL_END, G, 0, 0, 0, 0, NULL},
+        {7000, 7, FSIM_EV_POOL_BEGIN, G, 0, 0, 0, 0, NULL},
+        {7000, 7, FSIM_EV_ALLOC, 4, 4 * MiB, 0, X + 8 * MiB, 0, NULL},
+        {7000, 7, FSIM_EV_POOL_END, G, 0, 0, 0, 0, NULL},
+        {7000, 7, FSIM_EV_POOL_RELEASE, G, 0, 0, 0, 0, NULL},
+        {8000, 8, FSIM_EV_FREE, 4, 0, 0, 0, 0, NULL},
+        {9000, 9, FSIM_EV_FREE_COMPLETED, 4, 0, 0, 0, 0, NULL},
+        {11000, 11, FSIM_EV_POOL_BEGIN, M, 0, 0, 0, 0, NULL},
+        {11000, 11, FSIM_EV_ALLOC, 5, 4096, 0, Y, 0, NULL},
+        {11000, 11, FSIM_EV_POOL_END, M, 0, 0, 0, 0, NULL},
+        {12000, 12, FSIM_EV_FREE, 5, 0, 0, 0, 0, NULL},
+        {13000, 13, FSIM_EV_FREE_COMPLETED, 5, 0, 0, 0, 0, NULL},
+        {14000, 14, FSIM_EV_POOL_RELEASE, M, 0, 0, 0, 0, NULL},
+        {14000, 14, FSIM_EV_EMPTY_CACHE, 0, 0, 0, 0, FSIM_EVF_INFERRED, NULL},
+    };
+    g_autoptr(FsimTrace) trace = open_ok("ok-torch-pools-trace.pickle");
+    const FsimInitialState *state = fsim_trace_initial_state(trace, 0);
+    Events got = {0};
+
+    g_assert_nonnull(state);
+    g_assert_cmpuint(state->n_segments, ==, 1);
+    g_assert_cmpuint(state->segments[0].pool_id, ==, 0);
+    read_events(trace, 0, &got);
+    check_events(&got, expected, G_N_ELEMENTS(expected));
+    events_clear(&got);
+}
+
+/* convert keeps the scopes and releases: the text trace replays through the engine's checks. */
+static void
+test_pools_convert(void)
+{
+    g_autofree char *path = fsim_test_trace_path("ok-torch-pools-trace.pickle");
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = g_dir_make_tmp("fragsim-torch-XXXXXX", &error);
+    g_autofree char *text = g_build_filename(dir, "pools.trace", NULL);
+    g_autofree char *contents = NULL;
+    g_auto(FsimTestRun) cli = {0};
+
+    g_assert_no_error(error);
+    if (!fsim_test_have_binary())
+        return;
+    cli = fsim_test_run("convert", path, text, NULL);
+    g_assert_cmpint(cli.status, ==, 0);
+    g_assert_true(g_file_get_contents(text, &contents, NULL, &error));
+    g_assert_nonnull(strstr(contents, "6000 pool_begin 4294967296 0\n"
+                                      "6000 alloc 3 8388608 0\n"
+                                      "6000 pool_end 4294967296 0\n"));
+    g_assert_nonnull(strstr(contents, "14000 pool_release 2\n14000 empty_cache inferred\n"));
+    fsim_test_run_clear(&cli);
+    cli = fsim_test_run("replay", text, "-p", "caching", NULL);
+    g_assert_cmpint(cli.status, ==, 0);
+    g_unlink(text);
+    g_rmdir(dir);
+}
+
 static void
 test_expandable(void)
 {
@@ -995,6 +1090,9 @@ main(int argc, char **argv)
     g_test_add_func("/reader/torch/minimal/info", test_minimal_info);
     g_test_add_func("/reader/torch/gzip", test_gzip);
     g_test_add_func("/reader/torch/expandable", test_expandable);
+    g_test_add_func("/reader/torch/pools/state", test_pools_state);
+    g_test_add_func("/reader/torch/pools/trace", test_pools_trace);
+    g_test_add_func("/reader/torch/pools/convert", test_pools_convert);
     g_test_add_func("/reader/torch/legacy", test_legacy);
     g_test_add_data_func("/reader/torch/list/proto5", "ok-torch-list.pickle", test_list);
     g_test_add_data_func("/reader/torch/list/proto1", "ok-torch-list-proto1.pickle", test_list);

@@ -75,6 +75,7 @@
 #include "core/live-table.h"
 #include "pickle.h"
 #include "readers.h"
+#include "torch-pools.h"
 
 #define TORCH_MAX_BYTES     ((gsize)2 << 30)
 #define TORCH_MAX_DEVICES   1024
@@ -83,19 +84,6 @@
 #define TORCH_MIN_BLOCK     512
 #define TORCH_SMALL_SEGMENT (2 * FSIM_MiB)
 #define TORCH_LARGE_PAGE    (20 * FSIM_MiB)
-
-typedef enum {
-    TORCH_ALLOC,
-    TORCH_FREE_REQUESTED,
-    TORCH_FREE_COMPLETED,
-    TORCH_SEGMENT_ALLOC,
-    TORCH_SEGMENT_FREE,
-    TORCH_SEGMENT_MAP,
-    TORCH_SEGMENT_UNMAP,
-    TORCH_SNAPSHOT,
-    TORCH_OOM,
-    TORCH_UNKNOWN,
-} TorchAction;
 
 #define TORCH_N_ACTIONS TORCH_UNKNOWN
 
@@ -110,22 +98,6 @@ static const char *const torch_action_names[TORCH_N_ACTIONS] = {
     [TORCH_SNAPSHOT] = "snapshot",
     [TORCH_OOM] = "oom",
 };
-
-/* One trace entry, decoded; kept only while the trace is opened. */
-enum {
-    ENTRY_HAS_ADDR = 1 << 0,
-    ENTRY_HAS_SIZE = 1 << 1,
-};
-
-typedef struct {
-    FsimTime time; /* ns since the device's first time_us, clamped; 0 in an untimed trace */
-    FsimAddr addr;
-    uint64_t size;
-    uint64_t stream;
-    uint64_t device_free;
-    uint8_t action; /* TorchAction */
-    uint8_t flags;  /* ENTRY_HAS_* */
-} TorchEntry;
 
 typedef struct {
     FsimTime time;
@@ -437,6 +409,36 @@ torch_device(TorchLoader *ld, const FsimPickleValue *at, uint64_t device, GError
 
 /* ---- final segments ------------------------------------------------------------------------ */
 
+/* A MempoolId_t: a pair of non-negative integers (a tuple, or a list once through JSON). */
+static gboolean
+torch_pool(const TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w, const char *field,
+           uint64_t *out, GError **error)
+{
+    uint64_t first;
+    uint64_t second;
+    FsimPickleType type = fsim_pickle_type(v);
+
+    if ((type != FSIM_PICKLE_TUPLE && type != FSIM_PICKLE_LIST) || fsim_pickle_len(v) != 2) {
+        g_autofree char *where = where_text(w);
+
+        return torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, v,
+                          "%s: '%s' is %s, expected a pair of integers", where, field,
+                          type_name(v));
+    }
+    if (!torch_u64(ld, fsim_pickle_item(v, 0), w, field, &first, error) ||
+        !torch_u64(ld, fsim_pickle_item(v, 1), w, field, &second, error))
+        return FALSE;
+    if (!fsim_torch_pool_id(first, second, out)) {
+        g_autofree char *where = where_text(w);
+
+        return torch_fail(ld, error, FSIM_TRACE_ERROR_NUMBER, v,
+                          "%s: '%s' (%" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT
+                          ") is beyond 2^32 pools",
+                          where, field, first, second);
+    }
+    return TRUE;
+}
+
 static gboolean
 torch_read_block(TorchLoader *ld, TorchDevice *dev, const FsimSeedSegment *seg,
                  const FsimPickleValue *block, const TorchWhere *w, FsimAddr *cursor,
@@ -546,6 +548,7 @@ torch_read_segment(TorchLoader *ld, const FsimPickleValue *segment, gsize i, GEr
     const FsimPickleValue *type_v = NULL;
     const FsimPickleValue *expandable_v = NULL;
     const FsimPickleValue *blocks_v = NULL;
+    const FsimPickleValue *pool_v = NULL;
     TorchWhere w = {.list = "segments", .i = i, .depth = 1};
     gsize n = fsim_pickle_len(segment);
     FsimSeedSegment seg = {0};
@@ -576,6 +579,8 @@ torch_read_segment(TorchLoader *ld, const FsimPickleValue *segment, gsize i, GEr
             expandable_v = value;
         else if (KEY_IS(key, len, "blocks"))
             blocks_v = value;
+        else if (KEY_IS(key, len, "segment_pool_id"))
+            pool_v = value;
     }
     if (address_v == NULL)
         return torch_missing(ld, segment, &w, "address", error);
@@ -590,6 +595,8 @@ torch_read_segment(TorchLoader *ld, const FsimPickleValue *segment, gsize i, GEr
     if (device_v != NULL && !torch_u64(ld, device_v, &w, "device", &device, error))
         return FALSE;
     if (stream_v != NULL && !torch_u64(ld, stream_v, &w, "stream", &seg.stream, error))
+        return FALSE;
+    if (!is_none(pool_v) && !torch_pool(ld, pool_v, &w, "segment_pool_id", &seg.pool_id, error))
         return FALSE;
     seg.pool = seg.size <= TORCH_SMALL_SEGMENT ? FSIM_POOL_SMALL : FSIM_POOL_LARGE;
     if (!is_none(type_v)) {
@@ -679,6 +686,7 @@ torch_read_entry(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *entry
     const FsimPickleValue *stream_v = NULL;
     const FsimPickleValue *time_v = NULL;
     const FsimPickleValue *free_v = NULL;
+    const FsimPickleValue *pool_v = NULL;
     gsize n = fsim_pickle_len(entry);
     TorchEntry e = {0};
     const char *action;
@@ -710,6 +718,8 @@ torch_read_entry(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *entry
         case 7:
             if (memcmp(key, "time_us", 7) == 0)
                 time_v = value;
+            else if (memcmp(key, "pool_id", 7) == 0)
+                pool_v = value;
             break;
         case 11:
             if (memcmp(key, "device_free", 11) == 0)
@@ -765,6 +775,11 @@ torch_read_entry(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *entry
     if (free_v != NULL && !is_none(free_v) &&
         !torch_u64(ld, free_v, w, "device_free", &e.device_free, error))
         return FALSE;
+    if (!is_none(pool_v)) {
+        if (!torch_pool(ld, pool_v, w, "pool_id", &e.pool, error))
+            return FALSE;
+        e.flags |= ENTRY_HAS_POOL;
+    }
     switch (a) {
     case TORCH_ALLOC:
     case TORCH_FREE_REQUESTED:
@@ -1219,7 +1234,7 @@ ranges_add(GTree *ranges, FsimSeedSegment range)
         FsimSeedSegment *next = g_tree_node_key(node);
 
         if (next->addr == range.addr + range.size && next->stream == range.stream &&
-            next->pool == range.pool) {
+            next->pool == range.pool && next->pool_id == range.pool_id) {
             range.size += next->size;
             g_tree_remove(ranges, next);
         }
@@ -1230,7 +1245,7 @@ ranges_add(GTree *ranges, FsimSeedSegment range)
         FsimSeedSegment *previous = g_tree_node_key(node);
 
         if (previous->addr + previous->size == range.addr && previous->stream == range.stream &&
-            previous->pool == range.pool) {
+            previous->pool == range.pool && previous->pool_id == range.pool_id) {
             previous->size += range.size; /* its key does not move */
             return;
         }
@@ -1238,31 +1253,38 @@ ranges_add(GTree *ranges, FsimSeedSegment range)
     ranges_insert(ranges, &range);
 }
 
-/* The pool of a range unmapped before the end of the trace: that of a mapped neighbour on the
- * same stream, else guessed from the page sizes (20 MiB pages are large-pool ones). */
-static FsimPool
-ranges_guess_pool(GTree *ranges, FsimAddr start, uint64_t size, uint64_t stream)
+/* The pools of @range, unmapped before the end of the trace: those of a mapped neighbour on the
+ * same stream, else guessed from the page sizes (20 MiB pages are large-pool ones) and the
+ * private pool the entry names (default pool without one). */
+static void
+ranges_guess_pool(GTree *ranges, FsimSeedSegment *range)
 {
-    FsimSeedSegment key = {.addr = start + size};
+    FsimSeedSegment key = {.addr = range->addr + range->size};
     GTreeNode *node = g_tree_lower_bound(ranges, &key);
     GTreeNode *previous;
+    const FsimSeedSegment *neighbour = NULL;
 
     if (node != NULL) {
         const FsimSeedSegment *next = g_tree_node_key(node);
 
-        if (next->addr == start + size && next->stream == stream)
-            return next->pool;
+        if (next->addr == range->addr + range->size && next->stream == range->stream)
+            neighbour = next;
     }
-    key.addr = start;
+    key.addr = range->addr;
     node = g_tree_lower_bound(ranges, &key);
     previous = node != NULL ? g_tree_node_previous(node) : g_tree_node_last(ranges);
-    if (previous != NULL) {
+    if (neighbour == NULL && previous != NULL) {
         const FsimSeedSegment *p = g_tree_node_key(previous);
 
-        if (p->addr + p->size == start && p->stream == stream)
-            return p->pool;
+        if (p->addr + p->size == range->addr && p->stream == range->stream)
+            neighbour = p;
     }
-    return size % TORCH_LARGE_PAGE == 0 ? FSIM_POOL_LARGE : FSIM_POOL_SMALL;
+    if (neighbour != NULL) {
+        range->pool = neighbour->pool;
+        range->pool_id = neighbour->pool_id;
+        return;
+    }
+    range->pool = range->size % TORCH_LARGE_PAGE == 0 ? FSIM_POOL_LARGE : FSIM_POOL_SMALL;
 }
 
 static int
@@ -1300,7 +1322,8 @@ torch_initial_state(TorchLoader *ld, TorchDevice *dev, FsimLiveTable *ids, FsimI
                     GError **error)
 {
     FsimLiveTable live;     /* address -> block: size, requested, stream, state */
-    FsimLiveTable segments; /* address -> cudaMalloc segment: block.size, stream, cookie = pool */
+    FsimLiveTable segments; /* address -> cudaMalloc segment: block.size, stream, cookie = pool,
+                             * requested = private pool id */
     g_autoptr(GTree) ranges = ranges_new(); /* expandable segments: mapped ranges */
     g_autoptr(GArray) all_segments = g_array_new(FALSE, FALSE, sizeof(FsimSeedSegment));
     g_autoptr(GArray) all_blocks = g_array_new(FALSE, FALSE, sizeof(FsimSeedBlock));
@@ -1326,6 +1349,7 @@ torch_initial_state(TorchLoader *ld, TorchDevice *dev, FsimLiveTable *ids, FsimI
             entry->block.size = seg->size;
             entry->stream = seg->stream;
             entry->block.cookie = seg->pool;
+            entry->requested = seg->pool_id;
         }
     }
     for (guint i = 0; i < dev->final_blocks->len; i++) {
@@ -1377,6 +1401,7 @@ torch_initial_state(TorchLoader *ld, TorchDevice *dev, FsimLiveTable *ids, FsimI
             entry->stream = e->stream;
             entry->block.cookie =
                 e->size <= TORCH_SMALL_SEGMENT ? FSIM_POOL_SMALL : FSIM_POOL_LARGE;
+            entry->requested = (e->flags & ENTRY_HAS_POOL) != 0 ? e->pool : 0;
             break;
         case TORCH_SEGMENT_MAP:
             ranges_remove(ranges, e->addr, e->addr + e->size);
@@ -1385,9 +1410,10 @@ torch_initial_state(TorchLoader *ld, TorchDevice *dev, FsimLiveTable *ids, FsimI
             FsimSeedSegment range = {.addr = e->addr,
                                      .size = e->size,
                                      .stream = e->stream,
-                                     .pool = ranges_guess_pool(ranges, e->addr, e->size, e->stream),
-                                     .expandable = TRUE};
+                                     .expandable = TRUE,
+                                     .pool_id = (e->flags & ENTRY_HAS_POOL) != 0 ? e->pool : 0};
 
+            ranges_guess_pool(ranges, &range);
             ranges_add(ranges, range);
             break;
         }
@@ -1400,7 +1426,8 @@ torch_initial_state(TorchLoader *ld, TorchDevice *dev, FsimLiveTable *ids, FsimI
         FsimSeedSegment seg = {.addr = entry->id,
                                .size = entry->block.size,
                                .stream = entry->stream,
-                               .pool = (FsimPool)entry->block.cookie};
+                               .pool = (FsimPool)entry->block.cookie,
+                               .pool_id = entry->requested};
 
         if (entry->state != 0)
             g_array_append_val(all_segments, seg);
@@ -1530,6 +1557,59 @@ push_outcome(GArray *outcomes, uint64_t index, FsimOutcomeKind kind, const Torch
     g_array_append_val(outcomes, outcome);
 }
 
+/* The private pools a device's events hold a reference on (see torch_pool_scope()). */
+static GHashTable *
+pool_refs_new(const FsimInitialState *state)
+{
+    GHashTable *refs = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+
+    for (gsize i = 0; state != NULL && i < state->n_segments; i++) {
+        uint64_t pool = state->segments[i].pool_id;
+
+        if (pool != 0 && !g_hash_table_contains(refs, &pool))
+            g_hash_table_add(refs, g_memdup2(&pool, sizeof(pool)));
+    }
+    return refs;
+}
+
+/*
+ * Entry @i allocates into private pool @pool (not 0): open a scope of it around the allocation
+ * (@open, before it) and close it (after it, !@open).  The scope is a use_mem_pool one: its
+ * reference is dropped at its end, except that the first scope of a pool the events have not
+ * created yet keeps it, standing for the graph or MemPool that owns the pool until the trace
+ * shows it released (torch_pool_releases()).
+ */
+static void
+torch_pool_scope(TorchDevice *dev, GHashTable *refs, uint64_t pool, FsimTime time, guint i,
+                 uint64_t stream, gboolean open)
+{
+    if (open) {
+        push_event(dev->events, time, i, FSIM_EV_POOL_BEGIN, pool, 0, stream, 0, 0);
+        return;
+    }
+    push_event(dev->events, time, i, FSIM_EV_POOL_END, pool, 0, stream, 0, 0);
+    if (g_hash_table_contains(refs, &pool))
+        push_event(dev->events, time, i, FSIM_EV_POOL_RELEASE, pool, 0, 0, 0, 0);
+    else
+        g_hash_table_add(refs, g_memdup2(&pool, sizeof(pool)));
+}
+
+/* A burst of releases starts at entry @i: a private pool it frees segments of was released
+ * (its last reference dropped) before it. */
+static void
+torch_pool_releases(TorchDevice *dev, GHashTable *refs, const uint64_t *pools, FsimTime time,
+                    guint i)
+{
+    for (guint j = i; pools != NULL && j < dev->entries->len; j++) {
+        const TorchEntry *e = &g_array_index(dev->entries, TorchEntry, j);
+
+        if (e->action != TORCH_SEGMENT_FREE && e->action != TORCH_SEGMENT_UNMAP)
+            break;
+        if (pools[j] != 0 && g_hash_table_remove(refs, &pools[j]))
+            push_event(dev->events, time, i, FSIM_EV_POOL_RELEASE, pools[j], 0, 0, 0, 0);
+    }
+}
+
 static gboolean
 torch_build_device(TorchLoader *ld, TorchDevice *dev, GError **error)
 {
@@ -1540,6 +1620,8 @@ torch_build_device(TorchLoader *ld, TorchDevice *dev, GError **error)
     guint m = 0;
     uint64_t next_id;
     gboolean in_release = FALSE;
+    g_autofree uint64_t *pools = NULL;
+    g_autoptr(GHashTable) refs = NULL;
 
     fsim_live_table_init(&ids);
     if (!torch_initial_state(ld, dev, &ids, &state, error)) {
@@ -1547,6 +1629,8 @@ torch_build_device(TorchLoader *ld, TorchDevice *dev, GError **error)
         g_array_unref(outcomes);
         return FALSE;
     }
+    pools = fsim_torch_pools_assign(dev->entries, state, dev->final_segments);
+    refs = pool_refs_new(state);
     next_id = (state != NULL ? state->n_blocks : 0) + 1;
     if (state != NULL)
         fsim_trace_set_initial_state(&ld->trace->base, dev->device, state);
@@ -1560,6 +1644,7 @@ torch_build_device(TorchLoader *ld, TorchDevice *dev, GError **error)
         const TorchEntry *e = &g_array_index(dev->entries, TorchEntry, i);
         FsimTime time = dev->timed ? e->time : (FsimTime)i * TORCH_CLOCK_STEP_NS;
         gboolean release = FALSE;
+        uint64_t pool = pools != NULL ? pools[i] : 0;
         FsimLiveEntry *entry;
         uint64_t id;
 
@@ -1576,7 +1661,11 @@ torch_build_device(TorchLoader *ld, TorchDevice *dev, GError **error)
             if (entry == NULL)
                 entry = fsim_live_table_insert(&ids, e->addr);
             entry->block.cookie = id;
+            if (pool != 0)
+                torch_pool_scope(dev, refs, pool, time, i, e->stream, TRUE);
             push_event(dev->events, time, i, FSIM_EV_ALLOC, id, e->size, e->stream, e->addr, 0);
+            if (pool != 0)
+                torch_pool_scope(dev, refs, pool, time, i, e->stream, FALSE);
             break;
         case TORCH_FREE_REQUESTED: {
             const TorchEntry *next =
@@ -1612,9 +1701,11 @@ torch_build_device(TorchLoader *ld, TorchDevice *dev, GError **error)
         case TORCH_SEGMENT_FREE:
         case TORCH_SEGMENT_UNMAP:
             /* release_cached_blocks(): see the file comment. */
-            if (!in_release)
+            if (!in_release) {
+                torch_pool_releases(dev, refs, pools, time, i);
                 push_event(dev->events, time, i, FSIM_EV_EMPTY_CACHE, 0, 0, 0, 0,
                            FSIM_EVF_INFERRED);
+            }
             release = TRUE;
             push_outcome(outcomes, i,
                          e->action == TORCH_SEGMENT_FREE ? FSIM_OUTCOME_SEGMENT_FREE
@@ -1628,8 +1719,12 @@ torch_build_device(TorchLoader *ld, TorchDevice *dev, GError **error)
              * freed at once: the program never received the memory. */
             if (e->size > 0 && e->size <= FSIM_MAX_SIZE) {
                 id = next_id++;
+                if (pool != 0)
+                    torch_pool_scope(dev, refs, pool, time, i, e->stream, TRUE);
                 push_event(dev->events, time, i, FSIM_EV_ALLOC, id, e->size, e->stream, 0,
                            FSIM_EVF_RECORDED_OOM);
+                if (pool != 0)
+                    torch_pool_scope(dev, refs, pool, time, i, e->stream, FALSE);
                 push_event(dev->events, time, i, FSIM_EV_FREE, id, 0, e->stream, 0,
                            FSIM_EVF_RECORDED_OOM);
             }

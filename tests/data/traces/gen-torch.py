@@ -39,10 +39,10 @@ def blocks(seg_addr, parts):
     return out
 
 
-def segment(addr, size, stream, kind, parts, device=0, expandable=False):
+def segment(addr, size, stream, kind, parts, device=0, expandable=False, pool=(0, 0)):
     bl = blocks(addr, parts)
     return {"device": device, "address": addr, "total_size": size, "stream": stream,
-            "segment_type": kind, "segment_pool_id": (0, 0), "is_expandable": expandable,
+            "segment_type": kind, "segment_pool_id": pool, "is_expandable": expandable,
             "allocated_size": sum(b["size"] for b in bl if b["state"] == "active_allocated"),
             "active_size": sum(b["size"] for b in bl if b["state"] != "inactive"),
             "requested_size": sum(b["requested_size"] for b in bl if b["state"] != "inactive"),
@@ -165,6 +165,59 @@ def expandable():
             "external_annotations": []}
 
 
+P = 0x7F4000000000  # private-pool fixtures: D default, G graph pool (1, 0), M MemPool (0, 1)
+
+
+def pools_state():
+    """A state-only snapshot (recorded with enabled="state") with two private pools."""
+    D, G, M, G2 = P, P + 32 * MiB, P + 64 * MiB, P + 96 * MiB
+    segments = [
+        segment(D, 20 * MiB, 0, "large", [(4 * MiB, "active_allocated", 4 * MiB),
+                                          (16 * MiB, "inactive", 0)]),
+        segment(G, 20 * MiB, 0, "large", [(8 * MiB, "active_allocated", 8 * MiB),
+                                          (12 * MiB, "inactive", 0)], pool=(1, 0)),
+        segment(M, 2 * MiB, 0, "small", [(MiB, "active_allocated", MiB),
+                                         (MiB, "inactive", 0)], pool=(0, 1)),
+        segment(G2, 2 * MiB, 0, "small", [(512 * 1024, "active_allocated", 512 * 1024),
+                                          (1536 * 1024, "inactive", 0)], pool=(1, 0)),
+    ]
+    return {"segments": segments, "device_traces": [[]]}
+
+
+def pools_trace():
+    """Private pools in a trace: X's first incarnation is a default-pool one (freed), its second
+    belongs to graph pool (1, 0) (alive at the end); Y is MemPool (0, 2)'s, named by the
+    entries' own pool_id, and released."""
+    D, X, Y = P, P + 32 * MiB, P + 64 * MiB
+    g, m = (1, 0), (0, 2)
+    trace = [
+        entry("segment_alloc", X, 20 * MiB, 0),                    # 0
+        entry("alloc", X, 8 * MiB, 0),                             # 1 default (freed later)
+        entry("free_requested", X, 8 * MiB, 0),                    # 2
+        entry("free_completed", X, 8 * MiB, 0),                    # 3
+        entry("segment_free", X, 20 * MiB, 0),                     # 4
+        entry("segment_alloc", X, 20 * MiB, 0),                    # 5 alive at the end: (1, 0)
+        entry("alloc", X, 8 * MiB, 0),                             # 6 inferred (1, 0)
+        entry("alloc", X + 8 * MiB, 4 * MiB, 0, pool_id=g),        # 7 named (1, 0)
+        entry("free_requested", X + 8 * MiB, 4 * MiB, 0),          # 8
+        entry("free_completed", X + 8 * MiB, 4 * MiB, 0),          # 9
+        entry("segment_alloc", Y, 2 * MiB, 0, pool_id=m),          # 10
+        entry("alloc", Y, 4096, 0, pool_id=m),                     # 11
+        entry("free_requested", Y, 4096, 0, pool_id=m),            # 12
+        entry("free_completed", Y, 4096, 0, pool_id=m),            # 13
+        entry("segment_free", Y, 2 * MiB, 0, pool_id=m),           # 14 MemPool (0, 2) released
+    ]
+    segments = [
+        segment(D, 20 * MiB, 0, "large", [(16 * MiB, "active_allocated", 16 * MiB),
+                                          (4 * MiB, "inactive", 0)]),
+        segment(X, 20 * MiB, 0, "large", [(8 * MiB, "active_allocated", 8 * MiB),
+                                          (12 * MiB, "inactive", 0)], pool=g),
+    ]
+    settings = {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1,
+                "garbage_collection_threshold": 0.0, "expandable_segments": False}
+    return {"segments": segments, "device_traces": [trace], "allocator_settings": settings}
+
+
 class System:
     """Pickles as a call of os.system: what a hostile snapshot would hold."""
 
@@ -195,6 +248,8 @@ def main():
     write("ok-torch-list-proto0.pickle", pickle.dumps(bare_list(), protocol=0))
     write("ok-torch-list-proto1.pickle", pickle.dumps(bare_list(), protocol=1))
     write("ok-torch-expandable.pickle", pickle.dumps(expandable(), protocol=4))
+    write("ok-torch-pools-state.pickle", pickle.dumps(pools_state(), protocol=4))
+    write("ok-torch-pools-trace.pickle", pickle.dumps(pools_trace(), protocol=4))
 
     bad = []
 
