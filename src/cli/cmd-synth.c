@@ -119,6 +119,28 @@ synth_parse_dist(const char *flag, const char *text, const char *fallback, gbool
     return TRUE;
 }
 
+/* --cuda-graphs: batch sizes separated by commas, in capture order. */
+static gboolean
+synth_parse_batches(const char *text, GArray *out, GError **error)
+{
+    g_auto(GStrv) parts = g_strsplit(text, ",", -1);
+
+    for (guint i = 0; parts[i] != NULL; i++) {
+        guint64 value;
+        g_autofree char *word = g_strstrip(g_strdup(parts[i]));
+
+        if (!g_ascii_string_to_unsigned(word, 10, 1, 1000000, &value, NULL)) {
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                        "--cuda-graphs: '%s' is not a batch size from 1 to 1000000 (expected "
+                        "sizes separated by commas, in capture order, e.g. 32,16,8,4,2,1)",
+                        word);
+            return FALSE;
+        }
+        g_array_append_val(out, value);
+    }
+    return TRUE;
+}
+
 static int
 synth_serve(int argc, char **argv)
 {
@@ -128,6 +150,8 @@ synth_serve(int argc, char **argv)
     g_autofree char *out_lengths = NULL;
     g_autofree char *layout = NULL;
     g_autofree char *budget = NULL;
+    g_autofree char *graphs = NULL;
+    g_autoptr(GArray) graph_batches = g_array_new(FALSE, FALSE, sizeof(uint64_t));
     gint requests = -1, max_len = -1, max_batch = -1, block_tokens = -1;
     gint64 seed = 1;
     double rate = -1;
@@ -154,6 +178,10 @@ synth_serve(int argc, char **argv)
          "contiguous-max, contiguous-grow or paged (default)", "LAYOUT"},
         {"block-tokens", 0, 0, G_OPTION_ARG_INT, &block_tokens,
          "Tokens per paged block, or the growth granule (default 16)", "N"},
+        {"cuda-graphs", 0, 0, G_OPTION_ARG_STRING, &graphs,
+         "Capture one CUDA graph per batch size, in this order, into one shared private pool "
+         "(e.g. 32,16,8,4,2,1)",
+         "BATCHES"},
         {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Random seed (default 1)", "S"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json,
          "Print the KV statistics as one JSON object on stdout", NULL},
@@ -215,6 +243,10 @@ synth_serve(int argc, char **argv)
                                     layout);
     if (budget && !fsim_parse_size(budget, &config.kv_budget_bytes, &error))
         return fsim_cli_fail("synth serve", error);
+    if (graphs != NULL && !synth_parse_batches(graphs, graph_batches, &error))
+        return fsim_cli_fail("synth serve", error);
+    config.graph_batches = (const uint64_t *)(const void *)graph_batches->data;
+    config.n_graph_batches = graph_batches->len;
     if (!synth_parse_dist("prompt", prompt, "lognormal:100:1.0", FALSE, &prompt_dist, &error))
         return fsim_cli_fail("synth serve", error);
     if (!synth_parse_dist("output-len", out_lengths, "lognormal:250:0.8", FALSE, &output_dist,
@@ -228,9 +260,10 @@ synth_serve(int argc, char **argv)
     g_autofree char *comment = g_strdup_printf(
         "synthetic serving trace (fragsim synth serve)\nmodel %s; %" G_GUINT64_FORMAT
         " requests at %g/s; max-len %" G_GUINT64_FORMAT ", max-batch %" G_GUINT64_FORMAT
-        "; KV %s, block %" G_GUINT64_FORMAT " tokens; seed %" G_GUINT64_FORMAT,
+        "; KV %s, block %" G_GUINT64_FORMAT " tokens; seed %" G_GUINT64_FORMAT "%s%s",
         config.model.name, config.requests, config.rate, config.max_len, config.max_batch,
-        fsim_kv_layout_name(config.layout), config.block_tokens, config.seed);
+        fsim_kv_layout_name(config.layout), config.block_tokens, config.seed,
+        graphs != NULL ? "; CUDA graphs captured for batches " : "", graphs != NULL ? graphs : "");
     FsimSynth *synth = fsim_synth_serve_new(&config, &error);
     ok = synth != NULL && synth_write(synth, output, comment, quiet || json, &error);
     if (ok)

@@ -21,6 +21,12 @@
  *   - each iteration's activation workspace: the hidden states and MLP intermediate of every
  *     token processed, and the last position's fp32 logits per sequence.
  *
+ * With CUDA graphs (FsimServeConfig.graph_batches), one graph per batch size is captured after the
+ * weights are loaded, in the order given, into one private pool shared by all graphs
+ * (pool_begin / pool_end around each capture): a decode step's hidden states and MLP
+ * intermediate, freed inside the pool, and its logits, which the graph keeps as its static
+ * output.  Decode iterations that fit a captured batch replay a graph and allocate nothing.
+ *
  * KV waste is the share of reserved token slots that hold no token, integrated over time.  Future
  * events (arrivals, the next iteration) wait in a heap of the generator's own, so the output is in
  * time order and the generator streams: its memory grows with the running requests, not with the
@@ -53,6 +59,7 @@ typedef struct {
     FsimEventKind kind;
     uint64_t id;
     uint64_t size;
+    const char *label; /* a MARK's, static */
 } Pending;
 
 typedef struct {
@@ -64,6 +71,8 @@ typedef struct {
     GQueue waiting;    /* Request* */
     GPtrArray *active; /* Request* */
     GArray *weights;   /* uint64_t weight sizes, allocated at start */
+    GArray *graphs;    /* uint64_t: the batch sizes to capture, in order (a copy) */
+    uint64_t largest_graph;
     uint64_t arrived;
     gboolean iteration_scheduled;
     gboolean started;
@@ -79,7 +88,6 @@ typedef struct {
     guint pending_pos;
     FsimTime event_time;
     uint64_t next_id;
-    char label[32];
 } Serve;
 
 static void
@@ -94,6 +102,13 @@ static void
 serve_emit(Serve *s, FsimEventKind kind, uint64_t id, uint64_t size)
 {
     Pending p = {.kind = kind, .id = id, .size = size};
+    g_array_append_val(s->pending, p);
+}
+
+static void
+serve_mark(Serve *s, const char *label)
+{
+    Pending p = {.kind = FSIM_EV_MARK, .label = label};
     g_array_append_val(s->pending, p);
 }
 
@@ -258,12 +273,15 @@ serve_iteration(Serve *s, FsimTime now)
     }
     uint64_t seqs = s->active->len;
     uint64_t tokens = prefill + seqs;
-    uint64_t x = serve_alloc(s, tokens * m->hidden * 2);
-    uint64_t mlp = serve_alloc(s, tokens * m->ffn * 2 * (m->gated_mlp ? 2 : 1));
-    serve_emit(s, FSIM_EV_FREE, mlp, 0);
-    uint64_t logits = serve_alloc(s, seqs * m->vocab * 4);
-    serve_emit(s, FSIM_EV_FREE, logits, 0);
-    serve_emit(s, FSIM_EV_FREE, x, 0);
+    if (prefill > 0 || seqs > s->largest_graph) {
+        /* eager; a decode step that fits a captured graph replays it instead */
+        uint64_t x = serve_alloc(s, tokens * m->hidden * 2);
+        uint64_t mlp = serve_alloc(s, tokens * m->ffn * 2 * (m->gated_mlp ? 2 : 1));
+        serve_emit(s, FSIM_EV_FREE, mlp, 0);
+        uint64_t logits = serve_alloc(s, seqs * m->vocab * 4);
+        serve_emit(s, FSIM_EV_FREE, logits, 0);
+        serve_emit(s, FSIM_EV_FREE, x, 0);
+    }
     for (guint i = 0; i < s->active->len; i++) {
         Request *r = g_ptr_array_index(s->active, i);
         r->generated++;
@@ -292,16 +310,37 @@ serve_iteration(Serve *s, FsimTime now)
     }
 }
 
+#define SERVE_GRAPH_POOL 1 /* the private pool the graphs share */
+
+/* Capture the decode step of @batch sequences into the graphs' shared pool. */
+static void
+serve_capture(Serve *s, uint64_t batch)
+{
+    const FsimModelShape *m = &s->config.model;
+
+    serve_emit(s, FSIM_EV_POOL_BEGIN, SERVE_GRAPH_POOL, 0);
+    uint64_t x = serve_alloc(s, batch * m->hidden * 2);
+    uint64_t mlp = serve_alloc(s, batch * m->ffn * 2 * (m->gated_mlp ? 2 : 1));
+    serve_emit(s, FSIM_EV_FREE, mlp, 0);
+    serve_alloc(s, batch * m->vocab * 4); /* the logits: the graph's output, kept */
+    serve_emit(s, FSIM_EV_FREE, x, 0);
+    serve_emit(s, FSIM_EV_POOL_END, SERVE_GRAPH_POOL, 0);
+}
+
 /* Run the simulation until it produced events or ended. */
 static gboolean
 serve_fill(Serve *s)
 {
     if (!s->started) {
         s->started = TRUE;
-        g_strlcpy(s->label, "load", sizeof s->label);
-        serve_emit(s, FSIM_EV_MARK, 0, 0);
+        serve_mark(s, "load");
         for (guint i = 0; i < s->weights->len; i++)
             serve_alloc(s, g_array_index(s->weights, uint64_t, i));
+        if (s->graphs->len > 0) {
+            serve_mark(s, "capture");
+        }
+        for (guint i = 0; i < s->graphs->len; i++)
+            serve_capture(s, g_array_index(s->graphs, uint64_t, i));
         s->event_time = 0;
         if (s->config.requests > 0)
             fsim_synth_heap_push(&s->heap, 0, EV_ARRIVAL, 0);
@@ -341,8 +380,10 @@ serve_next(FsimSynth *synth, FsimEvent *ev, GError **error)
     ev->size = p->size;
     ev->time = s->event_time;
     ev->index = synth->events + 1;
+    if (p->kind >= FSIM_EV_POOL_BEGIN)
+        ev->stream = 0; /* the graphs are captured on the default stream */
     if (p->kind == FSIM_EV_MARK)
-        ev->label = s->label;
+        ev->label = p->label;
     return TRUE;
 }
 
@@ -353,6 +394,7 @@ serve_destroy(FsimSynth *synth)
     g_queue_clear_full(&s->waiting, request_free);
     g_clear_pointer(&s->active, g_ptr_array_unref);
     g_clear_pointer(&s->weights, g_array_unref);
+    g_clear_pointer(&s->graphs, g_array_unref);
     g_clear_pointer(&s->pending, g_array_unref);
     g_clear_pointer(&s->rand, g_rand_free);
     fsim_synth_heap_clear(&s->heap);
@@ -428,6 +470,19 @@ fsim_synth_serve_new(const FsimServeConfig *config, GError **error)
     const FsimModelShape *shape = &config->model;
     double kv_token = 4.0 * shape->layers * shape->kv_heads * shape->head_dim;
     double tokens = (double)config->max_batch * (double)config->max_len;
+    for (gsize i = 0; i < config->n_graph_batches; i++) {
+        uint64_t b = config->graph_batches[i];
+
+        if (b == 0 || (double)b * shape->ffn * 4 > (double)FSIM_MAX_SIZE ||
+            (double)b * shape->vocab * 4 > (double)FSIM_MAX_SIZE) {
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                        "--cuda-graphs: batch size %" G_GUINT64_FORMAT
+                        " must be positive and its decode step below %" G_GUINT64_FORMAT
+                        " bytes an allocation",
+                        b, FSIM_MAX_SIZE);
+            return NULL;
+        }
+    }
     if (kv_token * (double)config->max_len > (double)FSIM_MAX_SIZE ||
         tokens * shape->ffn * 4 > (double)FSIM_MAX_SIZE ||
         (double)config->max_batch * shape->vocab * 4 > (double)FSIM_MAX_SIZE) {
@@ -450,6 +505,12 @@ fsim_synth_serve_new(const FsimServeConfig *config, GError **error)
     g_queue_init(&s->waiting);
     s->active = g_ptr_array_new_with_free_func(request_free);
     s->pending = g_array_new(FALSE, FALSE, sizeof(Pending));
+    s->graphs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    if (config->n_graph_batches > 0)
+        g_array_append_vals(s->graphs, config->graph_batches, (guint)config->n_graph_batches);
+    for (guint i = 0; i < s->graphs->len; i++)
+        s->largest_graph = MAX(s->largest_graph, g_array_index(s->graphs, uint64_t, i));
+    s->config.graph_batches = NULL;
 
     const FsimModelShape *m = &config->model;
     s->layer_kv_per_token = (uint64_t)m->kv_heads * m->head_dim * 2;

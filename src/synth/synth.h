@@ -434,6 +434,13 @@ gboolean fsim_kv_layout_from_name(const char *name, FsimKvLayout *out);
  * @seed: the GRand seed.
  * @iteration_ns, @prefill_token_ns, @decode_seq_ns: the time model of one iteration:
  *     iteration_ns + prefill_token_ns · prompt tokens prefilled + decode_seq_ns · sequences.
+ * @graph_batches: (nullable): CUDA graphs to capture after loading the weights, one per batch
+ *     size, in this order, all into one shared private pool (pool 1) on stream 0, as vLLM and
+ *     SGLang do: each capture runs a decode step of that many sequences whose workspace is freed
+ *     inside the pool, except its output (the logits), which the graph keeps.  A decode
+ *     iteration of at most the largest captured batch then replays a graph and allocates
+ *     nothing; prefills and larger batches run eagerly in the default pool.  Borrowed.
+ * @n_graph_batches: their number (0: no graphs).
  */
 typedef struct {
     FsimModelShape model;
@@ -450,6 +457,8 @@ typedef struct {
     uint64_t iteration_ns;
     uint64_t prefill_token_ns;
     uint64_t decode_seq_ns;
+    const uint64_t *graph_batches;
+    gsize n_graph_batches;
 } FsimServeConfig;
 
 /* Defaults: 200 requests at 5/s, max_len 2048, max_batch 32, paged in blocks of 16, seed 1,
