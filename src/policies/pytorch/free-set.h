@@ -11,6 +11,11 @@
  *
  * These functions are the hot path of a replay, so they are static inline, compiled into the
  * allocator's search and merge paths (as jemalloc keeps its ph.h and rb.h in headers).
+ *
+ * Why not GLib: bench/bench-structures times a lower bound, an erasure and an insertion per
+ * operation on 16 to 4096 free blocks; this set took 126-191 ns, GTree (g_tree_lower_bound)
+ * 2.7-3.0x as long and GSequence 4.5-5.4x (thread CPU time, gcc -O3, GLib 2.74, including the
+ * random draws all three share), and both allocate a node per insertion.
  */
 #pragma once
 

@@ -4,6 +4,12 @@
  * (BlockComparatorAddress): an intrusive red-black tree over the blocks' own links, so caching a
  * block allocates nothing.  Cormen et al., Introduction to Algorithms, ch. 13, with parent
  * pointers and NULL leaves.
+ *
+ * Why not GLib: bench/bench-structures times a walk of up to 8 blocks from the lowest, an
+ * erasure and an insertion per operation on 16 to 4096 unmapped blocks; this tree took 71-166
+ * ns, GTree 1.4-2.2x as long and GSequence 2.5-4.1x (thread CPU time, gcc -O3, GLib 2.74,
+ * including the random draws all three share), and both allocate a node per insertion, where
+ * this tree links the blocks themselves.
  */
 #pragma once
 
