@@ -4,9 +4,9 @@
  *
  * A modelled GPU: usable capacity, physical memory in pages of `granularity` bytes (2 MiB), a
  * virtual address space, and a cost per driver call.  Policies obtain device memory only through
- * the inline wrappers below (fsim_device_mem_alloc() and friends), which count every call, charge
- * its modelled cost, keep the reserved-bytes counter and tell the observer, so no policy can
- * forget to.  There are two implementations of #FsimDeviceOps: the simulated device
+ * the wrappers below (fsim_device_mem_alloc() and friends, src/core/device.c), which count
+ * every call, charge its modelled cost, keep the reserved-bytes counter and tell the observer, so
+ * no policy can forget to.  There are two implementations of #FsimDeviceOps: the simulated device
  * (fsim_device_sim_new()) and, when built with CUDA, a real GPU.
  *
  * Two families of calls, as in CUDA:
@@ -233,13 +233,6 @@ fsim_device_free_bytes(const FsimDevice *device)
 void fsim_device_set_next_address(FsimDevice *device, FsimAddr addr);
 void fsim_device_clear_next_address(FsimDevice *device);
 
-/* Internal: TRUE when the injected faults say this attempt of @call fails. */
-gboolean fsim_device_fault_hit(FsimDevice *device, FsimDeviceCall call);
-
-/* Internal: count, charge and report a successful call. */
-void fsim_device_account(FsimDevice *device, FsimDeviceCall call, FsimAddr addr, uint64_t size,
-                         uint64_t handle_size);
-
 /**
  * fsim_device_mem_alloc:
  * @device: the device.
@@ -251,77 +244,22 @@ void fsim_device_account(FsimDevice *device, FsimDeviceCall call, FsimAddr addr,
  * Returns: %FSIM_OK, or %FSIM_OOM when free pages run out or a fault was injected; then nothing
  * changed except the attempt counter.
  */
-static inline FsimStatus
-fsim_device_mem_alloc(FsimDevice *device, uint64_t size, FsimAddr *out)
-{
-    if (!device->seeding)
-        device->attempts[FSIM_CALL_MEM_ALLOC]++;
-    if (fsim_device_fault_hit(device, FSIM_CALL_MEM_ALLOC))
-        return FSIM_OOM;
-    if (device->ops->mem_alloc(device, size, out) != FSIM_OK)
-        return FSIM_OOM;
-    fsim_device_account(device, FSIM_CALL_MEM_ALLOC, *out, size, 0);
-    return FSIM_OK;
-}
+FsimStatus fsim_device_mem_alloc(FsimDevice *device, uint64_t size, FsimAddr *out);
 
 /* cudaFree of a range returned by fsim_device_mem_alloc() with the same @size. */
-static inline void
-fsim_device_mem_free(FsimDevice *device, FsimAddr addr, uint64_t size)
-{
-    if (!device->seeding)
-        device->attempts[FSIM_CALL_MEM_FREE]++;
-    device->ops->mem_free(device, addr, size);
-    fsim_device_account(device, FSIM_CALL_MEM_FREE, addr, size, 0);
-}
+void fsim_device_mem_free(FsimDevice *device, FsimAddr addr, uint64_t size);
 
 /* cuMemAddressReserve: @size bytes of address space aligned to @alignment (a power of two, at
  * least the granularity).  No physical memory. */
-static inline FsimStatus
-fsim_device_va_reserve(FsimDevice *device, uint64_t size, uint64_t alignment, FsimAddr *out)
-{
-    if (!device->seeding)
-        device->attempts[FSIM_CALL_VA_RESERVE]++;
-    if (fsim_device_fault_hit(device, FSIM_CALL_VA_RESERVE))
-        return FSIM_OOM;
-    if (device->ops->va_reserve(device, size, alignment, out) != FSIM_OK)
-        return FSIM_OOM;
-    fsim_device_account(device, FSIM_CALL_VA_RESERVE, *out, size, 0);
-    return FSIM_OK;
-}
+FsimStatus fsim_device_va_reserve(FsimDevice *device, uint64_t size, uint64_t alignment,
+                                  FsimAddr *out);
 
 /* cuMemAddressFree of a whole reservation; every page in it must be unmapped first. */
-static inline void
-fsim_device_va_release(FsimDevice *device, FsimAddr addr, uint64_t size)
-{
-    if (!device->seeding)
-        device->attempts[FSIM_CALL_VA_RELEASE]++;
-    device->ops->va_release(device, addr, size);
-    fsim_device_account(device, FSIM_CALL_VA_RELEASE, addr, size, 0);
-}
+void fsim_device_va_release(FsimDevice *device, FsimAddr addr, uint64_t size);
 
 /* cuMemCreate + cuMemMap + cuMemSetAccess of [addr, addr+size) inside a reservation, in handles
  * of @handle_size bytes (a multiple of the granularity dividing @size).  All or nothing. */
-static inline FsimStatus
-fsim_device_map(FsimDevice *device, FsimAddr addr, uint64_t size, uint64_t handle_size)
-{
-    if (!device->seeding)
-        device->attempts[FSIM_CALL_MAP]++;
-    if (fsim_device_fault_hit(device, FSIM_CALL_MAP))
-        return FSIM_OOM;
-    if (device->ops->map(device, addr, size, handle_size) != FSIM_OK)
-        return FSIM_OOM;
-    fsim_device_account(device, FSIM_CALL_MAP, addr, size, handle_size);
-    return FSIM_OK;
-}
+FsimStatus fsim_device_map(FsimDevice *device, FsimAddr addr, uint64_t size, uint64_t handle_size);
 
 /* cuMemUnmap + cuMemRelease of a mapped range (after a stream synchronisation). */
-static inline void
-fsim_device_unmap(FsimDevice *device, FsimAddr addr, uint64_t size, uint64_t handle_size)
-{
-    if (!device->seeding)
-        device->attempts[FSIM_CALL_UNMAP]++;
-    device->ops->unmap(device, addr, size, handle_size);
-    fsim_device_account(device, FSIM_CALL_UNMAP, addr, size, handle_size);
-}
-
-G_END_DECLS
+void fsim_device_unmap(FsimDevice *device, FsimAddr addr, uint64_t size, uint64_t handle_size);
