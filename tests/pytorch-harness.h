@@ -12,8 +12,6 @@
 
 #include "fragsim/fragsim.h"
 
-#include "policies/alloc-conf.h"
-
 typedef struct {
     FsimDeviceCall call;
     FsimAddr addr;

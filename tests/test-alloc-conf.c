@@ -12,7 +12,6 @@
 
 #include "fragsim/fragsim.h"
 
-#include "policies/alloc-conf.h"
 #include "policies/pytorch.h"
 #include "test-util.h"
 

@@ -14,6 +14,10 @@
  * In a run's GKeyFile the policies' knobs are these same keys with the same value syntax
  * (`[caching] max_split_size_mb=128`), so `--set caching.max_split_size_mb=128` and
  * `-c max_split_size_mb:128` mean the same.
+ *
+ * Also here, because a recording is read with them: the sizes these settings give a request
+ * (PyTorch's round_size and get_allocation_size).  The parser is src/policies/pytorch/alloc-conf.c,
+ * the sizes src/policies/pytorch/alloc.c.
  */
 #pragma once
 
@@ -22,6 +26,13 @@
 #include <stdint.h>
 
 G_BEGIN_DECLS
+
+/* PyTorch's constants (unchanged from 1.13 to main). */
+#define FSIM_PYTORCH_MIN_BLOCK       ((uint64_t)512)      /* kMinBlockSize */
+#define FSIM_PYTORCH_SMALL_SIZE      ((uint64_t)1 << 20)  /* kSmallSize: 1 MiB */
+#define FSIM_PYTORCH_SMALL_BUFFER    ((uint64_t)2 << 20)  /* kSmallBuffer: 2 MiB */
+#define FSIM_PYTORCH_MIN_LARGE_ALLOC ((uint64_t)10 << 20) /* kMinLargeAlloc: 10 MiB */
+#define FSIM_PYTORCH_ROUND_LARGE     ((uint64_t)2 << 20)  /* kRoundLarge: 2 MiB */
 
 /* roundup_power2_divisions has one entry per power-of-two interval from 1 MiB to 64 GiB. */
 #define FSIM_ALLOC_CONF_INTERVALS 16
@@ -110,5 +121,13 @@ uint32_t fsim_alloc_conf_divisions(const FsimAllocConf *conf, uint64_t size);
  *     differ from the defaults (empty when none).
  */
 char *fsim_alloc_conf_to_string(const FsimAllocConf *conf);
+
+/* PyTorch's round_size(): the block size a request of @size bytes gets (what PyTorch records as
+ * the size of an `oom` entry, too). */
+uint64_t fsim_pytorch_round_size(const FsimAllocConf *conf, uint64_t size);
+
+/* PyTorch's get_allocation_size(): the segment cudaMalloc'd for a block of @size (rounded)
+ * bytes. */
+uint64_t fsim_pytorch_allocation_size(const FsimAllocConf *conf, uint64_t size);
 
 G_END_DECLS

@@ -4,6 +4,7 @@
  */
 #pragma once
 
+#include "fragsim/alloc-conf.h"
 #include "fragsim/device.h"
 #include "fragsim/engine.h"
 #include "fragsim/event.h"

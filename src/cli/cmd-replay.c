@@ -9,7 +9,6 @@
 #include <glib.h>
 
 #include "cli.h"
-#include "policies/alloc-conf.h"
 #include "replay-outputs.h"
 
 typedef struct {

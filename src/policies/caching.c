@@ -11,7 +11,7 @@
  *
  * The model lives in pytorch/ (shared with expandable.c); docs/policies.md lists the rules, the
  * knobs and what is not modelled.  Knobs (group `caching`): the PYTORCH_CUDA_ALLOC_CONF keys with
- * an effect on placement, in PyTorch's value syntax (alloc-conf.h).
+ * an effect on placement, in PyTorch's value syntax (fragsim/alloc-conf.h).
  */
 #include <glib.h>
 

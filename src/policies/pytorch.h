@@ -11,18 +11,10 @@
 
 #include <glib.h>
 
+#include "fragsim/alloc-conf.h"
 #include "fragsim/policy.h"
 
-#include "alloc-conf.h"
-
 G_BEGIN_DECLS
-
-/* PyTorch's constants (unchanged from 1.13 to main). */
-#define FSIM_PYTORCH_MIN_BLOCK       ((uint64_t)512)      /* kMinBlockSize */
-#define FSIM_PYTORCH_SMALL_SIZE      ((uint64_t)1 << 20)  /* kSmallSize: 1 MiB */
-#define FSIM_PYTORCH_SMALL_BUFFER    ((uint64_t)2 << 20)  /* kSmallBuffer: 2 MiB */
-#define FSIM_PYTORCH_MIN_LARGE_ALLOC ((uint64_t)10 << 20) /* kMinLargeAlloc: 10 MiB */
-#define FSIM_PYTORCH_ROUND_LARGE     ((uint64_t)2 << 20)  /* kRoundLarge: 2 MiB */
 
 /**
  * fsim_pytorch_create:
@@ -51,13 +43,6 @@ gboolean fsim_pytorch_seed(FsimPolicy *self, const FsimInitialState *state, Fsim
  * one lacks `expandable_segments`. */
 extern const FsimKnob fsim_pytorch_caching_knobs[];
 extern const FsimKnob fsim_pytorch_expandable_knobs[];
-
-/* PyTorch's round_size(): the block size a request of @size bytes gets. */
-uint64_t fsim_pytorch_round_size(const FsimAllocConf *conf, uint64_t size);
-
-/* PyTorch's get_allocation_size(): the segment cudaMalloc'd for a block of @size (rounded)
- * bytes. */
-uint64_t fsim_pytorch_allocation_size(const FsimAllocConf *conf, uint64_t size);
 
 /* The settings a `caching` or `expandable` policy runs with (its expandable_segments field says
  * which mode it is in). */

@@ -10,6 +10,11 @@
  * the hint is withdrawn after the event, so it can never leak to a later one.  The model's driver
  * calls reach the validator through the engine's device_call observer, its OOMs through `oom`, its
  * blocks through `alloc`.
+ *
+ * The model is seen only through the public interfaces: the engine's observers (the blocks it
+ * hands out, the driver calls it makes, its OOMs) and the allocator settings the trace recorded
+ * (fragsim/alloc-conf.h), which choose the policy (`caching` or `expandable`) and give the
+ * rounded size PyTorch writes into an `oom` entry.
  */
 #include "fragsim/validate.h"
 
@@ -17,10 +22,8 @@
 
 #include <string.h>
 
+#include "fragsim/alloc-conf.h"
 #include "fragsim/engine.h"
-
-#include "policies/alloc-conf.h"
-#include "policies/pytorch.h"
 
 /* clang-format off */
 static const struct {
@@ -60,8 +63,8 @@ typedef struct {
 
 typedef struct {
     FsimEngine *engine;
-    const FsimAllocConf *conf;
-    GArray *model; /* of Item: what the model did during the current event */
+    FsimAllocConf conf; /* the recorded allocator settings */
+    GArray *model;      /* of Item: what the model did during the current event */
     gboolean allocated;
     FsimBlock block;
     FsimValidateDevice *out;
@@ -134,7 +137,7 @@ on_oom(gpointer data, const FsimEngine *engine, const FsimOomRecord *oom)
 {
     Validator *v = data;
     /* PyTorch records the rounded request */
-    Item item = {.kind = FSIM_VALIDATE_OOM, .size = fsim_pytorch_round_size(v->conf, oom->size)};
+    Item item = {.kind = FSIM_VALIDATE_OOM, .size = fsim_pytorch_round_size(&v->conf, oom->size)};
 
     (void)engine;
     g_array_append_val(v->model, item);
@@ -347,7 +350,6 @@ validate_device(FsimTrace *trace, uint32_t device, FsimValidateDevice *out, GErr
     g_autoptr(FsimTraceStream) stream = NULL;
     g_autoptr(GArray) model = g_array_new(FALSE, FALSE, sizeof(Item));
     g_autoptr(GArray) ooms = g_array_new(FALSE, FALSE, sizeof(gsize));
-    FsimAllocConf conf;
     FsimRunConfig run;
     Validator v = {.model = model, .out = out};
     FsimEvent ev;
@@ -358,16 +360,16 @@ validate_device(FsimTrace *trace, uint32_t device, FsimValidateDevice *out, GErr
 
     out->device = device;
     out->exact = TRUE;
-    fsim_alloc_conf_init(&conf);
-    if (!fsim_alloc_conf_parse(&conf, alloc_conf, &local_error) ||
+    fsim_alloc_conf_init(&v.conf);
+    if (!fsim_alloc_conf_parse(&v.conf, alloc_conf, &local_error) ||
         !fsim_alloc_conf_apply(config, alloc_conf, &local_error)) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_UNSUPPORTED,
                     "%s: the recorded allocator settings are not understood: %s",
                     fsim_trace_path(trace), local_error->message);
         return FALSE;
     }
-    out->policy = g_strdup(conf.expandable_segments ? "expandable" : "caching");
-    out->alloc_conf = fsim_alloc_conf_to_string(&conf);
+    out->policy = g_strdup(v.conf.expandable_segments ? "expandable" : "caching");
+    out->alloc_conf = fsim_alloc_conf_to_string(&v.conf);
     fsim_run_config_init(&run);
     run.policy = out->policy;
     run.config = config;
@@ -380,7 +382,6 @@ validate_device(FsimTrace *trace, uint32_t device, FsimValidateDevice *out, GErr
     if (engine == NULL)
         return FALSE;
     v.engine = engine;
-    v.conf = fsim_pytorch_conf(fsim_engine_policy(engine));
     fsim_engine_add_observer(engine, &validator_observer, &v);
     if (!fsim_engine_start(engine, error)) {
         g_prefix_error(error, "%s: device %u: ", fsim_trace_path(trace), device);

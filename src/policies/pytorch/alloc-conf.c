@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * PYTORCH_CUDA_ALLOC_CONF, parsed as PyTorch parses it.  See alloc-conf.h.
+ * PYTORCH_CUDA_ALLOC_CONF, parsed as PyTorch parses it.  See fragsim/alloc-conf.h.
  *
  * The behaviour follows PyTorch's parser (c10/core/AllocatorConfig.cpp on main, which took over
  * the common keys from c10/cuda/CUDAAllocatorConfig.cpp), including its less obvious rules:
@@ -21,7 +21,7 @@
  * 12), and `backend:cudaMallocAsync`, which replaces the whole allocator, is refused because
  * neither policy models it.
  */
-#include "alloc-conf.h"
+#include "fragsim/alloc-conf.h"
 
 #include <glib.h>
 
