@@ -65,7 +65,8 @@
  *   seed.c                the state at trace start (a snapshot's segments and blocks)
  *   check.c               the invariants walked after every operation under --paranoid
  *
- * Knobs (group `caching` or `expandable`): the PYTORCH_CUDA_ALLOC_CONF keys, see fragsim/alloc-conf.h.
+ * Knobs (group `caching` or `expandable`): the PYTORCH_CUDA_ALLOC_CONF keys, see
+ * fragsim/alloc-conf.h.
  */
 #pragma once
 
