@@ -27,6 +27,9 @@
  *   pool_release never drops a pool's reference count below zero nor to zero while a scope of
  *   the pool is open.  Pools of the initial state (FsimSeedSegment.pool_id) exist with one
  *   reference before the first event.
+ * - describe() reports the device memory the policy holds, segment by segment, and which of its
+ *   free bytes the policy could give back to the device now (see #FsimPolicyVisitor).  `explain`
+ *   breaks reserved memory down with it; a policy without it is described by its live blocks.
  * - get_stats() is called whenever the engine meets a new tightest moment of the run (see
  *   metrics.h), which can be once per allocation while memory grows: keep it O(1) or O(log n).
  * - check() walks the policy's invariants and returns FALSE with a message when one is broken.
@@ -95,6 +98,55 @@ typedef struct {
     const char *summary;
 } FsimKnob;
 
+/**
+ * FsimSegmentView:
+ * @addr: start of the segment: one cudaMalloc'd range, or one contiguous mapped range of a
+ *     reservation (an expandable segment, an arena).
+ * @size: bytes of device memory it holds (mapped or cudaMalloc'd), a multiple of the device
+ *     granularity.  The sizes of all segments add up to the device's reserved bytes.
+ * @stream: the stream it serves (0 when the policy does not tell streams apart).
+ * @pool: PyTorch's pool, or %FSIM_POOL_UNKNOWN.
+ * @expandable: a mapped range of a reservation rather than a cudaMalloc'd segment.
+ * @page_size: the unit in which the policy maps and unmaps it (an expandable segment's page:
+ *     2 MiB small pool, 20 MiB large pool), 0 for a cudaMalloc'd segment.
+ */
+typedef struct {
+    FsimAddr addr;
+    uint64_t size;
+    uint64_t stream;
+    FsimPool pool;
+    gboolean expandable;
+    uint64_t page_size;
+} FsimSegmentView;
+
+/**
+ * FsimBlockView:
+ * @addr, @size: the block, inside the segment reported last.
+ * @free: %FALSE for a block handed out (or freed but not yet reusable: a pending stream free),
+ *     %TRUE for a cached block the policy can hand out again.
+ * @releasable: free blocks only: how many of its bytes the policy would give back to the device
+ *     if it emptied its cache now (the whole block when it is a whole cudaMalloc'd segment; the
+ *     whole pages inside it for an expandable segment; 0 when the policy never releases).
+ */
+typedef struct {
+    FsimAddr addr;
+    uint64_t size;
+    gboolean free;
+    uint64_t releasable;
+} FsimBlockView;
+
+/**
+ * FsimPolicyVisitor:
+ * @segment: called for each segment, in increasing address order.
+ * @block: called after its segment for each of its blocks, in increasing address order.  Blocks
+ *     never overlap; bytes of a segment in no block are rounding the policy added (a page's
+ *     tail), neither live nor reusable.
+ */
+typedef struct {
+    void (*segment)(gpointer data, const FsimSegmentView *segment);
+    void (*block)(gpointer data, const FsimBlockView *block);
+} FsimPolicyVisitor;
+
 struct FsimPolicyOps {
     const char *name;      /* stable id: CLI, JSON, database, plot legends */
     const char *summary;   /* one line for `fragsim policies` */
@@ -121,6 +173,8 @@ struct FsimPolicyOps {
     void (*pool_begin)(FsimPolicy *self, uint64_t pool, uint64_t stream, FsimTime now);
     void (*pool_end)(FsimPolicy *self, uint64_t pool, uint64_t stream, FsimTime now);
     void (*pool_release)(FsimPolicy *self, uint64_t pool, FsimTime now);
+    /* Walk the segments and blocks the policy holds now (see #FsimPolicyVisitor). */
+    void (*describe)(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointer data);
 };
 
 struct FsimPolicy {

@@ -292,6 +292,29 @@ best_fit_check(const FsimPolicy *self, GError **error)
     return TRUE;
 }
 
+/* One segment, the mapped part of the arena; nothing is ever unmapped, so nothing is
+ * releasable.  The wilderness is cut at the mapped end. */
+static void
+best_fit_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointer data)
+{
+    const BestFit *bf = (const BestFit *)self;
+    FsimSegmentView segment = {.addr = bf->arena_base,
+                               .size = bf->mapped_end,
+                               .expandable = TRUE,
+                               .page_size = self->device->spec.granularity};
+
+    if (bf->mapped_end == 0)
+        return;
+    visitor->segment(data, &segment);
+    for (const Block *b = bf->first; b != NULL && b->offset < bf->mapped_end; b = b->next) {
+        FsimBlockView view = {.addr = bf->arena_base + b->offset,
+                              .size = MIN(b->size, bf->mapped_end - b->offset),
+                              .free = b->free};
+
+        visitor->block(data, &view);
+    }
+}
+
 const FsimPolicyOps fsim_policy_best_fit = {
     .name = "bestfit",
     .summary = "one arena, best fit by size then address, immediate coalescing (RMM pool, BFC)",
@@ -302,4 +325,5 @@ const FsimPolicyOps fsim_policy_best_fit = {
     .dealloc = best_fit_dealloc,
     .get_stats = best_fit_get_stats,
     .check = best_fit_check,
+    .describe = best_fit_describe,
 };

@@ -35,4 +35,5 @@ const FsimPolicyOps fsim_policy_expandable = {
     .get_stats = fsim_pytorch_get_stats,
     .check = fsim_pytorch_check,
     .seed = fsim_pytorch_seed,
+    .describe = fsim_pytorch_describe,
 };

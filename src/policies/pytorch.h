@@ -38,6 +38,7 @@ void fsim_pytorch_get_stats(const FsimPolicy *self, FsimPolicyStats *out);
 gboolean fsim_pytorch_check(const FsimPolicy *self, GError **error);
 gboolean fsim_pytorch_seed(FsimPolicy *self, const FsimInitialState *state, FsimBlock *blocks,
                            GError **error);
+void fsim_pytorch_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointer data);
 
 /* The knob tables: every PYTORCH_CUDA_ALLOC_CONF key with an effect on placement; the expandable
  * one lacks `expandable_segments`. */

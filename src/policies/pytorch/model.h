@@ -64,6 +64,7 @@
  *   stats.c               memory_stats() counters reported through get_stats
  *   seed.c                the state at trace start (a snapshot's segments and blocks)
  *   check.c               the invariants walked after every operation under --paranoid
+ *   describe.c            segments, blocks and what is releasable, for explain
  *
  * Knobs (group `caching` or `expandable`): the PYTORCH_CUDA_ALLOC_CONF keys, see
  * fragsim/alloc-conf.h.
