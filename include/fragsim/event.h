@@ -82,6 +82,7 @@ enum {
  * @device: the device index the event belongs to in a multi-device trace.
  * @flags: %FSIM_EVF_DEFERRED, %FSIM_EVF_INFERRED, %FSIM_EVF_RECORDED_OOM.
  * @kind: what happens.
+ * @stack: ALLOC: the stack that made it, an id of fsim_trace_stack(); 0 when the trace has none.
  * @label: (nullable): the text of a MARK; borrowed, valid until the next event is read.
  */
 typedef struct {
@@ -94,6 +95,7 @@ typedef struct {
     uint32_t device;
     uint32_t flags;
     FsimEventKind kind;
+    uint32_t stack;
     const char *label;
 } FsimEvent;
 

@@ -51,6 +51,7 @@ typedef struct {
  * @requested: the bytes the program asked for (≤ @size).
  * @stream: the allocation stream.
  * @pending_free: freed by the program but not yet reusable (PyTorch `active_pending_free`).
+ * @stack: the stack that allocated it (fsim_trace_stack()), 0 when unknown.
  */
 typedef struct {
     uint64_t id;
@@ -59,6 +60,7 @@ typedef struct {
     uint64_t requested;
     uint64_t stream;
     gboolean pending_free;
+    uint32_t stack;
 } FsimSeedBlock;
 
 /**

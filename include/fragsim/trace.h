@@ -113,14 +113,31 @@ struct FsimTraceFormat {
  * The base of every opened trace.  A format's open() fills these through fsim_trace_init() and
  * the setters; callers read them through the accessors.
  */
+/**
+ * FsimFrame:
+ * @filename: the source file (`model.py`, `CUDACachingAllocator.cpp`, `??` when unknown).
+ * @name: the function.
+ * @line: the line, 0 when unknown.
+ *
+ * One frame of the stack that made an allocation, innermost first, as PyTorch records them.
+ */
+typedef struct {
+    const char *filename;
+    const char *name;
+    uint32_t line;
+} FsimFrame;
+
+typedef struct FsimStackTable FsimStackTable;
+
 struct FsimTrace {
     const FsimTraceFormat *format;
     char *path;
-    GArray *devices;     /* uint32_t: device indices that have events, ascending */
-    GPtrArray *states;   /* FsimInitialState* per device index, or NULL */
-    GPtrArray *outcomes; /* GArray of FsimOutcome per device index, or NULL */
-    GPtrArray *settings; /* alternating key, value strings, or NULL */
-    char *alloc_conf;    /* nullable */
+    GArray *devices;        /* uint32_t: device indices that have events, ascending */
+    GPtrArray *states;      /* FsimInitialState* per device index, or NULL */
+    GPtrArray *outcomes;    /* GArray of FsimOutcome per device index, or NULL */
+    GPtrArray *settings;    /* alternating key, value strings, or NULL */
+    char *alloc_conf;       /* nullable */
+    FsimStackTable *stacks; /* the allocation stacks (FsimEvent.stack), or NULL */
 };
 
 struct FsimTraceStream {
@@ -157,6 +174,41 @@ void fsim_trace_set_initial_state(FsimTrace *trace, uint32_t device, FsimInitial
 /* For formats: take ownership of @outcomes (GArray of FsimOutcome) as @device's ground truth. */
 void fsim_trace_set_outcomes(FsimTrace *trace, uint32_t device, GArray *outcomes);
 
+/**
+ * fsim_trace_add_stack:
+ * @trace: the trace being opened.
+ * @frames: the frames, innermost first; their strings are copied (interned).
+ * @n: how many; 0 gives the empty stack, id 0.
+ *
+ * For formats: interns a stack; equal stacks get the same id.
+ *
+ * Returns: the stack id for #FsimEvent.stack and #FsimSeedBlock.stack (0 = none).
+ */
+uint32_t fsim_trace_add_stack(FsimTrace *trace, const FsimFrame *frames, gsize n);
+
+/**
+ * fsim_trace_stack:
+ * @stack: an id from fsim_trace_add_stack(), 0 for none.
+ * @n: (out): how many frames.
+ *
+ * Returns: (transfer none) (nullable): the frames, innermost first; NULL when @n is 0.
+ */
+const FsimFrame *fsim_trace_stack(const FsimTrace *trace, uint32_t stack, gsize *n);
+
+/**
+ * fsim_frames_first_user:
+ *
+ * The first frame (innermost first) of the program's own Python code: a `.py` file that is not
+ * inside torch (or torch_npu) nor Python's own library, nor a `<frozen ...>` pseudo-file.  C++
+ * frames are skipped too.
+ *
+ * Returns: (transfer none) (nullable): that frame, or NULL when there is none.
+ */
+const FsimFrame *fsim_frames_first_user(const FsimFrame *frames, gsize n);
+
+/* `file.py:LINE:function` for @frame (caller frees). */
+char *fsim_frame_format(const FsimFrame *frame);
+
 const char *fsim_trace_path(const FsimTrace *trace);
 const char *fsim_trace_format_name(const FsimTrace *trace);
 
@@ -169,6 +221,17 @@ const FsimInitialState *fsim_trace_initial_state(const FsimTrace *trace, uint32_
 
 /* Returns: (transfer none): the recorded outcomes of @device in trace order; *n of them. */
 const FsimOutcome *fsim_trace_outcomes(const FsimTrace *trace, uint32_t device, gsize *n);
+
+/**
+ * fsim_trace_release_is_retry:
+ * @index: the index of an EMPTY_CACHE event the reader inferred (%FSIM_EVF_INFERRED).
+ *
+ * Whether the recorded release burst starting at @index is followed at once by a segment
+ * allocation: the signature of PyTorch's release-and-retry after a failed cudaMalloc, which a
+ * policy on another device does on its own if it needs to (replays skip those releases).  A burst
+ * followed by anything else can only be an explicit torch.cuda.empty_cache().
+ */
+gboolean fsim_trace_release_is_retry(const FsimTrace *trace, uint32_t device, uint64_t index);
 
 /* Returns: (transfer none) (nullable): the trace's allocator settings as a
  * PYTORCH_CUDA_ALLOC_CONF string. */

@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Allocation stacks: the frames PyTorch records with each allocation, interned per trace.
+ *
+ * A snapshot repeats the same few hundred stacks thousands of times (every step allocates from
+ * the same lines), each of dozens of frames, so both the strings and the stacks are interned:
+ * strings in a GStringChunk, stacks as runs of frames in one array, found again by a hash of
+ * their interned string pointers.  Id 0 is the empty stack.
+ *
+ * The first user frame.  A stack runs from the allocator (C++) out to the program; the frame that
+ * names the program's own line is the first Python frame (innermost first) that is not inside
+ * torch or Python itself.  Library frames of other packages count as the program's: they are
+ * what the program called.
+ */
+#include "core/stacks.h"
+
+#include <glib.h>
+
+#include <string.h>
+
+#include "fragsim/trace.h"
+
+typedef struct {
+    guint start; /* first frame in frames */
+    guint n;
+} StackRange;
+
+struct FsimStackTable {
+    GStringChunk *strings;
+    GArray *frames;  /* FsimFrame, interned strings */
+    GArray *stacks;  /* StackRange; [0] is the empty stack */
+    GHashTable *ids; /* StackKey* -> id */
+};
+
+typedef struct {
+    const FsimStackTable *table;
+    guint start;
+    guint n;
+} StackKey;
+
+static guint
+stack_hash(const FsimFrame *frames, guint n)
+{
+    guint h = 5381 + n;
+
+    for (guint i = 0; i < n; i++) {
+        h = h * 33 + g_direct_hash(frames[i].filename);
+        h = h * 33 + g_direct_hash(frames[i].name);
+        h = h * 33 + frames[i].line;
+    }
+    return h;
+}
+
+static guint
+key_hash(gconstpointer p)
+{
+    const StackKey *key = p;
+
+    return stack_hash(&g_array_index(key->table->frames, FsimFrame, key->start), key->n);
+}
+
+static gboolean
+key_equal(gconstpointer a, gconstpointer b)
+{
+    const StackKey *x = a;
+    const StackKey *y = b;
+
+    return x->n == y->n && memcmp(&g_array_index(x->table->frames, FsimFrame, x->start),
+                                  &g_array_index(y->table->frames, FsimFrame, y->start),
+                                  x->n * sizeof(FsimFrame)) == 0;
+}
+
+static FsimStackTable *
+stack_table_new(void)
+{
+    FsimStackTable *table = g_new0(FsimStackTable, 1);
+    StackRange empty = {0, 0};
+
+    table->strings = g_string_chunk_new(64 * 1024);
+    table->frames = g_array_new(FALSE, FALSE, sizeof(FsimFrame));
+    table->stacks = g_array_new(FALSE, FALSE, sizeof(StackRange));
+    g_array_append_val(table->stacks, empty);
+    table->ids = g_hash_table_new_full(key_hash, key_equal, g_free, NULL);
+    return table;
+}
+
+void
+fsim_stack_table_free(FsimStackTable *table)
+{
+    if (table == NULL)
+        return;
+    g_hash_table_unref(table->ids);
+    g_array_unref(table->stacks);
+    g_array_unref(table->frames);
+    g_string_chunk_free(table->strings);
+    g_free(table);
+}
+
+uint32_t
+fsim_trace_add_stack(FsimTrace *trace, const FsimFrame *frames, gsize n)
+{
+    FsimStackTable *table;
+    StackKey probe;
+    gpointer found;
+    StackRange range;
+
+    g_return_val_if_fail(trace != NULL, 0);
+    if (n == 0)
+        return 0;
+    if (trace->stacks == NULL)
+        trace->stacks = stack_table_new();
+    table = trace->stacks;
+    /* Append the interned frames tentatively; drop them again when the stack is known. */
+    probe.table = table;
+    probe.start = table->frames->len;
+    probe.n = (guint)n;
+    for (gsize i = 0; i < n; i++) {
+        FsimFrame frame = {
+            .filename = g_string_chunk_insert_const(
+                table->strings, frames[i].filename != NULL ? frames[i].filename : ""),
+            .name = g_string_chunk_insert_const(table->strings,
+                                                frames[i].name != NULL ? frames[i].name : ""),
+            .line = frames[i].line,
+        };
+
+        g_array_append_val(table->frames, frame);
+    }
+    found = g_hash_table_lookup(table->ids, &probe);
+    if (found != NULL) {
+        g_array_set_size(table->frames, probe.start);
+        return GPOINTER_TO_UINT(found);
+    }
+    range.start = probe.start;
+    range.n = probe.n;
+    g_array_append_val(table->stacks, range);
+    g_hash_table_insert(table->ids, g_memdup2(&probe, sizeof(probe)),
+                        GUINT_TO_POINTER(table->stacks->len - 1));
+    return table->stacks->len - 1;
+}
+
+const FsimFrame *
+fsim_trace_stack(const FsimTrace *trace, uint32_t stack, gsize *n)
+{
+    const StackRange *range;
+
+    *n = 0;
+    if (trace == NULL || trace->stacks == NULL || stack == 0 || stack >= trace->stacks->stacks->len)
+        return NULL;
+    range = &g_array_index(trace->stacks->stacks, StackRange, stack);
+    *n = range->n;
+    return &g_array_index(trace->stacks->frames, FsimFrame, range->start);
+}
+
+/* Whether @path has the directory component @dir (`/torch/`, or `torch/` at its start). */
+static gboolean
+path_has_dir(const char *path, const char *dir)
+{
+    gsize len = strlen(dir);
+
+    if (strncmp(path, dir, len) == 0 && path[len] == '/')
+        return TRUE;
+    for (const char *p = strchr(path, '/'); p != NULL; p = strchr(p + 1, '/')) {
+        if (strncmp(p + 1, dir, len) == 0 && p[1 + len] == '/')
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* Python's own library: lib/pythonX.Y/ outside site-packages and dist-packages. */
+static gboolean
+path_in_python_lib(const char *path)
+{
+    const char *lib = strstr(path, "/lib/python");
+
+    if (lib == NULL)
+        lib = strstr(path, "/Lib/"); /* Windows */
+    if (lib == NULL)
+        return FALSE;
+    return strstr(lib, "/site-packages/") == NULL && strstr(lib, "/dist-packages/") == NULL;
+}
+
+static gboolean
+frame_is_user(const FsimFrame *frame)
+{
+    const char *file = frame->filename;
+
+    if (file == NULL || !g_str_has_suffix(file, ".py") || file[0] == '<')
+        return FALSE;
+    return !path_has_dir(file, "torch") && !path_has_dir(file, "torch_npu") &&
+           !path_in_python_lib(file);
+}
+
+const FsimFrame *
+fsim_frames_first_user(const FsimFrame *frames, gsize n)
+{
+    for (gsize i = 0; i < n; i++) {
+        if (frame_is_user(&frames[i]))
+            return &frames[i];
+    }
+    return NULL;
+}
+
+char *
+fsim_frame_format(const FsimFrame *frame)
+{
+    return g_strdup_printf("%s:%u:%s", frame->filename, frame->line, frame->name);
+}
