@@ -8,6 +8,7 @@
 #include "fragsim/device.h"
 #include "fragsim/engine.h"
 #include "fragsim/event.h"
+#include "fragsim/explain.h"
 #include "fragsim/memviz.h"
 #include "fragsim/metrics.h"
 #include "fragsim/plot.h"

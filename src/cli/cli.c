@@ -16,6 +16,8 @@
 static const FsimCommand commands[] = {
     {"replay", "replay a trace through allocator policies and compare them", fsim_cmd_replay},
     {"validate", "check the PyTorch allocator model against a recorded snapshot", fsim_cmd_validate},
+    {"explain", "why reserved memory exceeds live memory, and which allocations pin it",
+     fsim_cmd_explain},
     {"info", "describe a trace: format, devices, events per action, final state", fsim_cmd_info},
     {"convert", "convert a trace to fragsim's text format", fsim_cmd_convert},
     {"synth", "write a synthetic trace: training steps, an inference server, random", fsim_cmd_synth},

@@ -152,6 +152,7 @@ int fsim_cmd_convert(int argc, char **argv);
 int fsim_cmd_policies(int argc, char **argv);
 int fsim_cmd_devices(int argc, char **argv);
 int fsim_cmd_validate(int argc, char **argv);
+int fsim_cmd_explain(int argc, char **argv);
 int fsim_cmd_cuda(int argc, char **argv);
 int fsim_cmd_synth(int argc, char **argv);
 int fsim_cmd_estimate(int argc, char **argv);

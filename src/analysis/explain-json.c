@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The `explain --json` object (docs/explain.md has the schema):
+ *
+ *   {"trace", "policy", "config", "device",
+ *    "moments": [{"kind": "peak"|"oom"|"at", "event", "time_ns", "reserved_bytes",
+ *                 "breakdown": {"live_requested_bytes", "rounding_bytes",
+ *                               "free_releasable_bytes", "free_pinned_bytes"},
+ *                 "largest_free_bytes", "request": {...} (OOM only),
+ *                 "pins": [{"site", "count", "sizes", "live_bytes", "pinned_bytes"}],
+ *                 "alternatives": [...] (when asked for)}]}
+ */
+#include <glib.h>
+
+#include "fragsim/explain.h"
+
+static void
+add_int(JsonBuilder *b, const char *name, int64_t value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_int_value(b, value);
+}
+
+static void
+add_u64(JsonBuilder *b, const char *name, uint64_t value)
+{
+    add_int(b, name, (int64_t)value);
+}
+
+static void
+add_string(JsonBuilder *b, const char *name, const char *value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_string_value(b, value != NULL ? value : "");
+}
+
+static void
+add_bool(JsonBuilder *b, const char *name, gboolean value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_boolean_value(b, value);
+}
+
+static void
+add_breakdown(JsonBuilder *b, const FsimBreakdown *breakdown)
+{
+    json_builder_set_member_name(b, "breakdown");
+    json_builder_begin_object(b);
+    add_u64(b, "live_requested_bytes", breakdown->live_requested_bytes);
+    add_u64(b, "rounding_bytes", breakdown->rounding_bytes);
+    add_u64(b, "free_releasable_bytes", breakdown->free_releasable_bytes);
+    add_u64(b, "free_pinned_bytes", breakdown->free_pinned_bytes);
+    json_builder_end_object(b);
+}
+
+static void
+add_request(JsonBuilder *b, const FsimExplainRequest *r)
+{
+    json_builder_set_member_name(b, "request");
+    json_builder_begin_object(b);
+    add_u64(b, "size", r->size);
+    add_u64(b, "stream", r->stream);
+    add_bool(b, "simulated", r->simulated);
+    add_bool(b, "recorded", r->recorded);
+    add_u64(b, "device_free_bytes", r->device_free_bytes);
+    add_u64(b, "largest_free_same_stream_bytes", r->largest_free_same_stream_bytes);
+    json_builder_set_member_name(b, "free_blocks");
+    json_builder_begin_object(b);
+    add_u64(b, "too_small", r->free_blocks_too_small);
+    add_u64(b, "other_stream", r->free_blocks_other_stream);
+    add_u64(b, "other_pool", r->free_blocks_other_pool);
+    add_u64(b, "refused", r->free_blocks_refused);
+    json_builder_end_object(b);
+    add_string(b, "reason", r->reason);
+    json_builder_end_object(b);
+}
+
+static void
+add_pins(JsonBuilder *b, const GPtrArray *pins)
+{
+    json_builder_set_member_name(b, "pins");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < pins->len; i++) {
+        const FsimPinSite *site = g_ptr_array_index(pins, i);
+
+        json_builder_begin_object(b);
+        add_string(b, "site", site->site);
+        add_u64(b, "count", site->count);
+        json_builder_set_member_name(b, "sizes");
+        json_builder_begin_array(b);
+        for (guint k = 0; k < site->sizes->len; k++)
+            json_builder_add_int_value(b, (int64_t)g_array_index(site->sizes, uint64_t, k));
+        json_builder_end_array(b);
+        add_u64(b, "live_bytes", site->live_bytes);
+        add_u64(b, "pinned_bytes", site->pinned_bytes);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
+static void
+add_alternatives(JsonBuilder *b, const GPtrArray *alternatives)
+{
+    json_builder_set_member_name(b, "alternatives");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < alternatives->len; i++) {
+        const FsimAlternative *a = g_ptr_array_index(alternatives, i);
+
+        json_builder_begin_object(b);
+        add_string(b, "policy", a->policy);
+        add_string(b, "config", a->config);
+        json_builder_set_member_name(b, "needed_bytes");
+        if (a->needed_bytes >= 0)
+            json_builder_add_int_value(b, a->needed_bytes);
+        else
+            json_builder_add_null_value(b);
+        if (a->has_moment) {
+            add_u64(b, "reserved_bytes", a->reserved_bytes);
+            add_breakdown(b, &a->breakdown);
+            add_bool(b, "oom", a->oom);
+        }
+        add_string(b, "advice", a->advice);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
+JsonNode *
+fsim_explanation_to_json(const FsimExplanation *e)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+
+    json_builder_begin_object(b);
+    add_string(b, "trace", e->trace);
+    add_string(b, "policy", e->policy);
+    add_string(b, "config", e->config);
+    add_string(b, "device", e->device);
+    json_builder_set_member_name(b, "moments");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < e->moments->len; i++) {
+        const FsimMoment *m = g_ptr_array_index(e->moments, i);
+
+        json_builder_begin_object(b);
+        add_string(b, "kind", fsim_moment_kind_name(m->kind));
+        add_int(b, "event", m->event);
+        add_u64(b, "time_ns", m->time_ns);
+        add_u64(b, "reserved_bytes", m->reserved_bytes);
+        add_breakdown(b, &m->breakdown);
+        add_u64(b, "largest_free_bytes", m->largest_free_bytes);
+        if (m->has_request)
+            add_request(b, &m->request);
+        add_pins(b, m->pins);
+        if (m->alternatives != NULL)
+            add_alternatives(b, m->alternatives);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}

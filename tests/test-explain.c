@@ -1,0 +1,289 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tests of `fragsim explain`: the worked cases of PyTorch's notes on fragmentation, the exact
+ * breakdown at every moment of every shared snapshot, pins named by Python source lines, the
+ * JSON schema and the picture.
+ */
+#include <glib.h>
+#include <glib/gstdio.h>
+
+#include <string.h>
+
+#include "fragsim/explain.h"
+#include "fragsim/fragsim.h"
+
+#include "test-util.h"
+
+#define MiB ((uint64_t)1 << 20)
+
+/* A text trace in a temporary directory; @dir receives the directory to remove. */
+static char *
+write_trace(const char *contents, char **dir)
+{
+    char *path;
+
+    *dir = fsim_test_tmp_dir();
+    path = g_build_filename(*dir, "case.trace", NULL);
+    g_assert_true(g_file_set_contents(path, contents, -1, NULL));
+    return path;
+}
+
+static FsimExplanation *
+explain_text(const char *contents, const char *policy, gboolean paranoid)
+{
+    g_autofree char *dir = NULL;
+    g_autofree char *path = write_trace(contents, &dir);
+    g_autoptr(FsimTrace) trace = NULL;
+    g_autoptr(GError) error = NULL;
+    FsimExplanation *e;
+    FsimExplainOptions options;
+
+    trace = fsim_trace_open(path, &error);
+    g_assert_no_error(error);
+    fsim_explain_options_init(&options);
+    options.policy = policy;
+    options.paranoid = paranoid;
+    e = fsim_explain_trace(trace, &options, &error);
+    g_assert_no_error(error);
+    g_assert_nonnull(e);
+    fsim_test_remove_tree(dir);
+    return e;
+}
+
+static const FsimMoment *
+find_moment(const FsimExplanation *e, FsimMomentKind kind)
+{
+    for (guint i = 0; i < e->moments->len; i++) {
+        const FsimMoment *m = g_ptr_array_index(e->moments, i);
+
+        if (m->kind == kind)
+            return m;
+    }
+    g_assert_not_reached();
+    return NULL;
+}
+
+static void
+assert_adds_up(const FsimExplanation *e)
+{
+    for (guint i = 0; i < e->moments->len; i++) {
+        const FsimMoment *m = g_ptr_array_index(e->moments, i);
+        uint64_t pinned = 0;
+
+        g_assert_cmpuint(fsim_breakdown_total(&m->breakdown), ==, m->reserved_bytes);
+        for (guint k = 0; k < m->pins->len; k++)
+            pinned += ((const FsimPinSite *)g_ptr_array_index(m->pins, k))->pinned_bytes;
+        g_assert_cmpuint(pinned, <=, m->breakdown.free_pinned_bytes);
+    }
+}
+
+/* 8 x 16 MiB allocated and freed, then 4 x 32 MiB: eight empty 16 MiB segments are cached. */
+static void
+test_devlog_caching(void)
+{
+    g_autoptr(GString) text = g_string_new("fragsim-trace v1\n");
+    g_autoptr(FsimExplanation) e = NULL;
+    const FsimMoment *peak;
+    uint64_t t = 0;
+
+    for (int i = 1; i <= 8; i++)
+        g_string_append_printf(text, "%" G_GUINT64_FORMAT " alloc %d 16777216 0\n", ++t, i);
+    for (int i = 1; i <= 8; i++)
+        g_string_append_printf(text, "%" G_GUINT64_FORMAT " free %d 0\n", ++t, i);
+    for (int i = 11; i <= 14; i++)
+        g_string_append_printf(text, "%" G_GUINT64_FORMAT " alloc %d 33554432 0\n", ++t, i);
+    e = explain_text(text->str, NULL, TRUE);
+    g_assert_cmpstr(e->policy, ==, "caching");
+    g_assert_true(e->described);
+    peak = find_moment(e, FSIM_MOMENT_PEAK);
+    g_assert_cmpint(peak->event, ==, 21); /* the last line: the 4th 32 MiB alloc */
+    g_assert_cmpuint(peak->reserved_bytes, ==, 256 * MiB);
+    g_assert_cmpuint(peak->breakdown.live_requested_bytes, ==, 128 * MiB);
+    g_assert_cmpuint(peak->breakdown.rounding_bytes, ==, 0);
+    g_assert_cmpuint(peak->breakdown.free_releasable_bytes, ==, 128 * MiB);
+    g_assert_cmpuint(peak->breakdown.free_pinned_bytes, ==, 0);
+    g_assert_cmpuint(peak->largest_free_bytes, ==, 16 * MiB);
+    g_assert_cmpuint(peak->segments->len, ==, 12);
+    g_assert_cmpuint(peak->pins->len, ==, 0);
+    assert_adds_up(e);
+}
+
+/* Four 16 MiB under expandable segments, the 1st and 3rd freed, then 32 MiB: the holes are
+ * pinned by the live 16 MiB blocks that share their 20 MiB pages. */
+static void
+test_devlog_expandable(void)
+{
+    static const char text[] = "fragsim-trace v1\n"
+                               "1 alloc 1 16777216 0\n"
+                               "2 alloc 2 16777216 0\n"
+                               "3 alloc 3 16777216 0\n"
+                               "4 alloc 4 16777216 0\n"
+                               "5 free 1 0\n"
+                               "6 free 3 0\n"
+                               "7 mark step-2\n"
+                               "8 alloc 5 33554432 0\n";
+    g_autoptr(FsimExplanation) e = explain_text(text, "expandable", TRUE);
+    const FsimMoment *peak = find_moment(e, FSIM_MOMENT_PEAK);
+    const FsimPinSite *site;
+
+    /* pages of 20 MiB mapped as the segment grows: [0, 100) MiB once the 32 MiB block sits at
+     * [64, 96) */
+    g_assert_cmpint(peak->event, ==, 9);
+    g_assert_cmpuint(peak->reserved_bytes, ==, 100 * MiB);
+    g_assert_cmpuint(peak->breakdown.live_requested_bytes, ==, 64 * MiB);
+    g_assert_cmpuint(peak->breakdown.rounding_bytes, ==, 0);
+    g_assert_cmpuint(peak->breakdown.free_releasable_bytes, ==, 0);
+    g_assert_cmpuint(peak->breakdown.free_pinned_bytes, ==, 36 * MiB);
+    g_assert_cmpuint(peak->largest_free_bytes, ==, 16 * MiB);
+    /* [0,16) goes to block 2 alone; [32,48) is cut at the page boundary 40 between blocks 2 and
+     * 4; the 4 MiB tail of the last page to the 32 MiB block */
+    g_assert_cmpuint(peak->pins->len, ==, 2);
+    site = g_ptr_array_index(peak->pins, 0);
+    g_assert_cmpstr(site->site, ==, "16.0 MiB on stream 0, before any mark");
+    g_assert_cmpuint(site->count, ==, 2);
+    g_assert_cmpuint(site->sizes->len, ==, 1);
+    g_assert_cmpuint(g_array_index(site->sizes, uint64_t, 0), ==, 16 * MiB);
+    g_assert_cmpuint(site->live_bytes, ==, 32 * MiB);
+    g_assert_cmpuint(site->pinned_bytes, ==, 32 * MiB);
+    site = g_ptr_array_index(peak->pins, 1);
+    g_assert_cmpstr(site->site, ==, "32.0 MiB on stream 0 after mark step-2");
+    g_assert_cmpuint(site->count, ==, 1);
+    g_assert_cmpuint(site->pinned_bytes, ==, 4 * MiB);
+    assert_adds_up(e);
+}
+
+/* An OOM on a small device: the request, and why no free block served it. */
+static void
+test_oom_request(void)
+{
+    /* 8 MiB blocks share 20 MiB segments, one per stream; the device holds just those two */
+    static const char text[] = "fragsim-trace v1\n"
+                               "1 alloc 1 8388608 0\n"
+                               "2 alloc 2 8388608 0\n"
+                               "3 alloc 3 8388608 1\n"
+                               "4 alloc 4 8388608 1\n"
+                               "5 free 1 0\n"
+                               "6 free 3 1\n"
+                               "7 alloc 5 12582912 0\n";
+    g_autofree char *dir = NULL;
+    g_autofree char *path = write_trace(text, &dir);
+    g_autoptr(FsimTrace) trace = fsim_trace_open(path, NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimExplanation) e = NULL;
+    FsimExplainOptions options;
+    const FsimMoment *oom;
+
+    g_assert_nonnull(trace);
+    fsim_explain_options_init(&options);
+    options.device = "40MiB";
+    e = fsim_explain_trace(trace, &options, &error);
+    g_assert_no_error(error);
+    oom = find_moment(e, FSIM_MOMENT_OOM);
+    g_assert_cmpint(oom->event, ==, 8);
+    g_assert_true(oom->has_request);
+    g_assert_true(oom->request.simulated);
+    g_assert_false(oom->request.recorded);
+    g_assert_cmpuint(oom->request.size, ==, 12 * MiB);
+    /* stream 0: id 1's 8 MiB hole and the 4 MiB tail; stream 1: the same two */
+    g_assert_cmpuint(oom->request.free_blocks_too_small, ==, 2);
+    g_assert_cmpuint(oom->request.free_blocks_other_stream, ==, 2);
+    g_assert_cmpuint(oom->request.largest_free_same_stream_bytes, ==, 8 * MiB);
+    g_assert_cmpuint(oom->breakdown.free_pinned_bytes, ==, 24 * MiB);
+    g_assert_nonnull(strstr(oom->request.reason, "too small"));
+    g_assert_nonnull(strstr(oom->request.reason, "other streams"));
+    assert_adds_up(e);
+    fsim_test_remove_tree(dir);
+}
+
+/* --at names an event; an event the trace lacks is a usage error. */
+static void
+test_at(void)
+{
+    static const char text[] = "fragsim-trace v1\n"
+                               "1 alloc 1 1048576 0\n"
+                               "2 alloc 2 4194304 0\n"
+                               "3 free 1 0\n";
+    g_autofree char *dir = NULL;
+    g_autofree char *path = write_trace(text, &dir);
+    g_autoptr(FsimTrace) trace = fsim_trace_open(path, NULL);
+    g_autoptr(GArray) at = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimExplanation) e = NULL;
+    FsimExplainOptions options;
+    uint64_t event = 4;
+    const FsimMoment *m;
+
+    fsim_explain_options_init(&options);
+    options.at = at;
+    g_array_append_val(at, event);
+    e = fsim_explain_trace(trace, &options, &error);
+    g_assert_no_error(error);
+    m = find_moment(e, FSIM_MOMENT_AT);
+    g_assert_cmpint(m->event, ==, 4);
+    g_assert_cmpuint(m->breakdown.live_requested_bytes, ==, 4 * MiB);
+    /* the small pool's 2 MiB segment holds only a free 1 MiB block now: releasable */
+    g_assert_cmpuint(m->breakdown.free_releasable_bytes, ==, 2 * MiB);
+    g_clear_pointer(&e, fsim_explanation_free);
+    g_array_index(at, uint64_t, 0) = 99;
+    e = fsim_explain_trace(trace, &options, &error);
+    g_assert_null(e);
+    g_assert_error(error, FSIM_ERROR, FSIM_ERROR_USAGE);
+    fsim_test_remove_tree(dir);
+}
+
+/* Every shared snapshot: every moment adds up, and under --paranoid every event. */
+static void
+test_shared_snapshots(void)
+{
+    const char *dir = fsim_test_shared_dir();
+    g_autoptr(GDir) d = NULL;
+    const char *name;
+    guint seen = 0;
+
+    if (dir == NULL)
+        return;
+    d = g_dir_open(dir, 0, NULL);
+    g_assert_nonnull(d);
+    while ((name = g_dir_read_name(d)) != NULL) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        g_autoptr(FsimTrace) trace = NULL;
+        g_autoptr(GError) error = NULL;
+        gsize n = 0;
+        const uint32_t *devices;
+
+        if (!g_str_has_suffix(name, ".pickle") && !g_str_has_suffix(name, ".pkl"))
+            continue;
+        trace = fsim_trace_open(path, &error);
+        g_assert_no_error(error);
+        devices = fsim_trace_devices(trace, &n);
+        for (gsize i = 0; i < n; i++) {
+            g_autoptr(FsimExplanation) e = NULL;
+            FsimExplainOptions options;
+
+            fsim_explain_options_init(&options);
+            options.trace_device = devices[i];
+            options.paranoid = TRUE;
+            e = fsim_explain_trace(trace, &options, &error);
+            if (error != NULL)
+                g_test_message("%s device %u: %s", name, devices[i], error->message);
+            g_assert_no_error(error);
+            g_assert_true(e->described);
+            g_assert_cmpuint(e->moments->len, >, 0);
+            assert_adds_up(e);
+        }
+        seen++;
+    }
+    g_assert_cmpuint(seen, >=, 9);
+}
+
+int
+main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/explain/caching/devlog-8x16-then-4x32", test_devlog_caching);
+    g_test_add_func("/explain/expandable/devlog-holes", test_devlog_expandable);
+    g_test_add_func("/explain/oom/request", test_oom_request);
+    g_test_add_func("/explain/at", test_at);
+    g_test_add_func("/explain/shared-snapshots/adds-up", test_shared_snapshots);
+    return g_test_run();
+}
