@@ -240,8 +240,10 @@ test_shared_snapshots(void)
     const char *name;
     guint seen = 0;
 
-    if (dir == NULL)
+    if (dir == NULL) {
+        g_test_skip("FRAGSIM_SHARED_TRACES is not set");
         return;
+    }
     d = g_dir_open(dir, 0, NULL);
     g_assert_nonnull(d);
     while ((name = g_dir_read_name(d)) != NULL) {
@@ -276,6 +278,35 @@ test_shared_snapshots(void)
     g_assert_cmpuint(seen, >=, 9);
 }
 
+/* Every registered policy, on a trace that fragments: the breakdown adds up after every event
+ * (--paranoid), with the policy's own description or without one. */
+static void
+test_every_policy(void)
+{
+    g_autoptr(GString) text = g_string_new("fragsim-trace v1\n");
+    g_autoptr(GRand) rand = g_rand_new_with_seed(12);
+    gsize n = 0;
+    const FsimPolicyOps *const *policies = fsim_policy_list(&n);
+    uint64_t t = 0;
+
+    for (int i = 1; i <= 400; i++) {
+        uint64_t size =
+            (uint64_t)g_rand_int_range(rand, 1, 1 << 16) * (g_rand_boolean(rand) ? 512 : 1);
+
+        g_string_append_printf(text, "%" G_GUINT64_FORMAT " alloc %d %" G_GUINT64_FORMAT " %d\n",
+                               ++t, i, size, g_rand_int_range(rand, 0, 2));
+        if (i > 8 && g_rand_boolean(rand))
+            g_string_append_printf(text, "%" G_GUINT64_FORMAT " free %d 0\n", ++t,
+                                   i - g_rand_int_range(rand, 1, 8));
+    }
+    for (gsize p = 0; p < n; p++) {
+        g_autoptr(FsimExplanation) e = explain_text(text->str, policies[p]->name, TRUE);
+
+        g_assert_cmpuint(e->moments->len, >, 0);
+        assert_adds_up(e);
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -284,6 +315,7 @@ main(int argc, char **argv)
     g_test_add_func("/explain/expandable/devlog-holes", test_devlog_expandable);
     g_test_add_func("/explain/oom/request", test_oom_request);
     g_test_add_func("/explain/at", test_at);
+    g_test_add_func("/explain/every-policy/adds-up", test_every_policy);
     g_test_add_func("/explain/shared-snapshots/adds-up", test_shared_snapshots);
     return g_test_run();
 }
