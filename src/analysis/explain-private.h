@@ -47,6 +47,30 @@ FsimMoment *explain_capture(const FsimEngine *engine, const ExplainSites *sites,
 gboolean explain_breakdown(const FsimEngine *engine, FsimBreakdown *out, uint64_t *largest_free,
                            GError **error);
 
+/* One run: the policy, its settings, the device, the trace device. */
+typedef struct {
+    char *policy;
+    char *conf;       /* canonical PYTORCH_CUDA_ALLOC_CONF */
+    GKeyFile *config; /* the knobs */
+    FsimDeviceSpec device;
+    uint32_t trace_device;
+} ExplainRun;
+
+void explain_run_free(ExplainRun *run);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(ExplainRun, explain_run_free)
+/* The run of @policy with @alloc_conf on @base's device and trace device. */
+ExplainRun *explain_run_new(FsimTrace *trace, const ExplainRun *base, const char *policy,
+                            const char *alloc_conf, GError **error);
+FsimEngine *explain_run_engine(FsimTrace *trace, const ExplainRun *run, gboolean paranoid,
+                               GError **error);
+/* Feed every event of the run's trace device to @engine, as replay does, and finish. */
+gboolean explain_run_feed(FsimTrace *trace, const ExplainRun *run, FsimEngine *engine,
+                          GError **error);
+
+/* Fill each moment's alternatives; @ordinals: the position of each moment in the event stream. */
+gboolean explain_alternatives(FsimTrace *trace, const ExplainRun *base, FsimExplanation *e,
+                              const GArray *ordinals, GError **error);
+
 void explain_moment_free(FsimMoment *moment);
 void explain_alternative_free(FsimAlternative *alternative);
 

@@ -53,6 +53,7 @@ typedef struct {
     guint next;
     uint64_t ordinal;
     GPtrArray *moments;
+    GArray *ordinals; /* uint64_t per moment */
     GError *error;
 } Capture;
 
@@ -92,20 +93,15 @@ fsim_explanation_free(FsimExplanation *explanation)
 
 /* ---- the run: policy, settings, device ------------------------------------------------------- */
 
-typedef struct {
-    char *policy;
-    char *conf;       /* canonical PYTORCH_CUDA_ALLOC_CONF */
-    GKeyFile *config; /* the knobs */
-    FsimDeviceSpec device;
-    uint32_t trace_device;
-} RunSetup;
-
-static void
-run_setup_clear(RunSetup *setup)
+void
+explain_run_free(ExplainRun *run)
 {
-    g_clear_pointer(&setup->policy, g_free);
-    g_clear_pointer(&setup->conf, g_free);
-    g_clear_pointer(&setup->config, g_key_file_unref);
+    if (run == NULL)
+        return;
+    g_free(run->policy);
+    g_free(run->conf);
+    g_clear_pointer(&run->config, g_key_file_unref);
+    g_free(run);
 }
 
 /* The capacity of the recording GPU as far as the trace tells (validate.h: THE DEVICE). */
@@ -141,7 +137,7 @@ recorded_capacity(const FsimTrace *trace, uint32_t device)
 }
 
 static gboolean
-setup_device(const FsimTrace *trace, const FsimExplainOptions *options, RunSetup *setup,
+setup_device(const FsimTrace *trace, const FsimExplainOptions *options, ExplainRun *setup,
              GError **error)
 {
     uint64_t capacity;
@@ -159,15 +155,53 @@ setup_device(const FsimTrace *trace, const FsimExplainOptions *options, RunSetup
     return TRUE;
 }
 
+/* The policy and its knobs: @policy, else the one @alloc_conf selects. */
 static gboolean
-setup_run(FsimTrace *trace, const FsimExplainOptions *options, RunSetup *setup, GError **error)
+setup_policy(ExplainRun *setup, const char *policy, const char *alloc_conf, GError **error)
+{
+    FsimAllocConf conf;
+
+    fsim_alloc_conf_init(&conf);
+    setup->config = g_key_file_new();
+    if (alloc_conf != NULL && (!fsim_alloc_conf_parse(&conf, alloc_conf, error) ||
+                               !fsim_alloc_conf_apply(setup->config, alloc_conf, error)))
+        return FALSE;
+    setup->conf = fsim_alloc_conf_to_string(&conf);
+    setup->policy = g_strdup(policy != NULL             ? policy
+                             : conf.expandable_segments ? "expandable"
+                                                        : "caching");
+    if (fsim_policy_lookup(setup->policy) == NULL) {
+        g_autofree char *names = fsim_policy_names();
+
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "unknown policy '%s' (one of: %s)",
+                    setup->policy, names);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+ExplainRun *
+explain_run_new(FsimTrace *trace, const ExplainRun *base, const char *policy,
+                const char *alloc_conf, GError **error)
+{
+    g_autoptr(ExplainRun) run = g_new0(ExplainRun, 1);
+
+    (void)trace;
+    run->device = base->device;
+    run->trace_device = base->trace_device;
+    if (!setup_policy(run, policy, alloc_conf, error))
+        return NULL;
+    return g_steal_pointer(&run);
+}
+
+static gboolean
+setup_run(FsimTrace *trace, const FsimExplainOptions *options, ExplainRun *setup, GError **error)
 {
     const char *alloc_conf =
         options->alloc_conf != NULL ? options->alloc_conf : fsim_trace_alloc_conf(trace);
     gsize n_devices = 0;
     const uint32_t *devices = fsim_trace_devices(trace, &n_devices);
     gboolean found = FALSE;
-    FsimAllocConf conf;
 
     if (n_devices == 0) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "%s: the trace has no events to explain",
@@ -183,27 +217,12 @@ setup_run(FsimTrace *trace, const FsimExplainOptions *options, RunSetup *setup, 
                     options->trace_device);
         return FALSE;
     }
-    fsim_alloc_conf_init(&conf);
-    setup->config = g_key_file_new();
-    if (alloc_conf != NULL && (!fsim_alloc_conf_parse(&conf, alloc_conf, error) ||
-                               !fsim_alloc_conf_apply(setup->config, alloc_conf, error)))
-        return FALSE;
-    setup->conf = fsim_alloc_conf_to_string(&conf);
-    setup->policy = g_strdup(options->policy != NULL    ? options->policy
-                             : conf.expandable_segments ? "expandable"
-                                                        : "caching");
-    if (fsim_policy_lookup(setup->policy) == NULL) {
-        g_autofree char *names = fsim_policy_names();
-
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "unknown policy '%s' (one of: %s)",
-                    setup->policy, names);
-        return FALSE;
-    }
-    return setup_device(trace, options, setup, error);
+    return setup_policy(setup, options->policy, alloc_conf, error) &&
+           setup_device(trace, options, setup, error);
 }
 
-static FsimEngine *
-setup_engine(FsimTrace *trace, const RunSetup *setup, gboolean paranoid, GError **error)
+FsimEngine *
+explain_run_engine(FsimTrace *trace, const ExplainRun *setup, gboolean paranoid, GError **error)
 {
     FsimRunConfig run;
 
@@ -216,10 +235,10 @@ setup_engine(FsimTrace *trace, const RunSetup *setup, gboolean paranoid, GError 
     return fsim_engine_new(&run, error);
 }
 
-/* Feed every event of the trace device to @engine, as replay does. */
-static gboolean
-feed(FsimTrace *trace, uint32_t device, FsimEngine *engine, GError **error)
+gboolean
+explain_run_feed(FsimTrace *trace, const ExplainRun *run, FsimEngine *engine, GError **error)
 {
+    uint32_t device = run->trace_device;
     g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, device, error);
     GError *local_error = NULL;
     FsimEvent ev;
@@ -317,10 +336,10 @@ scan_on_oom(gpointer data, const FsimEngine *engine, const FsimOomRecord *oom)
 static const FsimObserver scan_observer = {.event = scan_on_event, .oom = scan_on_oom};
 
 static gboolean
-pass_scan(FsimTrace *trace, const RunSetup *setup, const FsimExplainOptions *options,
+pass_scan(FsimTrace *trace, const ExplainRun *setup, const FsimExplainOptions *options,
           GArray *targets, GError **error)
 {
-    g_autoptr(FsimEngine) engine = setup_engine(trace, setup, options->paranoid, error);
+    g_autoptr(FsimEngine) engine = explain_run_engine(trace, setup, options->paranoid, error);
     g_autoptr(GHashTable) at_seen =
         g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
     Scan scan = {.options = options, .targets = targets, .at_seen = at_seen};
@@ -333,7 +352,7 @@ pass_scan(FsimTrace *trace, const RunSetup *setup, const FsimExplainOptions *opt
     if (!fsim_engine_start(engine, error))
         return FALSE;
     scan.peak_reserved = (uint64_t)fsim_engine_device(engine)->reserved.current;
-    if (!feed(trace, setup->trace_device, engine, error)) {
+    if (!explain_run_feed(trace, setup, engine, error)) {
         g_clear_error(&scan.error);
         return FALSE;
     }
@@ -382,6 +401,7 @@ capture_at(Capture *cap, const Target *t, int64_t event, const ExplainRequest *r
     moment->kind = t->kind;
     moment->event = event;
     g_ptr_array_add(cap->moments, moment);
+    g_array_append_val(cap->ordinals, t->ordinal);
 }
 
 /* Capture every target at @ordinal except simulated OOMs (captured as they happen). */
@@ -461,12 +481,12 @@ targets_merge(GArray *targets)
 }
 
 static gboolean
-pass_capture(FsimTrace *trace, const RunSetup *setup, GArray *targets, GPtrArray *moments,
-             GError **error)
+pass_capture(FsimTrace *trace, const ExplainRun *setup, GArray *targets, GPtrArray *moments,
+             GArray *ordinals, GError **error)
 {
-    g_autoptr(FsimEngine) engine = setup_engine(trace, setup, FALSE, error);
+    g_autoptr(FsimEngine) engine = explain_run_engine(trace, setup, FALSE, error);
     g_autoptr(ExplainSites) sites = explain_sites_new(trace, setup->trace_device);
-    Capture cap = {.targets = targets, .moments = moments, .sites = sites};
+    Capture cap = {.targets = targets, .moments = moments, .ordinals = ordinals, .sites = sites};
 
     if (engine == NULL)
         return FALSE;
@@ -476,7 +496,7 @@ pass_capture(FsimTrace *trace, const RunSetup *setup, GArray *targets, GPtrArray
     if (!fsim_engine_start(engine, error))
         return FALSE;
     capture_targets(&cap, -1);
-    if (!feed(trace, setup->trace_device, engine, error)) {
+    if (!explain_run_feed(trace, setup, engine, error)) {
         g_clear_error(&cap.error);
         return FALSE;
     }
@@ -490,29 +510,26 @@ pass_capture(FsimTrace *trace, const RunSetup *setup, GArray *targets, GPtrArray
 FsimExplanation *
 fsim_explain_trace(FsimTrace *trace, const FsimExplainOptions *options, GError **error)
 {
-    RunSetup setup = {0};
+    g_autoptr(ExplainRun) setup = g_new0(ExplainRun, 1);
     g_autoptr(GArray) targets = g_array_new(FALSE, FALSE, sizeof(Target));
+    g_autoptr(GArray) ordinals = g_array_new(FALSE, FALSE, sizeof(uint64_t));
     g_autoptr(FsimExplanation) out = g_new0(FsimExplanation, 1);
-    gboolean ok;
 
     out->moments = g_ptr_array_new_with_free_func((GDestroyNotify)explain_moment_free);
-    ok = setup_run(trace, options, &setup, error) &&
-         pass_scan(trace, &setup, options, targets, error);
-    if (ok) {
-        targets_merge(targets);
-        ok = pass_capture(trace, &setup, targets, out->moments, error);
-    }
-    if (!ok) {
-        run_setup_clear(&setup);
+    if (!setup_run(trace, options, setup, error) ||
+        !pass_scan(trace, setup, options, targets, error))
         return NULL;
-    }
+    targets_merge(targets);
+    if (!pass_capture(trace, setup, targets, out->moments, ordinals, error))
+        return NULL;
     out->trace = g_strdup(fsim_trace_path(trace));
-    out->policy = g_steal_pointer(&setup.policy);
-    out->config = g_steal_pointer(&setup.conf);
-    out->device = g_strdup(setup.device.name);
-    out->capacity_bytes = setup.device.capacity_bytes;
-    out->trace_device = setup.trace_device;
+    out->policy = g_strdup(setup->policy);
+    out->config = g_strdup(setup->conf);
+    out->device = g_strdup(setup->device.name);
+    out->capacity_bytes = setup->device.capacity_bytes;
+    out->trace_device = setup->trace_device;
     out->described = fsim_policy_lookup(out->policy)->describe != NULL;
-    run_setup_clear(&setup);
+    if (options->alternatives && !explain_alternatives(trace, setup, out, ordinals, error))
+        return NULL;
     return g_steal_pointer(&out);
 }

@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * "What would change it": the moments of an explanation replayed under the other policies and
+ * the obvious settings of PyTorch's allocator.
+ *
+ * The alternatives are every other registered policy (with the same settings where they apply)
+ * and, for PyTorch's allocator, expandable_segments:True, max_split_size_mb just above the first
+ * OOM's request (at an OOM) and garbage_collection_threshold (0.75, with a memory fraction of 1 so
+ * that it is active).  Each is one replay of the same events on the same device; the state is
+ * read after the same n-th event as the explained moment (the input stream is the same, so the
+ * n-th event is the same event), with whether the alternative ran out of memory there.
+ */
+#include <glib.h>
+
+#include <string.h>
+
+#include "fragsim/device.h"
+#include "fragsim/engine.h"
+
+#include "explain-private.h"
+
+typedef struct {
+    FsimEngine *engine;
+    const GArray *ordinals; /* uint64_t, ascending, one per moment */
+    GPtrArray *results;     /* FsimAlternative* per moment */
+    guint next;
+    uint64_t ordinal;
+    GError *error;
+} AltScan;
+
+static void
+alt_on_event(gpointer data, const FsimEngine *engine, const FsimEvent *ev)
+{
+    AltScan *scan = data;
+
+    (void)ev;
+    scan->ordinal++;
+    while (scan->next < scan->ordinals->len &&
+           g_array_index(scan->ordinals, uint64_t, scan->next) == scan->ordinal) {
+        FsimAlternative *a = g_ptr_array_index(scan->results, scan->next);
+        uint64_t largest;
+
+        a->has_moment = TRUE;
+        a->reserved_bytes = (uint64_t)fsim_engine_device(engine)->reserved.current;
+        if (scan->error == NULL)
+            explain_breakdown(engine, &a->breakdown, &largest, &scan->error);
+        scan->next++;
+    }
+}
+
+static void
+alt_on_oom(gpointer data, const FsimEngine *engine, const FsimOomRecord *oom)
+{
+    AltScan *scan = data;
+
+    (void)engine;
+    (void)oom;
+    for (guint i = scan->next; i < scan->ordinals->len; i++) {
+        if (g_array_index(scan->ordinals, uint64_t, i) != scan->ordinal + 1)
+            break;
+        ((FsimAlternative *)g_ptr_array_index(scan->results, i))->oom = TRUE;
+    }
+}
+
+static const FsimObserver alt_observer = {.event = alt_on_event, .oom = alt_on_oom};
+
+/* One alternative's replay; @results gets one FsimAlternative per moment. */
+static gboolean
+alt_replay(FsimTrace *trace, const ExplainRun *base, const char *policy, const char *conf,
+           const GArray *ordinals, GPtrArray *results, GError **error)
+{
+    g_autoptr(ExplainRun) run = NULL;
+    g_autoptr(FsimEngine) engine = NULL;
+    AltScan scan = {.ordinals = ordinals, .results = results};
+
+    for (guint i = 0; i < ordinals->len; i++) {
+        FsimAlternative *a = g_new0(FsimAlternative, 1);
+
+        a->policy = g_strdup(policy);
+        a->needed_bytes = -1;
+        g_ptr_array_add(results, a);
+    }
+    run = explain_run_new(trace, base, policy, conf, error);
+    if (run == NULL)
+        return FALSE;
+    for (guint i = 0; i < results->len; i++)
+        ((FsimAlternative *)g_ptr_array_index(results, i))->config = g_strdup(run->conf);
+    engine = explain_run_engine(trace, run, FALSE, error);
+    if (engine == NULL)
+        return FALSE;
+    scan.engine = engine;
+    fsim_engine_add_observer(engine, &alt_observer, &scan);
+    if (!explain_run_feed(trace, run, engine, error))
+        return FALSE;
+    if (scan.error != NULL) {
+        g_propagate_prefixed_error(error, scan.error, "policy '%s': ", policy);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* The one sentence: what the alternative does at this moment, against the explained run. */
+static char *
+alt_advice(const FsimAlternative *a, const FsimExplanation *e, const FsimMoment *m)
+{
+    g_autofree char *label = *a->config != '\0'
+                                 ? g_strdup_printf("%s with %s", a->policy, a->config)
+                                 : g_strdup(a->policy);
+    g_autofree char *here = fsim_format_size(a->reserved_bytes);
+    g_autofree char *base = fsim_format_size(m->reserved_bytes);
+    g_autofree char *pinned = fsim_format_size(m->breakdown.free_pinned_bytes);
+    g_autofree char *site = NULL;
+    gboolean base_oom = m->kind == FSIM_MOMENT_OOM && m->request.simulated;
+
+    if (m->pins->len > 0) {
+        const FsimPinSite *top = g_ptr_array_index(m->pins, 0);
+        g_autofree char *top_pinned = fsim_format_size(top->pinned_bytes);
+
+        site = g_strdup_printf(" (%s of it by %" G_GUINT64_FORMAT " block%s from %s)", top_pinned,
+                               top->count, top->count == 1 ? "" : "s", top->site);
+    }
+    if (a->needed_bytes >= 0 && e->capacity_bytes > 0) {
+        g_autofree char *needed = fsim_format_size((uint64_t)a->needed_bytes);
+
+        return g_strdup_printf("%s would need %s of device memory for the whole trace; here it "
+                               "holds %s instead of %s%s.",
+                               label, needed, here, base, a->oom ? ", and still runs out" : "");
+    }
+    if (!a->has_moment)
+        return g_strdup_printf("%s stops before this event.", label);
+    if (base_oom && !a->oom)
+        return g_strdup_printf("%s would not run out of memory here: it holds %s where %s is "
+                               "reserved, %s of it pinned%s.",
+                               label, here, base, pinned, site != NULL ? site : "");
+    if (a->oom)
+        return g_strdup_printf("%s runs out of memory here too (%s reserved).", label, here);
+    if (a->reserved_bytes < m->reserved_bytes) {
+        g_autofree char *saved = fsim_format_size(m->reserved_bytes - a->reserved_bytes);
+
+        return g_strdup_printf("%s would hold %s here instead of %s (%s less)%s.", label, here,
+                               base, saved,
+                               m->breakdown.free_pinned_bytes > a->breakdown.free_pinned_bytes
+                                   ? ": less memory pinned by live blocks"
+                                   : "");
+    }
+    return g_strdup_printf("%s would hold %s here, no less than the %s reserved now.", label, here,
+                           base);
+}
+
+/* The settings worth trying for PyTorch's allocator, as (policy, conf) pairs. */
+static void
+alt_candidates(const FsimExplanation *e, GPtrArray *pairs)
+{
+    gsize n = 0;
+    const FsimPolicyOps *const *policies = fsim_policy_list(&n);
+    gboolean pytorch = strcmp(e->policy, "caching") == 0 || strcmp(e->policy, "expandable") == 0;
+    uint64_t request = 0;
+
+    for (guint i = 0; i < e->moments->len; i++) {
+        const FsimMoment *m = g_ptr_array_index(e->moments, i);
+
+        if (request == 0 && m->has_request)
+            request = m->request.size;
+    }
+    for (gsize i = 0; i < n; i++) {
+        if (strcmp(policies[i]->name, e->policy) == 0)
+            continue;
+        g_ptr_array_add(pairs, g_strdup(policies[i]->name));
+        g_ptr_array_add(pairs, g_strdup(pytorch ? e->config : ""));
+    }
+    if (request > 20 * FSIM_MiB && strstr(e->config, "max_split_size_mb") == NULL) {
+        g_ptr_array_add(pairs, g_strdup(pytorch ? e->policy : "caching"));
+        g_ptr_array_add(pairs, g_strdup_printf("%s%smax_split_size_mb:%" G_GUINT64_FORMAT,
+                                               pytorch ? e->config : "",
+                                               pytorch && *e->config != '\0' ? "," : "",
+                                               request / FSIM_MiB + 1));
+    }
+    if (strstr(e->config, "garbage_collection_threshold") == NULL) {
+        g_ptr_array_add(pairs, g_strdup(pytorch ? e->policy : "caching"));
+        g_ptr_array_add(pairs, g_strdup_printf("%s%sgarbage_collection_threshold:0.75,"
+                                               "per_process_memory_fraction:1.0",
+                                               pytorch ? e->config : "",
+                                               pytorch && *e->config != '\0' ? "," : ""));
+    }
+}
+
+gboolean
+explain_alternatives(FsimTrace *trace, const ExplainRun *base, FsimExplanation *e,
+                     const GArray *ordinals, GError **error)
+{
+    g_autoptr(GPtrArray) pairs = g_ptr_array_new_with_free_func(g_free);
+
+    alt_candidates(e, pairs);
+    for (guint i = 0; i < e->moments->len; i++) {
+        FsimMoment *m = g_ptr_array_index(e->moments, i);
+
+        m->alternatives = g_ptr_array_new_with_free_func((GDestroyNotify)explain_alternative_free);
+    }
+    for (guint p = 0; p + 1 < pairs->len; p += 2) {
+        g_autoptr(GPtrArray) results = g_ptr_array_new();
+        g_autoptr(GError) local_error = NULL;
+
+        if (!alt_replay(trace, base, pairs->pdata[p], pairs->pdata[p + 1], ordinals, results,
+                        &local_error)) {
+            /* A policy that cannot take this trace (its initial state, a knob) is left out. */
+            g_debug("explain: alternative %s %s left out: %s", (const char *)pairs->pdata[p],
+                    (const char *)pairs->pdata[p + 1], local_error->message);
+            for (guint i = 0; i < results->len; i++)
+                explain_alternative_free(g_ptr_array_index(results, i));
+            if (g_error_matches(local_error, FSIM_ERROR, FSIM_ERROR_FAILED) &&
+                strstr(local_error->message, "describes") != NULL) {
+                g_propagate_error(error, g_steal_pointer(&local_error));
+                return FALSE;
+            }
+            continue;
+        }
+        for (guint i = 0; i < e->moments->len; i++) {
+            FsimMoment *m = g_ptr_array_index(e->moments, i);
+            FsimAlternative *a = g_ptr_array_index(results, i);
+
+            a->advice = alt_advice(a, e, m);
+            g_ptr_array_add(m->alternatives, a);
+        }
+    }
+    return TRUE;
+}
