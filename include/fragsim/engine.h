@@ -93,6 +93,7 @@ typedef struct {
     uint64_t requested_bytes;
     uint64_t largest_free_block;
     uint64_t device_free_bytes;
+    uint32_t stack; /* the failing allocation's stack (fsim_trace_stack()), 0 = none */
 } FsimOomRecord;
 
 /**

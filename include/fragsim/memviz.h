@@ -10,7 +10,7 @@
  *    "segments": [segment, ...],          the device memory held at the end, with its blocks
  *    "allocator_settings": {...}}         PyTorch's keys, plus fragsim_policy and fragsim_device
  *
- * Trace entries are dicts {action, addr, size, stream, time_us, frames: []} with the actions
+ * Trace entries are dicts {action, addr, size, stream, time_us, frames} with the actions
  * `segment_alloc` / `segment_free` (cudaMalloc / cudaFree of a segment, size rounded to the
  * device's pages), `segment_map` / `segment_unmap` (pages mapped into or out of a reservation),
  * `alloc`, `free_requested`, `free_completed` (size: the bytes requested) and `oom` (no addr;
@@ -24,13 +24,14 @@
  * The pickle uses only the opcodes MemoryViz.js reads (protocol 2; see src/readers/pickle.h), so
  * the viewer opens it; fragsim reads it back as a `torch` trace.  It is written to a temporary
  * file beside @path and renamed into place by fsim_memviz_export_finish(): a failed or abandoned
- * export leaves no file.
+ * export leaves no file.  The file gets the permissions the process's umask gives new files.
  */
 #pragma once
 
 #include <glib.h>
 
 #include "fragsim/engine.h"
+#include "fragsim/trace.h"
 
 G_BEGIN_DECLS
 
@@ -60,6 +61,16 @@ FsimMemvizExport *fsim_memviz_export_new(const char *path, FsimEngine *engine,
  * Returns: %FALSE with @error set on failure; the temporary file is then removed.
  */
 gboolean fsim_memviz_export_finish(FsimMemvizExport *exporter, GError **error);
+
+/**
+ * fsim_memviz_export_set_trace:
+ * @trace: (nullable): the trace being replayed (borrowed until finish or free).
+ *
+ * Gives the exporter the trace's allocation stacks: entries and blocks then carry the `frames`
+ * of the allocation they belong to (segment actions those of the allocation that caused them),
+ * as PyTorch records them, so memory_viz shows the code.  Without it `frames` are empty.
+ */
+void fsim_memviz_export_set_trace(FsimMemvizExport *exporter, const FsimTrace *trace);
 
 /* Returns: (transfer none): the path the snapshot is (or will be) written to. */
 const char *fsim_memviz_export_path(const FsimMemvizExport *exporter);

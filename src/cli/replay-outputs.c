@@ -185,6 +185,7 @@ fsim_replay_outputs_attach(FsimReplayOutputs *outputs, FsimEngine *engine, uint3
             fsim_memviz_export_new(outputs->export_path, engine, trace_device, error);
         if (outputs->exporter == NULL)
             return FALSE;
+        fsim_memviz_export_set_trace(outputs->exporter, outputs->trace);
     }
     return TRUE;
 }

@@ -340,6 +340,7 @@ engine_oom(FsimEngine *engine, const FsimEvent *ev, GError **error)
     oom.requested_bytes = engine->counters.requested_bytes;
     oom.largest_free_block = stats.largest_free_block;
     oom.device_free_bytes = fsim_device_free_bytes(engine->device);
+    oom.stack = ev->stack;
     g_array_append_val(engine->ooms, oom);
     if (engine->metrics.first_oom_event < 0)
         engine->metrics.first_oom_event = (int64_t)ev->index;

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <gio/gunixoutputstream.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fragsim/device.h"
 #include "fragsim/policy.h"
@@ -39,6 +40,7 @@ typedef struct {
     uint64_t size;
     uint64_t requested;
     uint64_t stream;
+    uint32_t stack;          /* the allocation's stack, 0 = none */
     gboolean free_requested; /* written; the memory is not yet reusable */
 } LiveBlock;
 
@@ -56,6 +58,7 @@ typedef struct {
     uint64_t size;
     uint64_t requested;
     gboolean pending;
+    uint32_t stack;
 } FinalBlock;
 
 struct FsimMemvizExport {
@@ -66,11 +69,13 @@ struct FsimMemvizExport {
     FsimEngine *engine;
     uint32_t device_index;
     gboolean done;
-    GArray *pending;  /* PendingCall */
-    GHashTable *live; /* uint64_t id -> LiveBlock */
-    GTree *segments;  /* cudaMalloc'd segments by start: Segment */
-    GTree *mapped;    /* mapped ranges by start, disjoint and coalesced: Segment */
-    GArray *seeds;    /* Segment: the trace's segments at its start, until checked */
+    GArray *pending;        /* PendingCall */
+    GHashTable *live;       /* uint64_t id -> LiveBlock */
+    GTree *segments;        /* cudaMalloc'd segments by start: Segment */
+    GTree *mapped;          /* mapped ranges by start, disjoint and coalesced: Segment */
+    GArray *seeds;          /* Segment: the trace's segments at its start, until checked */
+    const FsimTrace *trace; /* (nullable) the replayed trace: allocation stacks */
+    uint32_t stack;         /* the stack of the allocation being served (segment actions) */
     gboolean seeds_checked;
     FsimTime now;
 };
@@ -165,9 +170,33 @@ mapped_remove(GTree *mapped, FsimAddr start, FsimAddr end)
 
 /* ---- trace entries ------------------------------------------------------------------------- */
 
+/* `frames`: the allocation's stack as PyTorch records it, innermost first ([] without one). */
+static void
+write_frames(FsimMemvizExport *x, uint32_t stack)
+{
+    FsimPickleWriter *w = x->writer;
+    gsize n = 0;
+    const FsimFrame *frames = x->trace != NULL ? fsim_trace_stack(x->trace, stack, &n) : NULL;
+
+    fsim_pickle_writer_str(w, "frames");
+    fsim_pickle_writer_begin_list(w);
+    for (gsize i = 0; i < n; i++) {
+        fsim_pickle_writer_begin_dict(w);
+        fsim_pickle_writer_str(w, "filename");
+        fsim_pickle_writer_str(w, frames[i].filename);
+        fsim_pickle_writer_str(w, "line");
+        fsim_pickle_writer_uint(w, frames[i].line);
+        fsim_pickle_writer_str(w, "name");
+        fsim_pickle_writer_str(w, frames[i].name);
+        fsim_pickle_writer_end_dict(w);
+    }
+    fsim_pickle_writer_end_list(w);
+}
+
 static void
 write_entry(FsimMemvizExport *x, const char *action, gboolean has_addr, FsimAddr addr,
-            uint64_t size, uint64_t stream, gboolean has_device_free, uint64_t device_free)
+            uint64_t size, uint64_t stream, gboolean has_device_free, uint64_t device_free,
+            uint32_t stack)
 {
     FsimPickleWriter *w = x->writer;
 
@@ -188,9 +217,7 @@ write_entry(FsimMemvizExport *x, const char *action, gboolean has_addr, FsimAddr
     }
     fsim_pickle_writer_str(w, "time_us");
     fsim_pickle_writer_uint(w, x->now / 1000);
-    fsim_pickle_writer_str(w, "frames");
-    fsim_pickle_writer_begin_list(w);
-    fsim_pickle_writer_end_list(w);
+    write_frames(x, stack);
     fsim_pickle_writer_end_dict(w);
 }
 
@@ -206,23 +233,23 @@ flush_calls(FsimMemvizExport *x, uint64_t stream)
             Segment *s = segment_new(c->addr, c->addr + c->size, stream, FALSE, FSIM_POOL_UNKNOWN);
 
             g_tree_replace(x->segments, &s->start, s);
-            write_entry(x, "segment_alloc", TRUE, c->addr, c->size, stream, FALSE, 0);
+            write_entry(x, "segment_alloc", TRUE, c->addr, c->size, stream, FALSE, 0, x->stack);
             break;
         }
         case FSIM_CALL_MEM_FREE: {
             FsimAddr key = c->addr;
 
             g_tree_remove(x->segments, &key);
-            write_entry(x, "segment_free", TRUE, c->addr, c->size, stream, FALSE, 0);
+            write_entry(x, "segment_free", TRUE, c->addr, c->size, stream, FALSE, 0, x->stack);
             break;
         }
         case FSIM_CALL_MAP:
             mapped_add(x->mapped, c->addr, c->addr + c->size, stream, FSIM_POOL_UNKNOWN);
-            write_entry(x, "segment_map", TRUE, c->addr, c->size, stream, FALSE, 0);
+            write_entry(x, "segment_map", TRUE, c->addr, c->size, stream, FALSE, 0, x->stack);
             break;
         case FSIM_CALL_UNMAP:
             mapped_remove(x->mapped, c->addr, c->addr + c->size);
-            write_entry(x, "segment_unmap", TRUE, c->addr, c->size, stream, FALSE, 0);
+            write_entry(x, "segment_unmap", TRUE, c->addr, c->size, stream, FALSE, 0, x->stack);
             break;
         default:
             /* Address reservations are no memory and PyTorch does not record them. */
@@ -325,6 +352,20 @@ observe_device_call(gpointer data, const FsimEngine *engine, FsimDeviceCall call
     g_array_append_val(x->pending, c);
 }
 
+/* The stack of block @id of the trace's initial state, 0 when unknown. */
+static uint32_t
+seed_stack(const FsimMemvizExport *x, uint64_t id)
+{
+    const FsimInitialState *state =
+        x->trace != NULL ? fsim_trace_initial_state(x->trace, x->device_index) : NULL;
+
+    for (gsize i = 0; state != NULL && i < state->n_blocks; i++) {
+        if (state->blocks[i].id == id)
+            return state->blocks[i].stack;
+    }
+    return 0;
+}
+
 static void
 observe_alloc(gpointer data, const FsimEngine *engine, const FsimEvent *ev, uint64_t id,
               const FsimBlock *block, uint64_t requested)
@@ -345,14 +386,16 @@ observe_alloc(gpointer data, const FsimEngine *engine, const FsimEvent *ev, uint
     live->size = block->size;
     live->requested = requested;
     live->stream = ev != NULL ? ev->stream : 0;
+    live->stack = ev != NULL ? ev->stack : seed_stack(x, id);
     *key = id;
     g_hash_table_replace(x->live, key, live);
     /* A seeded block (ev NULL) predates the trace: it is in the final state only. */
     if (ev == NULL)
         return;
     x->now = ev->time;
+    x->stack = ev->stack;
     flush_calls(x, ev->stream);
-    write_entry(x, "alloc", TRUE, block->addr, requested, ev->stream, FALSE, 0);
+    write_entry(x, "alloc", TRUE, block->addr, requested, ev->stream, FALSE, 0, ev->stack);
 }
 
 static void
@@ -370,8 +413,11 @@ observe_release(gpointer data, const FsimEngine *engine, uint64_t id, const Fsim
     if (live == NULL)
         return;
     if (!live->free_requested)
-        write_entry(x, "free_requested", TRUE, block->addr, requested, live->stream, FALSE, 0);
-    write_entry(x, "free_completed", TRUE, block->addr, requested, live->stream, FALSE, 0);
+        write_entry(x, "free_requested", TRUE, block->addr, requested, live->stream, FALSE, 0,
+                    live->stack);
+    write_entry(x, "free_completed", TRUE, block->addr, requested, live->stream, FALSE, 0,
+                live->stack);
+    x->stack = live->stack;
     flush_calls(x, live->stream);
     g_hash_table_remove(x->live, &id);
 }
@@ -388,7 +434,8 @@ observe_oom(gpointer data, const FsimEngine *engine, const FsimOomRecord *oom)
     x->now = oom->time;
     /* What the policy released trying to make room comes first, as in PyTorch. */
     flush_calls(x, oom->stream);
-    write_entry(x, "oom", FALSE, 0, oom->size, oom->stream, TRUE, oom->device_free_bytes);
+    write_entry(x, "oom", FALSE, 0, oom->size, oom->stream, TRUE, oom->device_free_bytes,
+                oom->stack);
 }
 
 static void
@@ -409,9 +456,10 @@ observe_event(gpointer data, const FsimEngine *engine, const FsimEvent *ev)
         if (live != NULL && !live->free_requested) {
             live->free_requested = TRUE;
             write_entry(x, "free_requested", TRUE, live->addr, live->requested, live->stream, FALSE,
-                        0);
+                        0, live->stack);
         }
     }
+    x->stack = 0;
     flush_calls(x, ev->stream);
 }
 
@@ -425,6 +473,23 @@ static const FsimObserver memviz_observer = {
 };
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
+
+/* The process's umask (umask() can only be read by setting it). */
+static mode_t
+current_umask(void)
+{
+    mode_t mask = umask(0022);
+
+    umask(mask);
+    return mask;
+}
+
+void
+fsim_memviz_export_set_trace(FsimMemvizExport *exporter, const FsimTrace *trace)
+{
+    g_return_if_fail(exporter != NULL);
+    exporter->trace = trace;
+}
 
 FsimMemvizExport *
 fsim_memviz_export_new(const char *path, FsimEngine *engine, uint32_t device_index, GError **error)
@@ -445,6 +510,9 @@ fsim_memviz_export_new(const char *path, FsimEngine *engine, uint32_t device_ind
         g_clear_pointer(&x->tmp_path, g_free);
         return NULL;
     }
+    /* g_mkstemp() creates the file 0600; the snapshot is an output like any other. */
+    if (fchmod(fd, 0666 & ~current_umask()) != 0)
+        g_debug("memviz: %s: fchmod: %s", x->tmp_path, g_strerror(errno));
     x->stream = g_unix_output_stream_new(fd, TRUE);
     x->writer = fsim_pickle_writer_new(x->stream);
     x->engine = engine;
@@ -536,16 +604,23 @@ collect_block(gpointer data, uint64_t id, const FsimBlock *block, uint64_t reque
     GArray *blocks = state[0];
     GHashTable *live = state[1];
     const LiveBlock *info = g_hash_table_lookup(live, &id);
-    FinalBlock b = {id, block->addr, block->size, requested, info != NULL && info->free_requested};
+    FinalBlock b = {id,
+                    block->addr,
+                    block->size,
+                    requested,
+                    info != NULL && info->free_requested,
+                    info != NULL ? info->stack : 0};
 
     (void)stream;
     g_array_append_val(blocks, b);
 }
 
 static void
-write_block(FsimPickleWriter *w, FsimAddr addr, uint64_t size, uint64_t requested,
-            const char *state)
+write_block(FsimMemvizExport *x, FsimAddr addr, uint64_t size, uint64_t requested,
+            const char *state, uint32_t stack)
 {
+    FsimPickleWriter *w = x->writer;
+
     fsim_pickle_writer_begin_dict(w);
     fsim_pickle_writer_str(w, "address");
     fsim_pickle_writer_uint(w, addr);
@@ -555,9 +630,7 @@ write_block(FsimPickleWriter *w, FsimAddr addr, uint64_t size, uint64_t requeste
     fsim_pickle_writer_uint(w, requested);
     fsim_pickle_writer_str(w, "state");
     fsim_pickle_writer_str(w, state);
-    fsim_pickle_writer_str(w, "frames");
-    fsim_pickle_writer_begin_list(w);
-    fsim_pickle_writer_end_list(w);
+    write_frames(x, stack);
     fsim_pickle_writer_end_dict(w);
 }
 
@@ -631,13 +704,13 @@ write_segment(FsimMemvizExport *x, const Segment *s, GArray *blocks, guint *next
         FsimAddr start = MAX(b->addr, s->start);
 
         if (start > cursor)
-            write_block(w, cursor, start - cursor, 0, "inactive");
-        write_block(w, b->addr, b->size, b->requested,
-                    b->pending ? "active_pending_free" : "active_allocated");
+            write_block(x, cursor, start - cursor, 0, "inactive", 0);
+        write_block(x, b->addr, b->size, b->requested,
+                    b->pending ? "active_pending_free" : "active_allocated", b->stack);
         cursor = MAX(cursor, b->addr + b->size);
     }
     if (cursor < s->end)
-        write_block(w, cursor, s->end - cursor, 0, "inactive");
+        write_block(x, cursor, s->end - cursor, 0, "inactive", 0);
     fsim_pickle_writer_end_list(w);
     fsim_pickle_writer_end_dict(w);
 }
