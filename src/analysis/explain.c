@@ -19,11 +19,11 @@
 
 #include <string.h>
 
+#include "fragsim/alloc-conf.h"
 #include "fragsim/device.h"
 #include "fragsim/engine.h"
 
 #include "explain-private.h"
-#include "fragsim/alloc-conf.h"
 
 /* One target of the second pass: the state after the @ordinal-th event. */
 typedef struct {
