@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The PyTorch snapshot reader (src/readers/torch.c): hand-made snapshots of every generation
+ * The PyTorch snapshot reader (src/readers/torch*.c): hand-made snapshots of every generation
  * (tests/data/traces/gen-torch.py) checked event by event, hostile and broken pickles, a
  * snapshot truncated at every byte, and the real snapshots of FRAGSIM_SHARED_TRACES (a
  * directory; the tests skip when it is unset and fail when it is set and a file is missing),

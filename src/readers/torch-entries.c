@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * PyTorch snapshots: the entries of `device_traces` (action, address, size, stream, time_us,
+ * pool ids) and `external_annotations`.
+ */
+#include <glib.h>
+
+#include "torch-reader.h"
+
+/* @time_us relative to the device's clock, in ns. */
+static gboolean
+torch_relative_time(const TorchLoader *ld, const TorchDevice *dev, const FsimPickleValue *at,
+                    const TorchWhere *w, int64_t time_us, FsimTime *out, GError **error)
+{
+    uint64_t delta;
+
+    if (time_us <= dev->base_us) {
+        *out = 0;
+        return TRUE;
+    }
+    delta = (uint64_t)time_us - (uint64_t)dev->base_us;
+    if (delta > G_MAXUINT64 / 1000) {
+        g_autofree char *where = fsim_torch_where_text(w);
+
+        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_NUMBER, at,
+                               "%s: 'time_us' %" G_GINT64_FORMAT
+                               " is too far from the trace's first time (%" G_GINT64_FORMAT ")",
+                               where, time_us, dev->base_us);
+    }
+    *out = delta * 1000;
+    return TRUE;
+}
+
+/* The fields of an entry this reader looks at (NULL when absent); others are ignored. */
+typedef struct {
+    const FsimPickleValue *action;
+    const FsimPickleValue *addr;
+    const FsimPickleValue *size;
+    const FsimPickleValue *stream;
+    const FsimPickleValue *time;
+    const FsimPickleValue *device_free;
+    const FsimPickleValue *pool;
+} EntryFields;
+
+static void
+entry_fields(const FsimPickleValue *entry, EntryFields *f)
+{
+    gsize n = fsim_pickle_len(entry);
+
+    memset(f, 0, sizeof(*f));
+    for (gsize k = 0; k < n; k++) {
+        gsize len;
+        const char *key = fsim_pickle_get_str(fsim_pickle_dict_key(entry, k), &len);
+        const FsimPickleValue *value = fsim_pickle_dict_value(entry, k);
+
+        if (key == NULL)
+            continue;
+        switch (len) {
+        case 4:
+            if (memcmp(key, "addr", 4) == 0)
+                f->addr = value;
+            else if (memcmp(key, "size", 4) == 0)
+                f->size = value;
+            break;
+        case 6:
+            if (memcmp(key, "action", 6) == 0)
+                f->action = value;
+            else if (memcmp(key, "stream", 6) == 0)
+                f->stream = value;
+            break;
+        case 7:
+            if (memcmp(key, "time_us", 7) == 0)
+                f->time = value;
+            else if (memcmp(key, "pool_id", 7) == 0)
+                f->pool = value;
+            break;
+        case 11:
+            if (memcmp(key, "device_free", 11) == 0)
+                f->device_free = value;
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+/* A newer (or older) action: count it, keep its place, never look inside. */
+static void
+entry_count_unknown(TorchDevice *dev, const char *action, gsize action_len)
+{
+    uint64_t *count;
+
+    if (dev->unknown == NULL)
+        dev->unknown = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    count = g_hash_table_lookup(dev->unknown, action);
+    if (count == NULL) {
+        count = g_new0(uint64_t, 1);
+        g_hash_table_insert(dev->unknown, g_strndup(action, action_len), count);
+    }
+    (*count)++;
+}
+
+/* The values of the fields, checked, into @e. */
+static gboolean
+entry_values(TorchLoader *ld, const EntryFields *f, const TorchWhere *w, TorchEntry *e,
+             GError **error)
+{
+    TorchAction a = (TorchAction)e->action;
+
+    if (f->addr != NULL && !fsim_torch_is_none(f->addr)) {
+        if (!fsim_torch_u64(ld, f->addr, w, "addr", &e->addr, error))
+            return FALSE;
+        e->flags |= ENTRY_HAS_ADDR;
+    }
+    if (f->size != NULL) {
+        /* alloc and segment sizes are at least a byte; a free carries the block's request. */
+        gboolean zero_ok = a != TORCH_ALLOC && a != TORCH_SEGMENT_ALLOC &&
+                           a != TORCH_SEGMENT_FREE && a != TORCH_SEGMENT_MAP &&
+                           a != TORCH_SEGMENT_UNMAP;
+
+        if (!fsim_torch_size(ld, f->size, w, "size", zero_ok, &e->size, error))
+            return FALSE;
+        e->flags |= ENTRY_HAS_SIZE;
+    }
+    if (f->stream != NULL && !fsim_torch_is_none(f->stream) &&
+        !fsim_torch_u64(ld, f->stream, w, "stream", &e->stream, error))
+        return FALSE;
+    if (f->device_free != NULL && !fsim_torch_is_none(f->device_free) &&
+        !fsim_torch_u64(ld, f->device_free, w, "device_free", &e->device_free, error))
+        return FALSE;
+    if (!fsim_torch_is_none(f->pool)) {
+        if (!fsim_torch_pool(ld, f->pool, w, "pool_id", &e->pool, error))
+            return FALSE;
+        e->flags |= ENTRY_HAS_POOL;
+    }
+    return TRUE;
+}
+
+/* The fields action @e->action requires. */
+static gboolean
+entry_required(TorchLoader *ld, const FsimPickleValue *entry, const TorchWhere *w,
+               const TorchEntry *e, GError **error)
+{
+    switch ((TorchAction)e->action) {
+    case TORCH_ALLOC:
+    case TORCH_FREE_REQUESTED:
+    case TORCH_FREE_COMPLETED:
+    case TORCH_SEGMENT_ALLOC:
+    case TORCH_SEGMENT_FREE:
+    case TORCH_SEGMENT_MAP:
+    case TORCH_SEGMENT_UNMAP:
+        if ((e->flags & ENTRY_HAS_ADDR) == 0)
+            return fsim_torch_missing(ld, entry, w, "addr", error);
+        if ((e->flags & ENTRY_HAS_SIZE) == 0)
+            return fsim_torch_missing(ld, entry, w, "size", error);
+        if (e->addr + e->size < e->addr) {
+            g_autofree char *where = fsim_torch_where_text(w);
+
+            return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_NUMBER, entry,
+                                   "%s: the range ends beyond 2^64", where);
+        }
+        break;
+    case TORCH_OOM:
+        if ((e->flags & ENTRY_HAS_SIZE) == 0)
+            return fsim_torch_missing(ld, entry, w, "size", error);
+        break;
+    default:
+        break;
+    }
+    return TRUE;
+}
+
+/* Advance the device's clock to @time_v (clamped when it goes backwards). */
+static gboolean
+entry_time(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *time_v, const TorchWhere *w,
+           GError **error)
+{
+    int64_t time_us;
+    FsimTime time = 0;
+
+    if (!fsim_torch_i64(ld, time_v, w, "time_us", &time_us, error))
+        return FALSE;
+    if (!dev->timed) {
+        dev->timed = TRUE;
+        dev->base_us = time_us;
+    }
+    if (!torch_relative_time(ld, dev, time_v, w, time_us, &time, error))
+        return FALSE;
+    if (time < dev->last_time) {
+        dev->backwards++;
+        time = dev->last_time;
+    }
+    dev->last_time = time;
+    return TRUE;
+}
+
+static gboolean
+torch_read_entry(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *entry,
+                 const TorchWhere *w, GError **error)
+{
+    EntryFields f;
+    TorchEntry e = {0};
+    const char *action;
+    gsize action_len;
+    TorchAction a;
+
+    if (!fsim_torch_dict(ld, entry, w, error))
+        return FALSE;
+    entry_fields(entry, &f);
+    if (f.action == NULL)
+        return fsim_torch_missing(ld, entry, w, "action", error);
+    action = fsim_torch_str(ld, f.action, w, "action", &action_len, error);
+    if (action == NULL)
+        return FALSE;
+    a = fsim_torch_action_from_name(action, action_len);
+    e.action = (uint8_t)a;
+    dev->n_entries++;
+    if (a == TORCH_UNKNOWN) {
+        entry_count_unknown(dev, action, action_len);
+        e.time = dev->last_time;
+        g_array_append_val(dev->entries, e);
+        return TRUE;
+    }
+    dev->counts[a]++;
+    if (!entry_values(ld, &f, w, &e, error) || !entry_required(ld, entry, w, &e, error))
+        return FALSE;
+    if (!fsim_torch_is_none(f.time) && !entry_time(ld, dev, f.time, w, error))
+        return FALSE;
+    e.time = dev->last_time;
+    g_array_append_val(dev->entries, e);
+    return TRUE;
+}
+
+gboolean
+fsim_torch_read_traces(TorchLoader *ld, const FsimPickleValue *traces, GError **error)
+{
+    if (fsim_pickle_type(traces) != FSIM_PICKLE_LIST)
+        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, traces,
+                               "'device_traces' is %s, expected a list",
+                               fsim_torch_type_name(traces));
+    for (gsize d = 0; d < fsim_pickle_len(traces); d++) {
+        const FsimPickleValue *trace = fsim_pickle_item(traces, d);
+        TorchWhere w = {.list = "device_traces", .i = d, .depth = 1};
+        gsize n = fsim_pickle_len(trace);
+        TorchDevice *dev;
+
+        if (fsim_pickle_type(trace) != FSIM_PICKLE_LIST)
+            return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, trace,
+                                   "device_traces[%" G_GSIZE_FORMAT "] is %s, expected a list", d,
+                                   fsim_torch_type_name(trace));
+        if (!fsim_torch_charge(ld, trace, 1, error))
+            return FALSE;
+        if (n == 0)
+            continue;
+        dev = fsim_torch_device(ld, trace, d, error);
+        if (dev == NULL)
+            return FALSE;
+        /* The list's length is bounded by the input, and each entry costs budget. */
+        g_array_unref(dev->entries);
+        dev->entries =
+            g_array_sized_new(FALSE, FALSE, sizeof(TorchEntry), (guint)MIN(n, ld->budget));
+        w.depth = 2;
+        for (gsize i = 0; i < n; i++) {
+            w.j = i;
+            if (!torch_read_entry(ld, dev, fsim_pickle_item(trace, i), &w, error))
+                return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* ---- annotations --------------------------------------------------------------------------- */
+
+static gboolean
+torch_read_annotation(TorchLoader *ld, const FsimPickleValue *annotation, gsize i, GError **error)
+{
+    TorchTrace *trace = ld->trace;
+    TorchWhere w = {.list = "external_annotations", .i = i, .depth = 1};
+    const FsimPickleValue *stage_v;
+    const FsimPickleValue *name_v;
+    const FsimPickleValue *device_v;
+    const FsimPickleValue *time_v;
+    const char *stage = "";
+    const char *name = "";
+    uint64_t device = 0;
+    int64_t time_us;
+    TorchDevice *dev;
+    TorchMark mark;
+
+    if (!fsim_torch_dict(ld, annotation, &w, error))
+        return FALSE;
+    stage_v = fsim_pickle_dict_get(annotation, "stage");
+    name_v = fsim_pickle_dict_get(annotation, "name");
+    device_v = fsim_pickle_dict_get(annotation, "device");
+    time_v = fsim_pickle_dict_get(annotation, "time_us");
+    trace->annotations++;
+    if (!fsim_torch_is_none(stage_v) &&
+        (stage = fsim_torch_str(ld, stage_v, &w, "stage", NULL, error)) == NULL)
+        return FALSE;
+    if (!fsim_torch_is_none(name_v) &&
+        (name = fsim_torch_str(ld, name_v, &w, "name", NULL, error)) == NULL)
+        return FALSE;
+    if (!fsim_torch_is_none(device_v) &&
+        !fsim_torch_u64(ld, device_v, &w, "device", &device, error))
+        return FALSE;
+    if (fsim_torch_is_none(time_v)) {
+        ld->dropped_annotations++;
+        return TRUE;
+    }
+    if (!fsim_torch_i64(ld, time_v, &w, "time_us", &time_us, error))
+        return FALSE;
+    dev = device < trace->devices->len ? trace->devices->pdata[device] : NULL;
+    if (dev == NULL || !dev->timed) {
+        ld->dropped_annotations++;
+        return TRUE;
+    }
+    if (!torch_relative_time(ld, dev, time_v, &w, time_us, &mark.time, error))
+        return FALSE;
+    mark.label = trace->labels->len;
+    mark.seq = dev->marks->len;
+    g_ptr_array_add(trace->labels, g_strdup_printf("%s %s", stage, name));
+    g_array_append_val(dev->marks, mark);
+    return TRUE;
+}
+
+gboolean
+fsim_torch_read_annotations(TorchLoader *ld, const FsimPickleValue *annotations, GError **error)
+{
+    if (fsim_pickle_type(annotations) != FSIM_PICKLE_LIST)
+        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, annotations,
+                               "'external_annotations' is %s, expected a list",
+                               fsim_torch_type_name(annotations));
+    for (gsize i = 0; i < fsim_pickle_len(annotations); i++) {
+        if (!torch_read_annotation(ld, fsim_pickle_item(annotations, i), i, error))
+            return FALSE;
+    }
+    return TRUE;
+}

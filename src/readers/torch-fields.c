@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * PyTorch snapshots: checked access to the values of the pickle.  Every field is read through
+ * these, so a value of the wrong type or out of range is an error naming the file, the byte
+ * offset, where the value sits (`segments[3].blocks[2]`) and what was expected; and every dict
+ * visited is paid for out of the walk's budget (torch.c says why).
+ */
+#include <glib.h>
+
+#include <stdarg.h>
+
+#include "torch-reader.h"
+
+const char *const fsim_torch_action_names[TORCH_N_ACTIONS] = {
+    [TORCH_ALLOC] = "alloc",
+    [TORCH_FREE_REQUESTED] = "free_requested",
+    [TORCH_FREE_COMPLETED] = "free_completed",
+    [TORCH_SEGMENT_ALLOC] = "segment_alloc",
+    [TORCH_SEGMENT_FREE] = "segment_free",
+    [TORCH_SEGMENT_MAP] = "segment_map",
+    [TORCH_SEGMENT_UNMAP] = "segment_unmap",
+    [TORCH_SNAPSHOT] = "snapshot",
+    [TORCH_OOM] = "oom",
+};
+
+char *
+fsim_torch_where_text(const TorchWhere *w)
+{
+    if (w->depth == 1)
+        return g_strdup_printf("%s[%" G_GSIZE_FORMAT "]", w->list, w->i);
+    if (w->sub != NULL)
+        return g_strdup_printf("%s[%" G_GSIZE_FORMAT "].%s[%" G_GSIZE_FORMAT "]", w->list, w->i,
+                               w->sub, w->j);
+    return g_strdup_printf("%s[%" G_GSIZE_FORMAT "][%" G_GSIZE_FORMAT "]", w->list, w->i, w->j);
+}
+
+gboolean G_GNUC_PRINTF(5, 6)
+    fsim_torch_fail(const TorchLoader *ld, GError **error, FsimTraceError code,
+                    const FsimPickleValue *at, const char *format, ...)
+{
+    va_list args;
+    g_autofree char *message = NULL;
+
+    va_start(args, format);
+    message = g_strdup_vprintf(format, args);
+    va_end(args);
+    g_set_error(error, FSIM_TRACE_ERROR, code, "%s: byte %" G_GSIZE_FORMAT ": %s", ld->path,
+                fsim_pickle_offset(at), message);
+    return FALSE;
+}
+
+/* "an int", "a str", "None"...: what @v is, for messages. */
+const char *
+fsim_torch_type_name(const FsimPickleValue *v)
+{
+    switch (fsim_pickle_type(v)) {
+    case FSIM_PICKLE_NONE:
+        return "None";
+    case FSIM_PICKLE_BOOL:
+        return "a bool";
+    case FSIM_PICKLE_INT:
+    case FSIM_PICKLE_BIGINT:
+        return "an int";
+    case FSIM_PICKLE_FLOAT:
+        return "a float";
+    case FSIM_PICKLE_STR:
+        return "a str";
+    case FSIM_PICKLE_BYTES:
+        return "a bytes object";
+    case FSIM_PICKLE_LIST:
+        return "a list";
+    case FSIM_PICKLE_TUPLE:
+        return "a tuple";
+    case FSIM_PICKLE_DICT:
+        return "a dict";
+    default:
+        return "an unknown value";
+    }
+}
+
+/* Pay for visiting @v at @cost; refuse once the file's budget is spent. */
+gboolean
+fsim_torch_charge(TorchLoader *ld, const FsimPickleValue *v, uint64_t cost, GError **error)
+{
+    if (cost > ld->budget)
+        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_LIMIT, v,
+                               "more entries than a file of %" G_GSIZE_FORMAT
+                               " bytes can hold (the snapshot refers to the same containers over "
+                               "and over)",
+                               ld->len);
+    ld->budget -= cost;
+    return TRUE;
+}
+
+gboolean
+fsim_torch_dict(TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w, GError **error)
+{
+    if (fsim_pickle_type(v) != FSIM_PICKLE_DICT) {
+        g_autofree char *where = fsim_torch_where_text(w);
+
+        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, v, "%s is %s, expected a dict",
+                               where, fsim_torch_type_name(v));
+    }
+    return fsim_torch_charge(ld, v, 1 + (uint64_t)fsim_pickle_len(v), error);
+}
+
+gboolean
+fsim_torch_u64(const TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w,
+               const char *field, uint64_t *out, GError **error)
+{
+    g_autofree char *where = NULL;
+    int64_t negative;
+
+    if (fsim_pickle_get_uint(v, out))
+        return TRUE;
+    where = fsim_torch_where_text(w);
+    if (fsim_pickle_get_int(v, &negative))
+        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_NUMBER, v,
+                               "%s: '%s' is negative (%" G_GINT64_FORMAT ")", where, field,
+                               negative);
+    if (fsim_pickle_type(v) == FSIM_PICKLE_BIGINT)
+        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_NUMBER, v,
+                               "%s: '%s' does not fit 64 bits", where, field);
+    return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, v, "%s: '%s' is %s, expected an int",
+                           where, field, fsim_torch_type_name(v));
+}
+
+gboolean
+fsim_torch_i64(const TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w,
+               const char *field, int64_t *out, GError **error)
+{
+    g_autofree char *where = NULL;
+
+    if (fsim_pickle_get_int(v, out))
+        return TRUE;
+    where = fsim_torch_where_text(w);
+    if (fsim_pickle_type(v) == FSIM_PICKLE_INT || fsim_pickle_type(v) == FSIM_PICKLE_BIGINT)
+        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_NUMBER, v,
+                               "%s: '%s' does not fit a signed 64-bit integer", where, field);
+    return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, v, "%s: '%s' is %s, expected an int",
+                           where, field, fsim_torch_type_name(v));
+}
+
+/* A size: 1 to FSIM_MAX_SIZE bytes (0 allowed when @zero_ok). */
+gboolean
+fsim_torch_size(const TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w,
+                const char *field, gboolean zero_ok, uint64_t *out, GError **error)
+{
+    if (!fsim_torch_u64(ld, v, w, field, out, error))
+        return FALSE;
+    if ((*out == 0 && !zero_ok) || *out > FSIM_MAX_SIZE) {
+        g_autofree char *where = fsim_torch_where_text(w);
+
+        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_SIZE, v,
+                               "%s: '%s' of %" G_GUINT64_FORMAT " bytes is %s", where, field, *out,
+                               *out == 0 ? "empty" : "absurd (above 2^60 bytes)");
+    }
+    return TRUE;
+}
+
+const char *
+fsim_torch_str(const TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w,
+               const char *field, gsize *len, GError **error)
+{
+    const char *s = fsim_pickle_get_str(v, len);
+
+    if (s == NULL) {
+        g_autofree char *where = fsim_torch_where_text(w);
+
+        fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, v, "%s: '%s' is %s, expected a str",
+                        where, field, fsim_torch_type_name(v));
+    }
+    return s;
+}
+
+gboolean
+fsim_torch_missing(const TorchLoader *ld, const FsimPickleValue *dict, const TorchWhere *w,
+                   const char *field, GError **error)
+{
+    g_autofree char *where = fsim_torch_where_text(w);
+
+    return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_SYNTAX, dict, "%s has no '%s'", where,
+                           field);
+}
+
+gboolean
+fsim_torch_is_none(const FsimPickleValue *v)
+{
+    return v == NULL || fsim_pickle_type(v) == FSIM_PICKLE_NONE;
+}
+
+TorchAction
+fsim_torch_action_from_name(const char *name, gsize len)
+{
+    for (int a = 0; a < TORCH_N_ACTIONS; a++) {
+        if (strlen(fsim_torch_action_names[a]) == len &&
+            memcmp(fsim_torch_action_names[a], name, len) == 0)
+            return (TorchAction)a;
+    }
+    return TORCH_UNKNOWN;
+}
+
+void
+fsim_torch_device_free(gpointer data)
+{
+    TorchDevice *dev = data;
+
+    if (dev == NULL)
+        return;
+    g_clear_pointer(&dev->entries, g_array_unref);
+    g_clear_pointer(&dev->marks, g_array_unref);
+    g_clear_pointer(&dev->final_segments, g_array_unref);
+    g_clear_pointer(&dev->final_blocks, g_array_unref);
+    g_clear_pointer(&dev->events, g_array_unref);
+    g_clear_pointer(&dev->unknown, g_hash_table_unref);
+    g_free(dev);
+}
+
+/* The device @device of the trace, created on first use. */
+TorchDevice *
+fsim_torch_device(TorchLoader *ld, const FsimPickleValue *at, uint64_t device, GError **error)
+{
+    GPtrArray *devices = ld->trace->devices;
+    TorchDevice *dev;
+
+    if (device >= TORCH_MAX_DEVICES) {
+        fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_LIMIT, at,
+                        "device %" G_GUINT64_FORMAT " is beyond the %d devices fragsim reads",
+                        device, TORCH_MAX_DEVICES);
+        return NULL;
+    }
+    if (devices->len <= device)
+        g_ptr_array_set_size(devices, (gint)device + 1);
+    dev = devices->pdata[device];
+    if (dev == NULL) {
+        dev = g_new0(TorchDevice, 1);
+        dev->device = (uint32_t)device;
+        dev->entries = g_array_new(FALSE, FALSE, sizeof(TorchEntry));
+        dev->marks = g_array_new(FALSE, FALSE, sizeof(TorchMark));
+        dev->final_segments = g_array_new(FALSE, FALSE, sizeof(FsimSeedSegment));
+        dev->final_blocks = g_array_new(FALSE, FALSE, sizeof(FsimSeedBlock));
+        devices->pdata[device] = dev;
+    }
+    return dev;
+}

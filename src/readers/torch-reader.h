@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The PyTorch snapshot reader's private header: what its files share.  torch.c says what the
+ * reader does (the user's view is docs/trace-formats.md); the files are
+ *
+ *   torch.c           the format: probe, open (read, walk the root, build), streams, describe
+ *   torch-fields.c    checked access to the pickle's values: types, sizes, the walk's budget
+ *   torch-segments.c  the schema of the final state: `segments` and their `blocks`
+ *   torch-entries.c   the schema of `device_traces` entries and `external_annotations`
+ *   torch-settings.c  `allocator_settings`, turned into a PYTORCH_CUDA_ALLOC_CONF string
+ *   torch-state.c     the state at trace start, rebuilt by undoing the trace from the final state
+ *   torch-events.c    each device's events and recorded outcomes, built from its entries
+ *   torch-pools.c     which private pool each entry went to
+ */
+#pragma once
+
+#include <glib.h>
+
+#include <string.h>
+
+#include "fragsim/state.h"
+#include "fragsim/trace.h"
+
+#include "core/live-table.h"
+#include "pickle.h"
+#include "torch-pools.h"
+
+G_BEGIN_DECLS
+
+#define TORCH_MAX_BYTES     ((gsize)2 << 30)
+#define TORCH_MAX_DEVICES   1024
+#define TORCH_CLOCK_STEP_NS 1000
+#define TORCH_BUDGET_SLACK  1024
+#define TORCH_MIN_BLOCK     512
+#define TORCH_SMALL_SEGMENT (2 * FSIM_MiB)
+#define TORCH_LARGE_PAGE    (20 * FSIM_MiB)
+
+typedef struct {
+    FsimTime time;
+    uint32_t label; /* index in TorchTrace.labels */
+    uint32_t seq;   /* order in external_annotations: ties keep it */
+} TorchMark;
+
+/* What a stream hands out: an FsimEvent without the device and with the label as an index. */
+typedef struct {
+    FsimTime time;
+    uint64_t index;
+    uint64_t id;
+    uint64_t size;
+    uint64_t stream;
+    FsimAddr addr;
+    uint32_t label;
+    uint8_t kind;
+    uint8_t flags;
+} TorchEvent;
+
+typedef struct {
+    uint32_t device;
+    /* While opening. */
+    GArray *entries;        /* TorchEntry */
+    GArray *marks;          /* TorchMark */
+    GArray *final_segments; /* FsimSeedSegment */
+    GArray *final_blocks;   /* FsimSeedBlock, id unset */
+    gboolean timed;         /* some entry has time_us */
+    int64_t base_us;        /* the first time_us */
+    FsimTime last_time;
+    uint64_t backwards; /* entries whose time_us went backwards */
+    /* Kept. */
+    GArray *events; /* TorchEvent */
+    uint64_t n_entries;
+    uint64_t counts[TORCH_N_ACTIONS];
+    GHashTable *unknown; /* (nullable) action name -> count (a uint64_t) */
+    uint64_t segments;
+    uint64_t reserved_bytes;
+} TorchDevice;
+
+typedef struct {
+    FsimTrace base;
+    GPtrArray *devices; /* TorchDevice* by device index; NULL where there is none */
+    GPtrArray *labels;  /* char*: the labels of MARK events */
+    uint64_t annotations;
+} TorchTrace;
+
+typedef struct {
+    FsimTraceStream base;
+    const TorchTrace *trace;
+    const TorchDevice *device;
+    guint next;
+} TorchStream;
+
+typedef struct {
+    const char *path;
+    gsize len;
+    uint64_t budget; /* dict visits still allowed, see the file comment */
+    TorchTrace *trace;
+    uint64_t dropped_annotations;
+} TorchLoader;
+
+/* Where a value sits, for messages: `list[i]`, `list[i][j]` or `list[i].sub[j]`. */
+typedef struct {
+    const char *list;
+    gsize i;
+    gsize j;
+    int depth; /* 1: list[i]; 2: with j */
+    const char *sub;
+} TorchWhere;
+
+#define KEY_IS(key, len, literal) \
+    ((len) == sizeof(literal) - 1 && memcmp((key), (literal), sizeof(literal) - 1) == 0)
+
+/* The names of the actions, as snapshots write them. */
+extern const char *const fsim_torch_action_names[TORCH_N_ACTIONS];
+
+static inline uint64_t
+add_saturated(uint64_t a, uint64_t b)
+{
+    return a + b < a ? G_MAXUINT64 : a + b;
+}
+
+/* PyTorch's 512-byte rounding of a request (reference §2.4, without roundup_power2_divisions). */
+static inline uint64_t
+round_size(uint64_t size)
+{
+    if (size < TORCH_MIN_BLOCK)
+        return TORCH_MIN_BLOCK;
+    return (size + TORCH_MIN_BLOCK - 1) / TORCH_MIN_BLOCK * TORCH_MIN_BLOCK;
+}
+
+/* ---- torch-fields.c: checked access to values ------------------------------------------------ */
+
+/* @w as `list[i]`, `list[i][j]` or `list[i].sub[j]` (free with g_free()). */
+char *fsim_torch_where_text(const TorchWhere *w);
+
+/* Set @error to @code with "PATH: byte OFFSET-OF-@at: MESSAGE"; returns FALSE. */
+gboolean G_GNUC_PRINTF(5, 6)
+    fsim_torch_fail(const TorchLoader *ld, GError **error, FsimTraceError code,
+                    const FsimPickleValue *at, const char *format, ...);
+
+/* "an int", "a str", "None"...: what @v is, for messages. */
+const char *fsim_torch_type_name(const FsimPickleValue *v);
+
+/* Pay for visiting @v at @cost; refuse once the file's budget is spent. */
+gboolean fsim_torch_charge(TorchLoader *ld, const FsimPickleValue *v, uint64_t cost,
+                           GError **error);
+
+/* @v, found at @w, must be a dict; pays for visiting it. */
+gboolean fsim_torch_dict(TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w,
+                         GError **error);
+
+/* The field @field of the value at @w: a non-negative integer, a signed one, a size (1 to
+ * FSIM_MAX_SIZE bytes, 0 allowed when @zero_ok), a string (its length in *@len). */
+gboolean fsim_torch_u64(const TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w,
+                        const char *field, uint64_t *out, GError **error);
+gboolean fsim_torch_i64(const TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w,
+                        const char *field, int64_t *out, GError **error);
+gboolean fsim_torch_size(const TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w,
+                         const char *field, gboolean zero_ok, uint64_t *out, GError **error);
+const char *fsim_torch_str(const TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w,
+                           const char *field, gsize *len, GError **error);
+
+/* The error for a required @field missing from @dict; returns FALSE. */
+gboolean fsim_torch_missing(const TorchLoader *ld, const FsimPickleValue *dict, const TorchWhere *w,
+                            const char *field, GError **error);
+
+/* Whether @v is absent (NULL) or None. */
+gboolean fsim_torch_is_none(const FsimPickleValue *v);
+
+/* The action named @name (@len bytes), TORCH_UNKNOWN if none. */
+TorchAction fsim_torch_action_from_name(const char *name, gsize len);
+
+/* Free a TorchDevice (a GDestroyNotify). */
+void fsim_torch_device_free(gpointer data);
+
+/* The device @device of the trace, created on first use. */
+TorchDevice *fsim_torch_device(TorchLoader *ld, const FsimPickleValue *at, uint64_t device,
+                               GError **error);
+
+/* ---- the schema walk: torch-segments.c, torch-entries.c, torch-settings.c ------------------- */
+
+/* A MempoolId_t: a pair of non-negative integers (a tuple, or a list once through JSON). */
+gboolean fsim_torch_pool(const TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w,
+                         const char *field, uint64_t *out, GError **error);
+
+/* Read `segments` (the final state), `device_traces`, `external_annotations` and
+ * `allocator_settings` into the loader's trace and devices. */
+gboolean fsim_torch_read_segments(TorchLoader *ld, const FsimPickleValue *segments, GError **error);
+gboolean fsim_torch_read_traces(TorchLoader *ld, const FsimPickleValue *traces, GError **error);
+gboolean fsim_torch_read_annotations(TorchLoader *ld, const FsimPickleValue *annotations,
+                                     GError **error);
+gboolean fsim_torch_read_settings(TorchLoader *ld, const FsimPickleValue *settings, GError **error);
+
+/* ---- torch-state.c, torch-events.c ------------------------------------------------------------
+ */
+
+/* Undo the device's trace from its final state (see torch.c).  Returns the state (NULL when
+ * empty) and fills @ids with address -> id (block.cookie) of its blocks. */
+gboolean fsim_torch_initial_state(TorchLoader *ld, TorchDevice *dev, FsimLiveTable *ids,
+                                  FsimInitialState **out, GError **error);
+
+/* Build the device's events and outcomes from its entries (then freed). */
+gboolean fsim_torch_build_device(TorchLoader *ld, TorchDevice *dev, GError **error);
+
+G_END_DECLS

@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * PyTorch snapshots: the final state, `segments` and the `blocks` inside them (address or not,
+ * requested_size or the legacy history, expandable or not, private pool ids).
+ */
+#include <glib.h>
+
+#include "torch-reader.h"
+
+/* A MempoolId_t: a pair of non-negative integers (a tuple, or a list once through JSON). */
+gboolean
+fsim_torch_pool(const TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w,
+                const char *field, uint64_t *out, GError **error)
+{
+    uint64_t first;
+    uint64_t second;
+    FsimPickleType type = fsim_pickle_type(v);
+
+    if ((type != FSIM_PICKLE_TUPLE && type != FSIM_PICKLE_LIST) || fsim_pickle_len(v) != 2) {
+        g_autofree char *where = fsim_torch_where_text(w);
+
+        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, v,
+                               "%s: '%s' is %s, expected a pair of integers", where, field,
+                               fsim_torch_type_name(v));
+    }
+    if (!fsim_torch_u64(ld, fsim_pickle_item(v, 0), w, field, &first, error) ||
+        !fsim_torch_u64(ld, fsim_pickle_item(v, 1), w, field, &second, error))
+        return FALSE;
+    if (!fsim_torch_pool_id(first, second, out)) {
+        g_autofree char *where = fsim_torch_where_text(w);
+
+        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_NUMBER, v,
+                               "%s: '%s' (%" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT
+                               ") is beyond 2^32 pools",
+                               where, field, first, second);
+    }
+    return TRUE;
+}
+
+/* A block's request: `requested_size`, or in 1.13/2.0 the allocation history's. */
+static gboolean
+block_requested(TorchLoader *ld, const FsimPickleValue *requested_v,
+                const FsimPickleValue *history_v, const TorchWhere *w, uint64_t *requested,
+                gboolean *has_requested, GError **error)
+{
+    if (requested_v != NULL) {
+        if (!fsim_torch_u64(ld, requested_v, w, "requested_size", requested, error))
+            return FALSE;
+        *has_requested = TRUE;
+    } else if (!fsim_torch_is_none(history_v)) {
+        /* 1.13/2.0: the request is in the allocation history, most recent first (MemoryViz
+         * reads history[0] too). */
+        const FsimPickleValue *first = fsim_pickle_item(history_v, 0);
+
+        if (fsim_pickle_type(history_v) != FSIM_PICKLE_LIST) {
+            g_autofree char *where = fsim_torch_where_text(w);
+
+            return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, history_v,
+                                   "%s: 'history' is %s, expected a list", where,
+                                   fsim_torch_type_name(history_v));
+        }
+        if (first != NULL) {
+            const FsimPickleValue *real_size;
+
+            if (!fsim_torch_dict(ld, first, w, error))
+                return FALSE;
+            real_size = fsim_pickle_dict_get(first, "real_size");
+            if (real_size != NULL) {
+                if (!fsim_torch_u64(ld, real_size, w, "history[0].real_size", requested, error))
+                    return FALSE;
+                *has_requested = TRUE;
+            }
+        }
+    }
+    return TRUE;
+}
+
+static gboolean
+torch_read_block(TorchLoader *ld, TorchDevice *dev, const FsimSeedSegment *seg,
+                 const FsimPickleValue *block, const TorchWhere *w, FsimAddr *cursor,
+                 GError **error)
+{
+    const FsimPickleValue *address_v = NULL;
+    const FsimPickleValue *size_v = NULL;
+    const FsimPickleValue *requested_v = NULL;
+    const FsimPickleValue *state_v = NULL;
+    const FsimPickleValue *history_v = NULL;
+    gsize n = fsim_pickle_len(block);
+    FsimSeedBlock seed = {0};
+    uint64_t requested = 0;
+    gboolean has_requested = FALSE;
+    gboolean live = FALSE;
+
+    if (!fsim_torch_dict(ld, block, w, error))
+        return FALSE;
+    for (gsize k = 0; k < n; k++) {
+        gsize len;
+        const char *key = fsim_pickle_get_str(fsim_pickle_dict_key(block, k), &len);
+        const FsimPickleValue *value = fsim_pickle_dict_value(block, k);
+
+        if (key == NULL)
+            continue;
+        if (KEY_IS(key, len, "address"))
+            address_v = value;
+        else if (KEY_IS(key, len, "size"))
+            size_v = value;
+        else if (KEY_IS(key, len, "requested_size"))
+            requested_v = value;
+        else if (KEY_IS(key, len, "state"))
+            state_v = value;
+        else if (KEY_IS(key, len, "history"))
+            history_v = value;
+    }
+    if (size_v == NULL)
+        return fsim_torch_missing(ld, block, w, "size", error);
+    if (!fsim_torch_size(ld, size_v, w, "size", FALSE, &seed.size, error))
+        return FALSE;
+    seed.addr = *cursor;
+    if (address_v != NULL && !fsim_torch_u64(ld, address_v, w, "address", &seed.addr, error))
+        return FALSE;
+    if (seed.addr + seed.size < seed.addr) {
+        g_autofree char *where = fsim_torch_where_text(w);
+
+        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_NUMBER, block,
+                               "%s: the block ends beyond 2^64", where);
+    }
+    *cursor = seed.addr + seed.size;
+    if (state_v != NULL) {
+        gsize len;
+        const char *state = fsim_torch_str(ld, state_v, w, "state", &len, error);
+
+        if (state == NULL)
+            return FALSE;
+        if (KEY_IS(state, len, "active_allocated")) {
+            live = TRUE;
+        } else if (KEY_IS(state, len, "active_pending_free")) {
+            live = TRUE;
+            seed.pending_free = TRUE;
+        }
+    }
+    if (!block_requested(ld, requested_v, history_v, w, &requested, &has_requested, error))
+        return FALSE;
+    if (!live)
+        return TRUE;
+    seed.requested = has_requested ? MIN(requested, seed.size) : seed.size;
+    seed.stream = seg->stream;
+    g_array_append_val(dev->final_blocks, seed);
+    return TRUE;
+}
+
+/* The `blocks` of segment @seg, at @w (a segment's place). */
+static gboolean
+segment_blocks(TorchLoader *ld, TorchDevice *dev, const FsimSeedSegment *seg,
+               const FsimPickleValue *blocks_v, TorchWhere *w, GError **error)
+{
+    FsimAddr cursor;
+
+    if (fsim_torch_is_none(blocks_v))
+        return TRUE;
+    if (fsim_pickle_type(blocks_v) != FSIM_PICKLE_LIST)
+        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, blocks_v,
+                               "segments[%" G_GSIZE_FORMAT "]: 'blocks' is %s, expected a list",
+                               w->i, fsim_torch_type_name(blocks_v));
+    cursor = seg->addr;
+    w->depth = 2;
+    w->sub = "blocks";
+    for (gsize j = 0; j < fsim_pickle_len(blocks_v); j++) {
+        w->j = j;
+        if (!torch_read_block(ld, dev, seg, fsim_pickle_item(blocks_v, j), w, &cursor, error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean
+torch_read_segment(TorchLoader *ld, const FsimPickleValue *segment, gsize i, GError **error)
+{
+    const FsimPickleValue *device_v = NULL;
+    const FsimPickleValue *address_v = NULL;
+    const FsimPickleValue *size_v = NULL;
+    const FsimPickleValue *stream_v = NULL;
+    const FsimPickleValue *type_v = NULL;
+    const FsimPickleValue *expandable_v = NULL;
+    const FsimPickleValue *blocks_v = NULL;
+    const FsimPickleValue *pool_v = NULL;
+    TorchWhere w = {.list = "segments", .i = i, .depth = 1};
+    gsize n = fsim_pickle_len(segment);
+    FsimSeedSegment seg = {0};
+    uint64_t device = 0;
+    TorchDevice *dev;
+
+    if (!fsim_torch_dict(ld, segment, &w, error))
+        return FALSE;
+    for (gsize k = 0; k < n; k++) {
+        gsize len;
+        const char *key = fsim_pickle_get_str(fsim_pickle_dict_key(segment, k), &len);
+        const FsimPickleValue *value = fsim_pickle_dict_value(segment, k);
+
+        if (key == NULL)
+            continue;
+        if (KEY_IS(key, len, "device"))
+            device_v = value;
+        else if (KEY_IS(key, len, "address"))
+            address_v = value;
+        else if (KEY_IS(key, len, "total_size"))
+            size_v = value;
+        else if (KEY_IS(key, len, "stream"))
+            stream_v = value;
+        else if (KEY_IS(key, len, "segment_type"))
+            type_v = value;
+        else if (KEY_IS(key, len, "is_expandable"))
+            expandable_v = value;
+        else if (KEY_IS(key, len, "blocks"))
+            blocks_v = value;
+        else if (KEY_IS(key, len, "segment_pool_id"))
+            pool_v = value;
+    }
+    if (address_v == NULL)
+        return fsim_torch_missing(ld, segment, &w, "address", error);
+    if (size_v == NULL)
+        return fsim_torch_missing(ld, segment, &w, "total_size", error);
+    if (!fsim_torch_u64(ld, address_v, &w, "address", &seg.addr, error) ||
+        !fsim_torch_size(ld, size_v, &w, "total_size", FALSE, &seg.size, error))
+        return FALSE;
+    if (seg.addr + seg.size < seg.addr)
+        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_NUMBER, segment,
+                               "segments[%" G_GSIZE_FORMAT "]: the segment ends beyond 2^64", i);
+    if (device_v != NULL && !fsim_torch_u64(ld, device_v, &w, "device", &device, error))
+        return FALSE;
+    if (stream_v != NULL && !fsim_torch_u64(ld, stream_v, &w, "stream", &seg.stream, error))
+        return FALSE;
+    if (!fsim_torch_is_none(pool_v) &&
+        !fsim_torch_pool(ld, pool_v, &w, "segment_pool_id", &seg.pool_id, error))
+        return FALSE;
+    seg.pool = seg.size <= TORCH_SMALL_SEGMENT ? FSIM_POOL_SMALL : FSIM_POOL_LARGE;
+    if (!fsim_torch_is_none(type_v)) {
+        gsize len;
+        const char *type = fsim_torch_str(ld, type_v, &w, "segment_type", &len, error);
+
+        if (type == NULL)
+            return FALSE;
+        if (KEY_IS(type, len, "small"))
+            seg.pool = FSIM_POOL_SMALL;
+        else if (KEY_IS(type, len, "large"))
+            seg.pool = FSIM_POOL_LARGE;
+    }
+    if (!fsim_torch_is_none(expandable_v) && !fsim_pickle_get_bool(expandable_v, &seg.expandable))
+        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, expandable_v,
+                               "segments[%" G_GSIZE_FORMAT
+                               "]: 'is_expandable' is %s, expected a bool",
+                               i, fsim_torch_type_name(expandable_v));
+    dev = fsim_torch_device(ld, device_v != NULL ? device_v : segment, device, error);
+    if (dev == NULL)
+        return FALSE;
+    dev->segments++;
+    dev->reserved_bytes = add_saturated(dev->reserved_bytes, seg.size);
+    g_array_append_val(dev->final_segments, seg);
+    return segment_blocks(ld, dev, &seg, blocks_v, &w, error);
+}
+
+gboolean
+fsim_torch_read_segments(TorchLoader *ld, const FsimPickleValue *segments, GError **error)
+{
+    if (fsim_pickle_type(segments) != FSIM_PICKLE_LIST)
+        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, segments,
+                               "'segments' is %s, expected a list", fsim_torch_type_name(segments));
+    for (gsize i = 0; i < fsim_pickle_len(segments); i++) {
+        if (!torch_read_segment(ld, fsim_pickle_item(segments, i), i, error))
+            return FALSE;
+    }
+    return TRUE;
+}
