@@ -140,6 +140,10 @@ typedef struct {
  * @seeding: while TRUE (the engine sets it while rebuilding a trace's initial state), calls
  *     change memory but are neither counted, nor charged, nor observed: they happened before the
  *     trace began.
+ * @least_refused_demand: the smallest `reserved + size` (rounded to the granularity) of a
+ *     mem_alloc or map the device refused, 0 when none was (injected faults and seeding aside).
+ *     A replay on any capacity from its peak reserved up to this figure less one byte sees every
+ *     call answered the same way; src/analysis/needed.c relies on it.
  */
 struct FsimDevice {
     const FsimDeviceOps *ops;
@@ -149,6 +153,7 @@ struct FsimDevice {
     uint64_t attempts[FSIM_CALL_COUNT];
     uint64_t modelled_time_ns;
     gboolean seeding;
+    uint64_t least_refused_demand;
     FsimDeviceFaults faults;
     FsimDeviceObserverFunc observer;
     gpointer observer_data;

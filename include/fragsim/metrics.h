@@ -22,6 +22,7 @@ G_BEGIN_DECLS
 /* Kinds: U = uint64_t, F = double, I = int64_t where -1 means "none" (JSON null, SQL NULL). */
 /* clang-format off */
 #define FSIM_METRICS(X)                                                                           \
+    X(needed_bytes, I, "least capacity on which the run, and on every larger one, has no OOM")  \
     X(peak_requested_bytes, U, "max over time of live requested bytes")                         \
     X(peak_allocated_bytes, U, "max of live block bytes after the policy's rounding")          \
     X(peak_reserved_bytes, U, "max of device memory held by the policy")                       \
@@ -88,6 +89,17 @@ const FsimMetricInfo *fsim_metrics_list(gsize *n);
 
 /* Whether a metric depends on the machine (wall time) and so never enters golden files. */
 gboolean fsim_metric_is_wall_clock(const FsimMetricInfo *info);
+
+/**
+ * fsim_run_label:
+ * @policy: the policy name.
+ * @config: (nullable): the run's canonical PYTORCH_CUDA_ALLOC_CONF; NULL or "" = the default.
+ *
+ * Returns: (transfer full): how tables, JSON, the database, legends and reports name the run:
+ *     the policy, then the config after a space when there is one (`caching
+ * max_split_size_mb:128`).
+ */
+char *fsim_run_label(const char *policy, const char *config);
 
 /* Read a metric as a double (U64 and I64 converted; an absent optional gives -1). */
 double fsim_metric_get_double(const FsimMetrics *metrics, const FsimMetricInfo *info);

@@ -85,7 +85,11 @@ typedef enum {
  * @FSIM_STORE_COMPLETE: the run went through the whole trace (it may have had OOMs).
  * @FSIM_STORE_OOM: the run stopped at its first OOM (`--fail-on-oom`); its data up to there is
  *     stored.
- * @FSIM_STORE_FAILED: the run stopped on an error (broken trace, policy invariant, a failed
+ * @FSIM_STORE_ERRORED: the run could not be carried out, for a reason other than running out of
+ *     memory (the policy cannot be set up on the device, an internal error of the policy), while
+ *     the other runs of its comparison went on; `message` says why; there is no data.  A
+ *     database created before this status existed records such a run as `failed`.
+ * @FSIM_STORE_FAILED: the run was interrupted while it was written (a broken trace, a failed
  *     write); `message` says why; there is no data.
  */
 typedef enum {
@@ -93,9 +97,10 @@ typedef enum {
     FSIM_STORE_COMPLETE,
     FSIM_STORE_OOM,
     FSIM_STORE_FAILED,
+    FSIM_STORE_ERRORED,
 } FsimStoreStatus;
 
-/* Returns: the status as stored: `running`, `complete`, `oom`, `failed`. */
+/* Returns: the status as stored: `running`, `complete`, `oom`, `error`, `failed`. */
 const char *fsim_store_status_name(FsimStoreStatus status);
 
 typedef struct FsimStore FsimStore;
@@ -179,6 +184,8 @@ typedef struct {
  * @trace_device: the device index of the trace this run replays.
  * @policy: the policy name.
  * @knobs: (nullable): the knobs in effect, as text (`key=value` lines); %NULL for none.
+ * @config: (nullable): the canonical PYTORCH_CUDA_ALLOC_CONF of the run (`""` = default).
+ * @label: (nullable): the run's label (policy and config); %NULL = fsim_run_label().
  * @seed: the random seed of a generated trace, or -1 for none.
  * @limits: (nullable): the data limits; %NULL for the defaults.
  *
@@ -190,6 +197,8 @@ typedef struct {
     uint32_t trace_device;
     const char *policy;
     const char *knobs;
+    const char *config;
+    const char *label;
     int64_t seed;
     const FsimStoreLimits *limits;
 } FsimStoreRunInfo;
@@ -235,6 +244,13 @@ gboolean fsim_store_run_finish(FsimStoreRun *run, FsimStoreStatus status, GError
  */
 void fsim_store_run_fail(FsimStoreRun *run, const char *message);
 
+/* Marks the run `error` (it could not be carried out; see %FSIM_STORE_ERRORED), best effort. */
+void fsim_store_run_error(FsimStoreRun *run, const char *message);
+
+/* The metrics fsim_store_run_finish() writes instead of the engine's (copied): the engine's with
+ * what later analysis added (needed_bytes, the trace's lower bound). */
+void fsim_store_run_set_metrics(FsimStoreRun *run, const FsimMetrics *metrics);
+
 /* Free a run (NULL is a no-op).  A run neither finished nor failed is marked `failed`. */
 void fsim_store_run_free(FsimStoreRun *run);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimStoreRun, fsim_store_run_free)
@@ -259,6 +275,8 @@ typedef struct {
     uint64_t total_bytes;
     uint64_t granularity;
     char *knobs;
+    char *config; /* canonical PYTORCH_CUDA_ALLOC_CONF, "" = default */
+    char *label;  /* policy and config, as tables and legends show the run */
     int64_t seed; /* -1: none */
     FsimStoreStatus status;
     char *message; /* nullable */

@@ -23,8 +23,10 @@ enum {
     FSIM_EXIT_OK = 0,
     FSIM_EXIT_ERROR = 1, /* bad input or runtime error */
     FSIM_EXIT_USAGE = 2,
-    FSIM_EXIT_OOM = 3,      /* simulated OOM under --fail-on-oom */
-    FSIM_EXIT_DIVERGED = 4, /* validate found a divergence */
+    FSIM_EXIT_OOM = 3,       /* simulated OOM under --fail-on-oom */
+    FSIM_EXIT_DIVERGED = 4,  /* validate found a divergence */
+    FSIM_EXIT_NOTHING = 5,   /* validate had nothing to check (no recorded decisions) */
+    FSIM_EXIT_RUN_ERROR = 6, /* some runs of a comparison ended in error, the others completed */
 };
 
 typedef struct {

@@ -229,7 +229,8 @@ replay_attach(gpointer data, FsimEngine *engine, gboolean on_gpu, GError **error
     Attach *attach = data;
 
     (void)on_gpu;
-    return fsim_replay_outputs_attach(attach->outputs, engine, attach->trace_device, error);
+    return fsim_replay_outputs_attach(attach->outputs, engine, attach->trace_device, "",
+                                      fsim_engine_policy(engine)->ops->name, error);
 }
 
 static void
@@ -471,8 +472,8 @@ cuda_replay(int argc, char **argv)
     if (driver == NULL)
         return status;
     /* each policy is two runs: on the GPU and in the model */
-    if (!fsim_replay_outputs_open(outputs, trace, config, policies->len * (no_model ? 1 : 2),
-                                  trace_device, &error))
+    if (!fsim_replay_outputs_open(outputs, trace, policies->len * (no_model ? 1 : 2), trace_device,
+                                  &error))
         return fsim_cli_fail("cuda replay", error);
     if (!json)
         g_print("%s (%s) on %s\n\n", fsim_trace_path(trace), fsim_trace_format_name(trace),

@@ -17,11 +17,11 @@
 
 #include <string.h>
 
+#include "analysis/needed.h"
 #include "cli.h"
+#include "configs.h"
 #include "synth/synth.h"
 
-/* The capacity of the "unlimited" device used to measure a policy's natural footprint. */
-#define FIT_UNLIMITED ((uint64_t)1 << 44)
 /* Sequence lengths are searched in steps of this many tokens. */
 #define FIT_SEQ_STEP 64
 /* Neither batch nor sequence search goes past this. */
@@ -39,6 +39,7 @@ static const char *const target_names[] = {"device", "batch", "seq"};
 typedef struct {
     FsimTrace *trace; /* trace mode, or NULL */
     uint32_t trace_device;
+    GKeyFile *knobs;       /* the configuration's */
     FsimTrainConfig train; /* model mode */
     gboolean paranoid;
 } Source;
@@ -50,10 +51,19 @@ typedef struct {
 
 typedef struct {
     const char *policy;
+    const char *config; /* canonical alloc conf, "" = default */
+    char *label;
+    GKeyFile *knobs;
     uint64_t answer;
     Trial trial; /* the run at the answer (or the failing one when nothing fits) */
     uint64_t runs;
 } Result;
+
+static void
+result_clear(gpointer data)
+{
+    g_free(((Result *)data)->label);
+}
 
 /* Replay @src (with @batch and @seq in model mode) through @policy on @spec. */
 static gboolean
@@ -69,6 +79,7 @@ fit_try(const Source *src, const char *policy, const FsimDeviceSpec *spec, uint6
 
     fsim_run_config_init(&rc);
     rc.policy = policy;
+    rc.config = src->knobs;
     rc.device = *spec;
     rc.fail_on_oom = TRUE;
     rc.paranoid = src->paranoid;
@@ -115,66 +126,43 @@ fit_try(const Source *src, const char *policy, const FsimDeviceSpec *spec, uint6
     return TRUE;
 }
 
-static FsimDeviceSpec
-fit_with_capacity(const FsimDeviceSpec *spec, uint64_t capacity)
-{
-    FsimDeviceSpec s = *spec;
-    s.capacity_bytes = capacity;
-    s.total_bytes = MAX(s.total_bytes, capacity);
-    g_autofree char *size = fsim_format_size(capacity);
-    g_snprintf(s.name, sizeof s.name, "%s", size);
-    return s;
-}
-
-/* The smallest capacity, a multiple of the granularity, on which @policy replays @src. */
+/* needed_bytes of @src under the policy (src/analysis/needed.c, the computation replay makes):
+ * the events are decoded once, then replayed by the search. */
 static gboolean
 fit_device(const Source *src, const FsimDeviceSpec *spec, Result *r, GError **error)
 {
-    const uint64_t g = spec->granularity;
-    const FsimTrainConfig *t = &src->train;
-    Trial trial;
+    g_autoptr(FsimEventLog) log = fsim_event_log_new(src->trace ? src->trace_device : 0);
+    FsimNeededQuery query = {0};
+    FsimNeededResult result;
 
-    FsimDeviceSpec unlimited = fit_with_capacity(spec, FIT_UNLIMITED);
-    if (!fit_try(src, r->policy, &unlimited, t->batch, t->seq, &trial, error))
-        return FALSE;
-    r->runs++;
-    if (!trial.fits) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                    "%s runs out of memory even on %" G_GUINT64_FORMAT " bytes", r->policy,
-                    FIT_UNLIMITED);
-        return FALSE;
-    }
-    /* hi fits; lo (a multiple of g) is known not to, or is 0 */
-    uint64_t hi = (trial.metrics.peak_reserved_bytes + g - 1) / g * g;
-    uint64_t lo = trial.metrics.peak_requested_bytes / g * g;
-    if (lo == trial.metrics.peak_requested_bytes && lo > 0)
-        lo -= g;
-    if (hi == 0)
-        hi = g;
-    FsimDeviceSpec at = fit_with_capacity(spec, hi);
-    if (!fit_try(src, r->policy, &at, t->batch, t->seq, &r->trial, error))
-        return FALSE;
-    r->runs++;
-    if (!r->trial.fits) {
-        /* not monotonic after all: fall back to the unlimited run's footprint */
-        hi = (trial.metrics.peak_reserved_bytes + g - 1) / g * g + g;
-        r->trial = trial;
-    }
-    while (hi - lo > g) {
-        uint64_t mid = lo + (hi - lo) / g / 2 * g;
-        Trial probe;
-        at = fit_with_capacity(spec, mid);
-        if (!fit_try(src, r->policy, &at, t->batch, t->seq, &probe, error))
+    if (src->trace != NULL) {
+        if (!fsim_event_log_read(log, src->trace, FALSE, error))
             return FALSE;
-        r->runs++;
-        if (probe.fits) {
-            hi = mid;
-            r->trial = probe;
-        } else {
-            lo = mid;
+        query.initial_state = fsim_trace_initial_state(src->trace, src->trace_device);
+    } else {
+        g_autoptr(FsimSynth) synth = fsim_synth_train_new(&src->train, error);
+        g_autoptr(GError) local_error = NULL;
+        FsimEvent ev;
+
+        if (synth == NULL)
+            return FALSE;
+        while (fsim_synth_next(synth, &ev, &local_error))
+            fsim_event_log_append(log, &ev);
+        if (local_error != NULL) {
+            g_propagate_error(error, g_steal_pointer(&local_error));
+            return FALSE;
         }
     }
-    r->answer = hi;
+    query.policy = r->policy;
+    query.config = src->knobs;
+    query.device = *spec;
+    query.paranoid = src->paranoid;
+    if (!fsim_needed_search(log, &query, &result, error))
+        return FALSE;
+    r->answer = result.needed_bytes;
+    r->trial.fits = TRUE;
+    r->trial.metrics = result.metrics;
+    r->runs = result.replays;
     return TRUE;
 }
 
@@ -290,8 +278,16 @@ fit_print_json(Target target, const Result *results, guint n)
         json_builder_begin_object(builder);
         json_builder_set_member_name(builder, "policy");
         json_builder_add_string_value(builder, r->policy);
+        json_builder_set_member_name(builder, "config");
+        json_builder_add_string_value(builder, r->config);
+        json_builder_set_member_name(builder, "label");
+        json_builder_add_string_value(builder, r->label);
         json_builder_set_member_name(builder, "answer");
         json_builder_add_int_value(builder, (gint64)r->answer);
+        if (target == TARGET_DEVICE) {
+            json_builder_set_member_name(builder, "needed_bytes");
+            json_builder_add_int_value(builder, (gint64)r->answer);
+        }
         json_builder_set_member_name(builder, "peak_reserved_bytes");
         json_builder_add_int_value(builder, (gint64)r->trial.metrics.peak_reserved_bytes);
         json_builder_set_member_name(builder, "peak_utilization");
@@ -311,7 +307,7 @@ static void
 fit_print_table(Target target, const Result *results, guint n)
 {
     static const char *const headers[] = {
-        "policy", "answer", "peak reserved", "peak requested", "utilization", "excess", "runs"};
+        "run", "answer", "peak reserved", "peak requested", "utilization", "excess", "runs"};
     g_autoptr(FsimTable) table = fsim_table_new(G_N_ELEMENTS(headers), headers);
     for (guint i = 0; i < n; i++) {
         const Result *r = &results[i];
@@ -323,7 +319,7 @@ fit_print_table(Target target, const Result *results, guint n)
             fsim_format_size(m->peak_reserved_bytes > m->peak_requested_bytes
                                  ? m->peak_reserved_bytes - m->peak_requested_bytes
                                  : 0);
-        fsim_table_add(table, r->policy);
+        fsim_table_add(table, r->label);
         fsim_table_add(table, answer);
         fsim_table_add(table, reserved);
         fsim_table_add(table, requested);
@@ -341,6 +337,7 @@ fsim_cmd_fit(int argc, char **argv)
     g_autofree char *policy_list = NULL;
     g_autofree char *device_name = NULL;
     g_autofree char *target_name = NULL;
+    g_auto(GStrv) alloc_confs = NULL;
     gint trace_device = -1;
     gboolean json = FALSE, paranoid = FALSE;
     GOptionEntry entries[] = {
@@ -354,6 +351,9 @@ fsim_cmd_fit(int argc, char **argv)
          "The GPU to fit (batch, seq) or whose granularity and costs to use (device); default "
          "" FSIM_DEVICE_DEFAULT,
          "DEVICE"},
+        {"alloc-conf", 'c', 0, G_OPTION_ARG_STRING_ARRAY, &alloc_confs,
+         "A PYTORCH_CUDA_ALLOC_CONF for caching and expandable (repeatable: each is a run)",
+         "STRING"},
         {"trace-device", 0, 0, G_OPTION_ARG_INT, &trace_device,
          "The device of a multi-GPU trace (default: the first with events)", "N"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
@@ -364,6 +364,8 @@ fsim_cmd_fit(int argc, char **argv)
     g_autoptr(GOptionContext) context =
         g_option_context_new("TRACE|MODEL - the smallest device, or the largest batch or sequence");
     g_autoptr(GPtrArray) policies = NULL;
+    g_autoptr(GPtrArray) configs = NULL;
+    g_autoptr(GArray) results = g_array_new(FALSE, TRUE, sizeof(Result));
     g_autoptr(FsimTrace) trace = NULL;
     GError *error = NULL;
     Source src = {0};
@@ -375,7 +377,8 @@ fsim_cmd_fit(int argc, char **argv)
     g_option_context_add_main_entries(context, entries, NULL);
     g_option_context_add_group(context, fsim_train_options_group(&options, 0));
     g_autofree char *description = g_strconcat(
-        "A trace: binary search on the capacity, to the device granularity (2 MiB).\n"
+        "A trace: needed_bytes, the least capacity (to the device granularity, 2 MiB) on which\n"
+        "the run, and on every larger one, has no OOM: what 'replay' reports (docs/metrics.md).\n"
         "A model: the largest micro-batch (or sequence, to 64 tokens) whose synthetic training\n"
         "trace replays without an OOM, generated in memory (two steps at least).\n\n",
         fsim_train_options_help(),
@@ -420,6 +423,9 @@ fsim_cmd_fit(int argc, char **argv)
     policies = fsim_cli_policies(policy_list, &error);
     if (policies == NULL)
         return fsim_cli_fail("fit", error);
+    configs = fsim_cli_configs((const char *const *)alloc_confs, NULL, NULL, NULL, &error);
+    if (configs == NULL)
+        return fsim_cli_fail("fit", error);
 
     src.paranoid = paranoid;
     /* the first step peaks lower (its gradients do not exist yet during its forward): fit the
@@ -444,17 +450,28 @@ fsim_cmd_fit(int argc, char **argv)
         }
     }
 
-    g_autofree Result *results = g_new0(Result, policies->len);
-    for (guint i = 0; i < policies->len; i++) {
-        results[i].policy = g_ptr_array_index(policies, i);
-        ok = target == TARGET_DEVICE ? fit_device(&src, &spec, &results[i], &error)
-                                     : fit_dimension(&src, &spec, target, &results[i], &error);
-        if (!ok)
-            return fsim_cli_fail("fit", error);
+    g_array_set_clear_func(results, result_clear);
+    for (guint p = 0; p < policies->len; p++) {
+        const char *policy = g_ptr_array_index(policies, p);
+        guint n = fsim_cli_policy_takes_alloc_conf(policy) ? configs->len : 1;
+
+        for (guint c = 0; c < n; c++) {
+            const FsimCliConfig *config = g_ptr_array_index(configs, c);
+            Result r = {.policy = policy, .config = n > 1 || configs->len == 1 ? config->text : ""};
+
+            r.label = fsim_run_label(policy, r.config);
+            src.knobs = config->knobs;
+            g_array_append_val(results, r);
+            Result *at = &g_array_index(results, Result, results->len - 1);
+            ok = target == TARGET_DEVICE ? fit_device(&src, &spec, at, &error)
+                                         : fit_dimension(&src, &spec, target, at, &error);
+            if (!ok)
+                return fsim_cli_fail("fit", error);
+        }
     }
 
     if (json) {
-        fit_print_json(target, results, policies->len);
+        fit_print_json(target, (const Result *)(const void *)results->data, results->len);
         return FSIM_EXIT_OK;
     }
     g_autofree char *granularity = fsim_format_size(spec.granularity);
@@ -472,7 +489,7 @@ fsim_cmd_fit(int argc, char **argv)
                     target == TARGET_BATCH ? "micro-batch" : "sequence length", spec.name, capacity,
                     (double)spec.capacity_bytes / 1e9);
     }
-    fit_print_table(target, results, policies->len);
+    fit_print_table(target, (const Result *)(const void *)results->data, results->len);
     if (!is_trace && target != TARGET_DEVICE) {
         uint64_t est = fit_estimate(&src.train, &spec, target);
         g_autofree char *answer = fit_format_answer(target, est);

@@ -19,6 +19,9 @@
 typedef struct {
     FsimEngine *engine; /* borrowed */
     FsimStoreRun *run;
+    gboolean has_result;
+    FsimMetrics metrics;
+    char *error; /* the run ended in error */
 } OutputRun;
 
 struct FsimReplayOutputs {
@@ -29,7 +32,6 @@ struct FsimReplayOutputs {
 
     GOptionEntry entries[4];
     FsimTrace *trace; /* borrowed */
-    GKeyFile *config; /* borrowed */
     FsimStore *store;
     GArray *runs; /* OutputRun */
     FsimMemvizExport *exporter;
@@ -41,6 +43,7 @@ output_run_clear(gpointer data)
     OutputRun *run = data;
 
     g_clear_pointer(&run->run, fsim_store_run_free);
+    g_clear_pointer(&run->error, g_free);
 }
 
 FsimReplayOutputs *
@@ -88,15 +91,14 @@ fsim_replay_outputs_entries(FsimReplayOutputs *outputs)
 }
 
 gboolean
-fsim_replay_outputs_open(FsimReplayOutputs *outputs, FsimTrace *trace, GKeyFile *config,
-                         guint n_policies, gint trace_device, GError **error)
+fsim_replay_outputs_open(FsimReplayOutputs *outputs, FsimTrace *trace, guint n_runs,
+                         gint trace_device, GError **error)
 {
     FsimStoreOptions options = {0};
     const char *max_pages = g_getenv("FRAGSIM_DB_MAX_PAGES");
     gsize n_devices;
 
     outputs->trace = trace;
-    outputs->config = config;
     if (outputs->samples < 0 || (outputs->samples != 0 && outputs->db_path == NULL)) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
                     outputs->samples < 0 ? "--samples must be positive"
@@ -104,9 +106,9 @@ fsim_replay_outputs_open(FsimReplayOutputs *outputs, FsimTrace *trace, GKeyFile 
         return FALSE;
     }
     (void)fsim_trace_devices(trace, &n_devices);
-    if (outputs->export_path != NULL && (n_policies != 1 || (trace_device < 0 && n_devices != 1))) {
+    if (outputs->export_path != NULL && (n_runs != 1 || (trace_device < 0 && n_devices != 1))) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
-                    "--export-snapshot writes one run: name one policy with -p%s",
+                    "--export-snapshot writes one run: name one policy with -p (and one -c)%s",
                     trace_device < 0 && n_devices > 1 ? " and one device with --trace-device" : "");
         return FALSE;
     }
@@ -156,13 +158,13 @@ knobs_text(GKeyFile *config, const char *policy)
 
 gboolean
 fsim_replay_outputs_attach(FsimReplayOutputs *outputs, FsimEngine *engine, uint32_t trace_device,
-                           GError **error)
+                           const char *config, const char *label, GError **error)
 {
-    OutputRun run = {engine, NULL};
+    OutputRun run = {.engine = engine};
 
     if (outputs->store != NULL) {
         const char *policy = fsim_engine_policy(engine)->ops->name;
-        g_autofree char *knobs = knobs_text(outputs->config, policy);
+        g_autofree char *knobs = knobs_text(fsim_engine_config(engine)->config, policy);
         FsimStoreLimits limits = {.max_samples = (guint)outputs->samples};
         FsimStoreRunInfo info = {
             .trace = fsim_trace_path(outputs->trace),
@@ -170,6 +172,8 @@ fsim_replay_outputs_attach(FsimReplayOutputs *outputs, FsimEngine *engine, uint3
             .trace_device = trace_device,
             .policy = policy,
             .knobs = knobs,
+            .config = config,
+            .label = label,
             .seed = -1,
             .limits = &limits,
         };
@@ -202,6 +206,22 @@ fsim_replay_outputs_run_id(const FsimReplayOutputs *outputs, const FsimEngine *e
     return -1;
 }
 
+void
+fsim_replay_outputs_result(FsimReplayOutputs *outputs, const FsimEngine *engine,
+                           const FsimMetrics *metrics, const char *error)
+{
+    for (guint i = 0; i < outputs->runs->len; i++) {
+        OutputRun *run = &g_array_index(outputs->runs, OutputRun, i);
+
+        if (run->engine == engine) {
+            run->has_result = TRUE;
+            run->metrics = *metrics;
+            g_free(run->error);
+            run->error = g_strdup(error);
+        }
+    }
+}
+
 gboolean
 fsim_replay_outputs_finish(FsimReplayOutputs *outputs, gboolean json, GError **error)
 {
@@ -215,8 +235,15 @@ fsim_replay_outputs_finish(FsimReplayOutputs *outputs, gboolean json, GError **e
 
         if (run->run == NULL)
             continue;
-        if (!fsim_store_run_finish(run->run, stopped ? FSIM_STORE_OOM : FSIM_STORE_COMPLETE, error))
-            return FALSE;
+        if (run->error != NULL) {
+            fsim_store_run_error(run->run, run->error);
+        } else {
+            if (run->has_result)
+                fsim_store_run_set_metrics(run->run, &run->metrics);
+            if (!fsim_store_run_finish(run->run, stopped ? FSIM_STORE_OOM : FSIM_STORE_COMPLETE,
+                                       error))
+                return FALSE;
+        }
         if (first == 0)
             first = fsim_store_run_id(run->run);
         last = fsim_store_run_id(run->run);

@@ -8,9 +8,10 @@
  *   outputs = fsim_replay_outputs_new();
  *   g_option_context_add_main_entries(context, fsim_replay_outputs_entries(outputs), NULL);
  *   ... parse, open the trace ...
- *   fsim_replay_outputs_open(outputs, trace, config, n_policies, trace_device, &error);
- *   ... for each engine created: fsim_replay_outputs_attach(outputs, engine, trace_device, &error);
- *   ... replay ...
+ *   fsim_replay_outputs_open(outputs, trace, n_runs, trace_device, &error);
+ *   ... for each engine created: fsim_replay_outputs_attach(outputs, engine, trace_device, config,
+ *       label, &error);
+ *   ... replay, then for each run: fsim_replay_outputs_result(outputs, engine, metrics, error);
  *   fsim_replay_outputs_finish(outputs, json, &error);
  *   fsim_replay_outputs_free(outputs);   (marks unfinished runs failed, removes partial exports)
  */
@@ -35,8 +36,7 @@ const GOptionEntry *fsim_replay_outputs_entries(FsimReplayOutputs *outputs);
 /**
  * fsim_replay_outputs_open:
  * @trace: the opened trace (borrowed until finish).
- * @config: (nullable): the knobs (borrowed until finish).
- * @n_policies: how many policies each device is replayed through.
+ * @n_runs: how many runs each device is replayed through.
  * @trace_device: the --trace-device asked for, or -1 for every device.
  *
  * Checks the options against the replay and opens the database.
@@ -44,12 +44,19 @@ const GOptionEntry *fsim_replay_outputs_entries(FsimReplayOutputs *outputs);
  * Returns: %FALSE with FSIM_ERROR_USAGE (--export-snapshot with several runs, a bad --samples)
  * or a store error.
  */
-gboolean fsim_replay_outputs_open(FsimReplayOutputs *outputs, FsimTrace *trace, GKeyFile *config,
-                                  guint n_policies, gint trace_device, GError **error);
+gboolean fsim_replay_outputs_open(FsimReplayOutputs *outputs, FsimTrace *trace, guint n_runs,
+                                  gint trace_device, GError **error);
 
-/* Attach the outputs to a new engine replaying @trace_device (before its first event). */
+/* Attach the outputs to a new engine replaying @trace_device (before its first event), a run
+ * with the canonical alloc conf @config and the label @label. */
 gboolean fsim_replay_outputs_attach(FsimReplayOutputs *outputs, FsimEngine *engine,
-                                    uint32_t trace_device, GError **error);
+                                    uint32_t trace_device, const char *config, const char *label,
+                                    GError **error);
+
+/* The run's final metrics (the engine's with needed_bytes and the trace's lower bound), or
+ * @error (nullable) when it ended in error; before finish. */
+void fsim_replay_outputs_result(FsimReplayOutputs *outputs, const FsimEngine *engine,
+                                const FsimMetrics *metrics, const char *error);
 
 /* The database id of @engine's run, or -1 without --db. */
 int64_t fsim_replay_outputs_run_id(const FsimReplayOutputs *outputs, const FsimEngine *engine);

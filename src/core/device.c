@@ -103,6 +103,17 @@ account(FsimDevice *device, FsimDeviceCall call, FsimAddr addr, uint64_t size, u
  * Returns: %FSIM_OK, or %FSIM_OOM when free pages run out or a fault was injected; then nothing
  * changed except the attempt counter.
  */
+/* Remember a call of @size bytes refused for want of memory (see least_refused_demand). */
+static void
+note_refusal(FsimDevice *device, uint64_t size)
+{
+    uint64_t demand = (uint64_t)device->reserved.current + fsim_device_round(device, size);
+
+    if (!device->seeding &&
+        (device->least_refused_demand == 0 || demand < device->least_refused_demand))
+        device->least_refused_demand = demand;
+}
+
 FsimStatus
 fsim_device_mem_alloc(FsimDevice *device, uint64_t size, FsimAddr *out)
 {
@@ -110,8 +121,10 @@ fsim_device_mem_alloc(FsimDevice *device, uint64_t size, FsimAddr *out)
         device->attempts[FSIM_CALL_MEM_ALLOC]++;
     if (fault_hit(device, FSIM_CALL_MEM_ALLOC))
         return FSIM_OOM;
-    if (device->ops->mem_alloc(device, size, out) != FSIM_OK)
+    if (device->ops->mem_alloc(device, size, out) != FSIM_OK) {
+        note_refusal(device, size);
         return FSIM_OOM;
+    }
     account(device, FSIM_CALL_MEM_ALLOC, *out, size, 0);
     return FSIM_OK;
 }
@@ -160,8 +173,10 @@ fsim_device_map(FsimDevice *device, FsimAddr addr, uint64_t size, uint64_t handl
         device->attempts[FSIM_CALL_MAP]++;
     if (fault_hit(device, FSIM_CALL_MAP))
         return FSIM_OOM;
-    if (device->ops->map(device, addr, size, handle_size) != FSIM_OK)
+    if (device->ops->map(device, addr, size, handle_size) != FSIM_OK) {
+        note_refusal(device, size);
         return FSIM_OOM;
+    }
     account(device, FSIM_CALL_MAP, addr, size, handle_size);
     return FSIM_OK;
 }

@@ -114,6 +114,7 @@ fsim_engine_new(const FsimRunConfig *config, GError **error)
     engine->observers = g_array_new(FALSE, FALSE, sizeof(ObserverEntry));
     engine->ooms = g_array_new(FALSE, FALSE, sizeof(FsimOomRecord));
     engine->metrics.first_oom_event = -1;
+    engine->metrics.needed_bytes = -1; /* computed by src/analysis/needed.c, not the engine */
     engine->min_utilization = 2.0;
     engine->device->observer = engine_device_observer;
     engine->device->observer_data = engine;

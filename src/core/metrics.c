@@ -35,6 +35,14 @@ fsim_metric_is_wall_clock(const FsimMetricInfo *info)
     return strcmp(info->name, "wall_seconds") == 0 || strcmp(info->name, "events_per_second") == 0;
 }
 
+char *
+fsim_run_label(const char *policy, const char *config)
+{
+    if (config == NULL || *config == '\0')
+        return g_strdup(policy);
+    return g_strdup_printf("%s %s", policy, config);
+}
+
 double
 fsim_metric_get_double(const FsimMetrics *metrics, const FsimMetricInfo *info)
 {

@@ -15,7 +15,11 @@
  * released, so there are no driver calls once the arena has reached its peak.
  *
  * The block above the high-water mark (the "wilderness") is an ordinary free block that ends at
- * the arena's end.  Being the largest it is chosen last, which is exactly the best-fit rule.
+ * the arena's end.  The arena's address space is twice the device (32 TiB at least), so the
+ * wilderness is always the largest free block and is chosen last, which is exactly the best-fit
+ * rule, and the pool grows only when no free block fits, as RMM's does.  Its decisions depend on
+ * the device's capacity only where the device refuses pages (an OOM), so `needed_bytes` is
+ * simply the high-water mark of a run that did not run out.
  *
  * Knobs:
  *   alignment   block size and address alignment (default 256 bytes, as RMM and BFC)
@@ -74,7 +78,12 @@ best_fit_create(FsimDevice *device, GKeyFile *config, GError **error)
 {
     BestFit *bf;
     uint64_t alignment;
-    uint64_t arena_size = fsim_device_round(device, device->spec.capacity_bytes);
+    /* Twice the capacity, and at least 32 TiB: the untouched top of the arena is then larger than
+     * any free block below it, so best fit takes it only when nothing else fits (as RMM's pool
+     * grows only then), and the decisions do not depend on the capacity until the device refuses
+     * a page.  needed_bytes (src/analysis/needed.c) relies on that. */
+    uint64_t arena_size =
+        fsim_device_round(device, MAX((uint64_t)1 << 45, 2 * device->spec.capacity_bytes));
     FsimAddr base;
 
     if (!fsim_knob_get_size(config, "bestfit", "alignment", 256, &alignment, error))

@@ -72,7 +72,8 @@ static const char schema_sql[] =
     "  granularity_bytes INTEGER NOT NULL,\n"
     "  knobs TEXT NOT NULL,\n"
     "  seed INTEGER,\n"
-    "  status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'oom', 'failed')),\n"
+    "  status TEXT NOT NULL\n"
+    "    CHECK (status IN ('running', 'complete', 'oom', 'error', 'failed')),\n"
     "  message TEXT,\n"
     "  created_at TEXT NOT NULL,\n"
     "  finished_at TEXT,\n"
@@ -81,8 +82,12 @@ static const char schema_sql[] =
     "  segment_actions INTEGER,\n"
     "  segment_actions_stored INTEGER,\n"
     "  blocks INTEGER,\n"
-    "  blocks_stored INTEGER\n"
-    ");\n"
+    "  blocks_stored INTEGER,\n"
+    "  config TEXT NOT NULL DEFAULT '',\n"
+    "  label TEXT NOT NULL DEFAULT ''\n"
+    ");\n";
+/* The rest of the schema (a second string: ISO C caps one at 4095 characters). */
+static const char schema_more_sql[] =
     "CREATE TABLE run_metrics (\n"
     "  run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE"
     FSIM_METRICS(STORE_METRIC_COLUMN) "\n"
@@ -161,8 +166,8 @@ static const char schema_sql[] =
     "  PRIMARY KEY (run_id, log2)\n"
     ") WITHOUT ROWID;\n"
     "CREATE VIEW run_summary AS\n"
-    "  SELECT r.id, r.trace, r.trace_device, r.policy, r.device, r.capacity_bytes, r.status,\n"
-    "         m.peak_requested_bytes, m.peak_allocated_bytes, m.peak_reserved_bytes,\n"
+    "  SELECT r.id, r.trace, r.trace_device, r.label, r.policy, r.config, r.device,\n"
+    "         r.capacity_bytes, r.status, m.needed_bytes, m.peak_requested_bytes, m.peak_allocated_bytes, m.peak_reserved_bytes,\n"
     "         m.excess_over_lower_bound_bytes, m.peak_utilization, m.external_frag_at_peak,\n"
     "         m.ooms, r.created_at\n"
     "  FROM runs r LEFT JOIN run_metrics m ON m.run_id = r.id;\n";
@@ -201,13 +206,13 @@ static const char *const stmt_sql[STMT_COUNT] = {
     [STMT_INSERT_RUN] =
         "INSERT INTO runs (trace, trace_format, trace_device, policy, device, device_description,"
         " capacity_bytes, total_bytes, granularity_bytes, knobs, seed, status, created_at,"
-        " fragsim_version, max_samples)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
+        " fragsim_version, max_samples, config, label)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
     [STMT_FINISH_RUN] =
         "UPDATE runs SET status = ?, finished_at = ?, segment_actions = ?,"
         " segment_actions_stored = ?, blocks = ?, blocks_stored = ? WHERE id = ?",
     [STMT_FAIL_RUN] =
-        "UPDATE runs SET status = 'failed', message = ?, finished_at = ? WHERE id = ?",
+        "UPDATE runs SET status = ?, message = ?, finished_at = ? WHERE id = ?",
     [STMT_INSERT_METRICS] =
         "INSERT INTO run_metrics (run_id" FSIM_METRICS(STORE_METRIC_NAME) ") VALUES (?"
         FSIM_METRICS(STORE_METRIC_PARAM) ")",
@@ -260,7 +265,8 @@ struct FsimStore {
     char *select_runs_sql; /* built at open: metric columns the file has, NULL for the others */
     sqlite3_stmt *select_runs;
     sqlite3_stmt *select_run;
-    guint attached; /* runs not yet freed */
+    guint attached;            /* runs not yet freed */
+    gboolean has_error_status; /* the runs table accepts status `error` */
 };
 
 static FsimStoreError
@@ -449,11 +455,11 @@ store_pragma_int(FsimStore *store, const char *sql, int64_t *out, GError **error
 
 /* The metric columns run_metrics has, to build the reader's column list and add new ones. */
 static GHashTable *
-store_metric_columns(FsimStore *store, GError **error)
+store_table_columns(FsimStore *store, const char *table, GError **error)
 {
     g_autoptr(GHashTable) columns = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-    sqlite3_stmt *stmt =
-        store_prepare(store, "SELECT name FROM pragma_table_info('run_metrics')", error);
+    g_autofree char *sql = g_strdup_printf("SELECT name FROM pragma_table_info('%s')", table);
+    sqlite3_stmt *stmt = store_prepare(store, sql, error);
     int rc;
 
     if (stmt == NULL)
@@ -461,13 +467,13 @@ store_metric_columns(FsimStore *store, GError **error)
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW)
         g_hash_table_add(columns, g_strdup((const char *)sqlite3_column_text(stmt, 0)));
     if (rc != SQLITE_DONE) {
-        store_fail(store, rc, "reading the run_metrics columns", error);
+        store_fail(store, rc, "reading a table's columns", error);
         (void)sqlite3_finalize(stmt);
         return NULL;
     }
     rc = sqlite3_finalize(stmt);
     if (rc != SQLITE_OK) {
-        store_fail(store, rc, "reading the run_metrics columns", error);
+        store_fail(store, rc, "reading a table's columns", error);
         return NULL;
     }
     return g_steal_pointer(&columns);
@@ -478,13 +484,48 @@ static const char run_columns_sql[] =
     " r.capacity_bytes, r.total_bytes, r.granularity_bytes, r.knobs, r.seed, r.status, r.message,"
     " r.created_at, r.finished_at, r.fragsim_version, r.segment_actions,"
     " r.segment_actions_stored, r.blocks, r.blocks_stored, m.run_id";
-#define RUN_COLUMNS 22 /* the metric columns follow */
+#define RUN_COLUMNS 24 /* the metric columns follow */
+
+/* The runs columns added after schema version 1 (config, label): added when writable, read as
+ * '' otherwise; and whether the status check allows `error`. */
+static gboolean
+store_prepare_runs(FsimStore *store, GString *sql, GError **error)
+{
+    static const char *const added[] = {"config", "label"};
+    g_autoptr(GHashTable) columns = store_table_columns(store, "runs", error);
+    sqlite3_stmt *stmt;
+
+    if (columns == NULL)
+        return FALSE;
+    for (gsize i = 0; i < G_N_ELEMENTS(added); i++) {
+        gboolean present = g_hash_table_contains(columns, added[i]);
+
+        if (!present && store->writable) {
+            g_autofree char *alter = g_strdup_printf(
+                "ALTER TABLE runs ADD COLUMN %s TEXT NOT NULL DEFAULT ''", added[i]);
+
+            if (!store_exec(store, alter, "adding a runs column", error))
+                return FALSE;
+            present = TRUE;
+        }
+        g_string_append_printf(sql, present ? ", r.%s" : ", '' AS %s", added[i]);
+    }
+    stmt = store_prepare(store,
+                         "SELECT count(*) FROM sqlite_schema WHERE name = 'runs'"
+                         " AND sql LIKE '%''error''%'",
+                         error);
+    if (stmt == NULL)
+        return FALSE;
+    store->has_error_status = sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_int(stmt, 0) > 0;
+    (void)sqlite3_finalize(stmt);
+    return TRUE;
+}
 
 /* Check the metric columns: add the missing ones when writable; build the reader's SELECT. */
 static gboolean
 store_prepare_metrics(FsimStore *store, GError **error)
 {
-    g_autoptr(GHashTable) columns = store_metric_columns(store, error);
+    g_autoptr(GHashTable) columns = store_table_columns(store, "run_metrics", error);
     g_autoptr(GString) sql = g_string_new("SELECT ");
     gsize n;
     const FsimMetricInfo *info = fsim_metrics_list(&n);
@@ -492,6 +533,8 @@ store_prepare_metrics(FsimStore *store, GError **error)
     if (columns == NULL)
         return FALSE;
     g_string_append(sql, run_columns_sql);
+    if (!store_prepare_runs(store, sql, error))
+        return FALSE;
     for (gsize i = 0; i < n; i++) {
         gboolean present = g_hash_table_contains(columns, info[i].name);
 
@@ -563,6 +606,7 @@ store_check_identity(FsimStore *store, GError **error)
         if (!store_exec(store, "BEGIN IMMEDIATE", "creating the schema", error))
             return FALSE;
         if (!store_exec(store, schema_sql, "creating the schema", error) ||
+            !store_exec(store, schema_more_sql, "creating the schema", error) ||
             !store_exec(store, pragmas, "creating the schema", error) ||
             !store_exec(store, "COMMIT", "creating the schema", error)) {
             /* The rollback fails harmlessly when the transaction is already gone. */
@@ -725,6 +769,8 @@ fsim_store_status_name(FsimStoreStatus status)
         return "complete";
     case FSIM_STORE_OOM:
         return "oom";
+    case FSIM_STORE_ERRORED:
+        return "error";
     case FSIM_STORE_FAILED:
     default:
         return "failed";
@@ -740,6 +786,8 @@ store_status_from_name(const char *name)
         return FSIM_STORE_OOM;
     if (g_strcmp0(name, "running") == 0)
         return FSIM_STORE_RUNNING;
+    if (g_strcmp0(name, "error") == 0)
+        return FSIM_STORE_ERRORED;
     return FSIM_STORE_FAILED;
 }
 
@@ -778,6 +826,8 @@ struct FsimStoreRun {
     int64_t id;
     FsimStoreLimits limits;
     gboolean done;
+    gboolean has_metrics; /* fsim_store_run_set_metrics() */
+    FsimMetrics metrics;
 
     /* samples */
     GArray *buckets; /* FsimStoredSample, closed */
@@ -1147,6 +1197,8 @@ fsim_store_attach(FsimStore *store, FsimEngine *engine, const FsimStoreRunInfo *
     bind_text(stmt, 12, now, &rc);
     bind_text(stmt, 13, FSIM_VERSION, &rc);
     bind_i64(stmt, 14, run->limits.max_samples, &rc);
+    bind_text(stmt, 15, info->config != NULL ? info->config : "", &rc);
+    bind_text(stmt, 16, info->label != NULL ? info->label : info->policy, &rc);
     if (!store_step_done(store, stmt, rc, "recording a new run", error)) {
         g_free(run);
         return NULL;
@@ -1181,7 +1233,7 @@ static gboolean
 write_metrics(FsimStoreRun *run, GError **error)
 {
     FsimStore *store = run->store;
-    const FsimMetrics *m = fsim_engine_metrics(run->engine);
+    const FsimMetrics *m = run->has_metrics ? &run->metrics : fsim_engine_metrics(run->engine);
     sqlite3_stmt *stmt = store_stmt(store, STMT_INSERT_METRICS, error);
     int rc = SQLITE_OK;
     int i = 1;
@@ -1450,8 +1502,9 @@ fsim_store_run_finish(FsimStoreRun *run, FsimStoreStatus status, GError **error)
     return ok;
 }
 
-void
-fsim_store_run_fail(FsimStoreRun *run, const char *message)
+/* Mark @run finished without data, with @status (`failed` or `error`) and @message. */
+static void
+store_run_end_without_data(FsimStoreRun *run, const char *status, const char *message)
 {
     g_autoptr(GError) error = NULL;
     g_autofree char *now = store_now();
@@ -1463,14 +1516,35 @@ fsim_store_run_fail(FsimStoreRun *run, const char *message)
     run_release_data(run);
     stmt = store_stmt(run->store, STMT_FAIL_RUN, &error);
     if (stmt != NULL) {
-        bind_text(stmt, 1, message, &rc);
-        bind_text(stmt, 2, now, &rc);
-        bind_i64(stmt, 3, run->id, &rc);
+        bind_text(stmt, 1, status, &rc);
+        bind_text(stmt, 2, message, &rc);
+        bind_text(stmt, 3, now, &rc);
+        bind_i64(stmt, 4, run->id, &rc);
         if (store_step_done(run->store, stmt, rc, "marking the run failed", &error))
             return;
     }
     /* The row stays `running`, which readers also treat as incomplete. */
     g_info("%s", error->message);
+}
+
+void
+fsim_store_run_fail(FsimStoreRun *run, const char *message)
+{
+    store_run_end_without_data(run, "failed", message);
+}
+
+void
+fsim_store_run_error(FsimStoreRun *run, const char *message)
+{
+    /* A database created before the `error` status refuses it: `failed` says as much there. */
+    store_run_end_without_data(run, run->store->has_error_status ? "error" : "failed", message);
+}
+
+void
+fsim_store_run_set_metrics(FsimStoreRun *run, const FsimMetrics *metrics)
+{
+    run->metrics = *metrics;
+    run->has_metrics = TRUE;
 }
 
 void
@@ -1498,6 +1572,8 @@ fsim_stored_run_free(FsimStoredRun *run)
     g_free(run->device);
     g_free(run->device_description);
     g_free(run->knobs);
+    g_free(run->config);
+    g_free(run->label);
     g_free(run->message);
     g_free(run->created_at);
     g_free(run->finished_at);
@@ -1554,10 +1630,18 @@ stored_run_from_row(sqlite3_stmt *stmt)
     run->blocks = (uint64_t)sqlite3_column_int64(stmt, 19);
     run->blocks_stored = (uint64_t)sqlite3_column_int64(stmt, 20);
     run->has_metrics = sqlite3_column_type(stmt, 21) != SQLITE_NULL;
+    run->config = column_strdup(stmt, 22);
+    run->label = column_strdup(stmt, 23);
+    if (run->config == NULL)
+        run->config = g_strdup("");
     if (run->trace == NULL)
         run->trace = g_strdup("");
     if (run->policy == NULL)
         run->policy = g_strdup("");
+    if (run->label == NULL || *run->label == '\0') {
+        g_free(run->label);
+        run->label = fsim_run_label(run->policy, run->config);
+    }
 #define STORE_READ_U(field)                run->metrics.field = (uint64_t)sqlite3_column_int64(stmt, i++)
 #define STORE_READ_F(field)                run->metrics.field = sqlite3_column_double(stmt, i++)
 #define STORE_READ_I(field)                run->metrics.field = column_opt_i64(stmt, i++)

@@ -470,11 +470,20 @@ conf_roundup_string(const FsimAllocConf *conf)
     return g_string_free(text, FALSE);
 }
 
+/* The shortest text that reads back as @value: `0.6`, never `0.59999999999999998`. */
 static char *
 conf_double_string(double value)
 {
     char buf[G_ASCII_DTOSTR_BUF_SIZE];
 
+    for (int digits = 1; digits < 17; digits++) {
+        char format[8];
+
+        g_snprintf(format, sizeof(format), "%%.%dg", digits);
+        g_ascii_formatd(buf, sizeof(buf), format, value);
+        if (g_ascii_strtod(buf, NULL) == value)
+            return g_strdup(buf);
+    }
     return g_strdup(g_ascii_dtostr(buf, sizeof(buf), value));
 }
 

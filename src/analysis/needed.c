@@ -1,0 +1,419 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * needed_bytes: the least capacity on which a run fits, and on every larger one.  See needed.h
+ * for the definition and the search.
+ *
+ * The proof a fitting replay gives: the device answers a mem_alloc or map "no" exactly when the
+ * reservation would pass the capacity.  On capacity X the run's successful calls took the
+ * reservation to at most its peak P, and its refused calls would have taken it to R or more
+ * (R = the device's least_refused_demand).  On any capacity in [P, R - 1] every call gets the same
+ * answer, so (policies deciding by nothing else that depends on the capacity) the run makes the
+ * same decisions, has the same metrics, and fits.  A run with no refusal proves [P, infinity).
+ */
+#include "analysis/needed.h"
+
+#include <glib.h>
+
+#include <string.h>
+
+/* One decoded event: what engines read of an FsimEvent, without the mark label. */
+typedef struct {
+    FsimTime time;
+    uint64_t index;
+    uint64_t id;
+    uint64_t size;
+    uint64_t stream;
+    uint32_t flags;
+    uint32_t kind;
+} LogEvent;
+
+struct FsimEventLog {
+    uint32_t device;
+    GArray *events; /* LogEvent */
+};
+
+FsimEventLog *
+fsim_event_log_new(uint32_t device)
+{
+    FsimEventLog *log = g_new0(FsimEventLog, 1);
+
+    log->device = device;
+    log->events = g_array_new(FALSE, FALSE, sizeof(LogEvent));
+    return log;
+}
+
+void
+fsim_event_log_free(FsimEventLog *log)
+{
+    if (log == NULL)
+        return;
+    g_array_unref(log->events);
+    g_free(log);
+}
+
+void
+fsim_event_log_append(FsimEventLog *log, const FsimEvent *ev)
+{
+    LogEvent e = {
+        .time = ev->time,
+        .index = ev->index,
+        .id = ev->id,
+        .size = ev->size,
+        .stream = ev->stream,
+        .flags = ev->flags,
+        .kind = ev->kind,
+    };
+
+    if (ev->kind != FSIM_EV_MARK)
+        g_array_append_val(log->events, e);
+}
+
+gsize
+fsim_event_log_length(const FsimEventLog *log)
+{
+    return log->events->len;
+}
+
+gboolean
+fsim_event_log_replay(const FsimEventLog *log, FsimEngine *engine, GError **error)
+{
+    const LogEvent *events = (const LogEvent *)(const void *)log->events->data;
+
+    for (guint i = 0; i < log->events->len; i++) {
+        const LogEvent *e = &events[i];
+        FsimEvent ev = {
+            .time = e->time,
+            .index = e->index,
+            .id = e->id,
+            .size = e->size,
+            .stream = e->stream,
+            .device = log->device,
+            .flags = e->flags,
+            .kind = (FsimEventKind)e->kind,
+        };
+
+        if (!fsim_engine_process(engine, &ev, error)) {
+            (void)fsim_engine_finish(engine, NULL);
+            return FALSE;
+        }
+    }
+    return fsim_engine_finish(engine, error);
+}
+
+/* Whether the recorded release burst that starts at entry @index (an empty_cache the reader
+ * inferred) is followed at once by a segment allocation: the signature of PyTorch's retry after a
+ * failed cudaMalloc, which a policy on another device does on its own if it needs to.  A burst
+ * followed by anything else can only be an explicit torch.cuda.empty_cache(). */
+gboolean
+fsim_release_is_retry(const FsimOutcome *outcomes, gsize n, uint64_t index)
+{
+    gsize lo = 0;
+    gsize hi = n;
+
+    while (lo < hi) {
+        gsize mid = lo + (hi - lo) / 2;
+
+        if (outcomes[mid].index < index)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    while (lo < n && outcomes[lo].index == index &&
+           (outcomes[lo].kind == FSIM_OUTCOME_SEGMENT_FREE ||
+            outcomes[lo].kind == FSIM_OUTCOME_SEGMENT_UNMAP)) {
+        lo++;
+        index++;
+    }
+    return lo < n && outcomes[lo].index == index &&
+           (outcomes[lo].kind == FSIM_OUTCOME_SEGMENT_ALLOC ||
+            outcomes[lo].kind == FSIM_OUTCOME_SEGMENT_MAP);
+}
+
+gboolean
+fsim_event_log_read(FsimEventLog *log, FsimTrace *trace, gboolean inferred_releases, GError **error)
+{
+    g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, log->device, error);
+    gsize n_outcomes = 0;
+    const FsimOutcome *outcomes = fsim_trace_outcomes(trace, log->device, &n_outcomes);
+    GError *local_error = NULL;
+    FsimEvent ev;
+
+    if (stream == NULL)
+        return FALSE;
+    while (fsim_trace_stream_next(stream, &ev, &local_error)) {
+        if (ev.kind == FSIM_EV_EMPTY_CACHE && (ev.flags & FSIM_EVF_INFERRED) != 0 &&
+            !inferred_releases && fsim_release_is_retry(outcomes, n_outcomes, ev.index))
+            continue;
+        fsim_event_log_append(log, &ev);
+    }
+    if (local_error != NULL) {
+        g_propagate_error(error, local_error);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+FsimDeviceSpec
+fsim_needed_device(const FsimDeviceSpec *spec, uint64_t capacity)
+{
+    FsimDeviceSpec s = *spec;
+    g_autofree char *size = fsim_format_size(capacity);
+
+    s.capacity_bytes = capacity;
+    s.total_bytes = capacity;
+    g_snprintf(s.name, sizeof(s.name), "%" G_GUINT64_FORMAT, capacity);
+    g_snprintf(s.description, sizeof(s.description), "%s (%s)", spec->description, size);
+    return s;
+}
+
+/* ---- the search ---------------------------------------------------------------------------- */
+
+/* A capacity interval [lo, hi] (multiples of the granularity, hi = G_MAXUINT64 for no end) on
+ * which the run provably fits, and the metrics of its replays there. */
+typedef struct {
+    uint64_t lo;
+    uint64_t hi;
+    FsimMetrics metrics;
+} Proven;
+
+typedef struct {
+    const FsimEventLog *log;
+    const FsimNeededQuery *query;
+    uint64_t g;
+    gboolean blind; /* decisions depend on the capacity only through refusals */
+    GArray *proven; /* Proven */
+    uint64_t replays;
+} Search;
+
+static uint64_t
+round_down(uint64_t value, uint64_t g)
+{
+    return value / g * g;
+}
+
+static uint64_t
+round_up(uint64_t value, uint64_t g)
+{
+    return (value + g - 1) / g * g;
+}
+
+/* Whether the policy's decisions depend on the capacity through refusals only.  Not so for
+ * PyTorch's memory fraction (and the garbage collection threshold, active only with it), which are
+ * fractions of the card's memory, nor for expandable segments, whose address space is 1 1/8 of
+ * the card's memory: a segment can run out of it, and then a new one is made. */
+static gboolean
+needed_blind(const FsimNeededQuery *query)
+{
+    g_autofree char *expandable = NULL;
+
+    if (strcmp(query->policy, "expandable") == 0)
+        return FALSE;
+    if (query->config == NULL)
+        return TRUE;
+    expandable = g_key_file_get_value(query->config, query->policy, "expandable_segments", NULL);
+    return !g_key_file_has_key(query->config, query->policy, "per_process_memory_fraction", NULL) &&
+           (expandable == NULL || g_ascii_strcasecmp(expandable, "true") != 0);
+}
+
+/* Replay on @capacity (stopping at the first OOM).  TRUE with *fits set; a fitting run adds its
+ * proven interval. */
+static gboolean
+search_try(Search *s, uint64_t capacity, gboolean *fits, GError **error)
+{
+    const FsimNeededQuery *q = s->query;
+    FsimRunConfig rc;
+    g_autoptr(FsimEngine) engine = NULL;
+    g_autoptr(GError) local_error = NULL;
+    Proven p;
+
+    fsim_run_config_init(&rc);
+    rc.policy = q->policy;
+    rc.config = q->config;
+    rc.device = fsim_needed_device(&q->device, capacity);
+    rc.initial_state = q->initial_state;
+    rc.fail_on_oom = TRUE;
+    rc.paranoid = q->paranoid; /* the search replays many times: checks only when asked */
+    rc.free_delay_ns = q->free_delay_ns;
+    engine = fsim_engine_new(&rc, error);
+    if (engine == NULL)
+        return FALSE;
+    s->replays++;
+    if (!fsim_engine_start(engine, &local_error)) {
+        /* the memory alive at trace start does not fit (seeding has no OOM of its own) */
+        if (capacity >= q->device.capacity_bytes) {
+            g_propagate_error(error, g_steal_pointer(&local_error));
+            return FALSE;
+        }
+        *fits = FALSE;
+        return TRUE;
+    }
+    *fits = fsim_event_log_replay(s->log, engine, &local_error);
+    if (!*fits) {
+        if (!g_error_matches(local_error, FSIM_ERROR, FSIM_ERROR_OOM)) {
+            g_propagate_error(error, g_steal_pointer(&local_error));
+            return FALSE;
+        }
+        return TRUE;
+    }
+    p.metrics = *fsim_engine_metrics(engine);
+    p.lo = round_up(p.metrics.peak_reserved_bytes, s->g);
+    p.hi = G_MAXUINT64;
+    if (fsim_engine_device(engine)->least_refused_demand != 0)
+        p.hi = round_down(fsim_engine_device(engine)->least_refused_demand - 1, s->g);
+    if (!s->blind || p.lo > capacity || p.hi < capacity)
+        p.lo = p.hi = capacity;
+    g_array_append_val(s->proven, p);
+    return TRUE;
+}
+
+/* The lowest capacity at or above @from that no proven interval covers, or G_MAXUINT64. */
+static uint64_t
+search_uncovered(const Search *s, uint64_t from)
+{
+    gboolean moved = TRUE;
+
+    while (moved && from != G_MAXUINT64) {
+        moved = FALSE;
+        for (guint i = 0; i < s->proven->len; i++) {
+            const Proven *p = &g_array_index(s->proven, Proven, i);
+
+            if (p->lo <= from && from <= p->hi) {
+                from = p->hi == G_MAXUINT64 ? G_MAXUINT64 : p->hi + s->g;
+                moved = TRUE;
+            }
+        }
+    }
+    return from;
+}
+
+/* The lowest capacity from which every capacity up to @from is proven (@from itself is). */
+static uint64_t
+search_covered_from(const Search *s, uint64_t from)
+{
+    gboolean moved = TRUE;
+
+    while (moved) {
+        moved = FALSE;
+        for (guint i = 0; i < s->proven->len; i++) {
+            const Proven *p = &g_array_index(s->proven, Proven, i);
+
+            if (p->lo < from && from <= p->hi) {
+                from = p->lo;
+                moved = TRUE;
+            }
+        }
+    }
+    return from;
+}
+
+/* The interval the last fitting replay proved. */
+static const Proven *
+search_last(const Search *s)
+{
+    return &g_array_index(s->proven, Proven, s->proven->len - 1);
+}
+
+/* Step 1: a capacity that fits, from the chosen device up by doubling.  Sets *lower to the
+ * trace's lower bound (rounded up): no capacity below it can fit. */
+static gboolean
+search_top(Search *s, uint64_t *lower, GError **error)
+{
+    const FsimNeededQuery *q = s->query;
+    uint64_t capacity = MAX(round_down(q->device.capacity_bytes, s->g), s->g);
+    uint64_t seeded = 0;
+    gboolean fits = FALSE;
+
+    if (q->known != NULL && q->known->ooms == 0 && s->blind && q->known_refused == 0 &&
+        round_up(q->known->peak_reserved_bytes, s->g) <= capacity) {
+        /* the caller's run on the chosen device proves [its peak, infinity) */
+        Proven p = {.lo = round_up(q->known->peak_reserved_bytes, s->g),
+                    .hi = G_MAXUINT64,
+                    .metrics = *q->known};
+
+        g_array_append_val(s->proven, p);
+        fits = TRUE;
+    }
+    /* With proofs, the top must fit without a refusal, which proves everything above it. */
+    while (!fits || (s->blind && search_last(s)->hi != G_MAXUINT64)) {
+        if (fits && capacity >= FSIM_NEEDED_LIMIT)
+            break;
+        if (capacity >= FSIM_NEEDED_LIMIT) {
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                        "%s runs out of memory even on %" G_GUINT64_FORMAT " bytes", q->policy,
+                        FSIM_NEEDED_LIMIT);
+            return FALSE;
+        }
+        if (s->replays > 0 || (q->known != NULL && (q->known->ooms > 0 || q->known_refused != 0)))
+            capacity = MIN(capacity * 2, FSIM_NEEDED_LIMIT);
+        if (!search_try(s, capacity, &fits, error))
+            return FALSE;
+    }
+    for (gsize i = 0; q->initial_state != NULL && i < q->initial_state->n_segments; i++)
+        seeded += round_up(q->initial_state->segments[i].size, s->g);
+    /* Every live requested byte sits in reserved memory, which comes in whole granules. */
+    *lower = MAX(round_up(search_last(s)->metrics.peak_requested_bytes, s->g), seeded);
+    return TRUE;
+}
+
+gboolean
+fsim_needed_search(const FsimEventLog *log, const FsimNeededQuery *query, FsimNeededResult *out,
+                   GError **error)
+{
+    g_autoptr(GArray) proven = g_array_new(FALSE, FALSE, sizeof(Proven));
+    Search s = {
+        .log = log,
+        .query = query,
+        .g = query->device.granularity > 0 ? query->device.granularity : 2 * FSIM_MiB,
+        .blind = needed_blind(query),
+        .proven = proven,
+    };
+    uint64_t lower, fail, candidate, first;
+    gboolean fits;
+
+    memset(out, 0, sizeof(*out));
+    if (!search_top(&s, &lower, error))
+        return FALSE;
+    fail = lower >= s.g ? lower - s.g : 0;
+    candidate = search_covered_from(&s, search_last(&s)->lo);
+    /* Step 2: bisect (fail, candidate], trying just below the candidate first (where the device's
+     * first refusal is an OOM, as for most policies, that settles it) and jumping down to each
+     * fitting replay's proven interval. */
+    first = s.blind ? candidate - s.g : round_up(search_last(&s)->metrics.peak_reserved_bytes, s.g);
+    while (candidate > fail + s.g) {
+        uint64_t mid = fail + (candidate - fail) / s.g / 2 * s.g;
+
+        if (first > fail && first < candidate)
+            mid = first;
+        first = 0;
+        if (!search_try(&s, mid, &fits, error))
+            return FALSE;
+        if (fits)
+            candidate = search_covered_from(&s, mid);
+        else
+            fail = mid;
+    }
+    /* Step 3: prove the capacities from the candidate up, lowest first, within the budget; one
+     * that fails raises the candidate past it. */
+    while (s.blind && s.replays < FSIM_NEEDED_MAX_REPLAYS) {
+        uint64_t gap = search_uncovered(&s, candidate);
+
+        if (gap == G_MAXUINT64)
+            break;
+        if (!search_try(&s, gap, &fits, error))
+            return FALSE;
+        if (!fits)
+            candidate = gap + s.g;
+    }
+    out->proven = search_uncovered(&s, candidate) == G_MAXUINT64;
+    out->needed_bytes = candidate;
+    out->replays = s.replays;
+    for (guint i = 0; i < proven->len; i++) {
+        const Proven *p = &g_array_index(proven, Proven, i);
+
+        if (p->lo <= candidate && candidate <= p->hi) {
+            out->metrics = p->metrics;
+            break;
+        }
+    }
+    return TRUE;
+}

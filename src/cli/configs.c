@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The configurations of a comparison (see configs.h).
+ */
+#include "configs.h"
+
+#include <glib.h>
+
+#include <string.h>
+
+#include "cli.h"
+#include "policies/alloc-conf.h"
+
+static void
+config_free(gpointer data)
+{
+    FsimCliConfig *config = data;
+
+    g_free(config->text);
+    g_key_file_unref(config->knobs);
+    g_free(config);
+}
+
+/* One configuration from the alloc-conf string @text (NULL: the default). */
+static FsimCliConfig *
+config_new(const char *text, const char *const *sets, const char *set_example,
+           const char *device_note, GError **error)
+{
+    g_autoptr(GKeyFile) knobs = g_key_file_new();
+    FsimAllocConf conf;
+    FsimCliConfig *config;
+
+    fsim_alloc_conf_init(&conf);
+    if (text != NULL &&
+        (!fsim_alloc_conf_parse(&conf, text, error) || !fsim_alloc_conf_apply(knobs, text, error)))
+        return NULL;
+    if (!fsim_cli_apply_sets(knobs, sets, set_example, device_note, error))
+        return NULL;
+    config = g_new0(FsimCliConfig, 1);
+    config->text = fsim_alloc_conf_to_string(&conf);
+    config->knobs = g_steal_pointer(&knobs);
+    return config;
+}
+
+GPtrArray *
+fsim_cli_configs(const char *const *alloc_confs, const char *const *sets, const char *set_example,
+                 const char *device_note, GError **error)
+{
+    g_autoptr(GPtrArray) configs = g_ptr_array_new_with_free_func(config_free);
+    gsize n = 0;
+
+    while (alloc_confs != NULL && alloc_confs[n] != NULL)
+        n++;
+
+    for (gsize i = 0; i < MAX(n, 1); i++) {
+        FsimCliConfig *config =
+            config_new(n > 0 ? alloc_confs[i] : NULL, sets, set_example, device_note, error);
+        gboolean seen = FALSE;
+
+        if (config == NULL)
+            return NULL;
+        for (guint j = 0; j < configs->len && !seen; j++)
+            seen =
+                strcmp(((FsimCliConfig *)g_ptr_array_index(configs, j))->text, config->text) == 0;
+        if (seen)
+            config_free(config);
+        else
+            g_ptr_array_add(configs, config);
+    }
+    return g_steal_pointer(&configs);
+}
+
+gboolean
+fsim_cli_policy_takes_alloc_conf(const char *policy)
+{
+    return strcmp(policy, "caching") == 0 || strcmp(policy, "expandable") == 0;
+}
