@@ -9,8 +9,10 @@
 #include <string.h>
 
 #include "fragsim/fragsim.h"
+#include "fragsim/validate.h"
 
 #include "analysis/needed.h"
+#include "analysis/recorded.h"
 #include "policies/alloc-conf.h"
 #include "test-util.h"
 
@@ -163,6 +165,81 @@ test_shared(void)
     }
 }
 
+/* On every shared snapshot with segment events, caching with the recorded settings on the
+ * recorded capacity (implied by an OOM, or the recorded peak) reserves exactly the recorded peak;
+ * a recording that ran out of memory needs more than it had. */
+/* The recorded row of @device against the validated model (@v: its validation, exact). */
+static void
+recorded_check_device(FsimTrace *trace, const FsimValidateDevice *v, guint *checked, guint *ooms)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GKeyFile) knobs = g_key_file_new();
+    FsimRecorded recorded;
+
+    g_assert_true(fsim_recorded_summary(trace, v->device, &recorded, &error));
+    if (!recorded.has_segments)
+        return;
+    g_test_message("%s device %u: recorded peak %" G_GUINT64_FORMAT ", caching %" G_GUINT64_FORMAT,
+                   fsim_trace_path(trace), v->device, recorded.metrics.peak_reserved_bytes,
+                   v->peak_reserved_bytes);
+    /* the capacity the recorded row names is the one the model was validated on */
+    g_assert_cmpuint(recorded.capacity_bytes != 0 ? recorded.capacity_bytes
+                                                  : recorded.metrics.peak_reserved_bytes,
+                     ==, v->capacity_bytes);
+    g_assert_cmpuint(v->peak_reserved_bytes, ==, recorded.metrics.peak_reserved_bytes);
+    (*checked)++;
+    if (recorded.capacity_bytes != 0) {
+        /* the recording ran out of memory: the recorded capacity must be too small */
+        if (fsim_trace_alloc_conf(trace) != NULL)
+            g_assert_true(fsim_alloc_conf_apply(knobs, fsim_trace_alloc_conf(trace), &error));
+        g_assert_cmpuint(check_needed(trace, v->device, v->policy, knobs, 0), >,
+                         recorded.capacity_bytes);
+        (*ooms)++;
+    }
+}
+
+static void
+test_recorded(void)
+{
+    const char *dir = fsim_test_shared_dir();
+    g_autoptr(GDir) listing = NULL;
+    const char *name;
+    guint checked = 0, ooms = 0;
+
+    if (dir == NULL)
+        return;
+    listing = g_dir_open(dir, 0, NULL);
+    g_assert_nonnull(listing);
+    while ((name = g_dir_read_name(listing)) != NULL) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        g_autoptr(FsimTrace) trace = NULL;
+        g_autoptr(FsimValidateReport) report = NULL;
+        g_autoptr(GError) error = NULL;
+        const uint32_t *devices;
+        gsize n_devices;
+
+        if (!g_str_has_suffix(name, ".pickle") && !g_str_has_suffix(name, ".pkl"))
+            continue;
+        trace = fsim_trace_open(path, &error);
+        g_assert_no_error(error);
+        report = fsim_validate_file(path, &error);
+        g_assert_no_error(error);
+        devices = fsim_trace_devices(trace, &n_devices);
+        for (gsize d = 0; d < n_devices; d++) {
+            /* where the model itself is not exact (validate says so) the figures may differ */
+            for (guint r = 0; r < report->devices->len; r++) {
+                const FsimValidateDevice *v =
+                    &g_array_index(report->devices, FsimValidateDevice, r);
+
+                if (v->device == devices[d] && v->exact)
+                    recorded_check_device(trace, v, &checked, &ooms);
+            }
+        }
+    }
+    g_assert_cmpuint(checked, >, 0);
+    g_assert_cmpuint(ooms, >, 0);
+}
+
 /* fit and replay report the same needed_bytes for every run. */
 static void
 test_fit_agrees(void)
@@ -226,6 +303,7 @@ main(int argc, char **argv)
     g_test_add_func("/needed/fragmenting", test_fragmenting);
     g_test_add_func("/needed/release-and-retry", test_release_and_retry);
     g_test_add_func("/needed/shared", test_shared);
+    g_test_add_func("/needed/recorded", test_recorded);
     g_test_add_func("/needed/fit-agrees", test_fit_agrees);
     g_test_add_func("/needed/no-needed", test_no_needed);
     return g_test_run();

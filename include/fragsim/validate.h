@@ -98,6 +98,7 @@ typedef struct {
  * @first_divergence: the first difference in trace order.
  * @events: input events replayed (the replayed OOM allocations included).
  * @capacity_bytes: the capacity the model ran with; @capacity_from_oom says how it was chosen.
+ * @peak_reserved_bytes: what the model reserved at most (equal to the recording's when exact).
  */
 typedef struct {
     uint32_t device;
@@ -109,6 +110,7 @@ typedef struct {
     uint64_t events;
     uint64_t capacity_bytes;
     gboolean capacity_from_oom;
+    uint64_t peak_reserved_bytes;
 } FsimValidateDevice;
 
 /**

@@ -12,8 +12,10 @@
 #include <glib.h>
 
 #include "analysis/needed.h"
+#include "analysis/recorded.h"
 #include "cli.h"
 #include "configs.h"
+#include "policies/alloc-conf.h"
 #include "replay-outputs.h"
 #include "replay-runs.h"
 
@@ -154,7 +156,7 @@ replay_lower_bound(GPtrArray *runs)
         uint64_t served =
             run->metrics.ooms == 0 ? run->metrics.peak_requested_bytes : run->served_peak_requested;
 
-        if (run->status == REPLAY_ERROR)
+        if (run->status == REPLAY_ERROR || run->engine == NULL)
             continue;
         if (served != 0 || run->metrics.ooms == 0) {
             lower = exact ? MAX(lower, served) : served;
@@ -173,6 +175,38 @@ replay_lower_bound(GPtrArray *runs)
         m->excess_over_lower_bound_bytes =
             m->peak_reserved_bytes > lower ? m->peak_reserved_bytes - lower : 0;
     }
+}
+
+/* The `recorded` row of a device whose trace has segment events: what the recording reserved,
+ * allocated, its driver calls and OOMs, on the capacity it implies (or its own peak). */
+static gboolean
+replay_recorded(FsimTrace *trace, uint32_t device, GPtrArray *runs, GError **error)
+{
+    FsimRecorded recorded;
+    ReplayRun *run;
+    FsimAllocConf conf;
+
+    if (!fsim_recorded_summary(trace, device, &recorded, error))
+        return FALSE;
+    if (!recorded.has_segments)
+        return TRUE;
+    run = g_new0(ReplayRun, 1);
+    fsim_alloc_conf_init(&conf);
+    if (fsim_trace_alloc_conf(trace) != NULL)
+        (void)fsim_alloc_conf_parse(&conf, fsim_trace_alloc_conf(trace), NULL);
+    run->policy = "recorded";
+    run->config = fsim_alloc_conf_to_string(&conf);
+    run->label = g_strdup("recorded");
+    run->trace_device = device;
+    run->recorded_capacity = recorded.capacity_bytes != 0;
+    run->device = fsim_needed_device(&run->device, recorded.capacity_bytes != 0
+                                                       ? recorded.capacity_bytes
+                                                       : recorded.metrics.peak_reserved_bytes);
+    g_snprintf(run->device.name, sizeof(run->device.name), "%s",
+               run->recorded_capacity ? "recorded (implied by its OOM)" : "recorded (its peak)");
+    run->metrics = recorded.metrics;
+    g_ptr_array_add(runs, run);
+    return TRUE;
 }
 
 static int64_t
@@ -332,6 +366,8 @@ fsim_cmd_replay(int argc, char **argv)
 
         if (trace_device >= 0 && devices[d] != (uint32_t)trace_device)
             continue;
+        if (!replay_recorded(trace, devices[d], runs, &error))
+            return fsim_cli_fail("replay", error);
         if (!replay_make_runs(trace, devices[d], policies, configs, &spec, fail_on_oom, paranoid,
                               outputs, runs, device_runs, &error) ||
             !replay_device(trace, devices[d], device_runs, inferred_releases, log, &error))

@@ -154,6 +154,21 @@ validate_print_text(const FsimValidateReport *report)
     }
 }
 
+/* How many recorded decisions the report checked, over every device and kind. */
+static uint64_t
+validate_checked(const FsimValidateReport *report)
+{
+    uint64_t total = 0;
+
+    for (guint i = 0; i < report->devices->len; i++) {
+        const FsimValidateDevice *d = &g_array_index(report->devices, FsimValidateDevice, i);
+
+        for (int k = 0; k < FSIM_VALIDATE_KIND_COUNT; k++)
+            total += d->counts[k].total;
+    }
+    return total;
+}
+
 int
 fsim_cmd_validate(int argc, char **argv)
 {
@@ -174,15 +189,32 @@ fsim_cmd_validate(int argc, char **argv)
         "say expandable_segments) from the state at trace start, with each new segment at the\n"
         "address the driver gave it, and checks every alloc address, segment_alloc,\n"
         "segment_free, segment_map, segment_unmap and oom.\n"
-        "Exit status: 0 exact, 1 bad input, 2 usage error, 4 divergence.");
+        "Exit status: 0 exact, 1 bad input, 2 usage error, 4 divergence, 5 nothing to validate\n"
+        "(the file has no recorded allocator decisions: a snapshot of state only, a text trace,\n"
+        "an RMM log).");
     if (!fsim_cli_parse(context, "validate", &argc, &argv))
         return FSIM_EXIT_USAGE;
     if (argc != 2)
         return fsim_cli_usage_error("validate", argc < 2 ? "missing the SNAPSHOT argument"
                                                          : "expected exactly one SNAPSHOT");
     report = fsim_validate_file(argv[1], &error);
+    if (report == NULL && g_error_matches(error, FSIM_ERROR, FSIM_ERROR_USAGE)) {
+        /* not a snapshot at all: a text trace or an RMM log */
+        g_printerr("fragsim validate: nothing to validate: %s has no recorded allocator "
+                   "decisions\n",
+                   argv[1]);
+        g_clear_error(&error);
+        return FSIM_EXIT_NOTHING;
+    }
     if (report == NULL)
         return fsim_cli_fail("validate", error);
+    if (validate_checked(report) == 0) {
+        /* "exact" must mean that at least one decision was checked */
+        g_printerr("fragsim validate: nothing to validate: %s has no recorded allocator "
+                   "decisions\n",
+                   argv[1]);
+        return FSIM_EXIT_NOTHING;
+    }
     if (json)
         validate_print_json(report);
     else

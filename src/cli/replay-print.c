@@ -93,7 +93,7 @@ print_recorded_ooms(GPtrArray *runs)
 
             if (run->trace_device != first->trace_device)
                 break;
-            if (run->status == REPLAY_ERROR)
+            if (run->status == REPLAY_ERROR || run->engine == NULL)
                 continue;
             recorded = MAX(recorded, m->recorded_ooms);
             g_string_append_printf(line, "%s%s %s", line->len ? ", " : "", run->label,
@@ -139,6 +139,16 @@ table_add_run(FsimTable *table, const ReplayRun *run, guint n_columns)
     fsim_table_add(table, allocated);
     fsim_table_add(table, lower);
     fsim_table_add(table, excess);
+    if (run->engine == NULL) {
+        /* the recording: what its segments and blocks say, nothing of a policy's inside */
+        fsim_table_add(table, "-");
+        fsim_table_add(table, "-");
+        fsim_table_addf(table, "%" G_GUINT64_FORMAT, m->ooms);
+        fsim_table_addf(table, "%" G_GUINT64_FORMAT,
+                        m->device_mallocs + m->device_frees + m->device_maps + m->device_unmaps);
+        fsim_table_add(table, "-");
+        return;
+    }
     fsim_table_addf(table, "%.1f%%", 100.0 * m->peak_utilization);
     fsim_table_addf(table, "%.1f%%", 100.0 * m->external_frag_at_peak);
     if (run->status == REPLAY_OOM)
@@ -162,6 +172,17 @@ print_notes(GPtrArray *runs)
 
         if (run->status == REPLAY_ERROR) {
             g_print("error: %s: %s\n", run->label, run->error);
+            continue;
+        }
+        if (run->engine == NULL) {
+            g_autofree char *capacity = fsim_format_size(run->device.capacity_bytes);
+
+            g_print("recorded: what the recording itself reserved (over its state at the trace's "
+                    "start), allocated, its driver calls and OOMs%s%s; %s %s\n",
+                    *run->config != '\0' ? ", with " : "", run->config,
+                    run->recorded_capacity ? "its OOM implies a device of"
+                                           : "the model was validated on its peak,",
+                    capacity);
             continue;
         }
         if (m->needed_bytes >= 0 && (uint64_t)m->needed_bytes > run->device.capacity_bytes) {
@@ -196,16 +217,21 @@ replay_print_table(FsimTrace *trace, GPtrArray *runs)
         const ReplayRun *run = g_ptr_array_index(runs, i);
 
         if (run->trace_device != shown_device) {
-            g_autofree char *capacity = fsim_format_size(run->device.capacity_bytes);
+            const ReplayRun *model = run; /* the header names the chosen device */
+            g_autofree char *capacity = NULL;
             uint64_t events = 0;
 
             /* Runs stopped by an OOM saw fewer events than the trace has. */
             for (guint j = i; j < runs->len; j++) {
                 const ReplayRun *other = g_ptr_array_index(runs, j);
 
-                if (other->trace_device == run->trace_device)
-                    events = MAX(events, other->metrics.events);
+                if (other->trace_device != run->trace_device)
+                    continue;
+                events = MAX(events, other->metrics.events);
+                if (model->engine == NULL && other->engine != NULL)
+                    model = other;
             }
+            capacity = fsim_format_size(model->device.capacity_bytes);
             if (table != NULL) {
                 fsim_table_print(table);
                 g_print("\n");
@@ -214,7 +240,7 @@ replay_print_table(FsimTrace *trace, GPtrArray *runs)
             shown_device = run->trace_device;
             g_print("%s (%s), trace device %u, %" G_GUINT64_FORMAT " events, on %s (%s usable)\n",
                     fsim_trace_path(trace), fsim_trace_format_name(trace), run->trace_device,
-                    events, run->device.name, capacity);
+                    events, model->device.name, capacity);
             table = fsim_table_new(G_N_ELEMENTS(headers), headers);
         }
         table_add_run(table, run, G_N_ELEMENTS(headers));

@@ -19,7 +19,7 @@ typedef enum {
 
 /**
  * ReplayRun:
- * @policy: the policy name.
+ * @policy: the policy name, or `recorded` for what the recording itself did (no engine).
  * @config: the canonical alloc conf ("" = default); @label: policy and config.
  * @knobs: the run's key file (borrowed from the configuration).
  * @engine: (nullable): NULL when the run could not even start (status error).
@@ -42,6 +42,7 @@ typedef struct {
     FsimMetrics metrics;
     uint64_t needed_replays;
     uint64_t served_peak_requested; /* peak requested of a run without OOM, 0 = unknown */
+    gboolean recorded_capacity;     /* the recorded row: its capacity is implied by an OOM */
 } ReplayRun;
 
 const char *replay_status_name(ReplayStatus status);

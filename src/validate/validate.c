@@ -431,7 +431,10 @@ validate_device(FsimTrace *trace, uint32_t device, FsimValidateDevice *out, GErr
         g_array_set_size(v.model, 0);
         compare_outcomes(&v, outcomes[cursor].index, outcomes + cursor, n_outcomes - cursor);
     }
-    return fsim_engine_finish(engine, error);
+    if (!fsim_engine_finish(engine, error))
+        return FALSE;
+    out->peak_reserved_bytes = fsim_engine_metrics(engine)->peak_reserved_bytes;
+    return TRUE;
 }
 
 void
