@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 # fragsim: fragmentation over time, one colour per run, in two panels: the memory reserved
-# beyond what the program asked for (reserved - requested), and external fragmentation
-# (1 - allocated / reserved).
+# beyond what the program asked for (reserved - requested), and the share of reserved memory no
+# block holds (1 - allocated / reserved; not the metric external_frag_at_peak, which is
+# 1 - largest free block / free memory).
 #
 # gnuplot -c fragmentation.gp DATA OUT FORMAT TITLE XLABEL UNIT N COLOURS
 #   DATA     the data of timeline.gp (one block per run: x reserved allocated requested overhead
@@ -28,8 +29,8 @@ set yrange [0:*]
 set offsets 0, 0, graph 0.1, 0
 plot for [i=0:N-1] DATA index i using 1:5 with lines lw 2 lc rgb word(COLOURS, i+1) \
     title columnheader(7) noenhanced
-set title "External fragmentation: the share of reserved memory not allocated (1 - allocated / reserved)" font ",11"
-set ylabel "fragmentation (%)"
+set title "Reserved but not allocated: the share of reserved memory no block holds (1 - allocated / reserved)" font ",11"
+set ylabel "reserved, not allocated (%)"
 set xlabel ARG5
 set yrange [0:100]
 set offsets 0, 0, 0, 0

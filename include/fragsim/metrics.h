@@ -8,6 +8,9 @@
  * defined once, as the X-macro FSIM_METRICS, which generates the struct, the JSON writer and the
  * SQL column list; docs/metrics.md explains each.
  *
+ * One table, FSIM_METRICS with each metric's unit, label and direction (fsim_metrics_list()),
+ * gives the JSON keys, the database columns and the labels of tables and plots.
+ *
  * "At peak" means at the moment, among those where reserved memory equals its overall peak, when
  * allocated memory was highest (the tightest moment of the run; the first such moment on ties).
  */
@@ -28,11 +31,11 @@ G_BEGIN_DECLS
     X(peak_reserved_bytes, U, "max of device memory held by the policy")                       \
     X(lower_bound_bytes, U, "= peak_requested_bytes: no allocator can do better")              \
     X(excess_over_lower_bound_bytes, U, "peak_reserved - lower_bound")                        \
-    X(peak_utilization, F, "peak_allocated / peak_reserved")                                  \
+    X(peak_utilization, F, "requested / reserved at peak")                                     \
     X(external_frag_at_peak, F, "1 - largest_free / total_free at peak")                      \
     X(internal_frag_bytes_at_peak, U, "allocated - requested at peak: rounding inside blocks") \
     X(external_frag_bytes_at_peak, U, "reserved - allocated at peak: free bytes cached")      \
-    X(min_utilization, F, "min of allocated / reserved while allocated >= half its peak")   \
+    X(min_utilization, F, "min of requested / reserved while requested >= half its peak")   \
     X(ooms, U, "simulated out-of-memory failures")                                            \
     X(first_oom_event, I, "trace index of the first OOM, or null")                            \
     X(recorded_ooms, U, "requests the recording allocator failed (replayed, then freed)")     \
@@ -72,12 +75,32 @@ typedef enum {
     FSIM_METRIC_OPTIONAL_I64,
 } FsimMetricKind;
 
+/**
+ * FsimMetricInfo:
+ * @name: the metric's name: JSON key, database column.
+ * @summary: its definition, in one line.
+ * @kind: how it is stored.
+ * @offset: in #FsimMetrics.
+ * @unit: `bytes`, `ratio` (0 to 1), `count`, `index`, `ns`, `s` or `1/s`; docs/metrics.md
+ *     gives the same.
+ * @label: the short name table headers, plot labels and reports show (`peak reserved`).
+ * @direction: which way is better: -1 lower, 1 higher, 0 neither.
+ */
 typedef struct {
     const char *name;
     const char *summary;
     FsimMetricKind kind;
-    size_t offset; /* in FsimMetrics */
+    size_t offset;
+    const char *unit;
+    const char *label;
+    int direction;
 } FsimMetricInfo;
+
+/* Returns: (nullable) (transfer none): the metric named @name. */
+const FsimMetricInfo *fsim_metric_lookup(const char *name);
+
+/* Returns: (transfer none): the label of the metric @name (which must exist). */
+const char *fsim_metric_label(const char *name);
 
 /**
  * fsim_metrics_list:

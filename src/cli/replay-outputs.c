@@ -10,6 +10,7 @@
 
 #include <glib.h>
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,6 +97,7 @@ fsim_replay_outputs_open(FsimReplayOutputs *outputs, FsimTrace *trace, guint n_r
 {
     FsimStoreOptions options = {0};
     const char *max_pages = g_getenv("FRAGSIM_DB_MAX_PAGES");
+    g_autofree char *parent = NULL;
     gsize n_devices;
 
     outputs->trace = trace;
@@ -119,6 +121,16 @@ fsim_replay_outputs_open(FsimReplayOutputs *outputs, FsimTrace *trace, guint n_r
     if (max_pages != NULL && !fsim_parse_u64(max_pages, &options.max_page_count)) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
                     "FRAGSIM_DB_MAX_PAGES='%s' is not a number of pages", max_pages);
+        return FALSE;
+    }
+    /* a database in a folder that does not exist yet: make the folder */
+    parent = g_path_get_dirname(outputs->db_path);
+    if (g_mkdir_with_parents(parent, 0777) != 0) {
+        int saved = errno;
+
+        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),
+                    "%s: cannot create the folder %s: %s", outputs->db_path, parent,
+                    g_strerror(saved));
         return FALSE;
     }
     outputs->store = fsim_store_open(outputs->db_path, FSIM_STORE_WRITE, &options, error);

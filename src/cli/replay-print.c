@@ -206,9 +206,19 @@ print_notes(GPtrArray *runs)
 void
 replay_print_table(FsimTrace *trace, GPtrArray *runs)
 {
-    static const char *const headers[] = {
-        "run",         "needs",     "peak reserved", "peak allocated", "lower bound",   "excess",
-        "utilization", "ext. frag", "OOMs",          "driver calls",   "modelled time",
+    /* the metrics' own labels (metrics.c), and two columns that are not metrics */
+    const char *const headers[] = {
+        "run",
+        fsim_metric_label("needed_bytes"),
+        fsim_metric_label("peak_reserved_bytes"),
+        fsim_metric_label("peak_allocated_bytes"),
+        fsim_metric_label("lower_bound_bytes"),
+        fsim_metric_label("excess_over_lower_bound_bytes"),
+        fsim_metric_label("peak_utilization"),
+        fsim_metric_label("external_frag_at_peak"),
+        fsim_metric_label("ooms"),
+        "driver calls",
+        fsim_metric_label("modelled_alloc_time_ns"),
     };
     guint32 shown_device = G_MAXUINT32;
     g_autoptr(FsimTable) table = NULL;

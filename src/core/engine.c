@@ -215,11 +215,11 @@ engine_update_peaks(FsimEngine *engine)
         engine->at_peak_requested = c->requested_bytes;
         engine->at_peak_largest_free = stats.largest_free_block;
     }
-    /* Utilisation counts only while allocated memory is at least half its running peak: at
-     * start-up and tear-down a few bytes sit in memory a caching policy keeps, which says
-     * nothing about fragmentation. */
-    if (reserved > 0 && c->allocated_bytes * 2 >= engine->peak_allocated) {
-        double utilization = (double)MIN(c->allocated_bytes, reserved) / (double)reserved;
+    /* Utilisation (of what the program asked for, so that rounding counts as waste) counts only
+     * while requested memory is at least half its running peak: at start-up and tear-down a few
+     * bytes sit in memory a caching policy keeps, which says nothing about fragmentation. */
+    if (reserved > 0 && c->requested_bytes * 2 >= engine->peak_requested) {
+        double utilization = (double)MIN(c->requested_bytes, reserved) / (double)reserved;
 
         if (utilization < engine->min_utilization)
             engine->min_utilization = utilization;
@@ -613,8 +613,9 @@ fsim_engine_finish(FsimEngine *engine, GError **error)
     m->excess_over_lower_bound_bytes = m->peak_reserved_bytes > m->lower_bound_bytes
                                            ? m->peak_reserved_bytes - m->lower_bound_bytes
                                            : 0;
-    m->peak_utilization = m->peak_reserved_bytes != 0
-                              ? (double)m->peak_allocated_bytes / (double)m->peak_reserved_bytes
+    /* requested, not allocated: 1 KiB tensors in 2 MiB pages use 0.05% of them, not 100% */
+    m->peak_utilization = engine->at_peak_reserved != 0
+                              ? (double)engine->at_peak_requested / (double)engine->at_peak_reserved
                               : 0.0;
     if (engine->at_peak_reserved > engine->at_peak_allocated) {
         uint64_t total_free = engine->at_peak_reserved - engine->at_peak_allocated;

@@ -15,12 +15,63 @@
 #define FSIM_METRIC_KIND_F FSIM_METRIC_DOUBLE
 #define FSIM_METRIC_KIND_I FSIM_METRIC_OPTIONAL_I64
 
+/* Each metric's unit, the short label tables and plots show, and which way is better (-1: lower,
+ * 1: higher, 0: neither).  A metric added to FSIM_METRICS without a line here does not compile;
+ * docs/metrics.md lists the same names and units (test-runs checks it). */
+/* clang-format off */
+#define PRESENT_needed_bytes                  "bytes", "needs", -1
+#define PRESENT_peak_requested_bytes          "bytes", "peak requested", 0
+#define PRESENT_peak_allocated_bytes          "bytes", "peak allocated", -1
+#define PRESENT_peak_reserved_bytes           "bytes", "peak reserved", -1
+#define PRESENT_lower_bound_bytes             "bytes", "lower bound", 0
+#define PRESENT_excess_over_lower_bound_bytes "bytes", "excess", -1
+#define PRESENT_peak_utilization              "ratio", "utilization", 1
+#define PRESENT_external_frag_at_peak         "ratio", "ext. frag", -1
+#define PRESENT_internal_frag_bytes_at_peak   "bytes", "int. frag bytes", -1
+#define PRESENT_external_frag_bytes_at_peak   "bytes", "ext. frag bytes", -1
+#define PRESENT_min_utilization               "ratio", "min utilization", 1
+#define PRESENT_ooms                          "count", "OOMs", -1
+#define PRESENT_first_oom_event               "index", "first OOM", 0
+#define PRESENT_recorded_ooms                 "count", "recorded OOMs", 0
+#define PRESENT_recorded_ooms_reproduced      "count", "OOMs reproduced", -1
+#define PRESENT_device_mallocs                "count", "cudaMalloc", -1
+#define PRESENT_device_frees                  "count", "cudaFree", -1
+#define PRESENT_device_maps                   "count", "maps", -1
+#define PRESENT_device_unmaps                 "count", "unmaps", -1
+#define PRESENT_modelled_alloc_time_ns        "ns", "modelled time", -1
+#define PRESENT_unmatched_frees               "count", "unmatched frees", 0
+#define PRESENT_double_frees                  "count", "double frees", 0
+#define PRESENT_events                        "count", "events", 0
+#define PRESENT_allocs                        "count", "allocs", 0
+#define PRESENT_frees                         "count", "frees", 0
+#define PRESENT_wall_seconds                  "s", "wall time", -1
+#define PRESENT_events_per_second             "1/s", "events/s", 1
+/* clang-format on */
+
 static const FsimMetricInfo metric_table[] = {
 #define FSIM_METRIC_ENTRY(name, kind, doc) \
-    {#name, doc, FSIM_METRIC_KIND_##kind, G_STRUCT_OFFSET(FsimMetrics, name)},
+    {#name, doc, FSIM_METRIC_KIND_##kind, G_STRUCT_OFFSET(FsimMetrics, name), PRESENT_##name},
     FSIM_METRICS(FSIM_METRIC_ENTRY)
 #undef FSIM_METRIC_ENTRY
 };
+
+const FsimMetricInfo *
+fsim_metric_lookup(const char *name)
+{
+    for (gsize i = 0; i < G_N_ELEMENTS(metric_table); i++)
+        if (strcmp(metric_table[i].name, name) == 0)
+            return &metric_table[i];
+    return NULL;
+}
+
+const char *
+fsim_metric_label(const char *name)
+{
+    const FsimMetricInfo *info = fsim_metric_lookup(name);
+
+    g_return_val_if_fail(info != NULL, name);
+    return info->label;
+}
 
 const FsimMetricInfo *
 fsim_metrics_list(gsize *n)

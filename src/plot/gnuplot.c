@@ -344,17 +344,18 @@ colour_value(const char *colour)
     return (guint32)g_ascii_strtoull(colour + 1, NULL, 16);
 }
 
-/* The legend label of @run: its policy, and its id when the policy repeats in the group. */
+/* The legend label of @run: its label (policy and config), and its id when that repeats in the
+ * group. */
 static char *
 run_label(const FsimPlotGroup *group, const FsimStoredRun *run)
 {
     guint same = 0;
 
     for (guint i = 0; i < group->runs->len; i++)
-        same += strcmp(((const FsimStoredRun *)group->runs->pdata[i])->policy, run->policy) == 0;
+        same += strcmp(((const FsimStoredRun *)group->runs->pdata[i])->label, run->label) == 0;
     if (same > 1)
-        return g_strdup_printf("%s #%" G_GINT64_FORMAT, run->policy, run->id);
-    return g_strdup(run->policy);
+        return g_strdup_printf("%s #%" G_GINT64_FORMAT, run->label, run->id);
+    return g_strdup(run->label);
 }
 
 /* ---- the plotter --------------------------------------------------------------------------- */

@@ -285,7 +285,7 @@ write_policy_table(GString *out, const FsimPlotGroup *group)
         const char *class = lowest ? " class=\"best\"" : m->ooms > 0 ? " class=\"oom\"" : "";
 
         g_string_append_printf(out, "<tr%s><td>", class);
-        esc(out, run->policy);
+        esc(out, run->label);
         g_string_append_printf(out, " <span class=\"tag\">run %" G_GINT64_FORMAT "</span>",
                                run->id);
         if (run->status == FSIM_STORE_OOM)
@@ -353,7 +353,7 @@ write_all_metrics(GString *out, const FsimPlotGroup *group)
         const FsimStoredRun *run = group->runs->pdata[i];
 
         g_string_append(out, "<th class=\"n\">");
-        esc(out, run->policy);
+        esc(out, run->label);
         g_string_append_printf(out, " (run %" G_GINT64_FORMAT ")</th>", run->id);
     }
     g_string_append(out, "<th>meaning</th></tr></thead>\n<tbody>\n");
@@ -440,7 +440,7 @@ write_group(GString *out, FsimStore *store, const FsimPlotGroup *group, GPtrArra
             g_autofree char *caption =
                 g_strdup_printf("%s (run %" G_GINT64_FORMAT "): segments in grey, allocations in "
                                 "colour, OOMs in red.",
-                                run->policy, run->id);
+                                run->label, run->id);
 
             write_figure(out, find_plot(files, group->number, "address-map", run->id), caption);
         }
@@ -472,7 +472,7 @@ write_incomplete(GString *out, GPtrArray *all_runs)
         g_string_append_printf(out, "<tr><td class=\"n\">%" G_GINT64_FORMAT "</td><td>", run->id);
         esc(out, run->trace);
         g_string_append(out, "</td><td>");
-        esc(out, run->policy);
+        esc(out, run->label);
         g_string_append(out, "</td><td>");
         esc(out, run->device);
         g_string_append(out, "</td><td>");
