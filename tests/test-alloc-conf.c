@@ -348,12 +348,16 @@ test_replay_option(void)
     g_assert_cmpint(invalid.status, ==, 2);
     g_assert_cmpint(plain.status, ==, 0);
     g_assert_cmpint(expandable.status, ==, 0);
+    /* runs[0] is the recording itself (policy "recorded"), runs[1] the model */
     run = json_array_get_object_element(
-        json_object_get_array_member(fsim_test_parse_object(parser, plain.out), "runs"), 0);
+        json_object_get_array_member(fsim_test_parse_object(parser, plain.out), "runs"), 1);
+    g_assert_cmpstr(json_object_get_string_member(run, "policy"), ==, "caching");
     g_assert_cmpint(json_object_get_int_member(run, "device_mallocs"), ==, 2);
     g_assert_cmpint(json_object_get_int_member(run, "device_maps"), ==, 0);
     run = json_array_get_object_element(
-        json_object_get_array_member(fsim_test_parse_object(parser, expandable.out), "runs"), 0);
+        json_object_get_array_member(fsim_test_parse_object(parser, expandable.out), "runs"), 1);
+    g_assert_cmpstr(json_object_get_string_member(run, "label"), ==,
+                    "caching expandable_segments:True");
     g_assert_cmpint(json_object_get_int_member(run, "device_mallocs"), ==, 0);
     g_assert_cmpint(json_object_get_int_member(run, "device_maps"), >, 0);
 }

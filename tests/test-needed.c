@@ -13,7 +13,7 @@
 
 #include "analysis/needed.h"
 #include "analysis/recorded.h"
-#include "policies/alloc-conf.h"
+#include "fragsim/alloc-conf.h"
 #include "test-util.h"
 
 #define GRANULE (2 * FSIM_MiB)

@@ -15,7 +15,7 @@
 #include "analysis/recorded.h"
 #include "cli.h"
 #include "configs.h"
-#include "policies/alloc-conf.h"
+#include "fragsim/alloc-conf.h"
 #include "replay-outputs.h"
 #include "replay-runs.h"
 

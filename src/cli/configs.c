@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "policies/alloc-conf.h"
+#include "fragsim/alloc-conf.h"
 
 static void
 config_free(gpointer data)

@@ -92,17 +92,6 @@ account(FsimDevice *device, FsimDeviceCall call, FsimAddr addr, uint64_t size, u
 
 /* ---- the wrappers ------------------------------------------------------------------------- */
 
-/**
- * fsim_device_mem_alloc:
- * @device: the device.
- * @size: bytes, > 0.
- * @out: (out): the address, aligned to the granularity.
- *
- * cudaMalloc.  Reserves fsim_device_round(@size) physical bytes.
- *
- * Returns: %FSIM_OK, or %FSIM_OOM when free pages run out or a fault was injected; then nothing
- * changed except the attempt counter.
- */
 /* Remember a call of @size bytes refused for want of memory (see least_refused_demand). */
 static void
 note_refusal(FsimDevice *device, uint64_t size)
@@ -114,6 +103,17 @@ note_refusal(FsimDevice *device, uint64_t size)
         device->least_refused_demand = demand;
 }
 
+/**
+ * fsim_device_mem_alloc:
+ * @device: the device.
+ * @size: bytes, > 0.
+ * @out: (out): the address, aligned to the granularity.
+ *
+ * cudaMalloc.  Reserves fsim_device_round(@size) physical bytes.
+ *
+ * Returns: %FSIM_OK, or %FSIM_OOM when free pages run out or a fault was injected; then nothing
+ * changed except the attempt counter.
+ */
 FsimStatus
 fsim_device_mem_alloc(FsimDevice *device, uint64_t size, FsimAddr *out)
 {
