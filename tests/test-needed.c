@@ -8,12 +8,12 @@
 
 #include <string.h>
 
+#include "fragsim/alloc-conf.h"
 #include "fragsim/fragsim.h"
 #include "fragsim/validate.h"
 
 #include "analysis/needed.h"
 #include "analysis/recorded.h"
-#include "fragsim/alloc-conf.h"
 #include "test-util.h"
 
 #define GRANULE (2 * FSIM_MiB)

@@ -11,11 +11,12 @@
  */
 #include <glib.h>
 
+#include "fragsim/alloc-conf.h"
+
 #include "analysis/needed.h"
 #include "analysis/recorded.h"
 #include "cli.h"
 #include "configs.h"
-#include "fragsim/alloc-conf.h"
 #include "replay-outputs.h"
 #include "replay-runs.h"
 

@@ -8,8 +8,9 @@
 
 #include <string.h>
 
-#include "cli.h"
 #include "fragsim/alloc-conf.h"
+
+#include "cli.h"
 
 static void
 config_free(gpointer data)
