@@ -87,6 +87,20 @@ typedef struct {
 } FsimPolicyStats;
 
 /**
+ * FsimPoolStats:
+ * @pool: the pool: 0 for the default pools, else a private pool's id (as POOL_* events name it).
+ * @reserved_bytes: device memory its segments hold now.
+ * @peak_reserved_bytes: the most they held at once.
+ * @use_count: references on a private pool now (0: freeable, or released and gone).
+ */
+typedef struct {
+    uint64_t pool;
+    uint64_t reserved_bytes;
+    uint64_t peak_reserved_bytes;
+    uint64_t use_count;
+} FsimPoolStats;
+
+/**
  * FsimKnob:
  * @name: key in the policy's group (`page_size`), as `--set POLICY.KEY=VALUE` takes it.
  * @default_value: the default, as text (`2MiB`).
@@ -175,6 +189,9 @@ struct FsimPolicyOps {
     void (*pool_release)(FsimPolicy *self, uint64_t pool, FsimTime now);
     /* Walk the segments and blocks the policy holds now (see #FsimPolicyVisitor). */
     void (*describe)(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointer data);
+    /* Reserved memory per pool: the default pools first, then every private pool seen, by id.
+     * Fills at most @max entries and returns how many there are. */
+    gsize (*pool_stats)(const FsimPolicy *self, FsimPoolStats *out, gsize max);
 };
 
 struct FsimPolicy {
@@ -205,6 +222,16 @@ const FsimPolicyOps *fsim_policy_lookup(const char *name);
  */
 FsimPolicy *fsim_policy_new(const char *name, FsimDevice *device, GKeyFile *config, GError **error);
 void fsim_policy_free(FsimPolicy *policy);
+
+/**
+ * fsim_policy_pool_stats:
+ *
+ * Reserved memory per pool (see FsimPolicyOps.pool_stats).
+ *
+ * Returns: (transfer full) (nullable): an array of #FsimPoolStats, or %NULL when the policy has
+ * no private pools or has seen none.
+ */
+GArray *fsim_policy_pool_stats(const FsimPolicy *policy);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimPolicy, fsim_policy_free)
 
 /**

@@ -6,6 +6,14 @@
 
 #include "cli.h"
 
+#define POLICIES_POOLS                                                                             \
+    "Private pools (CUDA graphs, torch.cuda.MemPool; pool_begin, pool_end, pool_release in a\n"    \
+    "trace, pool ids in a snapshot): the policies marked [private pools] give each pool its own\n" \
+    "small and large pools, never shared with the default pools or another pool; route a\n"        \
+    "stream's allocations to the newest scope open on it; keep a pool's memory until its last\n"   \
+    "reference is released, then return it at the next empty_cache; skip the release-and-retry\n"  \
+    "before an OOM while a capture is underway (docs/policies.md).  The others ignore scopes.\n"
+
 int
 fsim_cmd_policies(int argc, char **argv)
 {
@@ -19,8 +27,8 @@ fsim_cmd_policies(int argc, char **argv)
     const FsimPolicyOps *const *policies = fsim_policy_list(&n);
 
     g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_set_description(context,
-                                     "Knobs are set with 'fragsim replay --set POLICY.KEY=VALUE'.");
+    g_option_context_set_description(
+        context, "Knobs are set with 'fragsim replay --set POLICY.KEY=VALUE'.\n\n" POLICIES_POOLS);
     if (!fsim_cli_parse(context, "policies", &argc, &argv))
         return FSIM_EXIT_USAGE;
     if (argc > 1)
@@ -37,6 +45,8 @@ fsim_cmd_policies(int argc, char **argv)
             json_builder_add_string_value(builder, policies[i]->name);
             json_builder_set_member_name(builder, "summary");
             json_builder_add_string_value(builder, policies[i]->summary);
+            json_builder_set_member_name(builder, "private_pools");
+            json_builder_add_boolean_value(builder, policies[i]->pool_begin != NULL);
             json_builder_set_member_name(builder, "knobs");
             json_builder_begin_array(builder);
             for (const FsimKnob *k = policies[i]->knobs; k != NULL && k->name != NULL; k++) {
@@ -58,9 +68,11 @@ fsim_cmd_policies(int argc, char **argv)
         return FSIM_EXIT_OK;
     }
     for (gsize i = 0; i < n; i++) {
-        g_print("%-11s %s\n", policies[i]->name, policies[i]->summary);
+        g_print("%-11s %s%s\n", policies[i]->name, policies[i]->summary,
+                policies[i]->pool_begin != NULL ? " [private pools]" : "");
         for (const FsimKnob *k = policies[i]->knobs; k != NULL && k->name != NULL; k++)
             g_print("    %s.%s=%s  %s\n", policies[i]->name, k->name, k->default_value, k->summary);
     }
+    g_print("\n%s", POLICIES_POOLS);
     return FSIM_EXIT_OK;
 }

@@ -116,6 +116,23 @@ fsim_policy_free(FsimPolicy *policy)
     policy->ops->destroy(policy);
 }
 
+GArray *
+fsim_policy_pool_stats(const FsimPolicy *policy)
+{
+    GArray *out;
+    gsize n;
+
+    if (policy->ops->pool_stats == NULL)
+        return NULL;
+    n = policy->ops->pool_stats(policy, NULL, 0);
+    if (n <= 1)
+        return NULL; /* the default pools alone */
+    out = g_array_sized_new(FALSE, TRUE, sizeof(FsimPoolStats), (guint)n);
+    g_array_set_size(out, (guint)n);
+    policy->ops->pool_stats(policy, (FsimPoolStats *)(void *)out->data, n);
+    return out;
+}
+
 /* ---- knobs --------------------------------------------------------------------------------- */
 
 static char *

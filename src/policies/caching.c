@@ -26,7 +26,8 @@ caching_create(FsimDevice *device, GKeyFile *config, GError **error)
 
 const FsimPolicyOps fsim_policy_caching = {
     .name = "caching",
-    .summary = "PyTorch's CUDA caching allocator, exactly (PYTORCH_CUDA_ALLOC_CONF knobs)",
+    .summary = "PyTorch's CUDA caching allocator, exactly (PYTORCH_CUDA_ALLOC_CONF knobs; "
+               "private pools of CUDA graphs and MemPools)",
     .knobs = fsim_pytorch_caching_knobs,
     .create = caching_create,
     .destroy = fsim_pytorch_destroy,
@@ -37,4 +38,8 @@ const FsimPolicyOps fsim_policy_caching = {
     .check = fsim_pytorch_check,
     .seed = fsim_pytorch_seed,
     .describe = fsim_pytorch_describe,
+    .pool_begin = fsim_pytorch_pool_begin,
+    .pool_end = fsim_pytorch_pool_end,
+    .pool_release = fsim_pytorch_pool_release,
+    .pool_stats = fsim_pytorch_pool_stats,
 };

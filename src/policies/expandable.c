@@ -25,7 +25,8 @@ expandable_create(FsimDevice *device, GKeyFile *config, GError **error)
 
 const FsimPolicyOps fsim_policy_expandable = {
     .name = "expandable",
-    .summary = "PyTorch's allocator with expandable segments: pages mapped into growing segments",
+    .summary = "PyTorch's allocator with expandable segments: pages mapped into growing segments "
+               "(one per pool and stream, private pools too)",
     .knobs = fsim_pytorch_expandable_knobs,
     .create = expandable_create,
     .destroy = fsim_pytorch_destroy,
@@ -36,4 +37,8 @@ const FsimPolicyOps fsim_policy_expandable = {
     .check = fsim_pytorch_check,
     .seed = fsim_pytorch_seed,
     .describe = fsim_pytorch_describe,
+    .pool_begin = fsim_pytorch_pool_begin,
+    .pool_end = fsim_pytorch_pool_end,
+    .pool_release = fsim_pytorch_pool_release,
+    .pool_stats = fsim_pytorch_pool_stats,
 };

@@ -39,6 +39,10 @@ gboolean fsim_pytorch_check(const FsimPolicy *self, GError **error);
 gboolean fsim_pytorch_seed(FsimPolicy *self, const FsimInitialState *state, FsimBlock *blocks,
                            GError **error);
 void fsim_pytorch_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointer data);
+void fsim_pytorch_pool_begin(FsimPolicy *self, uint64_t pool, uint64_t stream, FsimTime now);
+void fsim_pytorch_pool_end(FsimPolicy *self, uint64_t pool, uint64_t stream, FsimTime now);
+void fsim_pytorch_pool_release(FsimPolicy *self, uint64_t pool, FsimTime now);
+gsize fsim_pytorch_pool_stats(const FsimPolicy *self, FsimPoolStats *out, gsize max);
 
 /* The knob tables: every PYTORCH_CUDA_ALLOC_CONF key with an effect on placement; the expandable
  * one lacks `expandable_segments`. */

@@ -567,6 +567,8 @@ fsim_alloc_conf_load(FsimAllocConf *conf, GKeyFile *config, const char *group, G
         g_autofree char *where = g_strdup_printf("%s.%s", group, keys[k]);
         Parser p = {.tokens = tokens, .where = where, .lenient = TRUE};
 
+        if (g_str_has_prefix(keys[k], "mempool_"))
+            continue; /* private-pool knobs, not PYTORCH_CUDA_ALLOC_CONF ones: the model's */
         /* `key : value-tokens`, read by the same code as the environment string. */
         g_ptr_array_insert(tokens, 0, g_strdup(":"));
         g_ptr_array_insert(tokens, 0, g_strdup(keys[k]));

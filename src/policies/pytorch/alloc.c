@@ -63,7 +63,10 @@ static gboolean
 should_split(const Pytorch *pt, const Block *block, uint64_t size)
 {
     uint64_t remaining = block->size - size;
+    const PrivatePool *owner = block->segment->pool->owner;
 
+    if (owner != NULL && owner->no_split)
+        return FALSE; /* MemPool(no_split=True), PyTorch main */
     if (block->segment->pool->small || pt->expandable)
         return remaining >= FSIM_PYTORCH_MIN_BLOCK;
     return size < pt->conf.max_split_size && remaining > FSIM_PYTORCH_SMALL_SIZE;
@@ -187,12 +190,44 @@ alloc_found_block(Pytorch *pt, Block *block, uint64_t size, uint64_t requested, 
     return block;
 }
 
+/* try_mempool_fallback() (PyTorch main): a default-pool request that got no new memory takes a
+ * cached block of a MemPool created with use_on_oom, in pool id order, never new memory. */
+static Block *
+try_mempool_fallback(Pytorch *pt, const Pool *pool, uint64_t stream, uint64_t size)
+{
+    if (pool->owner != NULL)
+        return NULL; /* already in a private pool: OOM */
+    for (guint i = 0; i < pt->private_pools->len; i++) {
+        PrivatePool *pp = g_ptr_array_index(pt->private_pools, i);
+        Block *block;
+
+        if (!pp->use_on_oom)
+            continue;
+        block = get_free_block(pt, pool->small ? &pp->small : &pp->large, stream, size);
+        if (block != NULL)
+            return block;
+    }
+    return NULL;
+}
+
+/* get_pool(): the pool of the newest scope open on @stream, else a default one. */
+static Pool *
+get_pool(Pytorch *pt, uint64_t size, uint64_t stream)
+{
+    gboolean small = size <= FSIM_PYTORCH_SMALL_SIZE;
+    PrivatePool *pp = pt->captures->len > 0 ? fsim_pytorch_capture_pool(pt, stream) : NULL;
+
+    if (pp != NULL)
+        return small ? &pp->small : &pp->large;
+    return small ? &pt->small : &pt->large;
+}
+
 FsimStatus
 fsim_pytorch_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
 {
     Pytorch *pt = pytorch_from_policy(self);
     uint64_t size = fsim_pytorch_round_size(&pt->conf, req->size);
-    Pool *pool = size <= FSIM_PYTORCH_SMALL_SIZE ? &pt->small : &pt->large;
+    Pool *pool = get_pool(pt, size, req->stream);
     uint64_t alloc_size = fsim_pytorch_allocation_size(&pt->conf, size);
     Block *block = get_free_block(pt, pool, req->stream, size);
 
@@ -200,10 +235,13 @@ fsim_pytorch_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out
         if (pt->gc_active)
             fsim_pytorch_garbage_collect(pt);
         block = alloc_block(pt, pool, req->stream, size, alloc_size, FALSE);
+        if (block == NULL && pt->use_on_oom_ids->len > 0)
+            block = try_mempool_fallback(pt, pool, req->stream, size);
         if (block == NULL &&
             fsim_pytorch_release_available_cached_blocks(pt, pool, req->stream, size))
             block = alloc_block(pt, pool, req->stream, size, alloc_size, FALSE);
-        if (block == NULL && fsim_pytorch_release_cached_blocks(pt))
+        /* Never while a capture is underway: it would free memory a graph may use. */
+        if (block == NULL && pt->captures->len == 0 && fsim_pytorch_release_cached_blocks(pt))
             block = alloc_block(pt, pool, req->stream, size, alloc_size, TRUE);
         if (block == NULL) {
             pt->stats.num_ooms++;

@@ -181,6 +181,47 @@ check_segment(const Segment *segment, Stats *sum, gsize *free_blocks, gsize *unm
     return TRUE;
 }
 
+/* Each private pool: its trees, its segment count, its reserved bytes; all pools' reserved bytes
+ * add up to PyTorch's count. */
+static gboolean
+check_private_pools(const Pytorch *pt, gsize *tree_free, gsize *tree_unmapped, GError **error)
+{
+    int64_t reserved = pt->default_reserved_bytes.current;
+
+    for (guint i = 0; i < pt->private_pools->len; i++) {
+        const PrivatePool *pp = g_ptr_array_index(pt->private_pools, i);
+        guint segments = 0;
+        int64_t bytes = 0;
+
+        if (i > 0 &&
+            ((const PrivatePool *)g_ptr_array_index(pt->private_pools, i - 1))->id >= pp->id)
+            return check_fail(error, "private pools out of order at %" G_GUINT64_FORMAT, pp->id);
+        if (pp->small.owner != pp || pp->large.owner != pp || !pp->small.small || pp->large.small)
+            return check_fail(error, "private pool %" G_GUINT64_FORMAT " miswired", pp->id);
+        if (!check_pool(&pp->small, tree_free, tree_unmapped, error) ||
+            !check_pool(&pp->large, tree_free, tree_unmapped, error))
+            return FALSE;
+        for (const Segment *s = pt->segments; s != NULL; s = s->next_segment) {
+            if (s->pool->owner == pp) {
+                segments++;
+                bytes += (int64_t)(s->expandable ? s->mapped : s->size);
+            }
+        }
+        if (segments != pp->n_segments || bytes != pp->reserved_bytes.current)
+            return check_fail(error,
+                              "private pool %" G_GUINT64_FORMAT
+                              ": %u segments of %u counted, %" G_GINT64_FORMAT
+                              " bytes of %" G_GINT64_FORMAT " counted",
+                              pp->id, segments, pp->n_segments, bytes, pp->reserved_bytes.current);
+        reserved += pp->reserved_bytes.current;
+    }
+    if (reserved != pt->stats.reserved_bytes.current)
+        return check_fail(
+            error, "reserved bytes by pool add up to %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT,
+            reserved, pt->stats.reserved_bytes.current);
+    return TRUE;
+}
+
 gboolean
 fsim_pytorch_check(const FsimPolicy *self, GError **error)
 {
@@ -197,6 +238,8 @@ fsim_pytorch_check(const FsimPolicy *self, GError **error)
     memset(&sum, 0, sizeof(sum));
     if (!check_pool(&pt->small, &tree_free, &tree_unmapped, error) ||
         !check_pool(&pt->large, &tree_free, &tree_unmapped, error))
+        return FALSE;
+    if (!check_private_pools(pt, &tree_free, &tree_unmapped, error))
         return FALSE;
     for (const Segment *segment = pt->segments; segment != NULL; segment = segment->next_segment) {
         if (!check_segment(segment, &sum, &chain_free, &chain_unmapped, error))

@@ -25,14 +25,23 @@
     {"large_segment_size_mb", "20",                                                             \
      "MiB of the segment for 1-10 MiB requests and of a large-pool expandable page"}
 
+#define PYTORCH_POOL_KNOBS                                                                         \
+    {"mempool_use_on_oom", "",                                                                  \
+     "private pools (ids, comma-separated) made with MemPool(use_on_oom=True): their cached "    \
+     "blocks serve default-pool requests that would fail"},                                     \
+    {"mempool_no_split", "",                                                                    \
+     "private pools (ids, comma-separated) made with MemPool(no_split=True): blocks never split"}
+
 const FsimKnob fsim_pytorch_caching_knobs[] = {
     PYTORCH_COMMON_KNOBS,
+    PYTORCH_POOL_KNOBS,
     {"expandable_segments", "False", "True: map pages into one growing segment per pool and stream"},
     {NULL, NULL, NULL},
 };
 
 const FsimKnob fsim_pytorch_expandable_knobs[] = {
     PYTORCH_COMMON_KNOBS,
+    PYTORCH_POOL_KNOBS,
     {NULL, NULL, NULL},
 };
 /* clang-format on */
@@ -43,8 +52,20 @@ fsim_pytorch_create(const FsimPolicyOps *ops, FsimDevice *device, GKeyFile *conf
 {
     Pytorch *pt;
     FsimAllocConf conf;
+    g_autoptr(GArray) use_on_oom = NULL;
+    g_autoptr(GArray) no_split = NULL;
+    g_autofree char *use_on_oom_text =
+        config != NULL ? g_key_file_get_string(config, ops->name, "mempool_use_on_oom", NULL)
+                       : NULL;
+    g_autofree char *no_split_text =
+        config != NULL ? g_key_file_get_string(config, ops->name, "mempool_no_split", NULL) : NULL;
+    g_autofree char *use_on_oom_knob = g_strdup_printf("%s.mempool_use_on_oom", ops->name);
+    g_autofree char *no_split_knob = g_strdup_printf("%s.mempool_no_split", ops->name);
 
     if (!fsim_alloc_conf_load(&conf, config, ops->name, error))
+        return NULL;
+    if (!fsim_pytorch_parse_pool_ids(use_on_oom_text, use_on_oom_knob, &use_on_oom, error) ||
+        !fsim_pytorch_parse_pool_ids(no_split_text, no_split_knob, &no_split, error))
         return NULL;
     if (force_expandable)
         conf.expandable_segments = TRUE;
@@ -66,6 +87,10 @@ fsim_pytorch_create(const FsimPolicyOps *ops, FsimDevice *device, GKeyFile *conf
     pt->allowed_memory_maximum =
         (uint64_t)(conf.per_process_memory_fraction * (double)device->spec.total_bytes);
     pt->small.small = TRUE;
+    pt->private_pools = g_ptr_array_new_with_free_func(fsim_pytorch_private_pool_free);
+    pt->captures = g_array_new(FALSE, FALSE, sizeof(Capture));
+    pt->use_on_oom_ids = g_steal_pointer(&use_on_oom);
+    pt->no_split_ids = g_steal_pointer(&no_split);
     pt->slabs = g_ptr_array_new_with_free_func(g_free);
     pt->scratch = g_ptr_array_new();
     pt->scratch2 = g_ptr_array_new();
@@ -82,6 +107,10 @@ fsim_pytorch_destroy(FsimPolicy *self)
         fsim_pytorch_segment_destroy(pt, pt->segments);
     fsim_pytorch_pool_clear(&pt->small);
     fsim_pytorch_pool_clear(&pt->large);
+    g_ptr_array_unref(pt->private_pools);
+    g_array_unref(pt->captures);
+    g_array_unref(pt->use_on_oom_ids);
+    g_array_unref(pt->no_split_ids);
     g_ptr_array_unref(pt->slabs);
     g_ptr_array_unref(pt->scratch);
     g_ptr_array_unref(pt->scratch2);

@@ -81,7 +81,7 @@ map_block(Pytorch *pt, Block *block, uint64_t size)
     pool_insert_free(block);
     pt->total_allocated_memory += bytes;
     segment->mapped += bytes;
-    fsim_counter_add(&pt->stats.reserved_bytes, (int64_t)bytes);
+    pool_reserved_add(pt, segment->pool, (int64_t)bytes);
     pt->stats.num_device_alloc++;
     return TRUE;
 }
@@ -156,7 +156,7 @@ fsim_pytorch_unmap_block(Pytorch *pt, Block *block)
     fsim_pytorch_tree_insert(&segment->set->unmapped, block);
     pt->total_allocated_memory -= bytes;
     segment->mapped -= bytes;
-    fsim_counter_add(&pt->stats.reserved_bytes, -(int64_t)bytes);
+    pool_reserved_add(pt, segment->pool, -(int64_t)bytes);
     pt->stats.num_device_free++;
 }
 

@@ -41,7 +41,9 @@
  * block at the growth frontier as being as large as it can grow, so it is used last; blocks of
  * both pools split at 512 B; release unmaps the whole free pages of free blocks.
  *
- * NOT MODELLED: CUDA graphs and private pools (MemPool), trigger_free_memory_callbacks, IPC,
+ * PRIVATE POOLS (CUDA graphs, MemPool): see private-pools.c.
+ *
+ * NOT MODELLED: trigger_free_memory_callbacks, IPC,
  * toggling expandable_segments at run time (seeded expandable blocks are honoured as PyTorch
  * honours blocks made before it was switched off), the synchronisation release_cached_blocks does
  * on pending events (the engine decides when a free completes).
@@ -62,6 +64,7 @@
  *   release.c             empty_cache, release_available_cached_blocks, garbage collection
  *   create.c              the knobs, creation and destruction
  *   stats.c               memory_stats() counters reported through get_stats
+ *   private-pools.c       CUDA graphs' and MemPools' pools: scopes, references, routing
  *   seed.c                the state at trace start (a snapshot's segments and blocks)
  *   check.c               the invariants walked after every operation under --paranoid
  *   describe.c            segments, blocks and what is releasable, for explain
@@ -87,6 +90,7 @@
 G_BEGIN_DECLS
 
 typedef struct StreamSet StreamSet;
+typedef struct PrivatePool PrivatePool;
 
 /* The blocks of one stream in one pool. */
 struct StreamSet {
@@ -97,6 +101,7 @@ struct StreamSet {
 
 typedef struct {
     gboolean small;
+    PrivatePool *owner;  /* owner_PrivatePool: NULL for the default pools */
     StreamSet **streams; /* sorted by stream id */
     guint n_streams;
     guint capacity;
@@ -141,6 +146,24 @@ typedef struct {
     uint64_t num_merges;
 } Stats;
 
+/* A CUDA graph's or MemPool's pool (PrivatePool): its own small and large pools. */
+struct PrivatePool {
+    uint64_t id;        /* as the trace's POOL_* events name it */
+    uint64_t use_count; /* references: captures, use_mem_pool scopes, the seeded state */
+    guint n_segments;   /* segments (cudaMalloc'd, or reservations) it holds */
+    gboolean use_on_oom;
+    gboolean no_split;
+    Pool small;
+    Pool large;
+    FsimCounter reserved_bytes; /* device memory of its segments */
+};
+
+/* An open scope: allocations on @stream go to @pool (captures_underway). */
+typedef struct {
+    PrivatePool *pool;
+    uint64_t stream;
+} Capture;
+
 #define SLAB_CHUNK 1024
 
 typedef struct {
@@ -152,6 +175,11 @@ typedef struct {
     uint64_t total_allocated_memory; /* cudaMalloc'd plus mapped bytes, as PyTorch counts */
     Pool small;
     Pool large;
+    FsimCounter default_reserved_bytes; /* device memory of the default pools' segments */
+    GPtrArray *private_pools;           /* PrivatePool*, sorted by id */
+    GArray *captures;                   /* Capture, oldest first */
+    GArray *use_on_oom_ids;             /* uint64_t pool ids: MemPool(use_on_oom=True) */
+    GArray *no_split_ids;               /* uint64_t pool ids: MemPool(no_split=True) */
     Segment *segments;
     Segment *last_segment;
     guint n_segments;
@@ -172,6 +200,15 @@ static inline const Pytorch *
 pytorch_from_const_policy(const FsimPolicy *self)
 {
     return (const Pytorch *)self;
+}
+
+/* Reserved bytes change in @pool: PyTorch's count, and the pool's own for per-pool answers. */
+static inline void
+pool_reserved_add(Pytorch *pt, Pool *pool, int64_t bytes)
+{
+    fsim_counter_add(&pt->stats.reserved_bytes, bytes);
+    fsim_counter_add(
+        pool->owner != NULL ? &pool->owner->reserved_bytes : &pt->default_reserved_bytes, bytes);
 }
 
 static inline uint64_t
@@ -346,5 +383,20 @@ gboolean fsim_pytorch_release_available_cached_blocks(Pytorch *pt, Pool *pool, u
 
 /* garbage_collect_cached_blocks(): free old unsplit blocks above the GC threshold. */
 void fsim_pytorch_garbage_collect(Pytorch *pt);
+
+/* ---- private-pools.c ---------------------------------------------------------------------------
+ */
+
+/* Pool @id, or NULL. */
+PrivatePool *fsim_pytorch_private_pool_find(const Pytorch *pt, uint64_t id);
+/* Pool @id, created (unreferenced, empty) when missing. */
+PrivatePool *fsim_pytorch_private_pool_get(Pytorch *pt, uint64_t id);
+/* For the pool list's free function. */
+void fsim_pytorch_private_pool_free(gpointer data);
+/* get_pool()'s private half: the pool of the newest scope open on @stream, or NULL. */
+PrivatePool *fsim_pytorch_capture_pool(const Pytorch *pt, uint64_t stream);
+/* A knob's comma-separated list of pool ids. */
+gboolean fsim_pytorch_parse_pool_ids(const char *text, const char *knob, GArray **out,
+                                     GError **error);
 
 G_END_DECLS

@@ -42,13 +42,23 @@ release_blocks(Pytorch *pt, Pool *pool)
     g_ptr_array_set_size(to_unmap, 0);
 }
 
-/* fsim_pytorch_release_cached_blocks() = empty_cache(): the large pool, then the small one. */
+/* fsim_pytorch_release_cached_blocks() = empty_cache(): the large pool, then the small one, then
+ * each freeable private pool (no reference left) in pool id order, small then large.  Pools still
+ * referenced keep everything. */
 gboolean
 fsim_pytorch_release_cached_blocks(Pytorch *pt)
 {
     pt->stats.num_sync_all_streams++;
     release_blocks(pt, &pt->large);
     release_blocks(pt, &pt->small);
+    for (guint i = 0; i < pt->private_pools->len; i++) {
+        PrivatePool *pp = g_ptr_array_index(pt->private_pools, i);
+
+        if (pp->use_count == 0 && pp->n_segments > 0) {
+            release_blocks(pt, &pp->small);
+            release_blocks(pt, &pp->large);
+        }
+    }
     return TRUE;
 }
 

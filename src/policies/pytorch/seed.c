@@ -35,6 +35,22 @@ seed_is_small(const FsimSeedSegment *segment)
     return segment->size <= FSIM_PYTORCH_SMALL_BUFFER;
 }
 
+/* The pool a seeded segment belongs to: its private pool's (which exists with the one reference
+ * the engine also counts: the graph or MemPool that owned it when recording ended), or a default
+ * one. */
+static Pool *
+seed_pool(Pytorch *pt, const FsimSeedSegment *segment)
+{
+    gboolean small = seed_is_small(segment);
+    PrivatePool *pp;
+
+    if (segment->pool_id == 0)
+        return small ? &pt->small : &pt->large;
+    pp = fsim_pytorch_private_pool_get(pt, segment->pool_id);
+    pp->use_count = 1;
+    return small ? &pp->small : &pp->large;
+}
+
 /* Append a block [addr, addr+size) to the chain ending at *tail. */
 static Block *
 seed_block(Pytorch *pt, Segment *segment, Block **tail, uint64_t addr, uint64_t size,
@@ -167,7 +183,7 @@ seed_malloc_segment(Pytorch *pt, const FsimSeedSegment *seed, const FsimInitialS
                     gsize *placed, FsimBlock *out, GError **error)
 {
     FsimDevice *device = pt->base.device;
-    Pool *pool = seed_is_small(seed) ? &pt->small : &pt->large;
+    Pool *pool = seed_pool(pt, seed);
     Segment *segment;
     Block *tail = NULL;
     FsimAddr addr = 0;
@@ -184,7 +200,7 @@ seed_malloc_segment(Pytorch *pt, const FsimSeedSegment *seed, const FsimInitialS
     segment = fsim_pytorch_segment_new(pt, pool, seed->stream, addr, seed->size, 0);
     pt->total_allocated_memory += seed->size;
     fsim_counter_add(&pt->stats.segment, 1);
-    fsim_counter_add(&pt->stats.reserved_bytes, (int64_t)seed->size);
+    pool_reserved_add(pt, segment->pool, (int64_t)seed->size);
     if (seed->size >= pt->conf.max_split_size)
         fsim_counter_add(&pt->stats.oversize_segments, 1);
     if (addr != seed->addr)
@@ -210,7 +226,7 @@ seed_expandable_group(Pytorch *pt, const FsimInitialState *state, const guint *r
     FsimDevice *device = pt->base.device;
     const FsimSeedSegment *first = &state->segments[ranges[0]];
     gboolean small = seed_is_small(first);
-    Pool *pool = small ? &pt->small : &pt->large;
+    Pool *pool = seed_pool(pt, first);
     uint64_t page = expandable_page(pt, small);
     uint64_t reservation = expandable_reservation(pt, page);
     Segment *segment;
@@ -256,7 +272,7 @@ seed_expandable_group(Pytorch *pt, const FsimInitialState *state, const guint *r
             seed_block(pt, segment, &tail, at, start - at, BLOCK_UNMAPPED);
         pt->total_allocated_memory += seed->size;
         segment->mapped += seed->size;
-        fsim_counter_add(&pt->stats.reserved_bytes, (int64_t)seed->size);
+        pool_reserved_add(pt, segment->pool, (int64_t)seed->size);
         n = seed_fill(pt, segment, &tail, seed->addr, seed->addr + seed->size, shift, state, out,
                       error);
         at = start + seed->size;
@@ -317,7 +333,7 @@ fsim_pytorch_seed(FsimPolicy *self, const FsimInitialState *state, FsimBlock *bl
         for (guint j = i; j < n_expandable; j++) {
             const FsimSeedSegment *other = &state->segments[expandable[j]];
 
-            if (!done[j] && other->stream == lead->stream &&
+            if (!done[j] && other->stream == lead->stream && other->pool_id == lead->pool_id &&
                 seed_is_small(other) == seed_is_small(lead)) {
                 group[n++] = expandable[j];
                 done[j] = TRUE;

@@ -30,6 +30,8 @@ fsim_pytorch_segment_new(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t addr
         pt->segments = segment;
     pt->last_segment = segment;
     pt->n_segments++;
+    if (pool->owner != NULL)
+        pool->owner->n_segments++; /* cudaMalloc_count */
     return segment;
 }
 
@@ -45,6 +47,8 @@ fsim_pytorch_segment_destroy(Pytorch *pt, Segment *segment)
     else
         pt->last_segment = segment->prev_segment;
     pt->n_segments--;
+    if (segment->pool->owner != NULL)
+        segment->pool->owner->n_segments--;
     g_free(segment);
 }
 
@@ -65,7 +69,7 @@ fsim_pytorch_malloc_segment(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t a
     segment->head = block;
     pt->total_allocated_memory += alloc_size;
     fsim_counter_add(&pt->stats.segment, 1);
-    fsim_counter_add(&pt->stats.reserved_bytes, (int64_t)alloc_size);
+    pool_reserved_add(pt, pool, (int64_t)alloc_size);
     if (alloc_size >= pt->conf.max_split_size)
         fsim_counter_add(&pt->stats.oversize_segments, 1);
     pt->stats.num_device_alloc++;
@@ -83,7 +87,7 @@ fsim_pytorch_release_block(Pytorch *pt, Block *block)
     fsim_device_mem_free(pt->base.device, block->addr, block->size);
     pt->total_allocated_memory -= block->size;
     fsim_counter_add(&pt->stats.segment, -1);
-    fsim_counter_add(&pt->stats.reserved_bytes, -(int64_t)block->size);
+    pool_reserved_add(pt, segment->pool, -(int64_t)block->size);
     if (block->size >= pt->conf.max_split_size)
         fsim_counter_add(&pt->stats.oversize_segments, -1);
     fsim_pytorch_segment_destroy(pt, segment);
