@@ -119,6 +119,11 @@ void fsim_cli_print_json(JsonNode *node);
 /* Add a metric set to a JSON object being built (every FSIM_METRICS key). */
 void fsim_cli_json_add_metrics(JsonBuilder *builder, const FsimMetrics *metrics);
 
+/* pool-answers.c: reserved memory per pool (default, each private pool) of a run, as a line
+ * naming @label, or as a "pools" member; nothing when the run has no private pools. */
+void fsim_cli_print_pools(const char *label, const FsimEngine *engine);
+void fsim_cli_json_add_pools(JsonBuilder *builder, const FsimEngine *engine);
+
 /**
  * FsimTable:
  *

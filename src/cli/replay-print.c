@@ -60,6 +60,8 @@ replay_print_json(const char *path, GPtrArray *runs,
             json_builder_add_int_value(builder, id);
         }
         fsim_cli_json_add_metrics(builder, &run->metrics);
+        if (run->engine != NULL)
+            fsim_cli_json_add_pools(builder, run->engine);
         json_builder_end_object(builder);
     }
     json_builder_end_array(builder);
@@ -257,6 +259,12 @@ replay_print_table(FsimTrace *trace, GPtrArray *runs)
     }
     if (table != NULL)
         fsim_table_print(table);
+    for (guint i = 0; i < runs->len; i++) {
+        const ReplayRun *run = g_ptr_array_index(runs, i);
+
+        if (run->engine != NULL)
+            fsim_cli_print_pools(run->label, run->engine);
+    }
     print_notes(runs);
     print_recorded_ooms(runs);
 }
