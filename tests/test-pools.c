@@ -365,6 +365,47 @@ test_validate_exact(void)
     g_assert_nonnull(strstr(run.out, "exact"));
 }
 
+/* PyTorch's devlog: 8 x 16 MiB then 4 x 32 MiB captured into one pool, everything freed in
+ * between, end at 256 MiB; the reverse at 128 MiB; expandable segments: the same both ways. */
+static uint64_t
+devlog_captures(const char *policy, gboolean small_first)
+{
+    g_autoptr(FsimEngine) engine = engine_new(policy, "1GiB", NULL, NULL, NULL);
+    const uint64_t sizes[2] = {small_first ? 16 * MIB : 32 * MIB,
+                               small_first ? 32 * MIB : 16 * MIB};
+    const uint64_t counts[2] = {small_first ? 8 : 4, small_first ? 4 : 8};
+    uint64_t id = 1;
+
+    for (int graph = 0; graph < 2; graph++) {
+        const Step begin[] = {BEGIN(9, 0)};
+        const Step end[] = {END(9, 0)};
+
+        run_steps(engine, begin, 1);
+        for (uint64_t i = 0; i < counts[graph]; i++) {
+            const Step alloc[] = {ALLOC(id + i, sizes[graph])};
+
+            run_steps(engine, alloc, 1);
+        }
+        for (uint64_t i = 0; i < counts[graph]; i++) {
+            const Step free_step[] = {FREE(id + i)};
+
+            run_steps(engine, free_step, 1);
+        }
+        id += counts[graph];
+        run_steps(engine, end, 1);
+    }
+    return pool_reserved(engine, 9, TRUE);
+}
+
+static void
+test_devlog_capture_order(void)
+{
+    g_assert_cmpuint(devlog_captures("caching", TRUE), ==, 256 * MIB);
+    g_assert_cmpuint(devlog_captures("caching", FALSE), ==, 128 * MIB);
+    g_assert_cmpuint(devlog_captures("expandable", TRUE), ==, 140 * MIB);
+    g_assert_cmpuint(devlog_captures("expandable", FALSE), ==, 140 * MIB);
+}
+
 /* `synth serve --cuda-graphs`: the shared pool the graphs end with, by capture order. */
 static uint64_t
 graph_pool_peak(const char *policy, const char *order)
@@ -438,6 +479,7 @@ main(int argc, char **argv)
     g_test_add_func("/pools/use-on-oom", test_use_on_oom);
     g_test_add_func("/pools/seed-state-only", test_seed_state_only);
     g_test_add_func("/pools/validate-exact", test_validate_exact);
+    g_test_add_func("/pools/devlog-capture-order", test_devlog_capture_order);
     g_test_add_func("/pools/serve-capture-order", test_serve_capture_order);
     return g_test_run();
 }
