@@ -265,6 +265,42 @@ test_utilization_requested(void)
     fsim_test_remove_tree(dir);
 }
 
+/* The report leads with the capacity each run needs, and ranks the runs by it. */
+static void
+test_report_needs(void)
+{
+    g_autofree char *trace = NULL;
+    g_autofree char *dir = NULL;
+    g_autofree char *db = NULL;
+    g_autofree char *out = NULL;
+    g_autofree char *index = NULL;
+    g_autofree char *html = NULL;
+    g_autoptr(GError) error = NULL;
+
+    if (!fsim_test_have_binary())
+        return;
+    trace = source_path("traces/fragmenting.trace");
+    dir = fsim_test_tmp_dir();
+    db = g_build_filename(dir, "results.db", NULL);
+    out = g_build_filename(dir, "report", NULL);
+    g_auto(FsimTestRun) r =
+        fsim_test_run("replay", trace, "-p", "caching,expandable", "--db", db, NULL);
+    g_assert_cmpint(r.status, ==, 0);
+    g_auto(FsimTestRun) rep = fsim_test_run("report", "--db", db, "-o", out, NULL);
+    if (rep.status != 0 && strstr(rep.err, "gnuplot") != NULL) {
+        g_test_skip("gnuplot not found");
+        fsim_test_remove_tree(dir);
+        return;
+    }
+    g_assert_cmpint(rep.status, ==, 0);
+    index = g_build_filename(out, "index.html", NULL);
+    g_assert_true(g_file_get_contents(index, &html, NULL, &error));
+    g_assert_nonnull(strstr(html, "<th class=\"n\">needs</th>"));
+    /* caching needs 1.18 GiB there, expandable 1.23 GiB */
+    g_assert_nonnull(strstr(html, "Needs the least memory: <strong>caching</strong>"));
+    fsim_test_remove_tree(dir);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -277,5 +313,6 @@ main(int argc, char **argv)
     g_test_add_func("/runs/metrics-doc", test_metrics_doc);
     g_test_add_func("/runs/table-headers", test_table_headers);
     g_test_add_func("/runs/utilization-requested", test_utilization_requested);
+    g_test_add_func("/runs/report-needs", test_report_needs);
     return g_test_run();
 }

@@ -130,7 +130,16 @@ excess_ratio(const FsimMetrics *m)
                : 0.0;
 }
 
-/* The index of the first run with the lowest peak reserved memory among those without OOMs. */
+/* What runs are ranked by: the capacity they need, or their peak reserved memory where the
+ * database has no needed_bytes (replay --no-needed, or an older fragsim). */
+static uint64_t
+run_key(const FsimStoredRun *run)
+{
+    return run->metrics.needed_bytes >= 0 ? (uint64_t)run->metrics.needed_bytes
+                                          : run->metrics.peak_reserved_bytes;
+}
+
+/* The index of the first run that needs the least memory among those without OOMs. */
 static gint
 best_run(const FsimPlotGroup *group)
 {
@@ -142,7 +151,7 @@ best_run(const FsimPlotGroup *group)
 
         if (run->metrics.ooms > 0 || run->status != FSIM_STORE_COMPLETE)
             continue;
-        if (b == NULL || run->metrics.peak_reserved_bytes < b->metrics.peak_reserved_bytes)
+        if (b == NULL || run_key(run) < run_key(b))
             best = (gint)i;
     }
     return best;
@@ -159,7 +168,16 @@ is_best(const FsimPlotGroup *group, gint best, guint i)
         return FALSE;
     b = group->runs->pdata[best];
     return run->metrics.ooms == 0 && run->status == FSIM_STORE_COMPLETE &&
-           run->metrics.peak_reserved_bytes == b->metrics.peak_reserved_bytes;
+           run_key(run) == run_key(b);
+}
+
+/* How far @key lies above @m's lower bound, as a fraction. */
+static double
+above_lower(const FsimMetrics *m, uint64_t key)
+{
+    return m->lower_bound_bytes > 0 && key > m->lower_bound_bytes
+               ? (double)(key - m->lower_bound_bytes) / (double)m->lower_bound_bytes
+               : 0.0;
 }
 
 static void
@@ -173,31 +191,35 @@ write_verdict(GString *out, const FsimPlotGroup *group)
         const FsimStoredRun *run = group->runs->pdata[i];
 
         with_ooms += run->metrics.ooms > 0;
-        if (worst == NULL || run->metrics.peak_reserved_bytes > worst->metrics.peak_reserved_bytes)
+        if (worst == NULL || run_key(run) > run_key(worst))
             worst = run;
     }
     g_string_append(out, "<p class=\"verdict\">");
     if (best >= 0) {
         const FsimStoredRun *b = group->runs->pdata[best];
-        g_autofree char *size = fsim_format_size(b->metrics.peak_reserved_bytes);
+        g_autofree char *size = fsim_format_size(run_key(b));
 
-        g_string_append(out, "Lowest peak reserved memory: <strong>");
+        g_string_append(out, b->metrics.needed_bytes >= 0
+                                 ? "Needs the least memory: <strong>"
+                                 : "Lowest peak reserved memory: <strong>");
         for (guint i = 0, shown = 0; i < group->runs->len; i++) {
             if (!is_best(group, best, i))
                 continue;
             if (shown++ > 0)
                 g_string_append(out, ", ");
-            esc(out, ((const FsimStoredRun *)group->runs->pdata[i])->policy);
+            esc(out, ((const FsimStoredRun *)group->runs->pdata[i])->label);
         }
         g_string_append(out, "</strong> ");
-        escf(out, "(%s, %.1f%% above the lower bound)", size, 100.0 * excess_ratio(&b->metrics));
-        if (worst != NULL && worst->metrics.peak_reserved_bytes > b->metrics.peak_reserved_bytes) {
-            g_autofree char *wsize = fsim_format_size(worst->metrics.peak_reserved_bytes);
+        escf(out, "(%s, %.1f%% above the lower bound)", size,
+             100.0 * above_lower(&b->metrics, run_key(b)));
+        if (worst != NULL && run_key(worst) > run_key(b)) {
+            g_autofree char *wsize = fsim_format_size(run_key(worst));
 
-            g_string_append(out, "; highest: <strong>");
-            esc(out, worst->policy);
+            g_string_append(out, "; the most: <strong>");
+            esc(out, worst->label);
             g_string_append(out, "</strong> ");
-            escf(out, "(%s, %.1f%% above)", wsize, 100.0 * excess_ratio(&worst->metrics));
+            escf(out, "(%s, %.1f%% above)", wsize,
+                 100.0 * above_lower(&worst->metrics, run_key(worst)));
         }
         g_string_append(out, ".");
     } else {
@@ -255,20 +277,30 @@ write_facts(GString *out, FsimStore *store, const FsimPlotGroup *group)
 static void
 write_policy_table(GString *out, const FsimPlotGroup *group)
 {
-    static const char *const headers[] = {
-        "peak reserved",     "above lower bound", "peak allocated", "utilization at peak",
-        "ext. frag at peak", "min utilization",   "OOMs",           "driver calls",
-        "modelled time",
+    /* the metrics' own labels (src/core/metrics.c), and one column that is not a metric */
+    const char *const headers[] = {
+        fsim_metric_label("needed_bytes"),
+        fsim_metric_label("peak_reserved_bytes"),
+        fsim_metric_label("excess_over_lower_bound_bytes"),
+        fsim_metric_label("peak_allocated_bytes"),
+        fsim_metric_label("peak_utilization"),
+        fsim_metric_label("external_frag_at_peak"),
+        fsim_metric_label("min_utilization"),
+        fsim_metric_label("ooms"),
+        "driver calls",
+        fsim_metric_label("modelled_alloc_time_ns"),
     };
     gint best = best_run(group);
 
-    g_string_append(out, "<table>\n<thead><tr><th>policy</th>");
+    g_string_append(out, "<table>\n<thead><tr><th>run</th>");
     for (gsize i = 0; i < G_N_ELEMENTS(headers); i++)
         g_string_append_printf(out, "<th class=\"n\">%s</th>", headers[i]);
     g_string_append(out, "</tr></thead>\n<tbody>\n");
     for (guint i = 0; i < group->runs->len; i++) {
         const FsimStoredRun *run = group->runs->pdata[i];
         const FsimMetrics *m = &run->metrics;
+        g_autofree char *needed =
+            m->needed_bytes >= 0 ? fsim_format_size((uint64_t)m->needed_bytes) : g_strdup("-");
         g_autofree char *reserved = fsim_format_size(m->peak_reserved_bytes);
         g_autofree char *excess = fsim_format_size(m->excess_over_lower_bound_bytes);
         g_autofree char *allocated = fsim_format_size(m->peak_allocated_bytes);
@@ -301,6 +333,7 @@ write_policy_table(GString *out, const FsimPlotGroup *group)
             g_string_append(out, "</code>");
         }
         g_string_append(out, "</td>");
+        td_num(out, needed);
         td_num(out, reserved);
         td_num(out, excess_text);
         td_num(out, allocated);
@@ -316,10 +349,9 @@ write_policy_table(GString *out, const FsimPlotGroup *group)
     for (guint i = 0; i < group->runs->len; i++) {
         if (((const FsimStoredRun *)group->runs->pdata[i])->metrics.ooms == 0)
             continue;
-        g_string_append(out, "<p class=\"note\">For a run with OOMs, the lower bound and the "
-                             "excess over it count only the allocations that succeeded; the "
-                             "comparison plot measures every run against the trace's lower "
-                             "bound.</p>\n");
+        g_string_append(out, "<p class=\"note\">A run with OOMs needs more than its device has "
+                             "(needs); the lower bound is the trace's, the same for every "
+                             "run.</p>\n");
         break;
     }
 }
