@@ -88,6 +88,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimTraceInfo, fsim_trace_info_free)
  * @close: free what open() allocated (the base fields are freed by fsim_trace_close()).
  * @stream_open: an event stream of one device.
  * @stream_next: TRUE with *ev filled; FALSE at the end (error unset) or on failure (error set).
+ * @stream_read: (nullable): the same for up to @max events at once: the number read, 0 at the end
+ *     (error unset) or on failure (error set).  A format whose events are cheap to decode offers
+ *     it (and may then leave @stream_next NULL): fsim_trace_stream_next() serves events from a
+ *     batch it fills, which saves a call per event.  Labels must stay valid while the stream is
+ *     open.
  * @stream_close: free the stream.
  * @describe: (nullable): fill the format-specific parts of an info: per device (through
  *     fsim_trace_info_device()) `events` and `actions` in the format's own vocabulary, `segments`
@@ -103,6 +108,7 @@ struct FsimTraceFormat {
     void (*close)(FsimTrace *trace);
     FsimTraceStream *(*stream_open)(FsimTrace *trace, uint32_t device, GError **error);
     gboolean (*stream_next)(FsimTraceStream *stream, FsimEvent *ev, GError **error);
+    gsize (*stream_read)(FsimTraceStream *stream, FsimEvent *evs, gsize max, GError **error);
     void (*stream_close)(FsimTraceStream *stream);
     gboolean (*describe)(FsimTrace *trace, FsimTraceInfo *info, GError **error);
 };
@@ -143,6 +149,10 @@ struct FsimTrace {
 struct FsimTraceStream {
     FsimTrace *trace; /* borrowed */
     uint32_t device;
+    /* Set by fsim_trace_stream_open() for formats with stream_read(): */
+    FsimEvent *batch;
+    gsize batch_len;
+    gsize batch_pos;
 };
 
 /**
@@ -289,13 +299,33 @@ gboolean fsim_input_read_all(const char *path, gsize max_bytes, GBytes **out, GE
  * FsimTraceWriter:
  *
  * Writes the native text format (`fragsim-trace v1`), gzip-compressed when the path ends in
- * `.gz`.  Output goes to a temporary file renamed into place by a successful
+ * `.gz`, or the binary format (`fragsim-trace binary v1`, never compressed; comments are not
+ * kept).  Output goes to a temporary file renamed into place by a successful
  * fsim_trace_writer_close(), so an interrupted or failed write never leaves a partial trace that
  * looks complete.
  */
 typedef struct FsimTraceWriter FsimTraceWriter;
 
+/**
+ * FsimTraceWriteFormat:
+ * @FSIM_TRACE_WRITE_AUTO: binary when the path ends in `.fsb` (%FSIM_TRACE_BINARY_SUFFIX), text
+ *     otherwise.
+ * @FSIM_TRACE_WRITE_TEXT: `fragsim-trace v1`.
+ * @FSIM_TRACE_WRITE_BINARY: `fragsim-trace binary v1`; the output must be a regular file (the
+ *     header is written last).
+ */
+typedef enum {
+    FSIM_TRACE_WRITE_AUTO,
+    FSIM_TRACE_WRITE_TEXT,
+    FSIM_TRACE_WRITE_BINARY,
+} FsimTraceWriteFormat;
+
+#define FSIM_TRACE_BINARY_SUFFIX ".fsb"
+
+/* Text or binary by the path's suffix (%FSIM_TRACE_WRITE_AUTO). */
 FsimTraceWriter *fsim_trace_writer_open(const char *path, GError **error);
+FsimTraceWriter *fsim_trace_writer_open_format(const char *path, FsimTraceWriteFormat format,
+                                               GError **error);
 gboolean fsim_trace_writer_comment(FsimTraceWriter *writer, const char *text, GError **error);
 gboolean fsim_trace_writer_write(FsimTraceWriter *writer, const FsimEvent *ev, GError **error);
 /* Finish and rename into place.  Returns FALSE (and removes the temporary file) on failure. */

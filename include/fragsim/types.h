@@ -105,6 +105,7 @@ GQuark fsim_trace_error_quark(void);
  *     opcode that would import or call).
  * @FSIM_TRACE_ERROR_LIMIT: a declared length, nesting depth or count exceeds a safety limit.
  * @FSIM_TRACE_ERROR_TYPE: a value has the wrong type for where it appears.
+ * @FSIM_TRACE_ERROR_CHECKSUM: the contents do not match the checksum the file records.
  */
 typedef enum {
     FSIM_TRACE_ERROR_FAILED,
@@ -120,6 +121,7 @@ typedef enum {
     FSIM_TRACE_ERROR_FORBIDDEN,
     FSIM_TRACE_ERROR_LIMIT,
     FSIM_TRACE_ERROR_TYPE,
+    FSIM_TRACE_ERROR_CHECKSUM,
 } FsimTraceError;
 
 /**

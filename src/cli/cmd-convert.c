@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fragsim convert IN OUT [--trace-device N]: any trace to fragsim's text format (gzip when OUT
- * ends in .gz).  The allocations alive at trace start (rebuilt from a snapshot's final state)
- * are written first, at the first event's time, so the text trace frees what it allocates.
- * Private pools of that state are created first (an empty scope holds the reference the pool
- * had), and each allocation alive in one is written inside a scope of it that is released at
- * once, so the pools end with the references they had.
+ * fragsim convert IN OUT [--format text|binary] [--trace-device N]: any trace to fragsim's text
+ * format (gzip when OUT ends in .gz) or its binary format (the default when OUT ends in .fsb).  The
+ * allocations alive at trace start (rebuilt from a snapshot's final state) are written first, at
+ * the first event's time, so the trace frees what it allocates.  Private pools of that state are
+ * created first (an empty scope holds the reference the pool had), and each allocation alive in
+ * one is written inside a scope of it that is released at once, so the pools end with the
+ * references they had.
  */
 #include <glib.h>
 
@@ -132,13 +133,18 @@ int
 fsim_cmd_convert(int argc, char **argv)
 {
     gint trace_device = -1;
+    g_autofree char *format = NULL;
+    FsimTraceWriteFormat write_format = FSIM_TRACE_WRITE_AUTO;
     GOptionEntry entries[] = {
+        {"format", 0, 0, G_OPTION_ARG_STRING, &format,
+         "Output format: text or binary (default: binary when OUT ends in .fsb, else text)",
+         "FORMAT"},
         {"trace-device", 0, 0, G_OPTION_ARG_INT, &trace_device,
          "Device to convert when the trace has several", "N"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) context =
-        g_option_context_new("IN OUT - convert a trace to fragsim's text format");
+        g_option_context_new("IN OUT - convert a trace to fragsim's text or binary format");
     g_autoptr(FsimTrace) trace = NULL;
     g_autoptr(FsimTraceWriter) writer = NULL;
     g_autofree char *header = NULL;
@@ -150,12 +156,20 @@ fsim_cmd_convert(int argc, char **argv)
     g_option_context_add_main_entries(context, entries, NULL);
     g_option_context_set_description(
         context, "IN: any trace fragsim reads (text, PyTorch snapshot, RMM log, .gz).\n"
-                 "OUT: a fragsim-trace v1 text file, gzip-compressed when it ends in .gz.\n"
+                 "OUT: a fragsim-trace v1 text file, gzip-compressed when it ends in .gz, or\n"
+                 "a fragsim-trace binary v1 file (--format binary, or OUT ending in .fsb).\n"
                  "Stack frames and recorded allocator decisions are not written.");
     if (!fsim_cli_parse(context, "convert", &argc, &argv))
         return FSIM_EXIT_USAGE;
     if (argc != 3)
         return fsim_cli_usage_error("convert", "expected IN and OUT");
+    if (g_strcmp0(format, "text") == 0)
+        write_format = FSIM_TRACE_WRITE_TEXT;
+    else if (g_strcmp0(format, "binary") == 0)
+        write_format = FSIM_TRACE_WRITE_BINARY;
+    else if (format != NULL)
+        return fsim_cli_usage_error("convert", "unknown --format '%s' (valid: text, binary)",
+                                    format);
     trace = fsim_trace_open(argv[1], &error);
     if (trace == NULL)
         return fsim_cli_fail("convert", error);
@@ -180,7 +194,7 @@ fsim_cmd_convert(int argc, char **argv)
         return fsim_cli_fail("convert", g_error_new(FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_EMPTY,
                                                     "%s: the trace has no events", argv[1]));
     }
-    writer = fsim_trace_writer_open(argv[2], &error);
+    writer = fsim_trace_writer_open_format(argv[2], write_format, &error);
     if (writer == NULL)
         return fsim_cli_fail("convert", error);
     header = g_strdup_printf("converted by fragsim %s from %s (%s), device %u", FSIM_VERSION,

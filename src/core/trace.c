@@ -20,9 +20,12 @@
 #include <string.h>
 
 #include "core/stacks.h"
+#include "readers/binary-format.h"
 #include "readers/readers.h"
 
 static const FsimTraceFormat *const all_formats[] = {
+    /* before text: both magics start with `fragsim-trace` */
+    &fsim_trace_format_binary,
     &fsim_trace_format_text,
     &fsim_trace_format_torch,
     &fsim_trace_format_rmm,
@@ -34,6 +37,9 @@ fsim_trace_formats(gsize *n)
     *n = G_N_ELEMENTS(all_formats);
     return all_formats;
 }
+
+/* Events decoded at once by formats with stream_read(): small enough to stay in L1. */
+#define TRACE_BATCH_EVENTS 128
 
 /* ---- input --------------------------------------------------------------------------------- */
 
@@ -218,7 +224,7 @@ fsim_trace_open(const char *path, GError **error)
     }
     g_set_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_HEADER,
                 "%s:1: not a trace fragsim can read (expected a 'fragsim-trace v1' text trace, a "
-                "PyTorch memory snapshot pickle or an RMM log)",
+                "'fragsim-trace binary v1' trace, a PyTorch memory snapshot pickle or an RMM log)",
                 path);
     return NULL;
 }
@@ -324,6 +330,8 @@ fsim_trace_stream_open(FsimTrace *trace, uint32_t device, GError **error)
     if (stream != NULL) {
         stream->trace = trace;
         stream->device = device;
+        if (trace->format->stream_read != NULL)
+            stream->batch = g_new(FsimEvent, TRACE_BATCH_EVENTS);
     }
     return stream;
 }
@@ -331,7 +339,17 @@ fsim_trace_stream_open(FsimTrace *trace, uint32_t device, GError **error)
 gboolean
 fsim_trace_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error)
 {
-    return stream->trace->format->stream_next(stream, ev, error);
+    if (stream->batch == NULL)
+        return stream->trace->format->stream_next(stream, ev, error);
+    if (G_UNLIKELY(stream->batch_pos == stream->batch_len)) {
+        stream->batch_pos = 0;
+        stream->batch_len =
+            stream->trace->format->stream_read(stream, stream->batch, TRACE_BATCH_EVENTS, error);
+        if (stream->batch_len == 0)
+            return FALSE;
+    }
+    *ev = stream->batch[stream->batch_pos++];
+    return TRUE;
 }
 
 void
@@ -339,6 +357,7 @@ fsim_trace_stream_close(FsimTraceStream *stream)
 {
     if (stream == NULL)
         return;
+    g_clear_pointer(&stream->batch, g_free);
     stream->trace->format->stream_close(stream);
 }
 
@@ -525,11 +544,18 @@ struct FsimTraceWriter {
     GOutputStream *file; /* the temporary file */
     GOutputStream *out;  /* what we write to: the file, or a compressor over it */
     GString *line;
+    FsimBinaryWriter *binary; /* the binary format's writer, or NULL for text */
     gboolean failed;
 };
 
 FsimTraceWriter *
 fsim_trace_writer_open(const char *path, GError **error)
+{
+    return fsim_trace_writer_open_format(path, FSIM_TRACE_WRITE_AUTO, error);
+}
+
+FsimTraceWriter *
+fsim_trace_writer_open_format(const char *path, FsimTraceWriteFormat format, GError **error)
 {
     g_autoptr(FsimTraceWriter) writer = g_new0(FsimTraceWriter, 1);
     g_autofree char *target = NULL;
@@ -540,7 +566,22 @@ fsim_trace_writer_open(const char *path, GError **error)
     int fd;
 
     writer->path = g_strdup(path);
+    if (format == FSIM_TRACE_WRITE_AUTO)
+        format = g_str_has_suffix(path, FSIM_TRACE_BINARY_SUFFIX) ? FSIM_TRACE_WRITE_BINARY
+                                                                  : FSIM_TRACE_WRITE_TEXT;
+    if (format == FSIM_TRACE_WRITE_BINARY && g_str_has_suffix(path, ".gz")) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                    "%s: binary traces are not compressed (drop the .gz)", path);
+        return NULL;
+    }
     if (g_file_test(path, G_FILE_TEST_EXISTS) && !g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
+        if (format == FSIM_TRACE_WRITE_BINARY) {
+            /* The header, written last, goes at the start of the file. */
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                        "%s: a binary trace is written to a regular file, not a device or pipe",
+                        path);
+            return NULL;
+        }
         /* A device, a FIFO or a terminal (-o /dev/stdout): write straight to it, never
          * replace it. */
         fd = g_open(path, O_WRONLY | O_CLOEXEC, 0);
@@ -566,6 +607,10 @@ fsim_trace_writer_open(const char *path, GError **error)
             g_clear_pointer(&writer->tmp_path, g_free);
             return NULL;
         }
+    }
+    if (format == FSIM_TRACE_WRITE_BINARY) {
+        writer->binary = fsim_binary_writer_new(fd, writer->path, error);
+        return writer->binary != NULL ? g_steal_pointer(&writer) : NULL;
     }
     writer->file = g_unix_output_stream_new(fd, TRUE);
     if (g_str_has_suffix(path, ".gz")) {
@@ -612,8 +657,11 @@ writer_put(FsimTraceWriter *writer, GError **error)
 gboolean
 fsim_trace_writer_comment(FsimTraceWriter *writer, const char *text, GError **error)
 {
-    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    g_auto(GStrv) lines = NULL;
 
+    if (writer->binary != NULL)
+        return TRUE; /* the binary format keeps no comments */
+    lines = g_strsplit(text, "\n", -1);
     g_string_truncate(writer->line, 0);
     for (gsize i = 0; lines[i] != NULL; i++)
         g_string_append_printf(writer->line, "# %s\n", lines[i]);
@@ -640,6 +688,15 @@ fsim_trace_writer_write(FsimTraceWriter *writer, const FsimEvent *ev, GError **e
 {
     GString *line = writer->line;
 
+    if (writer->binary != NULL) {
+        if (writer->failed) {
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: an earlier write failed",
+                        writer->path);
+            return FALSE;
+        }
+        writer->failed = !fsim_binary_writer_write(writer->binary, ev, error);
+        return !writer->failed;
+    }
     g_string_truncate(line, 0);
     append_u64(line, ev->time);
     g_string_append_c(line, ' ');
@@ -707,8 +764,11 @@ fsim_trace_writer_close(FsimTraceWriter *writer, GError **error)
     g_autoptr(GError) local_error = NULL;
     gboolean ok;
 
-    ok = !writer->failed && g_output_stream_close(writer->out, NULL, &local_error) &&
-         g_output_stream_close(writer->file, NULL, &local_error);
+    if (writer->binary != NULL)
+        ok = !writer->failed && fsim_binary_writer_finish(writer->binary, &local_error);
+    else
+        ok = !writer->failed && g_output_stream_close(writer->out, NULL, &local_error) &&
+             g_output_stream_close(writer->file, NULL, &local_error);
     if (ok && writer->tmp_path != NULL && g_rename(writer->tmp_path, writer->path) != 0) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: %s", writer->path, g_strerror(errno));
         fsim_trace_writer_abort(writer);
@@ -736,6 +796,7 @@ fsim_trace_writer_abort(FsimTraceWriter *writer)
         return;
     g_clear_object(&writer->out);
     g_clear_object(&writer->file);
+    g_clear_pointer(&writer->binary, fsim_binary_writer_free);
     if (writer->tmp_path != NULL) {
         g_unlink(writer->tmp_path);
         g_free(writer->tmp_path);

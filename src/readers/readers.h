@@ -8,6 +8,7 @@
 
 #include "fragsim/trace.h"
 
+extern const FsimTraceFormat fsim_trace_format_binary;
 extern const FsimTraceFormat fsim_trace_format_text;
 extern const FsimTraceFormat fsim_trace_format_torch;
 extern const FsimTraceFormat fsim_trace_format_rmm;

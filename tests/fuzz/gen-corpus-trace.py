@@ -24,6 +24,7 @@ COPIES = {
     "text-deferred.trace": "ok-deferred.trace",
     "text-design-example.trace": "ok-design-example.trace",
     "text-gzip.trace.gz": "ok-gzip.trace.gz",
+    "binary-design-example.fsb": "ok-design-example.fsb",
     "text-golden-fragment.trace": "golden-fragment.trace",
     "text-golden-oom.trace": "golden-oom.trace",
     "text-bad-duplicate.trace": "bad-duplicate.trace",
@@ -173,7 +174,8 @@ DICT_BYTES = [("gzip", b"\x1f\x8b\x08\x00"), ("pickle_proto4", b"\x80\x04\x95"),
               ("pickle_setitems", b"u"), ("pickle_appends", b"e"), ("pickle_empty_list", b"]"),
               ("pickle_empty_dict", b"}"), ("pickle_none", b"N"), ("pickle_true", b"\x88"),
               ("pickle_binint", b"J"), ("pickle_long1", b"\x8a\x08"),
-              ("pickle_memoize", b"\x94"), ("pickle_binget", b"h")]
+              ("pickle_memoize", b"\x94"), ("pickle_binget", b"h"),
+              ("binary_magic", b"fragsim-trace binary v1\n")]
 
 
 def dictionary():
@@ -213,6 +215,7 @@ def main():
           b"1152921504606846976 1\n6 free_requested 2 1\n6 free_completed 2 1\n7 empty_cache\n"
           b"8 free 1\n9 free 1\n10 mark \tend\t\n11 alloc 3 4096 0 recorded_oom\n"
           b"11 free 3 0 recorded_oom\n12 empty_cache inferred\n")
+    # binary-marks.fsb is `fragsim convert text-marks.trace binary-marks.fsb`.
     with open("trace.dict", "w") as f:
         f.write(dictionary())
 

@@ -1,0 +1,485 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The binary format (`fragsim-trace binary v1`): text traces written as binary read back as the
+ * same events; damaged files (cut short, a wrong checksum, a record out of range) fail with a
+ * known code and a message naming the record; the writer refuses what it cannot write; and the
+ * CLI writes the format (`convert --format binary`, `synth -o X.fsb`) and reads it back.
+ */
+#include <glib.h>
+#include <glib/gstdio.h>
+
+#include <string.h>
+
+#include "fragsim/fragsim.h"
+
+#include "readers/binary-format.h"
+#include "test-util.h"
+
+/* One line per event, without the index (a text trace counts lines, a binary one records). */
+static char *
+render(const char *path, GError **error)
+{
+    g_autoptr(FsimTrace) trace = fsim_trace_open(path, error);
+    g_autoptr(FsimTraceStream) stream = NULL;
+    g_autoptr(GString) out = g_string_new(NULL);
+    GError *local_error = NULL;
+    FsimEvent ev;
+
+    if (trace == NULL)
+        return NULL;
+    stream = fsim_trace_stream_open(trace, 0, error);
+    if (stream == NULL)
+        return NULL;
+    while (fsim_trace_stream_next(stream, &ev, &local_error)) {
+        g_string_append_printf(out,
+                               "%" G_GUINT64_FORMAT " %s id=%" G_GUINT64_FORMAT
+                               " size=%" G_GUINT64_FORMAT " stream=%" G_GUINT64_FORMAT
+                               " flags=%u label=%s\n",
+                               ev.time, fsim_event_kind_name(ev.kind), ev.id, ev.size, ev.stream,
+                               ev.flags, ev.label != NULL ? ev.label : "-");
+    }
+    if (local_error != NULL) {
+        g_propagate_error(error, local_error);
+        return NULL;
+    }
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+/* Copy every event of @in to @out in @format. */
+static void
+copy_trace(const char *in, const char *out, FsimTraceWriteFormat format)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimTrace) trace = fsim_trace_open(in, &error);
+    g_autoptr(FsimTraceStream) stream = NULL;
+    g_autoptr(FsimTraceWriter) writer = NULL;
+    FsimEvent ev;
+
+    g_assert_no_error(error);
+    stream = fsim_trace_stream_open(trace, 0, &error);
+    g_assert_no_error(error);
+    writer = fsim_trace_writer_open_format(out, format, &error);
+    g_assert_no_error(error);
+    g_assert_true(fsim_trace_writer_comment(writer, "kept by text only", &error));
+    while (fsim_trace_stream_next(stream, &ev, &error))
+        g_assert_true(fsim_trace_writer_write(writer, &ev, &error));
+    g_assert_no_error(error);
+    g_assert_true(fsim_trace_writer_close(g_steal_pointer(&writer), &error));
+    g_assert_no_error(error);
+}
+
+static void
+test_round_trip(gconstpointer data)
+{
+    g_autofree char *text = fsim_test_trace_path(data);
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *binary = g_build_filename(dir, "t.bin", NULL);
+    g_autofree char *back = g_build_filename(dir, "back.trace", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autofree char *expected = render(text, &error);
+    g_autofree char *got = NULL;
+    g_autofree char *got_back = NULL;
+    g_autoptr(FsimTrace) trace = NULL;
+
+    g_assert_no_error(error);
+    copy_trace(text, binary, FSIM_TRACE_WRITE_BINARY);
+    trace = fsim_trace_open(binary, &error);
+    g_assert_no_error(error);
+    g_assert_cmpstr(fsim_trace_format_name(trace), ==, "binary");
+    got = render(binary, &error);
+    g_assert_no_error(error);
+    g_assert_cmpstr(got, ==, expected);
+    copy_trace(binary, back, FSIM_TRACE_WRITE_TEXT);
+    got_back = render(back, &error);
+    g_assert_no_error(error);
+    g_assert_cmpstr(got_back, ==, expected);
+    fsim_test_remove_tree(dir);
+}
+
+/* A small valid binary trace in memory: an alloc on stream 7, a mark, a deferred free and its
+ * completion, an empty_cache. */
+static GByteArray *
+sample_bytes(void)
+{
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *path = g_build_filename(dir, "s.fsb", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimTraceWriter) writer = fsim_trace_writer_open(path, &error);
+    FsimEvent evs[] = {
+        {.time = 10, .kind = FSIM_EV_ALLOC, .id = 1, .size = 4096, .stream = 7},
+        {.time = 20, .kind = FSIM_EV_MARK, .label = "step 1"},
+        {.time = 30, .kind = FSIM_EV_FREE, .id = 1, .stream = 7, .flags = FSIM_EVF_DEFERRED},
+        {.time = 40, .kind = FSIM_EV_FREE_COMPLETED, .id = 1, .stream = 7},
+        {.time = 50, .kind = FSIM_EV_EMPTY_CACHE},
+    };
+    char *contents;
+    gsize len;
+    GByteArray *bytes;
+
+    g_assert_no_error(error);
+    for (gsize i = 0; i < G_N_ELEMENTS(evs); i++)
+        g_assert_true(fsim_trace_writer_write(writer, &evs[i], &error));
+    g_assert_true(fsim_trace_writer_close(g_steal_pointer(&writer), &error));
+    g_assert_true(g_file_get_contents(path, &contents, &len, &error));
+    bytes = g_byte_array_new_take((guint8 *)contents, len);
+    fsim_test_remove_tree(dir);
+    return bytes;
+}
+
+/* Recompute the checksum of @bytes after an edit, so that the record checks are reached. */
+static void
+reseal(GByteArray *bytes)
+{
+    FsimBinarySum sum = {0};
+
+    fsim_binary_sum_bytes(&sum, bytes->data + FSIM_BINARY_HEADER_BYTES,
+                          bytes->len - FSIM_BINARY_HEADER_BYTES);
+    fsim_binary_store64(bytes->data + FSIM_BINARY_OFF_CHECKSUM, fsim_binary_sum_value(&sum));
+}
+
+/* Read all of @bytes as a trace; the error of the open or of the stream. */
+static GError *
+read_bytes(const GByteArray *bytes)
+{
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *path = g_build_filename(dir, "bad.fsb", NULL);
+    g_autoptr(FsimTrace) trace = NULL;
+    g_autoptr(FsimTraceStream) stream = NULL;
+    GError *error = NULL;
+    FsimEvent ev;
+
+    g_assert_true(g_file_set_contents(path, (const char *)bytes->data, bytes->len, NULL));
+    trace = fsim_trace_open(path, &error);
+    if (trace != NULL) {
+        stream = fsim_trace_stream_open(trace, 0, &error);
+        g_assert_no_error(error);
+        while (fsim_trace_stream_next(stream, &ev, &error))
+            ;
+    }
+    fsim_test_remove_tree(dir);
+    return error;
+}
+
+static void
+assert_refused(const GByteArray *bytes, FsimTraceError code, const char *fragment)
+{
+    g_autoptr(GError) error = read_bytes(bytes);
+
+    g_assert_error(error, FSIM_TRACE_ERROR, code);
+    if (strstr(error->message, fragment) == NULL)
+        g_error("'%s' does not say '%s'", error->message, fragment);
+    g_assert_true(strstr(error->message, "bad.fsb: ") != NULL);
+}
+
+static void
+test_sample(void)
+{
+    g_autoptr(GByteArray) bytes = sample_bytes();
+    g_autoptr(GError) error = read_bytes(bytes);
+
+    g_assert_no_error(error);
+    g_assert_cmpuint(bytes->len, ==, 64 + 5 * 32 + 8 + 8);
+    g_assert_cmpmem(bytes->data, FSIM_BINARY_MAGIC_LEN, FSIM_BINARY_MAGIC, FSIM_BINARY_MAGIC_LEN);
+    g_assert_cmpuint(fsim_binary_load64(bytes->data + FSIM_BINARY_OFF_RECORDS), ==, 5);
+    g_assert_cmpuint(fsim_binary_load32(bytes->data + FSIM_BINARY_OFF_STREAMS), ==, 1);
+    g_assert_cmpuint(fsim_binary_load64(bytes->data + FSIM_BINARY_OFF_STRINGS_BYTES), ==, 7);
+    /* The third record: delta 10, id 1, no size, stream index 0, FREE, DEFERRED. */
+    g_assert_cmpuint(fsim_binary_load64(bytes->data + 64 + 2 * 32), ==, 10);
+    g_assert_cmpuint(fsim_binary_load64(bytes->data + 64 + 2 * 32 + 24), ==,
+                     FSIM_BINARY_WORD3(0, FSIM_EV_FREE, FSIM_EVF_DEFERRED));
+    /* The stream table holds 7. */
+    g_assert_cmpuint(fsim_binary_load64(bytes->data + 64 + 5 * 32), ==, 7);
+}
+
+static void
+test_truncated(void)
+{
+    g_autoptr(GByteArray) bytes = sample_bytes();
+    guint len = bytes->len;
+
+    g_byte_array_set_size(bytes, 64 + 3 * 32 + 5);
+    assert_refused(bytes, FSIM_TRACE_ERROR_TRUNCATED, "record 4 of 5 is cut short");
+    g_byte_array_set_size(bytes, 40);
+    assert_refused(bytes, FSIM_TRACE_ERROR_TRUNCATED, "the header is cut short");
+    g_byte_array_unref(bytes);
+    bytes = sample_bytes();
+    g_byte_array_set_size(bytes, len - 4);
+    assert_refused(bytes, FSIM_TRACE_ERROR_TRUNCATED, "tables after the last record");
+    g_byte_array_set_size(bytes, len + 8);
+    assert_refused(bytes, FSIM_TRACE_ERROR_SYNTAX, "tables after the last record");
+}
+
+static void
+test_checksum(void)
+{
+    g_autoptr(GByteArray) bytes = sample_bytes();
+
+    /* A size still in range: only the checksum can tell. */
+    bytes->data[64 + 16] ^= 0x40;
+    assert_refused(bytes, FSIM_TRACE_ERROR_CHECKSUM, "checksum mismatch");
+    bytes->data[64 + 16] ^= 0x40;
+    /* Two records swapped: the sum of the words is unchanged, the position-weighted one not. */
+    {
+        guint8 tmp[32];
+
+        memcpy(tmp, bytes->data + 64 + 2 * 32, 32);
+        memcpy(bytes->data + 64 + 2 * 32, bytes->data + 64 + 3 * 32, 32);
+        memcpy(bytes->data + 64 + 3 * 32, tmp, 32);
+    }
+    assert_refused(bytes, FSIM_TRACE_ERROR_CHECKSUM, "checksum mismatch");
+}
+
+typedef struct {
+    const char *name;
+    guint record;   /* 1-based */
+    guint word;     /* 0-3 */
+    uint64_t value; /* the new word */
+    FsimTraceError code;
+    const char *fragment;
+} BadRecord;
+
+static const BadRecord bad_records[] = {
+    {"stream-index", 1, 3, FSIM_BINARY_WORD3(1, FSIM_EV_ALLOC, 0), FSIM_TRACE_ERROR_NUMBER,
+     "record 1: stream index 1 is outside the stream table (1 streams)"},
+    {"kind", 3, 3, FSIM_BINARY_WORD3(0, 9, 0), FSIM_TRACE_ERROR_KIND, "record 3: unknown kind 9"},
+    {"kind-zero", 3, 3, FSIM_BINARY_WORD3(0, 0, 0), FSIM_TRACE_ERROR_KIND,
+     "record 3: unknown kind 0"},
+    {"pool-kind", 5, 3, FSIM_BINARY_WORD3(0, FSIM_BINARY_KIND_POOL_BEGIN, 0), FSIM_TRACE_ERROR_KIND,
+     "record 5: kind 6 is a private-pool event"},
+    {"flags", 3, 3, FSIM_BINARY_WORD3(0, FSIM_EV_FREE, 0x80), FSIM_TRACE_ERROR_SYNTAX,
+     "record 3: unknown flags 0x80"},
+    {"reserved", 3, 3, FSIM_BINARY_WORD3(0, FSIM_EV_FREE, 0) | ((uint64_t)1 << 50),
+     FSIM_TRACE_ERROR_SYNTAX, "record 3: reserved bits are set"},
+    {"size-zero", 1, 2, 0, FSIM_TRACE_ERROR_SIZE, "record 1: alloc of 0 bytes"},
+    {"size-absurd", 1, 2, FSIM_MAX_SIZE + 1, FSIM_TRACE_ERROR_SIZE, "record 1: alloc of"},
+    {"size-on-free", 3, 2, 5, FSIM_TRACE_ERROR_SYNTAX, "record 3: a free with a size"},
+    {"label", 2, 1, 7, FSIM_TRACE_ERROR_NUMBER, "record 2: label offset 7 is outside"},
+    {"empty-cache-id", 5, 1, 3, FSIM_TRACE_ERROR_SYNTAX, "record 5: a empty_cache with an id"},
+    {"time", 4, 0, G_MAXUINT64, FSIM_TRACE_ERROR_TIME, "record 4: the time passes 2^64 ns"},
+};
+
+static void
+test_bad_record(gconstpointer data)
+{
+    const BadRecord *bad = data;
+    g_autoptr(GByteArray) bytes = sample_bytes();
+
+    fsim_binary_store64(bytes->data + 64 + (bad->record - 1) * 32 + bad->word * 8, bad->value);
+    reseal(bytes);
+    assert_refused(bytes, bad->code, bad->fragment);
+}
+
+static void
+test_bad_header(void)
+{
+    g_autoptr(GByteArray) bytes = sample_bytes();
+
+    fsim_binary_store32(bytes->data + FSIM_BINARY_OFF_RECORD_BYTES, 40);
+    assert_refused(bytes, FSIM_TRACE_ERROR_HEADER, "records of 40 bytes");
+    g_byte_array_unref(bytes);
+    bytes = sample_bytes();
+    /* The string table must end with a NUL byte. */
+    bytes->data[bytes->len - 2] = 'x';
+    reseal(bytes);
+    assert_refused(bytes, FSIM_TRACE_ERROR_SYNTAX, "does not end with a NUL byte");
+}
+
+/* The reader does not track ids: an id allocated twice is the replay's to refuse, naming it. */
+static void
+test_duplicate_refused_by_engine(void)
+{
+    g_autoptr(GByteArray) bytes = sample_bytes();
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *path = g_build_filename(dir, "dup.fsb", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimTrace) trace = NULL;
+    g_autoptr(FsimTraceStream) stream = NULL;
+    g_autoptr(FsimEngine) engine = NULL;
+    FsimRunConfig config;
+    FsimEvent ev;
+    gboolean ok = TRUE;
+
+    /* The mark becomes a second alloc of id 1. */
+    fsim_binary_store64(bytes->data + 64 + 32 + 8, 1);
+    fsim_binary_store64(bytes->data + 64 + 32 + 16, 100);
+    fsim_binary_store64(bytes->data + 64 + 32 + 24, FSIM_BINARY_WORD3(0, FSIM_EV_ALLOC, 0));
+    reseal(bytes);
+    g_assert_true(g_file_set_contents(path, (const char *)bytes->data, bytes->len, NULL));
+    trace = fsim_trace_open(path, &error);
+    g_assert_no_error(error);
+    stream = fsim_trace_stream_open(trace, 0, &error);
+    fsim_run_config_init(&config);
+    config.policy = "bestfit";
+    engine = fsim_engine_new(&config, &error);
+    g_assert_no_error(error);
+    while (ok && fsim_trace_stream_next(stream, &ev, &error))
+        ok = fsim_engine_process(engine, &ev, &error);
+    g_assert_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_DUPLICATE);
+    g_assert_nonnull(strstr(error->message, "event 2: id 1"));
+    fsim_test_remove_tree(dir);
+}
+
+/* A gzip-compressed binary trace is read like any other. */
+static void
+test_gzip(void)
+{
+    g_autoptr(GByteArray) bytes = sample_bytes();
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *path = g_build_filename(dir, "s.fsb", NULL);
+    g_autofree char *gz = g_build_filename(dir, "s.fsb.gz", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GZlibCompressor) compressor = g_zlib_compressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP, 1);
+    guint8 out[4096];
+    gsize read = 0;
+    gsize written = 0;
+    g_autofree char *plain = NULL;
+    g_autofree char *unzipped = NULL;
+
+    g_assert_true(g_file_set_contents(path, (const char *)bytes->data, bytes->len, NULL));
+    g_assert_cmpint(g_converter_convert(G_CONVERTER(compressor), bytes->data, bytes->len, out,
+                                        sizeof(out), G_CONVERTER_INPUT_AT_END, &read, &written,
+                                        &error),
+                    ==, G_CONVERTER_FINISHED);
+    g_assert_true(g_file_set_contents(gz, (const char *)out, (gssize)written, NULL));
+    plain = render(path, &error);
+    g_assert_no_error(error);
+    unzipped = render(gz, &error);
+    g_assert_no_error(error);
+    g_assert_cmpstr(unzipped, ==, plain);
+    g_assert_nonnull(strstr(plain, "label=step 1"));
+    fsim_test_remove_tree(dir);
+}
+
+static void
+test_writer_refuses(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *gz = g_build_filename(dir, "x.fsb.gz", NULL);
+    FsimTraceWriter *writer;
+
+    writer = fsim_trace_writer_open_format(gz, FSIM_TRACE_WRITE_BINARY, &error);
+    g_assert_null(writer);
+    g_assert_error(error, FSIM_ERROR, FSIM_ERROR_USAGE);
+    g_clear_error(&error);
+    writer = fsim_trace_writer_open_format("/dev/null", FSIM_TRACE_WRITE_BINARY, &error);
+    g_assert_null(writer);
+    g_assert_error(error, FSIM_ERROR, FSIM_ERROR_USAGE);
+    g_clear_error(&error);
+    /* Time going backwards cannot be written as a delta. */
+    {
+        g_autofree char *path = g_build_filename(dir, "back.fsb", NULL);
+        g_autoptr(FsimTraceWriter) w = fsim_trace_writer_open(path, &error);
+        FsimEvent a = {.time = 10, .kind = FSIM_EV_EMPTY_CACHE};
+        FsimEvent b = {.time = 5, .kind = FSIM_EV_EMPTY_CACHE};
+
+        g_assert_no_error(error);
+        g_assert_true(fsim_trace_writer_write(w, &a, &error));
+        g_assert_false(fsim_trace_writer_write(w, &b, &error));
+        g_assert_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_TIME);
+    }
+    /* Nothing left behind. */
+    {
+        g_autoptr(GDir) handle = g_dir_open(dir, 0, NULL);
+
+        g_assert_null(g_dir_read_name(handle));
+    }
+    fsim_test_remove_tree(dir);
+}
+
+/* The CLI: convert --format binary, synth to a .fsb path, and info/replay reading them. */
+static void
+test_cli(void)
+{
+    g_autofree char *dir = NULL;
+    g_autofree char *text = fsim_test_trace_path("ok-design-example.trace");
+    g_autofree char *binary = NULL;
+    g_autofree char *synth = NULL;
+    g_autofree char *back = NULL;
+
+    if (!fsim_test_have_binary())
+        return;
+    dir = fsim_test_tmp_dir();
+    binary = g_build_filename(dir, "design.bin", NULL);
+    synth = g_build_filename(dir, "random.fsb", NULL);
+    back = g_build_filename(dir, "back.trace", NULL);
+    {
+        g_auto(FsimTestRun) run =
+            fsim_test_run("convert", text, binary, "--format", "binary", NULL);
+
+        g_assert_cmpint(run.status, ==, 0);
+    }
+    {
+        g_auto(FsimTestRun) run = fsim_test_run("info", binary, NULL);
+
+        g_assert_cmpint(run.status, ==, 0);
+        g_assert_nonnull(strstr(run.out, "binary trace"));
+    }
+    {
+        g_auto(FsimTestRun) run = fsim_test_run("convert", binary, back, NULL);
+        g_autoptr(GError) error = NULL;
+        g_autofree char *want = render(text, &error);
+        g_autofree char *got = render(back, &error);
+
+        g_assert_cmpint(run.status, ==, 0);
+        g_assert_cmpstr(got, ==, want);
+    }
+    {
+        g_auto(FsimTestRun) run = fsim_test_run("convert", text, binary, "--format", "pdf", NULL);
+
+        g_assert_cmpint(run.status, ==, 2);
+    }
+    {
+        g_auto(FsimTestRun) run =
+            fsim_test_run("synth", "random", "--events", "2000", "-o", synth, "--quiet", NULL);
+        g_autoptr(FsimTrace) trace = NULL;
+        g_autoptr(GError) error = NULL;
+        g_autoptr(FsimTraceInfo) info = NULL;
+
+        g_assert_cmpint(run.status, ==, 0);
+        trace = fsim_trace_open(synth, &error);
+        g_assert_no_error(error);
+        g_assert_cmpstr(fsim_trace_format_name(trace), ==, "binary");
+        info = fsim_trace_describe(trace, &error);
+        g_assert_no_error(error);
+        g_assert_cmpuint(g_array_index(info->devices, FsimTraceDeviceInfo, 0).events, ==, 2000);
+    }
+    {
+        g_auto(FsimTestRun) run = fsim_test_run("replay", synth, "-p", "caching", "--json", NULL);
+
+        g_assert_cmpint(run.status, ==, 0);
+    }
+    fsim_test_remove_tree(dir);
+}
+
+int
+main(int argc, char **argv)
+{
+    static const char *const round_trips[] = {
+        "ok-design-example.trace",
+        "ok-comments-crlf.trace",
+        "ok-deferred.trace",
+        "ok-gzip.trace.gz",
+    };
+
+    g_test_init(&argc, &argv, NULL);
+    for (gsize i = 0; i < G_N_ELEMENTS(round_trips); i++) {
+        g_autofree char *name = g_strdup_printf("/reader/binary/round-trip/%s", round_trips[i]);
+
+        g_test_add_data_func(name, round_trips[i], test_round_trip);
+    }
+    g_test_add_func("/reader/binary/sample", test_sample);
+    g_test_add_func("/reader/binary/bad/truncated", test_truncated);
+    g_test_add_func("/reader/binary/bad/checksum", test_checksum);
+    for (gsize i = 0; i < G_N_ELEMENTS(bad_records); i++) {
+        g_autofree char *name = g_strdup_printf("/reader/binary/bad/%s", bad_records[i].name);
+
+        g_test_add_data_func(name, &bad_records[i], test_bad_record);
+    }
+    g_test_add_func("/reader/binary/bad/header", test_bad_header);
+    g_test_add_func("/reader/binary/duplicate-refused-by-engine", test_duplicate_refused_by_engine);
+    g_test_add_func("/reader/binary/gzip", test_gzip);
+    g_test_add_func("/writer/binary/refuses", test_writer_refuses);
+    g_test_add_func("/cli/binary", test_cli);
+    return g_test_run();
+}
