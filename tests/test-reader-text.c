@@ -285,6 +285,118 @@ test_writer_symlink(void)
     g_rmdir(dir);
 }
 
+/* Render @path, or its error with the path taken out. */
+static char *
+render_or_error(const char *path)
+{
+    g_autoptr(GError) error = NULL;
+    char *rendered = render_trace(path, &error);
+
+    if (rendered != NULL)
+        return rendered;
+    g_assert_true(g_str_has_prefix(error->message, path));
+    return g_strdup_printf("error %d: %s", error->code, error->message + strlen(path));
+}
+
+/* gzip @data into @path. */
+static void
+write_gzip(const char *path, const char *data, gsize len)
+{
+    g_autoptr(GZlibCompressor) compressor = g_zlib_compressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP, 1);
+    g_autoptr(GError) error = NULL;
+    gsize out_len = len + len / 2 + 1024;
+    g_autofree guint8 *out = g_malloc(out_len);
+    gsize read = 0;
+    gsize written = 0;
+
+    g_assert_cmpint(g_converter_convert(G_CONVERTER(compressor), data, len, out, out_len,
+                                        G_CONVERTER_INPUT_AT_END, &read, &written, &error),
+                    ==, G_CONVERTER_FINISHED);
+    g_assert_true(g_file_set_contents(path, (const char *)out, (gssize)written, &error));
+}
+
+/* A plain file is mapped and its common lines scanned by the fast path; a gzip-compressed one is
+ * streamed through the general parser.  Both must give the same events and the same errors. */
+static void
+assert_mapped_equals_streamed(const char *contents, gsize len)
+{
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *plain = g_build_filename(dir, "t.trace", NULL);
+    g_autofree char *gz = g_build_filename(dir, "t.trace.gz", NULL);
+    g_autofree char *from_plain = NULL;
+    g_autofree char *from_gz = NULL;
+
+    g_assert_true(g_file_set_contents(plain, contents, (gssize)len, NULL));
+    write_gzip(gz, contents, len);
+    from_plain = render_or_error(plain);
+    from_gz = render_or_error(gz);
+    g_assert_cmpstr(from_plain, ==, from_gz);
+    fsim_test_remove_tree(dir);
+}
+
+static void
+test_mapped_equals_streamed(void)
+{
+    static const char *const lines[] = {
+        "alloc 1 4096",
+        "alloc 2 4096 3",
+        "free 1",
+        "free 2 3",
+        "free_requested 1 0",
+        "free_completed 1 0",
+        "alloc 1 1152921504606846976 0",
+        "alloc 1 1152921504606846977 0",
+        "alloc 1 0 0",
+        "alloc\t1\t100\t\t7  ",
+        "free 1 0 recorded_oom",
+        "alloc 5 10 0 # c",
+        "mark step",
+        "empty_cache",
+        "freeze 1",
+        "free_x 1",
+        "alloc 99999999999999999999 1",
+        "alloc 9999999999999999999 1",
+        "alloc 1 2 3 4",
+        "alloc 18446744073709551615 1 0",
+        "free 00000000000000000001",
+        "alloc -1 5",
+        "alloc 1 5\r",
+        "alloc 1 5 x",
+    };
+    g_autoptr(GRand) rand = g_rand_new_with_seed(14);
+
+    /* Each fixture, as it is. */
+    for (gsize i = 0; i < G_N_ELEMENTS(ok_cases) + G_N_ELEMENTS(bad_cases); i++) {
+        const char *file = i < G_N_ELEMENTS(ok_cases) ? ok_cases[i].file
+                                                      : bad_cases[i - G_N_ELEMENTS(ok_cases)].file;
+        g_autofree char *path = fsim_test_trace_path(file);
+        g_autofree char *contents = NULL;
+        gsize len = 0;
+
+        if (g_str_has_suffix(file, ".gz"))
+            continue;
+        g_assert_true(g_file_get_contents(path, &contents, &len, NULL));
+        assert_mapped_equals_streamed(contents, len);
+    }
+    /* Random mixes of common and odd lines, with and without a last newline. */
+    for (int round = 0; round < 200; round++) {
+        g_autoptr(GString) text = g_string_new("fragsim-trace v1\n");
+        int n = g_rand_int_range(rand, 1, 12);
+        uint64_t time = 0;
+
+        for (int i = 0; i < n; i++) {
+            time += (uint64_t)g_rand_int_range(rand, 0, 3);
+            if (g_rand_int_range(rand, 0, 8) == 0 && time > 0)
+                time--; /* sometimes backwards */
+            g_string_append_printf(text, "%" G_GUINT64_FORMAT " %s", time,
+                                   lines[g_rand_int_range(rand, 0, G_N_ELEMENTS(lines))]);
+            if (i + 1 < n || g_rand_boolean(rand))
+                g_string_append_c(text, '\n');
+        }
+        assert_mapped_equals_streamed(text->str, text->len);
+    }
+}
+
 static void
 test_writer_unwritable(void)
 {
@@ -359,6 +471,7 @@ main(int argc, char **argv)
     g_test_add_func("/reader/text/bad/directory", test_directory);
     g_test_add_func("/reader/text/bad/truncated-prefixes", test_truncated_prefixes);
     g_test_add_func("/reader/text/bad/long-line", test_long_line);
+    g_test_add_func("/reader/text/mapped-equals-streamed", test_mapped_equals_streamed);
     g_test_add_data_func("/writer/text/round-trip", "", test_writer_round_trip);
     g_test_add_data_func("/writer/text/round-trip-gzip", ".gz", test_writer_round_trip);
     g_test_add_func("/writer/text/abort-leaves-nothing", test_writer_abort_leaves_nothing);

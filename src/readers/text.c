@@ -14,10 +14,23 @@
  * so memory grows with live allocations, not with the length of the trace.  Lines are split by
  * hand rather than with GDataInputStream, which allocates a string per line: this reader is the
  * harness limit of every replay benchmark.
+ *
+ * A plain (uncompressed) regular file is mapped rather than read, and the common lines (`TIME
+ * alloc ID SIZE [STREAM]`, `TIME free|free_requested|free_completed ID [STREAM]`) are parsed in
+ * one scan straight from the mapping, integers included, with no copy and no search for the
+ * newline first (text_fast_line()).  Anything else, and any line the fast scan would have to
+ * refuse, goes to the general parser on a NUL-terminated copy of the line, so both paths give the
+ * same events and the same errors.
  */
+#define _DEFAULT_SOURCE /* madvise() */
+
 #include <glib.h>
 
+#include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "fragsim/trace.h"
 
@@ -47,6 +60,10 @@ typedef struct {
     FsimTime last_time;
     FsimLiveTable live; /* ids allocated and not yet freed (or freed and pending) */
     char *label;        /* the current mark's label */
+    /* A mapped plain file (then in is NULL and buf holds a copy of the current line): */
+    const char *map;
+    gsize map_len;
+    gsize map_pos; /* start of the next line */
 } TextStream;
 
 static gboolean
@@ -69,11 +86,44 @@ static gboolean G_GNUC_PRINTF(4, 5)
     return FALSE;
 }
 
+/* The mapped file's next line, copied into buf and NUL-terminated, for the general parser. */
+static gboolean
+text_map_read_line(TextStream *s, char **line, gsize *len, GError **error)
+{
+    const char *begin = s->map + s->map_pos;
+    gsize left = s->map_len - s->map_pos;
+    const char *nl;
+    gsize n;
+
+    if (left == 0)
+        return FALSE;
+    nl = memchr(begin, '\n', left);
+    n = nl != NULL ? (gsize)(nl - begin) : left;
+    s->line++;
+    if (n >= TEXT_MAX_LINE)
+        return text_error(s, error, FSIM_TRACE_ERROR_LIMIT, "line longer than %d bytes",
+                          TEXT_MAX_LINE);
+    s->map_pos += n + (nl != NULL ? 1 : 0);
+    if (n > 0 && begin[n - 1] == '\r')
+        n--;
+    if (n + 1 > s->cap) {
+        s->cap = n + 1;
+        s->buf = g_realloc(s->buf, s->cap);
+    }
+    memcpy(s->buf, begin, n);
+    s->buf[n] = '\0';
+    *line = s->buf;
+    *len = n;
+    return TRUE;
+}
+
 /* Read the next line into [*line, *line + *len), without its newline.  FALSE at the end of the
  * input (error unset) or on failure. */
 static gboolean
 text_read_line(TextStream *s, char **line, gsize *len, GError **error)
 {
+    if (s->map != NULL)
+        return text_map_read_line(s, line, len, error);
     for (;;) {
         char *nl = s->start < s->end ? memchr(s->buf + s->start, '\n', s->end - s->start) : NULL;
 
@@ -124,18 +174,50 @@ text_read_line(TextStream *s, char **line, gsize *len, GError **error)
     }
 }
 
+/* Map @path when it is a non-empty regular file that is not gzip-compressed; NULL otherwise (the
+ * caller then reads it as a stream, which reports any error). */
+static const char *
+text_map(const char *path, gsize *len)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    unsigned char magic[2] = {0};
+    void *map = MAP_FAILED;
+
+    if (fd < 0)
+        return NULL;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 2 &&
+        pread(fd, magic, 2, 0) == 2 && !(magic[0] == 0x1f && magic[1] == 0x8b)) {
+        map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    }
+    close(fd);
+    if (map == MAP_FAILED)
+        return NULL;
+    (void)madvise(map, (size_t)st.st_size, MADV_SEQUENTIAL);
+    *len = (gsize)st.st_size;
+    return map;
+}
+
+/* A stream over @path, mapped when @map_ok and the file allows it. */
 static FsimTraceStream *
-text_stream_new(const char *path, GError **error)
+text_stream_new(const char *path, gboolean map_ok, GError **error)
 {
     TextStream *s;
-    g_autoptr(GInputStream) in = fsim_input_open(path, error);
+    g_autoptr(GInputStream) in = NULL;
+    gsize map_len = 0;
+    const char *map = map_ok ? text_map(path, &map_len) : NULL;
 
-    if (in == NULL)
-        return NULL;
+    if (map == NULL) {
+        in = fsim_input_open(path, error);
+        if (in == NULL)
+            return NULL;
+    }
     s = g_new0(TextStream, 1);
     s->path = g_strdup(path);
     s->in = g_steal_pointer(&in);
-    s->cap = TEXT_BUFFER_SIZE;
+    s->map = map;
+    s->map_len = map_len;
+    s->cap = map != NULL ? 256 : TEXT_BUFFER_SIZE;
     s->buf = g_malloc(s->cap);
     fsim_live_table_init(&s->live);
     return &s->base;
@@ -147,6 +229,8 @@ text_stream_close(FsimTraceStream *stream)
     TextStream *s = (TextStream *)stream;
 
     g_clear_object(&s->in);
+    if (s->map != NULL)
+        munmap((void *)(uintptr_t)s->map, s->map_len);
     g_free(s->buf);
     g_free(s->path);
     g_free(s->label);
@@ -179,7 +263,7 @@ text_read_header(TextStream *s, GError **error)
 static FsimTraceStream *
 text_stream_open(FsimTrace *trace, uint32_t device, GError **error)
 {
-    FsimTraceStream *stream = text_stream_new(trace->path, error);
+    FsimTraceStream *stream = text_stream_new(trace->path, TRUE, error);
 
     (void)device;
     if (stream == NULL)
@@ -293,6 +377,341 @@ text_mark_label(const char *after_kind, const char *line_end)
     return g_strndup(p, (gsize)(end - p));
 }
 
+/* The live-id bookkeeping of an alloc or free whose id has @entry (NULL when not live), once the
+ * event is known to be valid. */
+static void
+text_track(TextStream *s, const FsimEvent *ev, FsimLiveEntry *entry)
+{
+    switch (ev->kind) {
+    case FSIM_EV_ALLOC:
+        fsim_live_table_insert(&s->live, ev->id);
+        break;
+    case FSIM_EV_FREE:
+        if (entry != NULL && entry->state == FSIM_LIVE_ALLOCATED) {
+            if ((ev->flags & FSIM_EVF_DEFERRED) != 0)
+                entry->state = FSIM_LIVE_PENDING;
+            else
+                fsim_live_table_remove(&s->live, entry);
+        }
+        break;
+    case FSIM_EV_FREE_COMPLETED:
+        if (entry != NULL && entry->state == FSIM_LIVE_PENDING)
+            fsim_live_table_remove(&s->live, entry);
+        break;
+    default:
+        break;
+    }
+}
+
+/* The general parser: one NUL-terminated line of @len bytes.  FALSE on error; *skip when the
+ * line holds no event (blank, or a comment). */
+static gboolean
+text_parse_line(TextStream *s, char *line, gsize len, FsimEvent *ev, gboolean *skip, GError **error)
+{
+    Field f[TEXT_MAX_FIELDS];
+    guint n;
+    const Field *kind;
+    guint expect_min;
+    guint expect_max;
+    FsimLiveEntry *entry;
+
+    gboolean nul;
+
+    n = text_split(line, len, f, &nul);
+    if (nul)
+        return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "NUL byte in the line");
+    if (n == 0) {
+        *skip = TRUE;
+        return TRUE;
+    }
+    *skip = FALSE;
+    memset(ev, 0, sizeof(*ev));
+    ev->index = s->line;
+    if (!text_field_u64(s, &f[0], "time", &ev->time, error))
+        return FALSE;
+    if (ev->time < s->last_time)
+        return text_error(s, error, FSIM_TRACE_ERROR_TIME,
+                          "time %" G_GUINT64_FORMAT
+                          " ns goes backwards (previous event at %" G_GUINT64_FORMAT " ns)",
+                          ev->time, s->last_time);
+    s->last_time = ev->time;
+    if (n < 2)
+        return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "missing the event kind");
+    kind = &f[1];
+    if (FIELD_IS(kind, "mark")) {
+        g_free(s->label);
+        s->label = text_mark_label(kind->ptr + kind->len, line + len);
+        ev->kind = FSIM_EV_MARK;
+        ev->label = s->label;
+        return TRUE;
+    }
+    if (n > TEXT_MAX_FIELDS)
+        return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "too many fields");
+    /* An optional last word flags an event: `alloc ID SIZE STREAM recorded_oom`, `free ID
+     * STREAM recorded_oom`, `empty_cache inferred` (see event.h). */
+    if (FIELD_IS(kind, "alloc")) {
+        ev->kind = FSIM_EV_ALLOC;
+        expect_min = 4;
+        expect_max = 5;
+        if (n == 6 && FIELD_IS(&f[5], "recorded_oom")) {
+            ev->flags |= FSIM_EVF_RECORDED_OOM;
+            n--;
+        }
+    } else if (FIELD_IS(kind, "free") || FIELD_IS(kind, "free_requested")) {
+        ev->kind = FSIM_EV_FREE;
+        if (kind->len > 4)
+            ev->flags |= FSIM_EVF_DEFERRED;
+        expect_min = 3;
+        expect_max = 4;
+        if (n == 5 && FIELD_IS(&f[4], "recorded_oom")) {
+            ev->flags |= FSIM_EVF_RECORDED_OOM;
+            n--;
+        }
+    } else if (FIELD_IS(kind, "free_completed")) {
+        ev->kind = FSIM_EV_FREE_COMPLETED;
+        expect_min = 3;
+        expect_max = 4;
+    } else if (FIELD_IS(kind, "pool_begin") || FIELD_IS(kind, "pool_end")) {
+        ev->kind = kind->len == 10 ? FSIM_EV_POOL_BEGIN : FSIM_EV_POOL_END;
+        expect_min = 3;
+        expect_max = 4;
+    } else if (FIELD_IS(kind, "pool_release")) {
+        ev->kind = FSIM_EV_POOL_RELEASE;
+        expect_min = 3;
+        expect_max = 3;
+    } else if (FIELD_IS(kind, "empty_cache")) {
+        ev->kind = FSIM_EV_EMPTY_CACHE;
+        expect_min = 2;
+        expect_max = 2;
+        if (n == 3 && FIELD_IS(&f[2], "inferred")) {
+            ev->flags |= FSIM_EVF_INFERRED;
+            n--;
+        }
+    } else {
+        g_autofree char *name = g_strndup(kind->ptr, kind->len);
+
+        return text_error(s, error, FSIM_TRACE_ERROR_KIND,
+                          "unknown event kind '%s' (valid: alloc, free, free_requested, "
+                          "free_completed, empty_cache, mark, pool_begin, pool_end, "
+                          "pool_release)",
+                          name);
+    }
+    if (n < expect_min) {
+        g_autofree char *name = g_strndup(kind->ptr, kind->len);
+
+        return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "'%s' needs %s", name,
+                          ev->kind == FSIM_EV_ALLOC          ? "an id and a size (then a stream)"
+                          : ev->kind == FSIM_EV_POOL_RELEASE ? "a pool"
+                          : ev->kind >= FSIM_EV_POOL_BEGIN   ? "a pool (then a stream)"
+                                                             : "an id (then a stream)");
+    }
+    if (n > expect_max) {
+        g_autofree char *name = g_strndup(kind->ptr, kind->len);
+        g_autofree char *extra = g_strndup(f[expect_max].ptr, f[expect_max].len);
+
+        return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "unexpected field '%s' after '%s'",
+                          extra, name);
+    }
+    if (ev->kind == FSIM_EV_EMPTY_CACHE)
+        return TRUE;
+    if (ev->kind >= FSIM_EV_POOL_BEGIN) {
+        if (!text_field_u64(s, &f[2], "pool", &ev->id, error))
+            return FALSE;
+        if (ev->id == 0)
+            return text_error(s, error, FSIM_TRACE_ERROR_NUMBER,
+                              "pool 0 is the default pool: private pools are numbered from 1");
+        if (n == 4 && !text_field_u64(s, &f[3], "stream", &ev->stream, error))
+            return FALSE;
+        return TRUE;
+    }
+    if (!text_field_u64(s, &f[2], "id", &ev->id, error))
+        return FALSE;
+    if (ev->kind == FSIM_EV_ALLOC) {
+        if (!text_field_u64(s, &f[3], "size", &ev->size, error))
+            return FALSE;
+        if (ev->size == 0)
+            return text_error(s, error, FSIM_TRACE_ERROR_SIZE, "alloc of zero bytes");
+        if (ev->size > FSIM_MAX_SIZE)
+            return text_error(s, error, FSIM_TRACE_ERROR_SIZE,
+                              "size %" G_GUINT64_FORMAT " is absurd (above 2^60 bytes)", ev->size);
+        if (n == 5 && !text_field_u64(s, &f[4], "stream", &ev->stream, error))
+            return FALSE;
+    } else if (n == 4 && !text_field_u64(s, &f[3], "stream", &ev->stream, error)) {
+        return FALSE;
+    }
+    entry = fsim_live_table_lookup(&s->live, ev->id);
+    if (ev->kind == FSIM_EV_ALLOC && entry != NULL)
+        return text_error(s, error, FSIM_TRACE_ERROR_DUPLICATE,
+                          "id %" G_GUINT64_FORMAT " is allocated again while %s", ev->id,
+                          entry->state == FSIM_LIVE_PENDING ? "its free is pending"
+                                                            : "it is still live");
+    text_track(s, ev, entry);
+    return TRUE;
+}
+
+/* ---- the fast scan of common lines ------------------------------------------------------- */
+
+/* The leading decimal digits of the 8 bytes in @chunk (little-endian, first byte lowest): their
+ * count (0 to 8) and, in *value, the number they spell.  SWAR: no branch per digit. */
+static inline unsigned
+swar_digits(uint64_t chunk, uint64_t *value)
+{
+    uint64_t x = chunk - UINT64_C(0x3030303030303030);
+    /* High bit of each byte that is not a digit: below '0' wraps, above '9' passes 0x80. */
+    uint64_t not_digit = (x | (x + UINT64_C(0x7676767676767676))) & UINT64_C(0x8080808080808080);
+    unsigned n = not_digit != 0 ? (unsigned)__builtin_ctzll(not_digit) / 8 : 8;
+
+    if (n == 0)
+        return 0;
+    /* Keep the n digits, moved to the top bytes: the bytes below read as leading zeros. */
+    x <<= 8 * (8 - n);
+    x = (x * 10) + (x >> 8);
+    x = (((x & UINT64_C(0x000000FF000000FF)) * (100 + (UINT64_C(1000000) << 32))) +
+         (((x >> 16) & UINT64_C(0x000000FF000000FF)) * (1 + (UINT64_C(10000) << 32)))) >>
+        32;
+    *value = x;
+    return n;
+}
+
+static const uint64_t pow10_table[9] = {1,      10,      100,      1000,     10000,
+                                        100000, 1000000, 10000000, 100000000};
+
+/* A decimal integer of 1 to 19 digits (which cannot overflow); NULL for anything else.  Eight
+ * digits at a time while 24 bytes of input remain, a digit at a time near the end. */
+static inline const char *
+fast_u64(const char *p, const char *end, uint64_t *out)
+{
+    const char *start = p;
+    uint64_t value = 0;
+
+    if (end - p >= 24) {
+        for (int round = 0; round < 3; round++) {
+            uint64_t chunk;
+            uint64_t part = 0;
+            unsigned n;
+
+            memcpy(&chunk, p, sizeof(chunk));
+            n = swar_digits(GUINT64_FROM_LE(chunk), &part);
+            value = value * pow10_table[n] + part;
+            p += n;
+            if (n < 8)
+                break;
+        }
+    } else {
+        while (p < end && (unsigned)(*p - '0') <= 9 && p - start <= 19) {
+            value = value * 10 + (unsigned)(*p - '0');
+            p++;
+        }
+    }
+    if (p == start || p - start > 19 || (p < end && (unsigned)(*p - '0') <= 9))
+        return NULL;
+    *out = value;
+    return p;
+}
+
+/* At least one blank, skipped; NULL when there is none. */
+static inline const char *
+fast_blank(const char *p, const char *end)
+{
+    const char *start = p;
+
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    return p != start ? p : NULL;
+}
+
+/* The end of the line after the last field: blanks, then the newline or the end of the input.
+ * Returns the start of the next line, or NULL. */
+static inline const char *
+fast_eol(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    if (p == end)
+        return p;
+    return *p == '\n' ? p + 1 : NULL;
+}
+
+/* Parse a common line starting at @p: `TIME alloc ID SIZE [STREAM]` or `TIME free ID [STREAM]`
+ * (also free_requested and free_completed), all numbers of at most 19 digits.  Fills @ev but the
+ * index and returns the start of the next line, or NULL when the line is anything else. */
+static const char *
+fast_parse(const char *p, const char *end, FsimEvent *ev)
+{
+    guint numbers;
+    uint64_t stream = 0;
+
+    p = fast_u64(p, end, &ev->time);
+    if (p == NULL || (p = fast_blank(p, end)) == NULL)
+        return NULL;
+    /* The kind, by its first letters (a blank must follow: fast_blank() checks). */
+    if (end - p < 16)
+        return NULL;
+    ev->flags = 0;
+    if (memcmp(p, "alloc", 5) == 0) {
+        ev->kind = FSIM_EV_ALLOC;
+        numbers = 2;
+        p += 5;
+    } else if (memcmp(p, "free", 4) != 0) {
+        return NULL;
+    } else if (p[4] != '_') {
+        ev->kind = FSIM_EV_FREE;
+        numbers = 1;
+        p += 4;
+    } else if (memcmp(p + 5, "requested", 9) == 0) {
+        ev->kind = FSIM_EV_FREE;
+        ev->flags = FSIM_EVF_DEFERRED;
+        numbers = 1;
+        p += 14;
+    } else if (memcmp(p + 5, "completed", 9) == 0) {
+        ev->kind = FSIM_EV_FREE_COMPLETED;
+        numbers = 1;
+        p += 14;
+    } else {
+        return NULL;
+    }
+    if ((p = fast_blank(p, end)) == NULL || (p = fast_u64(p, end, &ev->id)) == NULL)
+        return NULL;
+    ev->size = 0;
+    if (numbers == 2 &&
+        ((p = fast_blank(p, end)) == NULL || (p = fast_u64(p, end, &ev->size)) == NULL))
+        return NULL;
+    /* An optional stream. */
+    if (p < end && (*p == ' ' || *p == '\t')) {
+        const char *q = fast_blank(p, end);
+
+        if (q < end && (unsigned)(*q - '0') <= 9 && (p = fast_u64(q, end, &stream)) == NULL)
+            return NULL;
+    }
+    ev->stream = stream;
+    ev->addr = 0;
+    ev->device = 0;
+    ev->label = NULL;
+    return fast_eol(p, end);
+}
+
+/* The next line of a mapped file, when it is a common line that the general parser would accept
+ * as it is: the event, with the stream's state updated.  FALSE (nothing changed) otherwise. */
+static gboolean
+text_fast_line(TextStream *s, FsimEvent *ev)
+{
+    const char *begin = s->map + s->map_pos;
+    const char *next = fast_parse(begin, s->map + s->map_len, ev);
+    FsimLiveEntry *entry;
+
+    if (next == NULL || ev->time < s->last_time ||
+        (ev->kind == FSIM_EV_ALLOC && (ev->size == 0 || ev->size > FSIM_MAX_SIZE)))
+        return FALSE;
+    entry = fsim_live_table_lookup(&s->live, ev->id);
+    if (ev->kind == FSIM_EV_ALLOC && entry != NULL)
+        return FALSE;
+    text_track(s, ev, entry);
+    s->last_time = ev->time;
+    s->map_pos = (gsize)(next - s->map);
+    ev->index = ++s->line;
+    return TRUE;
+}
+
 static gboolean
 text_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error)
 {
@@ -300,171 +719,25 @@ text_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error)
     char *line;
     gsize len;
 
-    while (text_read_line(s, &line, &len, error)) {
-        Field f[TEXT_MAX_FIELDS];
-        guint n;
-        const Field *kind;
-        guint expect_min;
-        guint expect_max;
-        FsimLiveEntry *entry;
+    for (;;) {
+        gboolean skip;
 
-        gboolean nul;
-
-        n = text_split(line, len, f, &nul);
-        if (nul)
-            return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "NUL byte in the line");
-        if (n == 0)
-            continue;
-        memset(ev, 0, sizeof(*ev));
-        ev->index = s->line;
-        if (!text_field_u64(s, &f[0], "time", &ev->time, error))
-            return FALSE;
-        if (ev->time < s->last_time)
-            return text_error(s, error, FSIM_TRACE_ERROR_TIME,
-                              "time %" G_GUINT64_FORMAT
-                              " ns goes backwards (previous event at %" G_GUINT64_FORMAT " ns)",
-                              ev->time, s->last_time);
-        s->last_time = ev->time;
-        if (n < 2)
-            return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "missing the event kind");
-        kind = &f[1];
-        if (FIELD_IS(kind, "mark")) {
-            g_free(s->label);
-            s->label = text_mark_label(kind->ptr + kind->len, line + len);
-            ev->kind = FSIM_EV_MARK;
-            ev->label = s->label;
+        if (s->map != NULL && text_fast_line(s, ev))
             return TRUE;
-        }
-        if (n > TEXT_MAX_FIELDS)
-            return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "too many fields");
-        /* An optional last word flags an event: `alloc ID SIZE STREAM recorded_oom`, `free ID
-         * STREAM recorded_oom`, `empty_cache inferred` (see event.h). */
-        if (FIELD_IS(kind, "alloc")) {
-            ev->kind = FSIM_EV_ALLOC;
-            expect_min = 4;
-            expect_max = 5;
-            if (n == 6 && FIELD_IS(&f[5], "recorded_oom")) {
-                ev->flags |= FSIM_EVF_RECORDED_OOM;
-                n--;
-            }
-        } else if (FIELD_IS(kind, "free") || FIELD_IS(kind, "free_requested")) {
-            ev->kind = FSIM_EV_FREE;
-            if (kind->len > 4)
-                ev->flags |= FSIM_EVF_DEFERRED;
-            expect_min = 3;
-            expect_max = 4;
-            if (n == 5 && FIELD_IS(&f[4], "recorded_oom")) {
-                ev->flags |= FSIM_EVF_RECORDED_OOM;
-                n--;
-            }
-        } else if (FIELD_IS(kind, "free_completed")) {
-            ev->kind = FSIM_EV_FREE_COMPLETED;
-            expect_min = 3;
-            expect_max = 4;
-        } else if (FIELD_IS(kind, "pool_begin") || FIELD_IS(kind, "pool_end")) {
-            ev->kind = kind->len == 10 ? FSIM_EV_POOL_BEGIN : FSIM_EV_POOL_END;
-            expect_min = 3;
-            expect_max = 4;
-        } else if (FIELD_IS(kind, "pool_release")) {
-            ev->kind = FSIM_EV_POOL_RELEASE;
-            expect_min = 3;
-            expect_max = 3;
-        } else if (FIELD_IS(kind, "empty_cache")) {
-            ev->kind = FSIM_EV_EMPTY_CACHE;
-            expect_min = 2;
-            expect_max = 2;
-            if (n == 3 && FIELD_IS(&f[2], "inferred")) {
-                ev->flags |= FSIM_EVF_INFERRED;
-                n--;
-            }
-        } else {
-            g_autofree char *name = g_strndup(kind->ptr, kind->len);
-
-            return text_error(s, error, FSIM_TRACE_ERROR_KIND,
-                              "unknown event kind '%s' (valid: alloc, free, free_requested, "
-                              "free_completed, empty_cache, mark, pool_begin, pool_end, "
-                              "pool_release)",
-                              name);
-        }
-        if (n < expect_min) {
-            g_autofree char *name = g_strndup(kind->ptr, kind->len);
-
-            return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "'%s' needs %s", name,
-                              ev->kind == FSIM_EV_ALLOC ? "an id and a size (then a stream)"
-                              : ev->kind == FSIM_EV_POOL_RELEASE ? "a pool"
-                              : ev->kind >= FSIM_EV_POOL_BEGIN   ? "a pool (then a stream)"
-                                                                 : "an id (then a stream)");
-        }
-        if (n > expect_max) {
-            g_autofree char *name = g_strndup(kind->ptr, kind->len);
-            g_autofree char *extra = g_strndup(f[expect_max].ptr, f[expect_max].len);
-
-            return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "unexpected field '%s' after '%s'",
-                              extra, name);
-        }
-        if (ev->kind == FSIM_EV_EMPTY_CACHE)
-            return TRUE;
-        if (ev->kind >= FSIM_EV_POOL_BEGIN) {
-            if (!text_field_u64(s, &f[2], "pool", &ev->id, error))
-                return FALSE;
-            if (ev->id == 0)
-                return text_error(s, error, FSIM_TRACE_ERROR_NUMBER,
-                                  "pool 0 is the default pool: private pools are numbered from 1");
-            if (n == 4 && !text_field_u64(s, &f[3], "stream", &ev->stream, error))
-                return FALSE;
-            return TRUE;
-        }
-        if (!text_field_u64(s, &f[2], "id", &ev->id, error))
+        if (!text_read_line(s, &line, &len, error))
             return FALSE;
-        if (ev->kind == FSIM_EV_ALLOC) {
-            if (!text_field_u64(s, &f[3], "size", &ev->size, error))
-                return FALSE;
-            if (ev->size == 0)
-                return text_error(s, error, FSIM_TRACE_ERROR_SIZE, "alloc of zero bytes");
-            if (ev->size > FSIM_MAX_SIZE)
-                return text_error(s, error, FSIM_TRACE_ERROR_SIZE,
-                                  "size %" G_GUINT64_FORMAT " is absurd (above 2^60 bytes)",
-                                  ev->size);
-            if (n == 5 && !text_field_u64(s, &f[4], "stream", &ev->stream, error))
-                return FALSE;
-        } else if (n == 4 && !text_field_u64(s, &f[3], "stream", &ev->stream, error)) {
+        if (!text_parse_line(s, line, len, ev, &skip, error))
             return FALSE;
-        }
-        entry = fsim_live_table_lookup(&s->live, ev->id);
-        switch (ev->kind) {
-        case FSIM_EV_ALLOC:
-            if (entry != NULL)
-                return text_error(s, error, FSIM_TRACE_ERROR_DUPLICATE,
-                                  "id %" G_GUINT64_FORMAT " is allocated again while %s", ev->id,
-                                  entry->state == FSIM_LIVE_PENDING ? "its free is pending"
-                                                                    : "it is still live");
-            fsim_live_table_insert(&s->live, ev->id);
-            break;
-        case FSIM_EV_FREE:
-            if (entry != NULL && entry->state == FSIM_LIVE_ALLOCATED) {
-                if ((ev->flags & FSIM_EVF_DEFERRED) != 0)
-                    entry->state = FSIM_LIVE_PENDING;
-                else
-                    fsim_live_table_remove(&s->live, entry);
-            }
-            break;
-        case FSIM_EV_FREE_COMPLETED:
-            if (entry != NULL && entry->state == FSIM_LIVE_PENDING)
-                fsim_live_table_remove(&s->live, entry);
-            break;
-        default:
-            break;
-        }
-        return TRUE;
+        if (!skip)
+            return TRUE;
     }
-    return FALSE;
 }
 
 static FsimTrace *
 text_open(const char *path, GError **error)
 {
     TextTrace *trace;
-    FsimTraceStream *probe = text_stream_new(path, error);
+    FsimTraceStream *probe = text_stream_new(path, FALSE, error);
 
     if (probe == NULL)
         return NULL;
