@@ -125,11 +125,10 @@ fsim_binary_writer_write(FsimBinaryWriter *writer, const FsimEvent *ev, GError *
     }
     switch (ev->kind) {
     case FSIM_EV_ALLOC:
-        w[2] = ev->size;
-        /* fall through */
     case FSIM_EV_FREE:
     case FSIM_EV_FREE_COMPLETED:
         w[1] = ev->id;
+        w[2] = ev->kind == FSIM_EV_ALLOC ? ev->size : 0;
         stream_index = writer_stream(writer, ev->stream);
         break;
     case FSIM_EV_MARK:
