@@ -244,8 +244,12 @@ static const BadRecord bad_records[] = {
     {"kind", 3, 3, FSIM_BINARY_WORD3(0, 9, 0), FSIM_TRACE_ERROR_KIND, "record 3: unknown kind 9"},
     {"kind-zero", 3, 3, FSIM_BINARY_WORD3(0, 0, 0), FSIM_TRACE_ERROR_KIND,
      "record 3: unknown kind 0"},
-    {"pool-kind", 5, 3, FSIM_BINARY_WORD3(0, FSIM_BINARY_KIND_POOL_BEGIN, 0), FSIM_TRACE_ERROR_KIND,
-     "record 5: kind 6 is a private-pool event"},
+    {"pool-zero", 5, 3, FSIM_BINARY_WORD3(0, FSIM_EV_POOL_RELEASE, 0), FSIM_TRACE_ERROR_NUMBER,
+     "record 5: pool 0 is the default pool"},
+    {"pool-release-stream", 5, 3, FSIM_BINARY_WORD3(1, FSIM_EV_POOL_RELEASE, 0),
+     FSIM_TRACE_ERROR_SYNTAX, "record 5: a pool_release with a stream"},
+    {"mark-stream", 2, 3, FSIM_BINARY_WORD3(1, FSIM_EV_MARK, 0), FSIM_TRACE_ERROR_SYNTAX,
+     "record 2: a mark with a stream"},
     {"flags", 3, 3, FSIM_BINARY_WORD3(0, FSIM_EV_FREE, 0x80), FSIM_TRACE_ERROR_SYNTAX,
      "record 3: unknown flags 0x80"},
     {"reserved", 3, 3, FSIM_BINARY_WORD3(0, FSIM_EV_FREE, 0) | ((uint64_t)1 << 50),
@@ -254,7 +258,7 @@ static const BadRecord bad_records[] = {
     {"size-absurd", 1, 2, FSIM_MAX_SIZE + 1, FSIM_TRACE_ERROR_SIZE, "record 1: alloc of"},
     {"size-on-free", 3, 2, 5, FSIM_TRACE_ERROR_SYNTAX, "record 3: a free with a size"},
     {"label", 2, 1, 7, FSIM_TRACE_ERROR_NUMBER, "record 2: label offset 7 is outside"},
-    {"empty-cache-id", 5, 1, 3, FSIM_TRACE_ERROR_SYNTAX, "record 5: a empty_cache with an id"},
+    {"empty-cache-id", 5, 1, 3, FSIM_TRACE_ERROR_SYNTAX, "record 5: an empty_cache with an id"},
     {"time", 4, 0, G_MAXUINT64, FSIM_TRACE_ERROR_TIME, "record 4: the time passes 2^64 ns"},
 };
 
@@ -456,10 +460,8 @@ int
 main(int argc, char **argv)
 {
     static const char *const round_trips[] = {
-        "ok-design-example.trace",
-        "ok-comments-crlf.trace",
-        "ok-deferred.trace",
-        "ok-gzip.trace.gz",
+        "ok-design-example.trace", "ok-comments-crlf.trace", "ok-deferred.trace",
+        "ok-pools.trace",          "ok-gzip.trace.gz",
     };
 
     g_test_init(&argc, &argv, NULL);

@@ -36,14 +36,12 @@
 #define FSIM_BINARY_OFF_STRINGS_BYTES 48 /* u64 */
 #define FSIM_BINARY_OFF_CHECKSUM      56 /* u64 */
 
-/* Record kinds.  1-5 are FsimEventKind's values; 6-8 are reserved for the private-pool events
- * (pool_begin, pool_end, pool_release: `id` is the pool, `stream` its stream index) and refused
- * until the reader knows them; anything else is refused. */
-enum {
-    FSIM_BINARY_KIND_POOL_BEGIN = 6,
-    FSIM_BINARY_KIND_POOL_END = 7,
-    FSIM_BINARY_KIND_POOL_RELEASE = 8,
-};
+/* Record kinds are FsimEventKind's values, 1 (alloc) to 8 (pool_release); anything else is
+ * refused.  The codes are the format's: never renumber them. */
+G_STATIC_ASSERT(FSIM_EV_ALLOC == 1 && FSIM_EV_FREE == 2 && FSIM_EV_FREE_COMPLETED == 3 &&
+                FSIM_EV_EMPTY_CACHE == 4 && FSIM_EV_MARK == 5 && FSIM_EV_POOL_BEGIN == 6 &&
+                FSIM_EV_POOL_END == 7 && FSIM_EV_POOL_RELEASE == 8);
+#define FSIM_BINARY_KIND_LAST FSIM_EV_POOL_RELEASE
 
 /* Flag bits a record may carry: FsimEvent's flags. */
 #define FSIM_BINARY_FLAGS_KNOWN (FSIM_EVF_DEFERRED | FSIM_EVF_INFERRED | FSIM_EVF_RECORDED_OOM)

@@ -136,6 +136,14 @@ fsim_binary_writer_write(FsimBinaryWriter *writer, const FsimEvent *ev, GError *
         break;
     case FSIM_EV_EMPTY_CACHE:
         break;
+    case FSIM_EV_POOL_BEGIN:
+    case FSIM_EV_POOL_END:
+        w[1] = ev->id;
+        stream_index = writer_stream(writer, ev->stream);
+        break;
+    case FSIM_EV_POOL_RELEASE:
+        w[1] = ev->id;
+        break;
     default:
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED, "%s: cannot write event kind %d",
                     writer->path, (int)ev->kind);

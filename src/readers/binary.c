@@ -214,6 +214,14 @@ binary_stream_close(FsimTraceStream *stream)
     g_free(stream);
 }
 
+/* What a record of @kind carries besides its kind: an id (or label, or pool) that must be
+ * nonzero, a stream index, a size. */
+static gboolean
+binary_kind_has_stream(unsigned kind)
+{
+    return kind <= FSIM_EV_FREE_COMPLETED || kind == FSIM_EV_POOL_BEGIN || kind == FSIM_EV_POOL_END;
+}
+
 /* A record that failed its checks: say which and why. */
 static gboolean
 binary_bad_record(const BinaryStream *s, const guint8 *p, GError **error)
@@ -224,25 +232,20 @@ binary_bad_record(const BinaryStream *s, const guint8 *p, GError **error)
     unsigned kind;
     unsigned flags;
     uint32_t stream_index;
+    const char *name;
 
     for (int i = 0; i < 4; i++)
         w[i] = fsim_binary_load64(p + 8 * i);
     kind = (unsigned)(w[3] >> 32) & 0xff;
     flags = (unsigned)(w[3] >> 40) & 0xff;
     stream_index = (uint32_t)w[3];
-
     if ((w[3] >> 48) != 0)
         return binary_error(path, error, FSIM_TRACE_ERROR_SYNTAX,
                             "record %" G_GUINT64_FORMAT ": reserved bits are set", n);
-    if (kind >= FSIM_BINARY_KIND_POOL_BEGIN && kind <= FSIM_BINARY_KIND_POOL_RELEASE)
-        return binary_error(path, error, FSIM_TRACE_ERROR_KIND,
-                            "record %" G_GUINT64_FORMAT
-                            ": kind %u is a private-pool event, which this fragsim does not "
-                            "replay yet",
-                            n, kind);
-    if (kind < FSIM_EV_ALLOC || kind > FSIM_EV_MARK)
+    if (kind < FSIM_EV_ALLOC || kind > FSIM_BINARY_KIND_LAST)
         return binary_error(path, error, FSIM_TRACE_ERROR_KIND,
                             "record %" G_GUINT64_FORMAT ": unknown kind %u", n, kind);
+    name = fsim_event_kind_name((FsimEventKind)kind);
     if ((flags & ~(unsigned)FSIM_BINARY_FLAGS_KNOWN) != 0)
         return binary_error(path, error, FSIM_TRACE_ERROR_SYNTAX,
                             "record %" G_GUINT64_FORMAT ": unknown flags 0x%x", n, flags);
@@ -256,18 +259,23 @@ binary_bad_record(const BinaryStream *s, const guint8 *p, GError **error)
                             n, w[2]);
     if (kind != FSIM_EV_ALLOC && w[2] != 0)
         return binary_error(path, error, FSIM_TRACE_ERROR_SYNTAX,
-                            "record %" G_GUINT64_FORMAT ": a %s with a size", n,
-                            fsim_event_kind_name((FsimEventKind)kind));
+                            "record %" G_GUINT64_FORMAT ": a %s with a size", n, name);
     if (kind == FSIM_EV_MARK && w[1] >= s->trace->strings_bytes)
         return binary_error(path, error, FSIM_TRACE_ERROR_NUMBER,
                             "record %" G_GUINT64_FORMAT ": label offset %" G_GUINT64_FORMAT
                             " is outside the string table (%" G_GUINT64_FORMAT " bytes)",
                             n, w[1], s->trace->strings_bytes);
-    if ((kind == FSIM_EV_MARK || kind == FSIM_EV_EMPTY_CACHE) &&
-        (stream_index != 0 || (kind == FSIM_EV_EMPTY_CACHE && w[1] != 0)))
+    if (kind == FSIM_EV_EMPTY_CACHE && w[1] != 0)
         return binary_error(path, error, FSIM_TRACE_ERROR_SYNTAX,
-                            "record %" G_GUINT64_FORMAT ": a %s with an id or a stream", n,
-                            fsim_event_kind_name((FsimEventKind)kind));
+                            "record %" G_GUINT64_FORMAT ": an empty_cache with an id", n);
+    if (!binary_kind_has_stream(kind) && stream_index != 0)
+        return binary_error(path, error, FSIM_TRACE_ERROR_SYNTAX,
+                            "record %" G_GUINT64_FORMAT ": a %s with a stream", n, name);
+    if (kind >= FSIM_EV_POOL_BEGIN && w[1] == 0)
+        return binary_error(path, error, FSIM_TRACE_ERROR_NUMBER,
+                            "record %" G_GUINT64_FORMAT
+                            ": pool 0 is the default pool: private pools are numbered from 1",
+                            n);
     return binary_error(path, error, FSIM_TRACE_ERROR_NUMBER,
                         "record %" G_GUINT64_FORMAT ": stream index %u is outside the stream "
                         "table (%u streams)",
@@ -293,6 +301,36 @@ binary_check_sum(BinaryStream *s, GError **error)
                         t->n_records, t->checksum, fsim_binary_sum_value(&sum));
 }
 
+/* The id, stream and label of the rarer kinds (empty_cache, mark, the pool events). */
+static gboolean
+binary_decode_rare(const BinaryTrace *t, unsigned kind, uint64_t id, uint32_t stream_index,
+                   FsimEvent *ev)
+{
+    if (binary_kind_has_stream(kind)) {
+        if (stream_index >= t->n_streams)
+            return FALSE;
+        ev->stream = t->streams[stream_index];
+    } else {
+        if (stream_index != 0)
+            return FALSE;
+        ev->stream = 0;
+    }
+    ev->label = NULL;
+    ev->id = id;
+    switch (kind) {
+    case FSIM_EV_MARK:
+        if (id >= t->strings_bytes)
+            return FALSE;
+        ev->label = t->strings + id;
+        ev->id = 0;
+        return TRUE;
+    case FSIM_EV_EMPTY_CACHE:
+        return id == 0;
+    default: /* the pool events */
+        return id != 0;
+    }
+}
+
 /* Decode the record at @p into @ev; FALSE when it fails its checks.  One test covers the
  * common records: a known kind and flags, no reserved bits, a stream index in the table, an
  * alloc's size in range, no size on the others, no time overflow. */
@@ -311,7 +349,7 @@ binary_decode(const BinaryTrace *t, const guint8 *p, FsimTime *time, FsimBinaryS
 
     /* Without branches on the kind, which a mix of allocs and frees would mispredict. */
     bad = ((word3 >> 40) & ~(uint64_t)FSIM_BINARY_FLAGS_KNOWN) != 0;
-    bad |= kind - FSIM_EV_ALLOC > FSIM_EV_MARK - FSIM_EV_ALLOC;
+    bad |= kind - FSIM_EV_ALLOC > FSIM_BINARY_KIND_LAST - FSIM_EV_ALLOC;
     bad |= *time + delta < *time;
     bad |= is_alloc & (size - 1 >= FSIM_MAX_SIZE);
     bad |= !is_alloc & (size != 0);
@@ -323,12 +361,8 @@ binary_decode(const BinaryTrace *t, const guint8 *p, FsimTime *time, FsimBinaryS
         ev->label = NULL;
         ev->id = id;
     } else {
-        if (G_UNLIKELY(bad || stream_index != 0 ||
-                       (kind == FSIM_EV_MARK ? id >= t->strings_bytes : id != 0)))
+        if (G_UNLIKELY(bad) || !binary_decode_rare(t, kind, id, stream_index, ev))
             return FALSE;
-        ev->stream = 0;
-        ev->label = kind == FSIM_EV_MARK ? t->strings + id : NULL;
-        ev->id = 0;
     }
     fsim_binary_sum4(sum, delta, id, size, word3);
     *time += delta;
