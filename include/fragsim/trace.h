@@ -153,6 +153,7 @@ struct FsimTraceStream {
     FsimEvent *batch;
     gsize batch_len;
     gsize batch_pos;
+    FsimEvent single; /* fsim_trace_stream_batch() of a format without stream_read() */
 };
 
 /**
@@ -255,7 +256,30 @@ const char *fsim_trace_alloc_conf(const FsimTrace *trace);
  * Returns: (transfer full) (nullable): a stream of @device's input events in time order.
  */
 FsimTraceStream *fsim_trace_stream_open(FsimTrace *trace, uint32_t device, GError **error);
-gboolean fsim_trace_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error);
+/* The slow path of fsim_trace_stream_next(): a format without a batch, or a batch used up. */
+gboolean fsim_trace_stream_refill(FsimTraceStream *stream, FsimEvent *ev, GError **error);
+
+/**
+ * fsim_trace_stream_batch:
+ * @evs: (out) (transfer none): the events, valid until the next call on @stream.
+ *
+ * The next events at once, without copying them: as many as the format decoded in one go (one
+ * for formats that decode one at a time).  Mixes with fsim_trace_stream_next().
+ *
+ * Returns: how many; 0 at the end (error unset) or on failure (error set).
+ */
+gsize fsim_trace_stream_batch(FsimTraceStream *stream, const FsimEvent **evs, GError **error);
+
+/* Inline: a replay calls it for every event, and most come out of a batch already decoded. */
+static inline gboolean
+fsim_trace_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error)
+{
+    if (G_LIKELY(stream->batch_pos < stream->batch_len)) {
+        *ev = stream->batch[stream->batch_pos++];
+        return TRUE;
+    }
+    return fsim_trace_stream_refill(stream, ev, error);
+}
 void fsim_trace_stream_close(FsimTraceStream *stream);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimTraceStream, fsim_trace_stream_close)
 

@@ -337,19 +337,39 @@ fsim_trace_stream_open(FsimTrace *trace, uint32_t device, GError **error)
 }
 
 gboolean
-fsim_trace_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error)
+fsim_trace_stream_refill(FsimTraceStream *stream, FsimEvent *ev, GError **error)
 {
     if (stream->batch == NULL)
         return stream->trace->format->stream_next(stream, ev, error);
-    if (G_UNLIKELY(stream->batch_pos == stream->batch_len)) {
+    stream->batch_pos = 0;
+    stream->batch_len =
+        stream->trace->format->stream_read(stream, stream->batch, TRACE_BATCH_EVENTS, error);
+    if (stream->batch_len == 0)
+        return FALSE;
+    *ev = stream->batch[stream->batch_pos++];
+    return TRUE;
+}
+
+gsize
+fsim_trace_stream_batch(FsimTraceStream *stream, const FsimEvent **evs, GError **error)
+{
+    gsize n;
+
+    if (stream->batch == NULL) {
+        if (!stream->trace->format->stream_next(stream, &stream->single, error))
+            return 0;
+        *evs = &stream->single;
+        return 1;
+    }
+    if (stream->batch_pos == stream->batch_len) {
         stream->batch_pos = 0;
         stream->batch_len =
             stream->trace->format->stream_read(stream, stream->batch, TRACE_BATCH_EVENTS, error);
-        if (stream->batch_len == 0)
-            return FALSE;
     }
-    *ev = stream->batch[stream->batch_pos++];
-    return TRUE;
+    *evs = stream->batch + stream->batch_pos;
+    n = stream->batch_len - stream->batch_pos;
+    stream->batch_pos = stream->batch_len;
+    return n;
 }
 
 void
