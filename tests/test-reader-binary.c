@@ -161,7 +161,7 @@ read_bytes(const GByteArray *bytes)
 }
 
 static void
-assert_refused(const GByteArray *bytes, FsimTraceError code, const char *fragment)
+assert_refused(const GByteArray *bytes, int code, const char *fragment)
 {
     g_autoptr(GError) error = read_bytes(bytes);
 
@@ -234,7 +234,7 @@ typedef struct {
     guint record;   /* 1-based */
     guint word;     /* 0-3 */
     uint64_t value; /* the new word */
-    FsimTraceError code;
+    int code;
     const char *fragment;
 } BadRecord;
 

@@ -200,6 +200,32 @@ FsimPolicy *fsim_engine_policy(const FsimEngine *engine);
 void fsim_engine_policy_stats(const FsimEngine *engine, FsimPolicyStats *out);
 
 /**
+ * FsimLiveAlloc:
+ * @alloc_event: the index of its ALLOC event; -1 for a block of the initial state.
+ * @alloc_time: the time of that event (0 for the initial state).
+ *
+ * A live allocation as the engine keeps it, for observers that follow block lifetimes (the
+ * results database) without a table of their own.
+ */
+typedef struct {
+    uint64_t id;
+    FsimBlock block;
+    uint64_t requested;
+    uint64_t stream;
+    int64_t alloc_event;
+    FsimTime alloc_time;
+} FsimLiveAlloc;
+
+/* During an observer's release callback: the allocation being released; NULL at other times. */
+const FsimLiveAlloc *fsim_engine_releasing(const FsimEngine *engine);
+
+/* Calls @func for every live allocation (allocated, or freed with its memory pending), in no
+ * particular order. */
+void fsim_engine_foreach_live_alloc(const FsimEngine *engine,
+                                    void (*func)(gpointer data, const FsimLiveAlloc *alloc),
+                                    gpointer data);
+
+/**
  * fsim_engine_foreach_live:
  *
  * Calls @func for every live allocation, in increasing address order.

@@ -52,6 +52,7 @@ struct FsimEngine {
     gboolean finished;
     gboolean failed;
     gint64 wall_start_us;
+    const FsimLiveAlloc *releasing; /* during release callbacks */
 };
 
 void
@@ -229,17 +230,41 @@ engine_update_peaks(FsimEngine *engine)
 static void
 engine_release(FsimEngine *engine, FsimLiveEntry *entry)
 {
-    FsimBlock block = entry->block;
-    uint64_t id = entry->id;
-    uint64_t requested = entry->requested;
+    FsimLiveAlloc alloc = {entry->id,     entry->block,       entry->requested,
+                           entry->stream, entry->alloc_event, entry->alloc_time};
 
     fsim_live_table_remove(&engine->live, entry);
     engine->counters.live_blocks--;
-    engine->policy->ops->dealloc(engine->policy, &block, engine->counters.now);
+    engine->policy->ops->dealloc(engine->policy, &alloc.block, engine->counters.now);
+    engine->releasing = &alloc;
     FOREACH_OBSERVER(engine, obs)
     {
         if (obs->ops->release != NULL)
-            obs->ops->release(obs->data, engine, id, &block, requested);
+            obs->ops->release(obs->data, engine, alloc.id, &alloc.block, alloc.requested);
+    }
+    engine->releasing = NULL;
+}
+
+const FsimLiveAlloc *
+fsim_engine_releasing(const FsimEngine *engine)
+{
+    return engine->releasing;
+}
+
+void
+fsim_engine_foreach_live_alloc(const FsimEngine *engine,
+                               void (*func)(gpointer data, const FsimLiveAlloc *alloc),
+                               gpointer data)
+{
+    for (gsize i = 0; i < engine->live.capacity; i++) {
+        const FsimLiveEntry *entry = &engine->live.slots[i];
+
+        if (entry->state == FSIM_LIVE_ALLOCATED || entry->state == FSIM_LIVE_PENDING) {
+            FsimLiveAlloc alloc = {entry->id,     entry->block,       entry->requested,
+                                   entry->stream, entry->alloc_event, entry->alloc_time};
+
+            func(data, &alloc);
+        }
     }
 }
 
@@ -306,6 +331,7 @@ fsim_engine_start(FsimEngine *engine, GError **error)
         entry->block = blocks[i];
         entry->requested = seed->requested;
         entry->stream = seed->stream;
+        entry->alloc_event = -1;
         engine->counters.live_blocks++;
         engine_see_id(engine, seed->id);
         if (seed->pending_free) {
@@ -413,6 +439,8 @@ engine_alloc(FsimEngine *engine, const FsimEvent *ev, GError **error)
     entry->block = block;
     entry->requested = ev->size;
     entry->stream = ev->stream;
+    entry->alloc_event = (int64_t)ev->index;
+    entry->alloc_time = ev->time;
     engine->counters.live_blocks++;
     engine->counters.requested_bytes += ev->size;
     engine->counters.allocated_bytes += block.size;

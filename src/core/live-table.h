@@ -21,6 +21,8 @@ typedef struct {
     FsimBlock block;
     uint64_t requested;
     uint64_t stream;
+    int64_t alloc_event; /* the engine's: index of the ALLOC event, -1 for the initial state */
+    FsimTime alloc_time; /* the engine's: its time */
     FsimLiveState state; /* 0 = empty slot */
 } FsimLiveEntry;
 

@@ -808,13 +808,6 @@ store_action_from_name(const char *name)
 
 /* ---- one run: collection ------------------------------------------------------------------- */
 
-/* A live block, in a chunk pool so that its key stays put and no allocation is malloc'd. */
-typedef struct {
-    FsimStoredBlock block; /* block.id first: the hash key */
-} LiveBlock;
-
-#define LIVE_CHUNK 4096
-
 typedef struct {
     double area; /* size x lifetime in events: the heap key */
     FsimStoredBlock block;
@@ -840,11 +833,8 @@ struct FsimStoreRun {
     GArray *segments; /* FsimStoredSegment */
     uint64_t segment_actions;
 
-    /* blocks */
-    GHashTable *live; /* &LiveBlock.block.id -> LiveBlock* */
-    GPtrArray *chunks;
-    GPtrArray *free_slots;
-    guint chunk_used;
+    /* blocks: the live ones are the engine's (fsim_engine_releasing(), at the end
+     * fsim_engine_foreach_live_alloc()), not a second table */
     GArray *heap; /* HeapBlock, min-heap on area */
     uint64_t blocks_seen;
 
@@ -1004,21 +994,6 @@ blocks_offer(FsimStoreRun *run, const FsimStoredBlock *block, uint64_t end_index
     heap_sift_down(h, run->heap->len, 0);
 }
 
-static LiveBlock *
-live_slot(FsimStoreRun *run)
-{
-    LiveBlock *chunk;
-
-    if (run->free_slots->len > 0)
-        return g_ptr_array_steal_index_fast(run->free_slots, run->free_slots->len - 1);
-    if (run->chunks->len == 0 || run->chunk_used == LIVE_CHUNK) {
-        g_ptr_array_add(run->chunks, g_new(LiveBlock, LIVE_CHUNK));
-        run->chunk_used = 0;
-    }
-    chunk = g_ptr_array_index(run->chunks, run->chunks->len - 1);
-    return &chunk[run->chunk_used++];
-}
-
 static void
 observe_event(gpointer data, const FsimEngine *engine, const FsimEvent *ev)
 {
@@ -1043,28 +1018,37 @@ observe_event(gpointer data, const FsimEngine *engine, const FsimEvent *ev)
     }
 }
 
+/* A block of the engine's as the database stores it; @free_event -1 while it lives. */
+static FsimStoredBlock
+stored_block(const FsimLiveAlloc *alloc, int64_t free_event, FsimTime free_time)
+{
+    FsimStoredBlock block = {0};
+
+    block.id = alloc->id;
+    block.addr = alloc->block.addr;
+    block.size = alloc->block.size;
+    block.requested = alloc->requested;
+    block.stream = alloc->stream;
+    block.alloc_event = alloc->alloc_event;
+    block.alloc_time = alloc->alloc_time;
+    block.free_event = free_event;
+    block.free_time = free_time;
+    return block;
+}
+
 static void
 observe_alloc(gpointer data, const FsimEngine *engine, const FsimEvent *ev, uint64_t id,
               const FsimBlock *block, uint64_t requested)
 {
     FsimStoreRun *run = data;
-    LiveBlock *live;
 
     (void)engine;
-    if (run->done)
-        return;
-    run->blocks_seen++;
-    live = live_slot(run);
-    live->block.id = id;
-    live->block.addr = block->addr;
-    live->block.size = block->size;
-    live->block.requested = requested;
-    live->block.stream = ev != NULL ? ev->stream : 0;
-    live->block.alloc_event = ev != NULL ? (int64_t)ev->index : -1;
-    live->block.alloc_time = ev != NULL ? ev->time : 0;
-    live->block.free_event = -1;
-    live->block.free_time = 0;
-    g_hash_table_replace(run->live, &live->block.id, live);
+    (void)ev;
+    (void)id;
+    (void)block;
+    (void)requested;
+    if (!run->done)
+        run->blocks_seen++;
 }
 
 static void
@@ -1073,20 +1057,16 @@ observe_release(gpointer data, const FsimEngine *engine, uint64_t id, const Fsim
 {
     FsimStoreRun *run = data;
     const FsimEngineCounters *c = fsim_engine_counters(engine);
-    LiveBlock *live;
+    const FsimLiveAlloc *alloc = fsim_engine_releasing(engine);
+    FsimStoredBlock stored;
 
+    (void)id;
     (void)block;
     (void)requested;
-    if (run->done)
+    if (run->done || alloc == NULL)
         return;
-    live = g_hash_table_lookup(run->live, &id);
-    if (live == NULL)
-        return;
-    g_hash_table_remove(run->live, &id);
-    live->block.free_event = (int64_t)c->event_index;
-    live->block.free_time = c->now;
-    blocks_offer(run, &live->block, c->event_index);
-    g_ptr_array_add(run->free_slots, live);
+    stored = stored_block(alloc, (int64_t)c->event_index, c->now);
+    blocks_offer(run, &stored, c->event_index);
 }
 
 static void
@@ -1209,9 +1189,6 @@ fsim_store_attach(FsimStore *store, FsimEngine *engine, const FsimStoreRunInfo *
     run->width = 1;
     run->buckets = g_array_new(FALSE, FALSE, sizeof(FsimStoredSample));
     run->segments = g_array_new(FALSE, FALSE, sizeof(FsimStoredSegment));
-    run->live = g_hash_table_new(g_int64_hash, g_int64_equal);
-    run->chunks = g_ptr_array_new_with_free_func(g_free);
-    run->free_slots = g_ptr_array_new();
     run->heap = g_array_new(FALSE, FALSE, sizeof(HeapBlock));
     run->ooms = g_array_new(FALSE, FALSE, sizeof(FsimOomRecord));
     run->marks = g_array_new(FALSE, FALSE, sizeof(FsimStoredMark));
@@ -1353,22 +1330,22 @@ heap_by_alloc(gconstpointer a, gconstpointer b)
     return x->block.id < y->block.id ? -1 : x->block.id > y->block.id ? 1 : 0;
 }
 
+static void
+offer_live(gpointer data, const FsimLiveAlloc *alloc)
+{
+    FsimStoreRun *run = data;
+    FsimStoredBlock stored = stored_block(alloc, -1, run->last_time);
+
+    blocks_offer(run, &stored, run->last_index);
+}
+
 static gboolean
 write_blocks(FsimStoreRun *run, GError **error)
 {
     FsimStore *store = run->store;
-    GHashTableIter iter;
-    gpointer value;
 
     /* Blocks still alive compete with the others, their lifetime running to the end. */
-    g_hash_table_iter_init(&iter, run->live);
-    while (g_hash_table_iter_next(&iter, NULL, &value)) {
-        LiveBlock *live = value;
-
-        live->block.free_event = -1;
-        live->block.free_time = run->last_time;
-        blocks_offer(run, &live->block, run->last_index);
-    }
+    fsim_engine_foreach_live_alloc(run->engine, offer_live, run);
     g_array_sort(run->heap, heap_by_alloc);
     for (guint i = 0; i < run->heap->len; i++) {
         const FsimStoredBlock *b = &g_array_index(run->heap, HeapBlock, i).block;
@@ -1458,9 +1435,6 @@ run_release_data(FsimStoreRun *run)
 {
     g_clear_pointer(&run->buckets, g_array_unref);
     g_clear_pointer(&run->segments, g_array_unref);
-    g_clear_pointer(&run->live, g_hash_table_unref);
-    g_clear_pointer(&run->chunks, g_ptr_array_unref);
-    g_clear_pointer(&run->free_slots, g_ptr_array_unref);
     g_clear_pointer(&run->heap, g_array_unref);
     g_clear_pointer(&run->ooms, g_array_unref);
     g_clear_pointer(&run->marks, g_array_unref);
