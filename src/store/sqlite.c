@@ -1065,6 +1065,15 @@ observe_release(gpointer data, const FsimEngine *engine, uint64_t id, const Fsim
     (void)requested;
     if (run->done || alloc == NULL)
         return;
+    /* Most blocks are small and short-lived: refuse them before building the record. */
+    if (run->heap->len == run->limits.max_blocks && run->heap->len > 0) {
+        uint64_t start = alloc->alloc_event < 0 ? 0 : (uint64_t)alloc->alloc_event;
+        double area =
+            (double)alloc->block.size * (double)(c->event_index - MIN(start, c->event_index) + 1);
+
+        if (area < g_array_index(run->heap, HeapBlock, 0).area)
+            return;
+    }
     stored = stored_block(alloc, (int64_t)c->event_index, c->now);
     blocks_offer(run, &stored, c->event_index);
 }
