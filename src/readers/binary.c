@@ -312,8 +312,7 @@ typedef struct {
 
 /* The id, stream and label of the rarer kinds (empty_cache, mark, the pool events). */
 static gboolean
-binary_decode_rare(BinaryTables t, unsigned kind, uint64_t id, uint32_t stream_index,
-                   FsimEvent *ev)
+binary_decode_rare(BinaryTables t, unsigned kind, uint64_t id, uint32_t stream_index, FsimEvent *ev)
 {
     if (binary_kind_has_stream(kind)) {
         if (stream_index >= t.n_streams)
@@ -344,8 +343,7 @@ binary_decode_rare(BinaryTables t, unsigned kind, uint64_t id, uint32_t stream_i
  * common records: a known kind and flags, no reserved bits, a stream index in the table, an
  * alloc's size in range, no size on the others, no time overflow. */
 static inline gboolean
-binary_decode(BinaryTables t, const guint8 *p, FsimTime *time, FsimBinarySum *sum,
-              FsimEvent *ev)
+binary_decode(BinaryTables t, const guint8 *p, FsimTime *time, FsimBinarySum *sum, FsimEvent *ev)
 {
     uint64_t delta = fsim_binary_load64(p);
     uint64_t id = fsim_binary_load64(p + 8);
