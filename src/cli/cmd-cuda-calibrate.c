@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fragsim cuda calibrate: measure the driver calls' costs and write a device profile.
+ */
+#include <glib.h>
+
+#include "cli.h"
+#include "cmd-cuda.h"
+
+static void
+calibrate_json(const FsimCudaCalibration *cal, const FsimDeviceSpec *spec, const char *output)
+{
+    g_autoptr(JsonBuilder) builder = json_builder_new();
+    const FsimDeviceCosts *c = &spec->costs;
+    const struct {
+        const char *name;
+        uint64_t value;
+    } costs[] = {
+        {"malloc_ns", c->malloc_ns}, {"malloc_per_gib_ns", c->malloc_per_gib_ns},
+        {"free_ns", c->free_ns},     {"free_per_gib_ns", c->free_per_gib_ns},
+        {"sync_ns", c->sync_ns},     {"reserve_ns", c->reserve_ns},
+        {"map_ns", c->map_ns},       {"map_per_gib_ns", c->map_per_gib_ns},
+        {"unmap_ns", c->unmap_ns},   {"unmap_per_gib_ns", c->unmap_per_gib_ns},
+    };
+
+    json_builder_begin_object(builder);
+    fsim_cmd_cuda_json_add_gpu(builder, &cal->info);
+    json_builder_set_member_name(builder, "profile");
+    if (output != NULL)
+        json_builder_add_string_value(builder, output);
+    else
+        json_builder_add_null_value(builder);
+    fsim_cmd_cuda_json_add_u64(builder, "free_bytes", cal->free_bytes);
+    fsim_cmd_cuda_json_add_u64(builder, "observed_step", cal->observed_step);
+    json_builder_set_member_name(builder, "steps");
+    json_builder_begin_array(builder);
+    for (guint i = 0; i < cal->steps->len; i++) {
+        const FsimCudaUsageStep *step = &g_array_index(cal->steps, FsimCudaUsageStep, i);
+
+        json_builder_begin_object(builder);
+        fsim_cmd_cuda_json_add_u64(builder, "size", step->size);
+        fsim_cmd_cuda_json_add_u64(builder, "count", step->count);
+        fsim_cmd_cuda_json_add_u64(builder, "used_bytes", step->used_bytes);
+        json_builder_end_object(builder);
+    }
+    json_builder_end_array(builder);
+    json_builder_set_member_name(builder, "series");
+    json_builder_begin_array(builder);
+    for (int s = 0; s < FSIM_CUDA_SERIES_COUNT; s++) {
+        const FsimCudaSeries *series = &cal->series[s];
+
+        json_builder_begin_object(builder);
+        json_builder_set_member_name(builder, "name");
+        json_builder_add_string_value(builder, series->name);
+        json_builder_set_member_name(builder, "points");
+        json_builder_begin_array(builder);
+        for (guint i = 0; i < series->sizes->len; i++) {
+            json_builder_begin_array(builder);
+            json_builder_add_int_value(builder, (gint64)g_array_index(series->sizes, uint64_t, i));
+            json_builder_add_double_value(builder, g_array_index(series->median_ns, double, i));
+            json_builder_end_array(builder);
+        }
+        json_builder_end_array(builder);
+        json_builder_set_member_name(builder, "base_ns");
+        json_builder_add_double_value(builder, series->fit.base);
+        json_builder_set_member_name(builder, "per_gib_ns");
+        json_builder_add_double_value(builder, series->fit.slope);
+        json_builder_set_member_name(builder, "r2");
+        json_builder_add_double_value(builder, series->fit.r2);
+        json_builder_end_object(builder);
+    }
+    json_builder_end_array(builder);
+    json_builder_set_member_name(builder, "costs");
+    json_builder_begin_object(builder);
+    for (gsize i = 0; i < G_N_ELEMENTS(costs); i++)
+        fsim_cmd_cuda_json_add_u64(builder, costs[i].name, costs[i].value);
+    json_builder_end_object(builder);
+    json_builder_end_object(builder);
+    fsim_cli_print_json(json_builder_get_root(builder));
+}
+
+static void
+calibrate_print(const FsimCudaCalibration *cal, const FsimDeviceSpec *spec)
+{
+    static const char *const step_headers[] = {"cudaMalloc size", "count", "used growth",
+                                               "per allocation"};
+    static const char *const series_headers[] = {"call", "sizes", "base", "per GiB", "r2"};
+    static const char *const cost_headers[] = {"cost", "calibrated", "default"};
+    FsimDeviceCosts defaults = fsim_device_costs_default();
+    const FsimDeviceCosts *c = &spec->costs;
+    const struct {
+        const char *name;
+        uint64_t value;
+        uint64_t default_value;
+    } costs[] = {
+        {"malloc_ns", c->malloc_ns, defaults.malloc_ns},
+        {"malloc_per_gib_ns", c->malloc_per_gib_ns, defaults.malloc_per_gib_ns},
+        {"free_ns", c->free_ns, defaults.free_ns},
+        {"free_per_gib_ns", c->free_per_gib_ns, defaults.free_per_gib_ns},
+        {"sync_ns", c->sync_ns, defaults.sync_ns},
+        {"reserve_ns", c->reserve_ns, defaults.reserve_ns},
+        {"map_ns", c->map_ns, defaults.map_ns},
+        {"map_per_gib_ns", c->map_per_gib_ns, defaults.map_per_gib_ns},
+        {"unmap_ns", c->unmap_ns, defaults.unmap_ns},
+        {"unmap_per_gib_ns", c->unmap_per_gib_ns, defaults.unmap_per_gib_ns},
+    };
+    g_autoptr(FsimTable) steps = fsim_table_new(G_N_ELEMENTS(step_headers), step_headers);
+    g_autoptr(FsimTable) series = fsim_table_new(G_N_ELEMENTS(series_headers), series_headers);
+    g_autoptr(FsimTable) table = fsim_table_new(G_N_ELEMENTS(cost_headers), cost_headers);
+    g_autofree char *granularity = fsim_format_size(cal->info.granularity);
+    g_autofree char *recommended = fsim_format_size(cal->info.recommended_granularity);
+    g_autofree char *step = fsim_format_size(cal->observed_step);
+    g_autofree char *free_text = fsim_format_size(cal->free_bytes);
+    g_autofree char *total = fsim_format_size(cal->info.total_bytes);
+
+    g_print("%s: %s of %s free; granularity %s (recommended %s); cudaMalloc takes memory in "
+            "steps of %s\n\n",
+            cal->info.name, free_text, total, granularity, recommended, step);
+    for (guint i = 0; i < cal->steps->len; i++) {
+        const FsimCudaUsageStep *s = &g_array_index(cal->steps, FsimCudaUsageStep, i);
+        g_autofree char *growth = fsim_format_size(s->used_bytes);
+        g_autofree char *per = fsim_format_size(s->count != 0 ? s->used_bytes / s->count : 0);
+
+        fsim_table_addf(steps, "%" G_GUINT64_FORMAT, s->size);
+        fsim_table_addf(steps, "%" G_GUINT64_FORMAT, s->count);
+        fsim_table_add(steps, growth);
+        fsim_table_add(steps, per);
+    }
+    fsim_table_print(steps);
+    g_print("\n");
+    for (int i = 0; i < FSIM_CUDA_SERIES_COUNT; i++) {
+        const FsimCudaSeries *s = &cal->series[i];
+        g_autofree char *base = NULL;
+        g_autofree char *slope = NULL;
+
+        if (s->sizes->len == 0)
+            continue;
+        base = fsim_cmd_cuda_format_ns(s->fit.base);
+        slope = fsim_cmd_cuda_format_ns(s->fit.slope);
+        fsim_table_add(series, s->name);
+        fsim_table_addf(series, "%u", s->sizes->len);
+        fsim_table_add(series, base);
+        fsim_table_add(series, slope);
+        fsim_table_addf(series, "%.3f", s->fit.r2);
+    }
+    fsim_table_print(series);
+    g_print("\n");
+    for (gsize i = 0; i < G_N_ELEMENTS(costs); i++) {
+        fsim_table_add(table, costs[i].name);
+        fsim_table_addf(table, "%" G_GUINT64_FORMAT, costs[i].value);
+        fsim_table_addf(table, "%" G_GUINT64_FORMAT, costs[i].default_value);
+    }
+    fsim_table_print(table);
+}
+
+int
+fsim_cmd_cuda_calibrate(int argc, char **argv)
+{
+    g_autofree char *output = NULL;
+    g_autofree char *max_size_text = NULL;
+    gint gpu = 0;
+    gint repeat = 0;
+    gboolean json = FALSE;
+    GOptionEntry entries[] = {
+        {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
+         "Write the device profile here (default: print it after the summary)", "PROFILE"},
+        {"gpu", 0, 0, G_OPTION_ARG_INT, &gpu, "CUDA device ordinal (default 0)", "N"},
+        {"max-size", 0, 0, G_OPTION_ARG_STRING, &max_size_text,
+         "Largest size probed (default 4GiB, at most a quarter of the free memory)", "SIZE"},
+        {"repeat", 0, 0, G_OPTION_ARG_INT, &repeat, "Timed samples per size (default 5)", "N"},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) context =
+        g_option_context_new("- measure the GPU and write a device profile for -d");
+    g_autoptr(FsimCudaDriver) driver = NULL;
+    FsimCudaCalibrateOptions options;
+    FsimCudaCalibration calibration;
+    FsimDeviceSpec spec;
+    GError *error = NULL;
+    int status = FSIM_EXIT_OK;
+
+    g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_set_description(
+        context, "Measures cuMemGetAllocationGranularity, the used-memory step of cudaMalloc,\n"
+                 "and the cost of cudaMalloc, cudaFree, reserve, map and unmap across sizes;\n"
+                 "fits base + per-GiB costs by least squares (docs/cuda.md).\n"
+                 "Example: fragsim cuda calibrate -o gpu.ini && fragsim replay T -d gpu.ini");
+    if (!fsim_cli_parse(context, "cuda calibrate", &argc, &argv))
+        return FSIM_EXIT_USAGE;
+    if (argc != 1)
+        return fsim_cli_usage_error("cuda calibrate", "unexpected argument '%s'", argv[1]);
+    fsim_cuda_calibrate_options_init(&options);
+    if (max_size_text != NULL && !fsim_parse_size(max_size_text, &options.max_size, NULL))
+        return fsim_cli_usage_error("cuda calibrate", "--max-size '%s' is not a size",
+                                    max_size_text);
+    if (repeat < 0 || repeat > 1000)
+        return fsim_cli_usage_error("cuda calibrate", "--repeat %d: expected 1 to 1000", repeat);
+    if (repeat > 0)
+        options.repeat = (guint)repeat;
+    driver = fsim_cmd_cuda_open("cuda calibrate", gpu, &status);
+    if (driver == NULL)
+        return status;
+    if (!fsim_cuda_calibrate(driver, &options, &calibration, &error)) {
+        fsim_cuda_calibration_clear(&calibration);
+        return fsim_cli_fail("cuda calibrate", error);
+    }
+    fsim_cuda_calibration_spec(&calibration, &spec);
+    if (output != NULL && !fsim_cuda_profile_write(output, &spec, &calibration, &error)) {
+        fsim_cuda_calibration_clear(&calibration);
+        return fsim_cli_fail("cuda calibrate", error);
+    }
+    if (json) {
+        calibrate_json(&calibration, &spec, output);
+    } else {
+        calibrate_print(&calibration, &spec);
+        if (output != NULL) {
+            g_print("\nwrote %s (use it with -d %s)\n", output, output);
+        } else {
+            g_autofree char *data = fsim_cuda_profile_to_data(&spec, &calibration);
+
+            g_print("\n%s", data);
+        }
+    }
+    fsim_cuda_calibration_clear(&calibration);
+    return FSIM_EXIT_OK;
+}

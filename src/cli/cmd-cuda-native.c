@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fragsim cuda native: a trace through cudaMalloc and cudaMallocAsync themselves.
+ */
+#include <glib.h>
+
+#include <string.h>
+
+#include "cli.h"
+#include "cmd-cuda.h"
+
+static void
+native_json_run(JsonBuilder *builder, const FsimCudaNativeResult *r)
+{
+    json_builder_begin_object(builder);
+    json_builder_set_member_name(builder, "mode");
+    json_builder_add_string_value(builder, fsim_cuda_native_mode_name(r->mode));
+    json_builder_set_member_name(builder, "trace_device");
+    json_builder_add_int_value(builder, r->trace_device);
+    fsim_cmd_cuda_json_add_u64(builder, "events", r->events);
+    fsim_cmd_cuda_json_add_u64(builder, "allocs", r->allocs);
+    fsim_cmd_cuda_json_add_u64(builder, "frees", r->frees);
+    fsim_cmd_cuda_json_add_u64(builder, "ooms", r->ooms);
+    json_builder_set_member_name(builder, "first_oom_event");
+    if (r->first_oom_event < 0)
+        json_builder_add_null_value(builder);
+    else
+        json_builder_add_int_value(builder, r->first_oom_event);
+    fsim_cmd_cuda_json_add_u64(builder, "unmatched_frees", r->unmatched_frees);
+    fsim_cmd_cuda_json_add_u64(builder, "empty_caches", r->empty_caches);
+    fsim_cmd_cuda_json_add_u64(builder, "peak_requested_bytes", r->peak_requested_bytes);
+    fsim_cmd_cuda_json_add_u64(builder, "peak_used_bytes", r->peak_used_bytes);
+    fsim_cmd_cuda_json_add_u64(builder, "peak_reserved_bytes", r->peak_reserved_bytes);
+    fsim_cmd_cuda_json_add_u64(builder, "pool_used_high_bytes", r->pool_used_high_bytes);
+    fsim_cmd_cuda_json_add_latency(builder, "alloc", &r->alloc, -1);
+    fsim_cmd_cuda_json_add_latency(builder, "free", &r->dealloc, -1);
+    fsim_cmd_cuda_json_add_latency(builder, "touch", &r->touch, -1);
+    json_builder_end_object(builder);
+}
+
+int
+fsim_cmd_cuda_native(int argc, char **argv)
+{
+    g_autofree char *mode_text = NULL;
+    gint trace_device = -1;
+    gint gpu = 0;
+    gboolean no_touch = FALSE;
+    gboolean json = FALSE;
+    GOptionEntry entries[] = {
+        {"mode", 0, 0, G_OPTION_ARG_STRING, &mode_text,
+         "malloc (cudaMalloc per tensor), async (cudaMallocAsync pool) or both (default)", "MODE"},
+        {"trace-device", 0, 0, G_OPTION_ARG_INT, &trace_device,
+         "Replay only this device of a multi-GPU trace (default: every device with events)", "N"},
+        {"gpu", 0, 0, G_OPTION_ARG_INT, &gpu, "CUDA device ordinal to run on (default 0)", "N"},
+        {"no-touch", 0, 0, G_OPTION_ARG_NONE, &no_touch,
+         "Do not write each allocation (cudaMemset)", NULL},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    static const char *const headers[] = {
+        "mode",       "peak requested", "peak reserved", "GPU used", "OOMs",
+        "alloc time", "free time",      "alloc p50",     "free p50",
+    };
+    g_autoptr(GOptionContext) context =
+        g_option_context_new("TRACE - replay a trace through the CUDA driver's allocators");
+    g_autoptr(FsimTrace) trace = NULL;
+    g_autoptr(GArray) devices = NULL;
+    g_autoptr(FsimCudaDriver) driver = NULL;
+    g_autoptr(GArray) results = g_array_new(FALSE, TRUE, sizeof(FsimCudaNativeResult));
+    g_autoptr(FsimTable) table = NULL;
+    FsimCudaNativeMode modes[2];
+    guint n_modes = 0;
+    GError *error = NULL;
+    int status = FSIM_EXIT_OK;
+
+    g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_set_description(
+        context, "Every stream of the trace is served on one CUDA stream.  Memory held at trace\n"
+                 "start is allocated first.  Peaks: requested (the program), reserved (the pool's\n"
+                 "high-water mark; for cudaMalloc, the used memory), GPU used (cudaMemGetInfo).");
+    if (!fsim_cli_parse(context, "cuda native", &argc, &argv))
+        return FSIM_EXIT_USAGE;
+    if (argc != 2)
+        return fsim_cli_usage_error("cuda native", argc < 2 ? "missing the TRACE argument"
+                                                            : "expected exactly one TRACE");
+    if (mode_text == NULL || strcmp(mode_text, "both") == 0) {
+        modes[n_modes++] = FSIM_CUDA_NATIVE_MALLOC;
+        modes[n_modes++] = FSIM_CUDA_NATIVE_ASYNC;
+    } else if (strcmp(mode_text, "malloc") == 0) {
+        modes[n_modes++] = FSIM_CUDA_NATIVE_MALLOC;
+    } else if (strcmp(mode_text, "async") == 0) {
+        modes[n_modes++] = FSIM_CUDA_NATIVE_ASYNC;
+    } else {
+        return fsim_cli_usage_error("cuda native", "--mode '%s': expected malloc, async or both",
+                                    mode_text);
+    }
+    trace = fsim_trace_open(argv[1], &error);
+    if (trace == NULL)
+        return fsim_cli_fail("cuda native", error);
+    devices = fsim_cmd_cuda_trace_devices(trace, trace_device, &error);
+    if (devices == NULL)
+        return fsim_cli_fail("cuda native", error);
+    driver = fsim_cmd_cuda_open("cuda native", gpu, &status);
+    if (driver == NULL)
+        return status;
+    for (guint d = 0; d < devices->len; d++) {
+        for (guint m = 0; m < n_modes; m++) {
+            FsimCudaNativeResult result;
+
+            if (!fsim_cuda_native(driver, trace, g_array_index(devices, uint32_t, d), modes[m],
+                                  !no_touch, &result, &error))
+                return fsim_cli_fail("cuda native", error);
+            g_array_append_val(results, result);
+        }
+    }
+    if (json) {
+        g_autoptr(JsonBuilder) builder = json_builder_new();
+
+        json_builder_begin_object(builder);
+        json_builder_set_member_name(builder, "trace");
+        json_builder_add_string_value(builder, fsim_trace_path(trace));
+        fsim_cmd_cuda_json_add_gpu(builder, &driver->info);
+        json_builder_set_member_name(builder, "runs");
+        json_builder_begin_array(builder);
+        for (guint i = 0; i < results->len; i++)
+            native_json_run(builder, &g_array_index(results, FsimCudaNativeResult, i));
+        json_builder_end_array(builder);
+        json_builder_end_object(builder);
+        fsim_cli_print_json(json_builder_get_root(builder));
+        return FSIM_EXIT_OK;
+    }
+    g_print("%s (%s) on %s\n", fsim_trace_path(trace), fsim_trace_format_name(trace),
+            driver->info.name);
+    for (guint i = 0; i < results->len; i++) {
+        const FsimCudaNativeResult *r = &g_array_index(results, FsimCudaNativeResult, i);
+        g_autofree char *requested = fsim_format_size(r->peak_requested_bytes);
+        g_autofree char *reserved = fsim_format_size(r->peak_reserved_bytes);
+        g_autofree char *used = fsim_format_size(r->peak_used_bytes);
+        g_autofree char *alloc = fsim_cmd_cuda_format_ns((double)r->alloc.total_ns);
+        g_autofree char *dealloc = fsim_cmd_cuda_format_ns((double)r->dealloc.total_ns);
+        g_autofree char *alloc_p50 =
+            fsim_cmd_cuda_format_ns((double)fsim_latency_quantile(&r->alloc, 0.5));
+        g_autofree char *free_p50 =
+            fsim_cmd_cuda_format_ns((double)fsim_latency_quantile(&r->dealloc, 0.5));
+
+        /* one table per trace device */
+        if (i == 0 ||
+            r->trace_device != g_array_index(results, FsimCudaNativeResult, i - 1).trace_device) {
+            if (table != NULL)
+                fsim_table_print(table);
+            g_clear_pointer(&table, fsim_table_free);
+            g_print("\ntrace device %u, %" G_GUINT64_FORMAT " events\n", r->trace_device,
+                    r->events);
+            table = fsim_table_new(G_N_ELEMENTS(headers), headers);
+        }
+        fsim_table_add(table, fsim_cuda_native_mode_name(r->mode));
+        fsim_table_add(table, requested);
+        fsim_table_add(table, reserved);
+        fsim_table_add(table, used);
+        fsim_table_addf(table, "%" G_GUINT64_FORMAT, r->ooms);
+        fsim_table_add(table, alloc);
+        fsim_table_add(table, dealloc);
+        fsim_table_add(table, alloc_p50);
+        fsim_table_add(table, free_p50);
+    }
+    if (table != NULL)
+        fsim_table_print(table);
+    return FSIM_EXIT_OK;
+}

@@ -1,0 +1,340 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fragsim cuda replay: a trace through policies on the GPU and in the model, side by side.
+ */
+#include <glib.h>
+
+#include "cli.h"
+#include "cmd-cuda.h"
+#include "replay-outputs.h"
+
+/* The devices of the trace to replay: all, or --trace-device. */
+GArray *
+fsim_cmd_cuda_trace_devices(FsimTrace *trace, gint trace_device, GError **error)
+{
+    gsize n;
+    const uint32_t *devices = fsim_trace_devices(trace, &n);
+    g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+
+    for (gsize i = 0; i < n; i++) {
+        if (trace_device < 0 || devices[i] == (uint32_t)trace_device)
+            g_array_append_val(out, devices[i]);
+    }
+    if (trace_device >= 0 && out->len == 0) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "%s has no events on device %d",
+                    fsim_trace_path(trace), trace_device);
+        return NULL;
+    }
+    return g_steal_pointer(&out);
+}
+
+/* Store each engine of a replay (--db) as replay does. */
+typedef struct {
+    FsimReplayOutputs *outputs;
+    uint32_t trace_device;
+} Attach;
+
+static gboolean
+replay_attach(gpointer data, FsimEngine *engine, gboolean on_gpu, GError **error)
+{
+    Attach *attach = data;
+
+    (void)on_gpu;
+    return fsim_replay_outputs_attach(attach->outputs, engine, attach->trace_device, "",
+                                      fsim_engine_policy(engine)->ops->name, error);
+}
+
+static void
+replay_result_free(gpointer data)
+{
+    FsimCudaReplayResult *result = data;
+
+    fsim_cuda_replay_result_clear(result);
+    g_free(result);
+}
+
+static uint64_t
+metrics_calls(const FsimMetrics *m)
+{
+    return m->device_mallocs + m->device_frees + m->device_maps + m->device_unmaps;
+}
+
+static void
+replay_json_run(JsonBuilder *builder, const FsimCudaReplayResult *r)
+{
+    const FsimCudaMeasurements *measured = &r->measured;
+
+    json_builder_begin_object(builder);
+    json_builder_set_member_name(builder, "policy");
+    json_builder_add_string_value(builder, r->policy);
+    json_builder_set_member_name(builder, "device");
+    json_builder_add_string_value(builder, r->gpu_spec.name);
+    fsim_cmd_cuda_json_add_u64(builder, "capacity_bytes", r->gpu_spec.capacity_bytes);
+    json_builder_set_member_name(builder, "trace_device");
+    json_builder_add_int_value(builder, r->trace_device);
+    json_builder_set_member_name(builder, "status");
+    json_builder_add_string_value(builder, r->gpu_oom_stopped ? "oom" : "complete");
+    fsim_cli_json_add_metrics(builder, &r->gpu);
+    json_builder_set_member_name(builder, "measured");
+    json_builder_begin_object(builder);
+    fsim_cmd_cuda_json_add_u64(builder, "alloc_time_ns", measured->measured_time_ns);
+    fsim_cmd_cuda_json_add_u64(builder, "peak_used_bytes", measured->peak_used_bytes);
+    fsim_cmd_cuda_json_add_u64(builder, "baseline_used_bytes", measured->baseline_used_bytes);
+    fsim_cmd_cuda_json_add_u64(builder, "usage_samples", measured->usage_samples);
+    fsim_cmd_cuda_json_add_u64(builder, "handles_created", measured->handles_created);
+    fsim_cmd_cuda_json_add_u64(builder, "peak_handles", measured->peak_handles);
+    json_builder_set_member_name(builder, "calls");
+    json_builder_begin_object(builder);
+    for (int c = 0; c < FSIM_CALL_COUNT; c++)
+        fsim_cmd_cuda_json_add_latency(builder, fsim_device_call_name((FsimDeviceCall)c),
+                                       &measured->calls[c], (gint64)measured->modelled_ns[c]);
+    json_builder_end_object(builder);
+    fsim_cmd_cuda_json_add_latency(builder, "failed", &measured->failed, -1);
+    fsim_cmd_cuda_json_add_latency(builder, "touch", &measured->touch, -1);
+    json_builder_end_object(builder);
+    if (r->has_model) {
+        json_builder_set_member_name(builder, "model");
+        json_builder_begin_object(builder);
+        json_builder_set_member_name(builder, "device");
+        json_builder_add_string_value(builder, r->model_spec.name);
+        json_builder_set_member_name(builder, "status");
+        json_builder_add_string_value(builder, r->model_oom_stopped ? "oom" : "complete");
+        fsim_cli_json_add_metrics(builder, &r->model);
+        json_builder_end_object(builder);
+    }
+    json_builder_end_object(builder);
+}
+
+static void
+replay_print_result(const FsimCudaReplayResult *r)
+{
+    static const char *const headers[] = {
+        "run",           "peak reserved", "GPU used", "driver calls",
+        "modelled time", "measured time", "OOMs",
+    };
+    static const char *const call_headers[] = {
+        "call", "count", "modelled", "measured", "mean", "p50", "p99", "max",
+    };
+    const FsimCudaMeasurements *measured = &r->measured;
+    g_autoptr(FsimTable) table = fsim_table_new(G_N_ELEMENTS(headers), headers);
+    g_autoptr(FsimTable) calls = fsim_table_new(G_N_ELEMENTS(call_headers), call_headers);
+    g_autofree char *gpu_reserved = fsim_format_size(r->gpu.peak_reserved_bytes);
+    g_autofree char *gpu_used = fsim_format_size(measured->peak_used_bytes);
+    g_autofree char *gpu_modelled = fsim_cmd_cuda_format_ns((double)r->gpu.modelled_alloc_time_ns);
+    g_autofree char *gpu_measured = fsim_cmd_cuda_format_ns((double)measured->measured_time_ns);
+
+    g_print("policy %s, trace device %u\n", r->policy, r->trace_device);
+    if (r->has_model) {
+        g_autofree char *reserved = fsim_format_size(r->model.peak_reserved_bytes);
+        g_autofree char *modelled =
+            fsim_cmd_cuda_format_ns((double)r->model.modelled_alloc_time_ns);
+
+        fsim_table_add(table, "model");
+        fsim_table_add(table, reserved);
+        fsim_table_add(table, "-");
+        fsim_table_addf(table, "%" G_GUINT64_FORMAT, metrics_calls(&r->model));
+        fsim_table_add(table, modelled);
+        fsim_table_add(table, "-");
+        fsim_table_addf(table, "%" G_GUINT64_FORMAT "%s", r->model.ooms,
+                        r->model_oom_stopped ? " (stopped)" : "");
+    }
+    fsim_table_add(table, "GPU");
+    fsim_table_add(table, gpu_reserved);
+    fsim_table_add(table, gpu_used);
+    fsim_table_addf(table, "%" G_GUINT64_FORMAT, metrics_calls(&r->gpu));
+    fsim_table_add(table, gpu_modelled);
+    fsim_table_add(table, gpu_measured);
+    fsim_table_addf(table, "%" G_GUINT64_FORMAT "%s", r->gpu.ooms,
+                    r->gpu_oom_stopped ? " (stopped)" : "");
+    fsim_table_print(table);
+    for (int c = 0; c < FSIM_CALL_COUNT; c++) {
+        const FsimLatency *l = &measured->calls[c];
+        g_autofree char *modelled = NULL;
+        g_autofree char *total = NULL;
+        g_autofree char *mean = NULL;
+        g_autofree char *p50 = NULL;
+        g_autofree char *p99 = NULL;
+        g_autofree char *max = NULL;
+
+        if (l->count == 0)
+            continue;
+        modelled = fsim_cmd_cuda_format_ns((double)measured->modelled_ns[c]);
+        total = fsim_cmd_cuda_format_ns((double)l->total_ns);
+        mean = fsim_cmd_cuda_format_ns(fsim_latency_mean(l));
+        p50 = fsim_cmd_cuda_format_ns((double)fsim_latency_quantile(l, 0.5));
+        p99 = fsim_cmd_cuda_format_ns((double)fsim_latency_quantile(l, 0.99));
+        max = fsim_cmd_cuda_format_ns((double)l->max_ns);
+        fsim_table_add(calls, fsim_device_call_name((FsimDeviceCall)c));
+        fsim_table_addf(calls, "%" G_GUINT64_FORMAT, l->count);
+        fsim_table_add(calls, modelled);
+        fsim_table_add(calls, total);
+        fsim_table_add(calls, mean);
+        fsim_table_add(calls, p50);
+        fsim_table_add(calls, p99);
+        fsim_table_add(calls, max);
+    }
+    if (measured->measured_time_ns != 0) {
+        g_print("\n");
+        fsim_table_print(calls);
+    }
+    if (r->has_model) {
+        g_autofree char *reserved_delta = fsim_cmd_cuda_format_size_delta(
+            r->gpu.peak_reserved_bytes, r->model.peak_reserved_bytes);
+        g_autofree char *used_delta =
+            fsim_cmd_cuda_format_size_delta(measured->peak_used_bytes, r->gpu.peak_reserved_bytes);
+        gint64 calls_delta = (gint64)metrics_calls(&r->gpu) - (gint64)metrics_calls(&r->model);
+
+        g_print("\ndifferences: peak reserved GPU - model %s; GPU used - GPU reserved %s; "
+                "driver calls %+" G_GINT64_FORMAT "; measured / modelled time ",
+                reserved_delta, used_delta, calls_delta);
+        if (r->gpu.modelled_alloc_time_ns != 0)
+            g_print("%.2f\n",
+                    (double)measured->measured_time_ns / (double)r->gpu.modelled_alloc_time_ns);
+        else
+            g_print("-\n");
+    }
+    if (measured->touch.count != 0) {
+        g_autofree char *touch = fsim_cmd_cuda_format_ns((double)measured->touch.total_ns);
+
+        g_print("memory written after %" G_GUINT64_FORMAT " calls in %s (not in the times above)\n",
+                measured->touch.count, touch);
+    }
+    g_print("\n");
+}
+
+int
+fsim_cmd_cuda_replay(int argc, char **argv)
+{
+    g_autofree char *policy_list = NULL;
+    g_autofree char *device_name = NULL;
+    g_auto(GStrv) sets = NULL;
+    gint trace_device = -1;
+    gint gpu = 0;
+    gboolean no_model = FALSE;
+    gboolean no_touch = FALSE;
+    gboolean json = FALSE;
+    gboolean fail_on_oom = FALSE;
+    gboolean paranoid = FALSE;
+    GOptionEntry entries[] = {
+        {"policies", 'p', 0, G_OPTION_ARG_STRING, &policy_list,
+         "Comma-separated policies (default: all; see 'fragsim policies')", "LIST"},
+        {"device", 'd', 0, G_OPTION_ARG_STRING, &device_name,
+         "Cost model and capacity cap: a preset, a size or a profile from 'fragsim cuda "
+         "calibrate' (default: the GPU's free memory, the default costs)",
+         "DEVICE"},
+        {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Set a policy knob (repeatable)",
+         "POLICY.KEY=VALUE"},
+        {"trace-device", 0, 0, G_OPTION_ARG_INT, &trace_device,
+         "Replay only this device of a multi-GPU trace (default: every device with events)", "N"},
+        {"gpu", 0, 0, G_OPTION_ARG_INT, &gpu, "CUDA device ordinal to run on (default 0)", "N"},
+        {"no-model", 0, 0, G_OPTION_ARG_NONE, &no_model,
+         "Do not run the simulated device alongside", NULL},
+        {"no-touch", 0, 0, G_OPTION_ARG_NONE, &no_touch,
+         "Do not write new memory (cudaMemset) after each call", NULL},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
+        {"fail-on-oom", 0, 0, G_OPTION_ARG_NONE, &fail_on_oom,
+         "Stop a run at its first OOM and exit with status 3", NULL},
+        {"paranoid", 0, 0, G_OPTION_ARG_NONE, &paranoid,
+         "Check the policy's invariants after every operation (slow)", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) context =
+        g_option_context_new("TRACE - replay a trace through policies on the GPU");
+    /* Freed in reverse order: the outputs (whose runs observe the engines), then the results
+     * (whose engines' devices use the driver), then the driver. */
+    g_autoptr(FsimCudaDriver) driver = NULL;
+    g_autoptr(GPtrArray) results = g_ptr_array_new_with_free_func(replay_result_free);
+    g_autoptr(FsimReplayOutputs) outputs = fsim_replay_outputs_new();
+    g_autoptr(GKeyFile) config = g_key_file_new();
+    g_autoptr(GPtrArray) policies = NULL;
+    g_autoptr(FsimTrace) trace = NULL;
+    g_autoptr(GArray) devices = NULL;
+    FsimDeviceSpec model;
+    Attach attach = {outputs, 0};
+    GError *error = NULL;
+    int status = FSIM_EXIT_OK;
+    gboolean any_oom = FALSE;
+
+    g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_add_main_entries(context, fsim_replay_outputs_entries(outputs), NULL);
+    g_option_context_set_description(
+        context, "Each policy runs on the GPU, its device calls carried out for real, and on the\n"
+                 "simulated device in lock step; the table compares them (docs/cuda.md).\n"
+                 "Example: fragsim cuda replay snapshot.pickle -p caching,expandable -d gpu.ini");
+    if (!fsim_cli_parse(context, "cuda replay", &argc, &argv))
+        return FSIM_EXIT_USAGE;
+    if (argc != 2)
+        return fsim_cli_usage_error("cuda replay", argc < 2 ? "missing the TRACE argument"
+                                                            : "expected exactly one TRACE");
+    if (device_name != NULL && !fsim_device_spec_parse(device_name, &model, &error))
+        return fsim_cli_fail("cuda replay", error);
+    if (!fsim_cli_apply_sets(config, (const char *const *)sets, "paged.page_size=20MiB", "device",
+                             &error))
+        return fsim_cli_fail("cuda replay", error);
+    policies = fsim_cli_policies(policy_list, &error);
+    if (policies == NULL)
+        return fsim_cli_fail("cuda replay", error);
+    trace = fsim_trace_open(argv[1], &error);
+    if (trace == NULL)
+        return fsim_cli_fail("cuda replay", error);
+    devices = fsim_cmd_cuda_trace_devices(trace, trace_device, &error);
+    if (devices == NULL)
+        return fsim_cli_fail("cuda replay", error);
+    driver = fsim_cmd_cuda_open("cuda replay", gpu, &status);
+    if (driver == NULL)
+        return status;
+    /* each policy is two runs: on the GPU and in the model */
+    if (!fsim_replay_outputs_open(outputs, trace, policies->len * (no_model ? 1 : 2), trace_device,
+                                  &error))
+        return fsim_cli_fail("cuda replay", error);
+    if (!json)
+        g_print("%s (%s) on %s\n\n", fsim_trace_path(trace), fsim_trace_format_name(trace),
+                driver->info.name);
+    for (guint d = 0; d < devices->len; d++) {
+        for (guint p = 0; p < policies->len; p++) {
+            FsimCudaReplayResult *result = g_new0(FsimCudaReplayResult, 1);
+            FsimCudaReplayOptions options;
+
+            fsim_cuda_replay_options_init(&options);
+            options.policy = g_ptr_array_index(policies, p);
+            options.config = config;
+            options.model = device_name != NULL ? &model : NULL;
+            options.fail_on_oom = fail_on_oom;
+            options.paranoid = paranoid;
+            options.with_model = !no_model;
+            options.device.touch = !no_touch;
+            options.attach = replay_attach;
+            options.attach_data = &attach;
+            attach.trace_device = g_array_index(devices, uint32_t, d);
+            g_ptr_array_add(results, result);
+            if (!fsim_cuda_replay(driver, trace, g_array_index(devices, uint32_t, d), &options,
+                                  result, &error))
+                return fsim_cli_fail("cuda replay", error);
+            if (result->oom_message != NULL) {
+                g_printerr("fragsim cuda replay: %s: %s\n", fsim_trace_path(trace),
+                           result->oom_message);
+                any_oom = TRUE;
+            }
+            if (!json)
+                replay_print_result(result);
+        }
+    }
+    if (json) {
+        g_autoptr(JsonBuilder) builder = json_builder_new();
+
+        json_builder_begin_object(builder);
+        json_builder_set_member_name(builder, "trace");
+        json_builder_add_string_value(builder, fsim_trace_path(trace));
+        fsim_cmd_cuda_json_add_gpu(builder, &driver->info);
+        json_builder_set_member_name(builder, "runs");
+        json_builder_begin_array(builder);
+        for (guint i = 0; i < results->len; i++)
+            replay_json_run(builder, g_ptr_array_index(results, i));
+        json_builder_end_array(builder);
+        json_builder_end_object(builder);
+        fsim_cli_print_json(json_builder_get_root(builder));
+    }
+    if (!fsim_replay_outputs_finish(outputs, json, &error))
+        return fsim_cli_fail("cuda replay", error);
+    return any_oom ? FSIM_EXIT_OOM : FSIM_EXIT_OK;
+}

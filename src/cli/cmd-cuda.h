@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `fragsim cuda`: what its files share.  cmd-cuda.c dispatches and holds `info`; `replay`,
+ * `native` and `calibrate` have a file each (cmd-cuda-replay.c, cmd-cuda-native.c,
+ * cmd-cuda-calibrate.c).
+ */
+#pragma once
+
+#include <glib.h>
+
+#include <json-glib/json-glib.h>
+
+#include "cuda/cuda-backend.h"
+
+G_BEGIN_DECLS
+
+/* A latency as {count, total_ns, min_ns, mean_ns, p50_ns, p99_ns, max_ns, histogram}, where the
+ * histogram lists [floor_ns, count] of the non-empty power-of-two buckets. */
+void fsim_cmd_cuda_json_add_latency(JsonBuilder *builder, const char *name,
+                                    const FsimLatency *latency, gint64 modelled_ns);
+
+/* The GPU as {name, ...} under "gpu". */
+void fsim_cmd_cuda_json_add_gpu(JsonBuilder *builder, const FsimCudaDriverInfo *info);
+
+/* "+1.50 GiB", "-20.0 MiB", "0 B" */
+char *fsim_cmd_cuda_format_size_delta(uint64_t value, uint64_t reference);
+
+/* Open GPU @gpu for `cuda @command`; NULL (with *@status set, the message printed) when there is
+ * none. */
+FsimCudaDriver *fsim_cmd_cuda_open(const char *command, gint gpu, int *status);
+
+/* "@name": @value. */
+void fsim_cmd_cuda_json_add_u64(JsonBuilder *builder, const char *name, uint64_t value);
+
+/* A duration for people: "850 ns", "12.5 us", "3.20 ms", "1.50 s". */
+char *fsim_cmd_cuda_format_ns(double ns);
+
+/* The devices of the trace to replay: all, or --trace-device. */
+GArray *fsim_cmd_cuda_trace_devices(FsimTrace *trace, gint trace_device, GError **error);
+
+/* The subcommands, argv[0] being their name. */
+int fsim_cmd_cuda_replay(int argc, char **argv);
+int fsim_cmd_cuda_native(int argc, char **argv);
+int fsim_cmd_cuda_calibrate(int argc, char **argv);
+
+G_END_DECLS

@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Plots: the data behind every plot of a group: the x axis (time or event index) and the memory
+ * unit, the runs' colours and labels, their samples and OOMs loaded from the store, and the
+ * data files the templates draw (samples.dat, ooms.dat).
+ */
+#include <glib.h>
+
+#include <string.h>
+
+#include "plotter.h"
+
+MemUnit
+fsim_plot_mem_unit_for(uint64_t max_bytes)
+{
+    if (max_bytes >= FSIM_GiB)
+        return (MemUnit){(double)FSIM_GiB, "GiB"};
+    if (max_bytes >= FSIM_MiB)
+        return (MemUnit){(double)FSIM_MiB, "MiB"};
+    return (MemUnit){(double)FSIM_KiB, "KiB"};
+}
+
+double
+fsim_plot_x_of(const XAxis *axis, FsimTime time, int64_t event_index)
+{
+    if (axis->use_time)
+        return (double)time / axis->divisor;
+    return (double)(event_index < 0 ? 0 : event_index);
+}
+
+void
+fsim_plot_num(GString *out, double value)
+{
+    char buffer[G_ASCII_DTOSTR_BUF_SIZE];
+
+    g_string_append(out, g_ascii_formatd(buffer, sizeof(buffer), "%.7g", value));
+}
+
+/* A string for a data file: double-quoted, with gnuplot's backslash escapes. */
+void
+fsim_plot_quoted(GString *out, const char *text)
+{
+    g_string_append_c(out, '"');
+    for (const char *p = text; *p != '\0'; p++) {
+        if (*p == '"' || *p == '\\')
+            g_string_append_c(out, '\\');
+        if (*p == '\n')
+            g_string_append(out, "\\n");
+        else if ((unsigned char)*p >= 0x20)
+            g_string_append_c(out, *p);
+    }
+    g_string_append_c(out, '"');
+}
+
+/* ---- colours ------------------------------------------------------------------------------- */
+
+static const struct {
+    const char *policy;
+    const char *colour;
+} policy_colours[] = {
+    {"direct", "#7f7f7f"},     {"bestfit", "#d62728"}, {"caching", "#1f77b4"},
+    {"expandable", "#2ca02c"}, {"paged", "#9467bd"},
+};
+
+static const char *const spare_colours[] = {"#ff7f0e", "#8c564b", "#e377c2", "#17becf",
+                                            "#bcbd22", "#393b79", "#637939", "#843c39"};
+
+/* The colour of each run of @group: its policy's, or a spare one when the policy is unknown or
+ * appears twice. */
+static GArray *
+group_colours(const FsimPlotGroup *group)
+{
+    GArray *colours = g_array_new(FALSE, FALSE, sizeof(const char *));
+    guint spare = 0;
+
+    for (guint i = 0; i < group->runs->len; i++) {
+        const FsimStoredRun *run = group->runs->pdata[i];
+        const char *colour = NULL;
+
+        for (gsize c = 0; c < G_N_ELEMENTS(policy_colours); c++)
+            if (strcmp(run->policy, policy_colours[c].policy) == 0)
+                colour = policy_colours[c].colour;
+        for (guint j = 0; colour != NULL && j < colours->len; j++)
+            if (g_array_index(colours, const char *, j) == colour)
+                colour = NULL;
+        if (colour == NULL)
+            colour = spare_colours[spare++ % G_N_ELEMENTS(spare_colours)];
+        g_array_append_val(colours, colour);
+    }
+    return colours;
+}
+
+guint32
+fsim_plot_colour_value(const char *colour)
+{
+    return (guint32)g_ascii_strtoull(colour + 1, NULL, 16);
+}
+
+/* The legend label of @run: its label (policy and config), and its id when that repeats in the
+ * group. */
+char *
+fsim_plot_run_label(const FsimPlotGroup *group, const FsimStoredRun *run)
+{
+    guint same = 0;
+
+    for (guint i = 0; i < group->runs->len; i++)
+        same += strcmp(((const FsimStoredRun *)group->runs->pdata[i])->label, run->label) == 0;
+    if (same > 1)
+        return g_strdup_printf("%s #%" G_GINT64_FORMAT, run->label, run->id);
+    return g_strdup(run->label);
+}
+/* ---- per group ----------------------------------------------------------------------------- */
+
+void
+fsim_plot_group_data_clear(GroupData *g)
+{
+    g_clear_pointer(&g->samples, g_ptr_array_unref);
+    g_clear_pointer(&g->ooms, g_ptr_array_unref);
+    g_clear_pointer(&g->colours, g_array_unref);
+    g_clear_pointer(&g->trace_name, g_free);
+    g_clear_pointer(&g->device_name, g_free);
+}
+
+gboolean
+fsim_plot_group_data_load(Plotter *p, const FsimPlotGroup *group, GroupData *g, GError **error)
+{
+    FsimTime last_time = 0;
+    uint64_t last_index = 0, peak = 0;
+    g_autofree char *base = g_path_get_basename(group->trace);
+    g_autofree char *capacity = fsim_format_size(group->capacity_bytes);
+    g_autofree char *device = g_strdup_printf("%s (%s)", group->device, capacity);
+
+    g->group = group;
+    g->samples = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
+    g->ooms = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
+    g->colours = group_colours(group);
+    g->trace_name = fsim_plot_escape(base);
+    g->device_name = fsim_plot_escape(device);
+    for (guint i = 0; i < group->runs->len; i++) {
+        const FsimStoredRun *run = group->runs->pdata[i];
+        GArray *samples = fsim_store_samples(p->store, run->id, error);
+        GArray *ooms;
+
+        if (samples == NULL)
+            return FALSE;
+        g_ptr_array_add(g->samples, samples);
+        ooms = fsim_store_ooms(p->store, run->id, error);
+        if (ooms == NULL)
+            return FALSE;
+        g_ptr_array_add(g->ooms, ooms);
+        for (guint s = 0; s < samples->len; s++) {
+            const FsimStoredSample *sample = &g_array_index(samples, FsimStoredSample, s);
+
+            last_time = MAX(last_time, sample->time_last);
+            last_index = MAX(last_index, sample->event_index_last);
+            peak = MAX(peak, sample->reserved_max);
+        }
+    }
+    g->x.use_time = last_time > 0;
+    if (!g->x.use_time) {
+        g->x.divisor = 1;
+        g->x.label = "event index";
+        g->x.end = (double)last_index;
+    } else {
+        if (last_time >= 1000000000) {
+            g->x.divisor = 1e9;
+            g->x.label = "time (s)";
+        } else if (last_time >= 1000000) {
+            g->x.divisor = 1e6;
+            g->x.label = "time (ms)";
+        } else {
+            g->x.divisor = 1e3;
+            g->x.label = "time (µs)";
+        }
+        g->x.end = (double)last_time / g->x.divisor;
+    }
+    g->x.start = 0;
+    g->unit = fsim_plot_mem_unit_for(peak);
+    return TRUE;
+}
+
+char *
+fsim_plot_group_file(const GroupData *g, const char *stem, const char *ext)
+{
+    return g_strdup_printf("%s%s.%s", stem, g->suffix, ext);
+}
+
+char *
+fsim_plot_image_name(const Plotter *p, const GroupData *g, const char *stem)
+{
+    return fsim_plot_group_file(g, stem, fsim_plot_format_name(p->format));
+}
+
+char *
+fsim_plot_colour_list(const GroupData *g)
+{
+    g_autoptr(GString) out = g_string_new(NULL);
+
+    for (guint i = 0; i < g->colours->len; i++)
+        g_string_append_printf(out, "%s%s", i ? " " : "", RUN_COLOUR(g, i));
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+/* samples.dat: one block per run, used by the timeline and the fragmentation plots. */
+gboolean
+fsim_plot_write_samples(const Plotter *p, const GroupData *g, const char *name, GError **error)
+{
+    g_autoptr(GString) out = g_string_new(NULL);
+
+    g_string_append_printf(out,
+                           "# fragsim plot data: memory over time, one block (gnuplot index) per "
+                           "run.\n# x: %s; memory in %s.\n# reserved, allocated and requested: "
+                           "maximum over the bucket of events ending at x;\n# overhead = reserved "
+                           "- requested, frag = 100 (1 - allocated / reserved) after its last "
+                           "event.\n",
+                           g->x.label, g->unit.name);
+    for (guint r = 0; r < g->group->runs->len; r++) {
+        const FsimStoredRun *run = g->group->runs->pdata[r];
+        GArray *samples = g->samples->pdata[r];
+        g_autofree char *label = fsim_plot_run_label(g->group, run);
+
+        if (r > 0)
+            g_string_append(out, "\n\n");
+        g_string_append_printf(out,
+                               "# run %" G_GINT64_FORMAT "\nx reserved allocated requested "
+                               "overhead frag ",
+                               run->id);
+        fsim_plot_quoted(out, label);
+        g_string_append_c(out, '\n');
+        for (guint s = 0; s < samples->len; s++) {
+            const FsimStoredSample *x = &g_array_index(samples, FsimStoredSample, s);
+            double frag =
+                x->reserved > 0
+                    ? 100.0 * (1.0 - (double)MIN(x->allocated, x->reserved) / (double)x->reserved)
+                    : 0.0;
+
+            fsim_plot_num(out, fsim_plot_x_of(&g->x, x->time_last, (int64_t)x->event_index_last));
+            g_string_append_c(out, ' ');
+            fsim_plot_num(out, (double)x->reserved_max / g->unit.divisor);
+            g_string_append_c(out, ' ');
+            fsim_plot_num(out, (double)x->allocated_max / g->unit.divisor);
+            g_string_append_c(out, ' ');
+            fsim_plot_num(out, (double)x->requested_max / g->unit.divisor);
+            g_string_append_c(out, ' ');
+            fsim_plot_num(out,
+                          (double)(x->reserved > x->requested ? x->reserved - x->requested : 0) /
+                              g->unit.divisor);
+            g_string_append_c(out, ' ');
+            fsim_plot_num(out, frag);
+            g_string_append_c(out, '\n');
+        }
+        if (samples->len == 0)
+            g_string_append(out, "0 0 0 0 0 0\n");
+    }
+    return fsim_plot_write_file(p, name, out, error);
+}
+
+/* ooms.dat: x, reserved at the OOM, the run's colour; "" when there is none. */
+gboolean
+fsim_plot_write_ooms(const Plotter *p, const GroupData *g, const char *name, guint *count,
+                     GError **error)
+{
+    g_autoptr(GString) out = g_string_new(NULL);
+
+    *count = 0;
+    g_string_append_printf(out,
+                           "# fragsim plot data: simulated OOMs.\n# x (%s), reserved (%s) "
+                           "when the allocation failed, colour of the run\n",
+                           g->x.label, g->unit.name);
+    for (guint r = 0; r < g->group->runs->len; r++) {
+        GArray *ooms = g->ooms->pdata[r];
+
+        for (guint i = 0; i < ooms->len; i++) {
+            const FsimOomRecord *o = &g_array_index(ooms, FsimOomRecord, i);
+
+            fsim_plot_num(out, fsim_plot_x_of(&g->x, o->time, (int64_t)o->event_index));
+            g_string_append_c(out, ' ');
+            fsim_plot_num(out, (double)o->reserved_bytes / g->unit.divisor);
+            g_string_append_printf(out, " %u\n", fsim_plot_colour_value(RUN_COLOUR(g, r)));
+            (*count)++;
+        }
+    }
+    return fsim_plot_write_file(p, name, out, error);
+}
