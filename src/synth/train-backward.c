@@ -8,22 +8,86 @@
 
 #include "train.h"
 
-/* One layer's backward from @dy, the gradient of its output.  Returns the gradient of its
- * input; frees @dy and every tensor the layer saved. */
-uint64_t
-fsim_train_layer_backward(Train *t, uint32_t layer, uint64_t dy)
+/* A plain MLP's backward, from @g (the gradient of its output; @dy's dropout copy or @dy
+ * itself): fc2, the activation, fc1.  Returns the gradient of its input norm's output. */
+static uint64_t
+mlp_plain_backward(Train *t, uint32_t layer, uint64_t dy, uint64_t g, uint64_t *gath)
+{
+    const Dims *d = &t->dims;
+    uint64_t *slot = train_slot(t, layer, 0);
+    uint64_t d_ln2;
+
+    uint64_t d_act = train_alloc(t, d->tokens * d->f * d->e);
+    fsim_train_linear_bwd(t, layer, FSIM_MOD_FC2, d->f);
+    train_drop(t, &slot[SLOT_ACT]);
+    train_drop(t, gath);
+    if (g != dy)
+        train_free(t, g);
+    uint64_t d_fc1 = train_alloc(t, d->tokens * d->f * d->e);
+    train_free(t, d_act);
+    train_drop(t, &slot[SLOT_FC1]);
+    d_ln2 = train_alloc(t, d->rtok * d->h * d->e);
+    *gath = fsim_train_gather_seq(t);
+    fsim_train_linear_bwd(t, layer, FSIM_MOD_FC1, d->h);
+    train_drop(t, gath);
+    train_free(t, d_fc1);
+    return d_ln2;
+}
+
+/* A gated MLP's backward, from @g: down, the product, the activation, gate and up (fused or not).
+ * Returns the gradient of its input norm's output. */
+static uint64_t
+mlp_gated_backward(Train *t, uint32_t layer, uint64_t dy, uint64_t g, uint64_t *gath)
 {
     const Dims *d = &t->dims;
     const FsimModelShape *m = &t->config.model;
-    gboolean eager = t->config.attention == FSIM_ATTENTION_EAGER;
+    uint64_t *slot = train_slot(t, layer, 0);
+    uint64_t d_ln2;
+
+    uint64_t d_prod = train_alloc(t, d->tokens * d->f * d->e);
+    fsim_train_linear_bwd(t, layer, FSIM_MOD_DOWN, d->f);
+    train_drop(t, &slot[SLOT_PROD]);
+    train_drop(t, gath);
+    if (g != dy)
+        train_free(t, g);
+    uint64_t d_up = train_alloc(t, d->tokens * d->f * d->e);
+    uint64_t d_act = train_alloc(t, d->tokens * d->f * d->e);
+    train_free(t, d_prod);
+    uint64_t d_gate = train_alloc(t, d->tokens * d->f * d->e);
+    train_free(t, d_act);
+    train_drop(t, &slot[SLOT_ACT]);
+    *gath = fsim_train_gather_seq(t);
+    if (m->fused_gate_up) {
+        /* chunk's backward concatenates the two halves */
+        uint64_t d_gate_up = train_alloc(t, d->tokens * 2 * d->f * d->e);
+        train_free(t, d_gate);
+        train_free(t, d_up);
+        train_drop(t, &slot[SLOT_GATE_UP]);
+        d_ln2 = train_alloc(t, d->rtok * d->h * d->e);
+        fsim_train_linear_bwd(t, layer, FSIM_MOD_GATE_UP, d->h);
+        train_free(t, d_gate_up);
+    } else {
+        train_drop(t, &slot[SLOT_GATE]);
+        train_drop(t, &slot[SLOT_UP]);
+        d_ln2 = train_alloc(t, d->rtok * d->h * d->e);
+        fsim_train_linear_bwd(t, layer, FSIM_MOD_GATE, d->h);
+        fsim_train_linear_bwd(t, layer, FSIM_MOD_UP, d->h);
+        train_free(t, d_gate);
+        train_free(t, d_up);
+    }
+    train_drop(t, gath);
+    return d_ln2;
+}
+
+/* A layer's MLP block backward from @dy, the gradient of the layer's output (freed).  Returns the
+ * gradient of the residual stream between the blocks. */
+static uint64_t
+mlp_backward(Train *t, uint32_t layer, uint64_t dy)
+{
+    const Dims *d = &t->dims;
+    const FsimModelShape *m = &t->config.model;
     uint64_t *slot = train_slot(t, layer, 0);
 
-    if (t->config.zero_stage >= 3)
-        t->gathered = train_alloc(t, t->layer_weight_bytes[layer]);
-    if (t->config.checkpointing == FSIM_CKPT_FULL)
-        fsim_train_layer_forward(t, layer, t->ckpt[layer], FWD_RECOMPUTE);
-
-    /* MLP */
     uint64_t g = dy;
     if (d->dropout) {
         g = train_alloc(t, d->rtok * d->h * d->e);
@@ -31,55 +95,10 @@ fsim_train_layer_backward(Train *t, uint32_t layer, uint64_t dy)
     }
     uint64_t gath = fsim_train_gather_seq(t);
     uint64_t d_ln2;
-    if (!m->gated_mlp) {
-        uint64_t d_act = train_alloc(t, d->tokens * d->f * d->e);
-        fsim_train_linear_bwd(t, layer, FSIM_MOD_FC2, d->f);
-        train_drop(t, &slot[SLOT_ACT]);
-        train_drop(t, &gath);
-        if (g != dy)
-            train_free(t, g);
-        uint64_t d_fc1 = train_alloc(t, d->tokens * d->f * d->e);
-        train_free(t, d_act);
-        train_drop(t, &slot[SLOT_FC1]);
-        d_ln2 = train_alloc(t, d->rtok * d->h * d->e);
-        gath = fsim_train_gather_seq(t);
-        fsim_train_linear_bwd(t, layer, FSIM_MOD_FC1, d->h);
-        train_drop(t, &gath);
-        train_free(t, d_fc1);
-    } else {
-        uint64_t d_prod = train_alloc(t, d->tokens * d->f * d->e);
-        fsim_train_linear_bwd(t, layer, FSIM_MOD_DOWN, d->f);
-        train_drop(t, &slot[SLOT_PROD]);
-        train_drop(t, &gath);
-        if (g != dy)
-            train_free(t, g);
-        uint64_t d_up = train_alloc(t, d->tokens * d->f * d->e);
-        uint64_t d_act = train_alloc(t, d->tokens * d->f * d->e);
-        train_free(t, d_prod);
-        uint64_t d_gate = train_alloc(t, d->tokens * d->f * d->e);
-        train_free(t, d_act);
-        train_drop(t, &slot[SLOT_ACT]);
-        gath = fsim_train_gather_seq(t);
-        if (m->fused_gate_up) {
-            /* chunk's backward concatenates the two halves */
-            uint64_t d_gate_up = train_alloc(t, d->tokens * 2 * d->f * d->e);
-            train_free(t, d_gate);
-            train_free(t, d_up);
-            train_drop(t, &slot[SLOT_GATE_UP]);
-            d_ln2 = train_alloc(t, d->rtok * d->h * d->e);
-            fsim_train_linear_bwd(t, layer, FSIM_MOD_GATE_UP, d->h);
-            train_free(t, d_gate_up);
-        } else {
-            train_drop(t, &slot[SLOT_GATE]);
-            train_drop(t, &slot[SLOT_UP]);
-            d_ln2 = train_alloc(t, d->rtok * d->h * d->e);
-            fsim_train_linear_bwd(t, layer, FSIM_MOD_GATE, d->h);
-            fsim_train_linear_bwd(t, layer, FSIM_MOD_UP, d->h);
-            train_free(t, d_gate);
-            train_free(t, d_up);
-        }
-        train_drop(t, &gath);
-    }
+    if (!m->gated_mlp)
+        d_ln2 = mlp_plain_backward(t, layer, dy, g, &gath);
+    else
+        d_ln2 = mlp_gated_backward(t, layer, dy, g, &gath);
     train_drop(t, &slot[SLOT_LN2]);
     uint64_t d_xmid = train_alloc(t, d->rtok * d->h * d->e);
     fsim_train_wgrad(t, layer, FSIM_MOD_NORM2, FALSE);
@@ -87,21 +106,20 @@ fsim_train_layer_backward(Train *t, uint32_t layer, uint64_t dy)
     train_drop(t, &slot[SLOT_XMID]);
     /* the residual branch's gradient is accumulated into it in place */
     train_free(t, dy);
+    return d_xmid;
+}
 
-    /* attention */
-    g = d_xmid;
-    if (d->dropout) {
-        g = train_alloc(t, d->rtok * d->h * d->e);
-        train_drop(t, &slot[SLOT_ATTN_MASK]);
-    }
-    gath = fsim_train_gather_seq(t);
-    uint64_t d_ctx = train_alloc(t, d->tokens * d->q * d->e);
-    fsim_train_linear_bwd(t, layer, FSIM_MOD_O, d->q);
-    train_drop(t, &gath);
-    if (g != d_xmid)
-        train_free(t, g);
-
+/* The attention core's backward from @d_ctx (freed): eager (through the saved probabilities) or
+ * FlashAttention-2 (recomputing them).  Returns the gradients of q, k and v. */
+static void
+core_backward(Train *t, uint32_t layer, uint64_t d_ctx, uint64_t *dq_out, uint64_t *dk_out,
+              uint64_t *dv_out)
+{
+    const Dims *d = &t->dims;
+    gboolean eager = t->config.attention == FSIM_ATTENTION_EAGER;
+    uint64_t *slot = train_slot(t, layer, 0);
     uint64_t dq, dk, dv;
+
     if (eager) {
         train_drop(t, &slot[SLOT_ATTN_OUT]);
         if (t->config.checkpointing == FSIM_CKPT_SELECTIVE)
@@ -135,6 +153,42 @@ fsim_train_layer_backward(Train *t, uint32_t layer, uint64_t dy)
         train_drop(t, &slot[SLOT_ATTN_OUT]);
         train_drop(t, &slot[SLOT_LSE]);
     }
+    *dq_out = dq;
+    *dk_out = dk;
+    *dv_out = dv;
+}
+
+/* One layer's backward from @dy, the gradient of its output.  Returns the gradient of its
+ * input; frees @dy and every tensor the layer saved. */
+uint64_t
+fsim_train_layer_backward(Train *t, uint32_t layer, uint64_t dy)
+{
+    const Dims *d = &t->dims;
+    const FsimModelShape *m = &t->config.model;
+    uint64_t *slot = train_slot(t, layer, 0);
+
+    if (t->config.zero_stage >= 3)
+        t->gathered = train_alloc(t, t->layer_weight_bytes[layer]);
+    if (t->config.checkpointing == FSIM_CKPT_FULL)
+        fsim_train_layer_forward(t, layer, t->ckpt[layer], FWD_RECOMPUTE);
+
+    uint64_t d_xmid = mlp_backward(t, layer, dy);
+
+    /* attention */
+    uint64_t g = d_xmid;
+    if (d->dropout) {
+        g = train_alloc(t, d->rtok * d->h * d->e);
+        train_drop(t, &slot[SLOT_ATTN_MASK]);
+    }
+    uint64_t gath = fsim_train_gather_seq(t);
+    uint64_t d_ctx = train_alloc(t, d->tokens * d->q * d->e);
+    fsim_train_linear_bwd(t, layer, FSIM_MOD_O, d->q);
+    train_drop(t, &gath);
+    if (g != d_xmid)
+        train_free(t, g);
+
+    uint64_t dq, dk, dv;
+    core_backward(t, layer, d_ctx, &dq, &dk, &dv);
     if (d->rotary) {
         uint64_t dq_pre = train_alloc(t, d->tokens * d->q * d->e);
         train_free(t, dq);

@@ -89,26 +89,33 @@ fsim_train_eager_core(Train *t, uint32_t layer, gboolean keep, uint64_t *ctx_out
         *ctx_out = ctx;
 }
 
-/*
- * One layer's forward from the residual stream @x_in.  Returns the output (0 under
- * FWD_RECOMPUTE, which frees it).  Under FWD_SAVE and FWD_RECOMPUTE the tensors autograd keeps go
- * to the layer's slots; under FWD_NOSAVE each is freed after its last use in forward.
- */
-uint64_t
-fsim_train_layer_forward(Train *t, uint32_t layer, uint64_t x_in, FwdMode mode)
+/* Dropout after a projection: the mask (saved, or freed at once) and the dropped copy; @x is
+ * freed.  Returns the copy. */
+static uint64_t
+dropout_forward(Train *t, uint64_t x, gboolean save, uint64_t *mask_slot)
+{
+    const Dims *d = &t->dims;
+    uint64_t mask = train_alloc(t, d->rtok * d->h);
+    uint64_t dropped = train_alloc(t, d->rtok * d->h * d->e);
+
+    train_free(t, x);
+    if (save)
+        *mask_slot = mask;
+    else
+        train_free(t, mask);
+    return dropped;
+}
+
+/* A layer's attention block: norm, q/k/v (with LoRA), rotary, the attention core, the output
+ * projection and its dropout.  Returns the residual stream after it. */
+static uint64_t
+attention_forward(Train *t, uint32_t layer, gboolean save, uint64_t *slot)
 {
     const Dims *d = &t->dims;
     const FsimModelShape *m = &t->config.model;
-    gboolean save = mode != FWD_NOSAVE;
     gboolean eager = t->config.attention == FSIM_ATTENTION_EAGER;
-    uint64_t *slot = train_slot(t, layer, 0);
+    uint64_t x_mid;
 
-    if (t->config.zero_stage >= 3 && mode != FWD_RECOMPUTE)
-        t->gathered = train_alloc(t, t->layer_weight_bytes[layer]);
-    if (save)
-        slot[SLOT_XIN] = x_in;
-
-    /* attention block */
     uint64_t ln1 = train_alloc(t, d->rtok * d->h * d->e);
     uint64_t gath = fsim_train_gather_seq(t);
     uint64_t qkv = 0, q = 0, k = 0, v = 0;
@@ -168,87 +175,117 @@ fsim_train_layer_forward(Train *t, uint32_t layer, uint64_t x_in, FwdMode mode)
         slot[SLOT_ATTN_OUT] = out;
     else
         train_drop(t, &out);
-    if (d->dropout) {
-        uint64_t mask = train_alloc(t, d->rtok * d->h);
-        uint64_t dropped = train_alloc(t, d->rtok * d->h * d->e);
-        train_free(t, proj);
-        proj = dropped;
-        if (save)
-            slot[SLOT_ATTN_MASK] = mask;
-        else
-            train_free(t, mask);
-    }
-    uint64_t x_mid = train_alloc(t, d->rtok * d->h * d->e);
+    if (d->dropout)
+        proj = dropout_forward(t, proj, save, &slot[SLOT_ATTN_MASK]);
+    x_mid = train_alloc(t, d->rtok * d->h * d->e);
     train_free(t, proj);
+    return x_mid;
+}
+
+/* A plain MLP: fc1, the activation, fc2 (with LoRA).  Frees *@ln2 and *@gath when they are no
+ * longer needed.  Returns fc2's output. */
+static uint64_t
+mlp_plain_forward(Train *t, uint32_t layer, gboolean save, uint64_t *slot, uint64_t *ln2,
+                  uint64_t *gath)
+{
+    const Dims *d = &t->dims;
+    uint64_t mlp_out;
+
+    uint64_t fc1 = train_alloc(t, d->tokens * d->f * d->e);
+    train_lora_fwd(t, layer, FSIM_MOD_FC1, d->f, save);
+    train_drop(t, gath);
+    if (!save)
+        train_drop(t, ln2);
+    uint64_t act = train_alloc(t, d->tokens * d->f * d->e);
+    if (!save)
+        train_drop(t, &fc1);
+    mlp_out = train_alloc(t, d->rtok * d->h * d->e);
+    train_lora_fwd(t, layer, FSIM_MOD_FC2, d->h, save);
+    if (save) {
+        slot[SLOT_FC1] = fc1;
+        slot[SLOT_ACT] = act;
+    } else {
+        train_free(t, act);
+    }
+    return mlp_out;
+}
+
+/* A gated MLP (SwiGLU): gate and up (fused or not), the activation, their product, down (with
+ * LoRA).  Frees *@ln2 and *@gath when they are no longer needed.  Returns down's output. */
+static uint64_t
+mlp_gated_forward(Train *t, uint32_t layer, gboolean save, uint64_t *slot, uint64_t *ln2,
+                  uint64_t *gath)
+{
+    const Dims *d = &t->dims;
+    const FsimModelShape *m = &t->config.model;
+    uint64_t mlp_out;
+
+    uint64_t gate = 0, up = 0, gate_up = 0;
+    if (m->fused_gate_up) {
+        gate_up = train_alloc(t, d->tokens * 2 * d->f * d->e);
+        train_lora_fwd(t, layer, FSIM_MOD_GATE_UP, 2 * d->f, save);
+    } else {
+        gate = train_alloc(t, d->tokens * d->f * d->e);
+        train_lora_fwd(t, layer, FSIM_MOD_GATE, d->f, save);
+        up = train_alloc(t, d->tokens * d->f * d->e);
+        train_lora_fwd(t, layer, FSIM_MOD_UP, d->f, save);
+    }
+    train_drop(t, gath);
+    if (!save)
+        train_drop(t, ln2);
+    uint64_t act = train_alloc(t, d->tokens * d->f * d->e);
+    if (!save)
+        train_drop(t, &gate);
+    uint64_t prod = train_alloc(t, d->tokens * d->f * d->e);
+    if (!save) {
+        train_drop(t, &act);
+        train_drop(t, &up);
+        train_drop(t, &gate_up);
+    }
+    mlp_out = train_alloc(t, d->rtok * d->h * d->e);
+    train_lora_fwd(t, layer, FSIM_MOD_DOWN, d->h, save);
+    if (save) {
+        slot[SLOT_GATE] = gate;
+        slot[SLOT_UP] = up;
+        slot[SLOT_GATE_UP] = gate_up;
+        slot[SLOT_ACT] = act;
+        slot[SLOT_PROD] = prod;
+    } else {
+        train_free(t, prod);
+    }
+    return mlp_out;
+}
+
+/*
+ * One layer's forward from the residual stream @x_in.  Returns the output (0 under
+ * FWD_RECOMPUTE, which frees it).  Under FWD_SAVE and FWD_RECOMPUTE the tensors autograd keeps go
+ * to the layer's slots; under FWD_NOSAVE each is freed after its last use in forward.
+ */
+uint64_t
+fsim_train_layer_forward(Train *t, uint32_t layer, uint64_t x_in, FwdMode mode)
+{
+    const Dims *d = &t->dims;
+    const FsimModelShape *m = &t->config.model;
+    gboolean save = mode != FWD_NOSAVE;
+    uint64_t *slot = train_slot(t, layer, 0);
+
+    if (t->config.zero_stage >= 3 && mode != FWD_RECOMPUTE)
+        t->gathered = train_alloc(t, t->layer_weight_bytes[layer]);
+    if (save)
+        slot[SLOT_XIN] = x_in;
+
+    /* attention block */
+    uint64_t x_mid = attention_forward(t, layer, save, slot);
 
     /* MLP block */
     uint64_t ln2 = train_alloc(t, d->rtok * d->h * d->e);
-    gath = fsim_train_gather_seq(t);
-    uint64_t mlp_out;
-    if (!m->gated_mlp) {
-        uint64_t fc1 = train_alloc(t, d->tokens * d->f * d->e);
-        train_lora_fwd(t, layer, FSIM_MOD_FC1, d->f, save);
-        train_drop(t, &gath);
-        if (!save)
-            train_drop(t, &ln2);
-        uint64_t act = train_alloc(t, d->tokens * d->f * d->e);
-        if (!save)
-            train_drop(t, &fc1);
-        mlp_out = train_alloc(t, d->rtok * d->h * d->e);
-        train_lora_fwd(t, layer, FSIM_MOD_FC2, d->h, save);
-        if (save) {
-            slot[SLOT_FC1] = fc1;
-            slot[SLOT_ACT] = act;
-        } else {
-            train_free(t, act);
-        }
-    } else {
-        uint64_t gate = 0, up = 0, gate_up = 0;
-        if (m->fused_gate_up) {
-            gate_up = train_alloc(t, d->tokens * 2 * d->f * d->e);
-            train_lora_fwd(t, layer, FSIM_MOD_GATE_UP, 2 * d->f, save);
-        } else {
-            gate = train_alloc(t, d->tokens * d->f * d->e);
-            train_lora_fwd(t, layer, FSIM_MOD_GATE, d->f, save);
-            up = train_alloc(t, d->tokens * d->f * d->e);
-            train_lora_fwd(t, layer, FSIM_MOD_UP, d->f, save);
-        }
-        train_drop(t, &gath);
-        if (!save)
-            train_drop(t, &ln2);
-        uint64_t act = train_alloc(t, d->tokens * d->f * d->e);
-        if (!save)
-            train_drop(t, &gate);
-        uint64_t prod = train_alloc(t, d->tokens * d->f * d->e);
-        if (!save) {
-            train_drop(t, &act);
-            train_drop(t, &up);
-            train_drop(t, &gate_up);
-        }
-        mlp_out = train_alloc(t, d->rtok * d->h * d->e);
-        train_lora_fwd(t, layer, FSIM_MOD_DOWN, d->h, save);
-        if (save) {
-            slot[SLOT_GATE] = gate;
-            slot[SLOT_UP] = up;
-            slot[SLOT_GATE_UP] = gate_up;
-            slot[SLOT_ACT] = act;
-            slot[SLOT_PROD] = prod;
-        } else {
-            train_free(t, prod);
-        }
-    }
+    uint64_t gath = fsim_train_gather_seq(t);
+    uint64_t mlp_out = m->gated_mlp ? mlp_gated_forward(t, layer, save, slot, &ln2, &gath)
+                                    : mlp_plain_forward(t, layer, save, slot, &ln2, &gath);
     if (save)
         slot[SLOT_LN2] = ln2;
-    if (d->dropout) {
-        uint64_t mask = train_alloc(t, d->rtok * d->h);
-        uint64_t dropped = train_alloc(t, d->rtok * d->h * d->e);
-        train_free(t, mlp_out);
-        mlp_out = dropped;
-        if (save)
-            slot[SLOT_MLP_MASK] = mask;
-        else
-            train_free(t, mask);
-    }
+    if (d->dropout)
+        mlp_out = dropout_forward(t, mlp_out, save, &slot[SLOT_MLP_MASK]);
     uint64_t x_out = train_alloc(t, d->rtok * d->h * d->e);
     train_free(t, mlp_out);
     if (save)
