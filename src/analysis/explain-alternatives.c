@@ -14,6 +14,7 @@
 
 #include <string.h>
 
+#include "fragsim/alloc-conf.h"
 #include "fragsim/device.h"
 #include "fragsim/engine.h"
 
@@ -147,13 +148,37 @@ alt_advice(const FsimAlternative *a, const FsimExplanation *e, const FsimMoment 
                            base);
 }
 
-/* The settings worth trying for PyTorch's allocator, as (policy, conf) pairs. */
+/* @conf (a canonical PYTORCH_CUDA_ALLOC_CONF) with expandable segments on or off. */
+static char *
+conf_with_expandable(const char *conf, gboolean expandable)
+{
+    FsimAllocConf parsed;
+
+    fsim_alloc_conf_init(&parsed);
+    if (!fsim_alloc_conf_parse(&parsed, conf, NULL))
+        return g_strdup(conf);
+    parsed.expandable_segments = expandable;
+    return fsim_alloc_conf_to_string(&parsed);
+}
+
+static void
+add_pair(GPtrArray *pairs, const char *policy, char *conf)
+{
+    g_ptr_array_add(pairs, g_strdup(policy));
+    g_ptr_array_add(pairs, conf);
+}
+
+/* The alternatives as (policy, conf) pairs: the other policies (PyTorch's with the same settings,
+ * `caching` with cudaMalloc'd segments, `expandable` with expandable ones; the others take none),
+ * then PyTorch's settings worth trying. */
 static void
 alt_candidates(const FsimExplanation *e, GPtrArray *pairs)
 {
     gsize n = 0;
     const FsimPolicyOps *const *policies = fsim_policy_list(&n);
     gboolean pytorch = strcmp(e->policy, "caching") == 0 || strcmp(e->policy, "expandable") == 0;
+    const char *base = pytorch ? e->config : "";
+    const char *settings_policy = pytorch ? e->policy : "caching";
     uint64_t request = 0;
 
     for (guint i = 0; i < e->moments->len; i++) {
@@ -163,25 +188,28 @@ alt_candidates(const FsimExplanation *e, GPtrArray *pairs)
             request = m->request.size;
     }
     for (gsize i = 0; i < n; i++) {
-        if (strcmp(policies[i]->name, e->policy) == 0)
+        const char *name = policies[i]->name;
+
+        if (strcmp(name, e->policy) == 0)
             continue;
-        g_ptr_array_add(pairs, g_strdup(policies[i]->name));
-        g_ptr_array_add(pairs, g_strdup(pytorch ? e->config : ""));
+        if (strcmp(name, "caching") == 0)
+            add_pair(pairs, name, conf_with_expandable(base, FALSE));
+        else if (strcmp(name, "expandable") == 0)
+            add_pair(pairs, name, conf_with_expandable(base, FALSE));
+        else
+            add_pair(pairs, name, g_strdup(""));
     }
-    if (request > 20 * FSIM_MiB && strstr(e->config, "max_split_size_mb") == NULL) {
-        g_ptr_array_add(pairs, g_strdup(pytorch ? e->policy : "caching"));
-        g_ptr_array_add(pairs, g_strdup_printf("%s%smax_split_size_mb:%" G_GUINT64_FORMAT,
-                                               pytorch ? e->config : "",
-                                               pytorch && *e->config != '\0' ? "," : "",
-                                               request / FSIM_MiB + 1));
-    }
-    if (strstr(e->config, "garbage_collection_threshold") == NULL) {
-        g_ptr_array_add(pairs, g_strdup(pytorch ? e->policy : "caching"));
-        g_ptr_array_add(pairs, g_strdup_printf("%s%sgarbage_collection_threshold:0.75,"
-                                               "per_process_memory_fraction:1.0",
-                                               pytorch ? e->config : "",
-                                               pytorch && *e->config != '\0' ? "," : ""));
-    }
+    /* max_split_size_mb just above the request an OOM failed (PyTorch wants more than 20) */
+    if (request > 20 * FSIM_MiB && strstr(base, "max_split_size_mb") == NULL)
+        add_pair(pairs, settings_policy,
+                 g_strdup_printf("%s%smax_split_size_mb:%" G_GUINT64_FORMAT, base,
+                                 *base != '\0' ? "," : "", request / FSIM_MiB + 1));
+    /* garbage collection is active only with a memory fraction */
+    if (strstr(base, "garbage_collection_threshold") == NULL)
+        add_pair(pairs, settings_policy,
+                 g_strdup_printf("%s%sgarbage_collection_threshold:0.75,"
+                                 "per_process_memory_fraction:1.0",
+                                 base, *base != '\0' ? "," : ""));
 }
 
 gboolean
