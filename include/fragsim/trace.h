@@ -217,8 +217,13 @@ const FsimFrame *fsim_trace_stack(const FsimTrace *trace, uint32_t stack, gsize 
  */
 const FsimFrame *fsim_frames_first_user(const FsimFrame *frames, gsize n);
 
-/* `file.py:LINE:function` for @frame (caller frees). */
+/* `file.py:LINE:function` for @frame (caller frees), the path cut after `site-packages/` (or
+ * `dist-packages/`), else to its file name. */
 char *fsim_frame_format(const FsimFrame *frame);
+
+/* Returns: (transfer full) (nullable): fsim_frame_format() of the first user frame of @stack
+ * (the allocation site `explain` and `replay` name), NULL when it has none. */
+char *fsim_trace_stack_site(const FsimTrace *trace, uint32_t stack);
 
 const char *fsim_trace_path(const FsimTrace *trace);
 const char *fsim_trace_format_name(const FsimTrace *trace);

@@ -9,8 +9,6 @@
  */
 #include <glib.h>
 
-#include <string.h>
-
 #include "fragsim/types.h"
 
 #include "explain-private.h"
@@ -136,19 +134,6 @@ explain_sites_attach(ExplainSites *sites, FsimEngine *engine)
     fsim_engine_add_observer(engine, &sites_observer, sites);
 }
 
-/* The path as shown: after site-packages/ (or dist-packages/), else the file name. */
-static const char *
-short_path(const char *path)
-{
-    const char *packages = g_strrstr(path, "-packages/");
-    const char *slash;
-
-    if (packages != NULL)
-        return packages + strlen("-packages/");
-    slash = strrchr(path, '/');
-    return slash != NULL ? slash + 1 : path;
-}
-
 char *
 explain_sites_name(const ExplainSites *sites, uint64_t id, uint64_t size, uint64_t stream)
 {
@@ -159,12 +144,10 @@ explain_sites_name(const ExplainSites *sites, uint64_t id, uint64_t size, uint64
     if (g_hash_table_lookup_extended(sites->by_id, &id, NULL, &value))
         site = site_unpack(value);
     if (site.stack != 0) {
-        gsize n = 0;
-        const FsimFrame *frames = fsim_trace_stack(sites->trace, site.stack, &n);
-        const FsimFrame *user = fsim_frames_first_user(frames, n);
+        char *name = fsim_trace_stack_site(sites->trace, site.stack);
 
-        if (user != NULL)
-            return g_strdup_printf("%s:%u:%s", short_path(user->filename), user->line, user->name);
+        if (name != NULL)
+            return name;
     }
     if (site.mark == MARK_START)
         return g_strdup_printf("%s on stream %" G_GUINT64_FORMAT ", alive at trace start",

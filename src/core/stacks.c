@@ -200,8 +200,31 @@ fsim_frames_first_user(const FsimFrame *frames, gsize n)
     return NULL;
 }
 
+/* The path as shown: after site-packages/ (or dist-packages/), else the file name. */
+static const char *
+short_path(const char *path)
+{
+    const char *packages = g_strrstr(path, "-packages/");
+    const char *slash;
+
+    if (packages != NULL)
+        return packages + strlen("-packages/");
+    slash = strrchr(path, '/');
+    return slash != NULL ? slash + 1 : path;
+}
+
 char *
 fsim_frame_format(const FsimFrame *frame)
 {
-    return g_strdup_printf("%s:%u:%s", frame->filename, frame->line, frame->name);
+    return g_strdup_printf("%s:%u:%s", short_path(frame->filename), frame->line, frame->name);
+}
+
+char *
+fsim_trace_stack_site(const FsimTrace *trace, uint32_t stack)
+{
+    gsize n = 0;
+    const FsimFrame *frames = fsim_trace_stack(trace, stack, &n);
+    const FsimFrame *user = fsim_frames_first_user(frames, n);
+
+    return user != NULL ? fsim_frame_format(user) : NULL;
 }
