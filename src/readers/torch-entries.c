@@ -40,6 +40,7 @@ typedef struct {
     const FsimPickleValue *time;
     const FsimPickleValue *device_free;
     const FsimPickleValue *pool;
+    const FsimPickleValue *frames;
 } EntryFields;
 
 static void
@@ -67,6 +68,8 @@ entry_fields(const FsimPickleValue *entry, EntryFields *f)
                 f->action = value;
             else if (memcmp(key, "stream", 6) == 0)
                 f->stream = value;
+            else if (memcmp(key, "frames", 6) == 0)
+                f->frames = value;
             break;
         case 7:
             if (memcmp(key, "time_us", 7) == 0)
@@ -226,6 +229,8 @@ torch_read_entry(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *entry
         return FALSE;
     if (!fsim_torch_is_none(f.time) && !entry_time(ld, dev, f.time, w, error))
         return FALSE;
+    if (a == TORCH_ALLOC || a == TORCH_OOM)
+        e.stack = fsim_torch_frames(ld, f.frames);
     e.time = dev->last_time;
     g_array_append_val(dev->entries, e);
     return TRUE;

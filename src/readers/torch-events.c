@@ -138,6 +138,7 @@ push_alloc(Builder *b, const TorchEntry *e, guint i, FsimTime time, uint64_t id,
     if (pool != 0)
         torch_pool_scope(b->dev, b->refs, pool, time, i, e->stream, TRUE);
     push_event(b->dev->events, time, i, FSIM_EV_ALLOC, id, e->size, e->stream, addr, flags);
+    g_array_index(b->dev->events, TorchEvent, b->dev->events->len - 1).stack = e->stack;
     if (pool != 0)
         torch_pool_scope(b->dev, b->refs, pool, time, i, e->stream, FALSE);
 }

@@ -189,6 +189,40 @@ fsim_torch_is_none(const FsimPickleValue *v)
     return v == NULL || fsim_pickle_type(v) == FSIM_PICKLE_NONE;
 }
 
+/* A list of dicts of filename, line and name, innermost first (see torch-reader.h). */
+uint32_t
+fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v)
+{
+    g_autoptr(GArray) frames = NULL;
+    gsize n;
+
+    if (v == NULL ||
+        (fsim_pickle_type(v) != FSIM_PICKLE_LIST && fsim_pickle_type(v) != FSIM_PICKLE_TUPLE))
+        return 0;
+    n = fsim_pickle_len(v);
+    if (n == 0 || n > ld->budget)
+        return 0;
+    ld->budget -= n;
+    frames = g_array_sized_new(FALSE, FALSE, sizeof(FsimFrame), (guint)n);
+    for (gsize i = 0; i < n; i++) {
+        const FsimPickleValue *item = fsim_pickle_item(v, i);
+        FsimFrame frame = {0};
+        int64_t line;
+
+        if (fsim_pickle_type(item) != FSIM_PICKLE_DICT)
+            continue;
+        frame.filename = fsim_pickle_get_str(fsim_pickle_dict_get(item, "filename"), NULL);
+        frame.name = fsim_pickle_get_str(fsim_pickle_dict_get(item, "name"), NULL);
+        if (fsim_pickle_get_int(fsim_pickle_dict_get(item, "line"), &line) && line > 0 &&
+            line <= G_MAXUINT32)
+            frame.line = (uint32_t)line;
+        if (frame.filename != NULL || frame.name != NULL)
+            g_array_append_val(frames, frame);
+    }
+    return fsim_trace_add_stack(&ld->trace->base, (const FsimFrame *)(void *)frames->data,
+                                frames->len);
+}
+
 TorchAction
 fsim_torch_action_from_name(const char *name, gsize len)
 {

@@ -39,6 +39,7 @@ typedef struct {
     uint64_t stream;
     uint64_t device_free;
     uint64_t pool;  /* with ENTRY_HAS_POOL: the pool, as fsim_torch_pool_id() numbers it */
+    uint32_t stack; /* alloc and oom: the allocation's frames (fsim_trace_stack()) */
     uint8_t action; /* TorchAction */
     uint8_t flags;  /* ENTRY_HAS_* */
 } TorchEntry;

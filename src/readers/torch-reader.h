@@ -50,6 +50,7 @@ typedef struct {
     uint64_t stream;
     FsimAddr addr;
     uint32_t label;
+    uint32_t stack; /* ALLOC: the allocation's frames (fsim_trace_stack()) */
     uint8_t kind;
     uint8_t flags;
 } TorchEvent;
@@ -164,6 +165,9 @@ gboolean fsim_torch_missing(const TorchLoader *ld, const FsimPickleValue *dict, 
 
 /* Whether @v is absent (NULL) or None. */
 gboolean fsim_torch_is_none(const FsimPickleValue *v);
+/* `frames` of an entry or a block, interned in the trace: a stack id, 0 for none or malformed
+ * ones (frames are never a reason to refuse a snapshot). */
+uint32_t fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v);
 
 /* The action named @name (@len bytes), TORCH_UNKNOWN if none. */
 TorchAction fsim_torch_action_from_name(const char *name, gsize len);

@@ -85,6 +85,7 @@ torch_read_block(TorchLoader *ld, TorchDevice *dev, const FsimSeedSegment *seg,
     const FsimPickleValue *requested_v = NULL;
     const FsimPickleValue *state_v = NULL;
     const FsimPickleValue *history_v = NULL;
+    const FsimPickleValue *frames_v = NULL;
     gsize n = fsim_pickle_len(block);
     FsimSeedBlock seed = {0};
     uint64_t requested = 0;
@@ -110,6 +111,8 @@ torch_read_block(TorchLoader *ld, TorchDevice *dev, const FsimSeedSegment *seg,
             state_v = value;
         else if (KEY_IS(key, len, "history"))
             history_v = value;
+        else if (KEY_IS(key, len, "frames"))
+            frames_v = value;
     }
     if (size_v == NULL)
         return fsim_torch_missing(ld, block, w, "size", error);
@@ -144,6 +147,10 @@ torch_read_block(TorchLoader *ld, TorchDevice *dev, const FsimSeedSegment *seg,
         return TRUE;
     seed.requested = has_requested ? MIN(requested, seed.size) : seed.size;
     seed.stream = seg->stream;
+    /* its frames; in 1.13/2.0 those of its allocation history's latest entry */
+    if (frames_v == NULL && history_v != NULL && fsim_pickle_type(history_v) == FSIM_PICKLE_LIST)
+        frames_v = fsim_pickle_dict_get(fsim_pickle_item(history_v, 0), "frames");
+    seed.stack = fsim_torch_frames(ld, frames_v);
     g_array_append_val(dev->final_blocks, seed);
     return TRUE;
 }

@@ -206,6 +206,7 @@ undo_init(Undo *undo, const TorchDevice *dev)
         entry->block.size = block->size;
         entry->requested = block->requested;
         entry->stream = block->stream;
+        entry->block.cookie = block->stack; /* blocks freed during the trace have none */
         entry->state = block->pending_free ? FSIM_LIVE_PENDING : FSIM_LIVE_ALLOCATED;
     }
 }
@@ -292,7 +293,8 @@ undo_collect(Undo *undo, GArray *all_segments, GArray *all_blocks)
                                .size = entry->block.size,
                                .requested = MIN(entry->requested, entry->block.size),
                                .stream = entry->stream,
-                               .pending_free = entry->state == FSIM_LIVE_PENDING};
+                               .pending_free = entry->state == FSIM_LIVE_PENDING,
+                               .stack = (uint32_t)entry->block.cookie};
 
         if (entry->state != 0)
             g_array_append_val(all_blocks, block);

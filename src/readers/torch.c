@@ -8,7 +8,8 @@
  * `segments`, `device_traces` (one list of entries per device), `allocator_settings` and
  * `external_annotations`.  Blocks carry `address` or not (then they follow each other from the
  * segment's address), and `requested_size` or the legacy `history[0].real_size`.  Entries carry
- * `time_us` or not; `frames`, `compile_context`, `user_metadata` and other keys are ignored.
+ * `time_us` or not; `frames` become the stacks of allocations (fsim_trace_stack());
+ * `compile_context`, `user_metadata` and other keys are ignored.
  *
  * Devices.  Every index of `device_traces` with entries, and every device that owns a segment of
  * the final state, is a device of the trace (one with a state and no events still replays: the
@@ -244,6 +245,7 @@ torch_stream_next(FsimTraceStream *base, FsimEvent *ev, GError **error)
     ev->device = stream->device->device;
     ev->flags = e->flags;
     ev->kind = (FsimEventKind)e->kind;
+    ev->stack = e->stack;
     ev->label = ev->kind == FSIM_EV_MARK ? stream->trace->labels->pdata[e->label] : NULL;
     return TRUE;
 }
