@@ -8,6 +8,7 @@
 #include <glib/gstdio.h>
 
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fragsim/explain.h"
 #include "fragsim/fragsim.h"
@@ -252,9 +253,11 @@ test_shared_snapshots(void)
         g_autoptr(GError) error = NULL;
         gsize n = 0;
         const uint32_t *devices;
+        GStatBuf st;
 
         if (!g_str_has_suffix(name, ".pickle") && !g_str_has_suffix(name, ".pkl"))
             continue;
+        g_assert_cmpint(g_stat(path, &st), ==, 0);
         trace = fsim_trace_open(path, &error);
         g_assert_no_error(error);
         devices = fsim_trace_devices(trace, &n);
@@ -264,7 +267,8 @@ test_shared_snapshots(void)
 
             fsim_explain_options_init(&options);
             options.trace_device = devices[i];
-            options.paranoid = TRUE;
+            /* every event of the smaller snapshots; the moments of all */
+            options.paranoid = st.st_size < 1500000;
             e = fsim_explain_trace(trace, &options, &error);
             if (error != NULL)
                 g_test_message("%s device %u: %s", name, devices[i], error->message);
@@ -288,6 +292,7 @@ test_every_policy(void)
     gsize n = 0;
     const FsimPolicyOps *const *policies = fsim_policy_list(&n);
     uint64_t t = 0;
+    gboolean freed[401] = {FALSE};
 
     for (int i = 1; i <= 400; i++) {
         uint64_t size =
@@ -295,9 +300,13 @@ test_every_policy(void)
 
         g_string_append_printf(text, "%" G_GUINT64_FORMAT " alloc %d %" G_GUINT64_FORMAT " %d\n",
                                ++t, i, size, g_rand_int_range(rand, 0, 2));
-        if (i > 8 && g_rand_boolean(rand))
-            g_string_append_printf(text, "%" G_GUINT64_FORMAT " free %d 0\n", ++t,
-                                   i - g_rand_int_range(rand, 1, 8));
+        if (i > 8 && g_rand_boolean(rand)) {
+            int victim = i - g_rand_int_range(rand, 1, 8);
+
+            if (!freed[victim])
+                g_string_append_printf(text, "%" G_GUINT64_FORMAT " free %d 0\n", ++t, victim);
+            freed[victim] = TRUE;
+        }
     }
     for (gsize p = 0; p < n; p++) {
         g_autoptr(FsimExplanation) e = explain_text(text->str, policies[p]->name, TRUE);
@@ -305,6 +314,197 @@ test_every_policy(void)
         g_assert_cmpuint(e->moments->len, >, 0);
         assert_adds_up(e);
     }
+}
+
+/* Constructor-Sun device 1 ran out of memory under expandable segments: on the recording GPU the
+ * model fails the same request, and the pins name the Python lines that allocated them. */
+static void
+test_constructor_sun_oom(void)
+{
+    g_autofree char *path =
+        fsim_test_shared_trace("Constructor-Sun__code_location__memory_snapshot.pickle");
+    g_autoptr(FsimTrace) trace = NULL;
+    g_autoptr(FsimExplanation) e = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GRegex) python_line = g_regex_new("\\.py:[0-9]+:[^ ]+$", 0, 0, NULL);
+    FsimExplainOptions options;
+    const FsimMoment *oom;
+    guint named = 0;
+
+    if (path == NULL) {
+        g_test_skip("FRAGSIM_SHARED_TRACES is not set");
+        return;
+    }
+    trace = fsim_trace_open(path, &error);
+    g_assert_no_error(error);
+    fsim_explain_options_init(&options);
+    options.trace_device = 1;
+    e = fsim_explain_trace(trace, &options, &error);
+    g_assert_no_error(error);
+    g_assert_cmpstr(e->policy, ==, "expandable");
+    g_assert_cmpstr(e->device, ==, "recorded");
+    oom = find_moment(e, FSIM_MOMENT_OOM);
+    g_assert_true(oom->has_request);
+    g_assert_true(oom->request.recorded);
+    g_assert_true(oom->request.simulated);
+    g_assert_cmpuint(oom->breakdown.free_pinned_bytes, >, 0);
+    g_assert_cmpuint(oom->pins->len, >, 0);
+    for (guint i = 0; i < oom->pins->len; i++) {
+        const FsimPinSite *site = g_ptr_array_index(oom->pins, i);
+
+        if (g_regex_match(python_line, site->site, 0, NULL))
+            named++;
+        else
+            g_test_message("pin without a Python line: %s", site->site);
+    }
+    /* the largest pins are allocations of the program, named by their Python line */
+    g_assert_true(g_regex_match(
+        python_line, ((const FsimPinSite *)g_ptr_array_index(oom->pins, 0))->site, 0, NULL));
+    g_assert_cmpuint(named, >=, oom->pins->len / 2);
+    assert_adds_up(e);
+}
+
+/* The snapshot replay --export-snapshot writes keeps the frames of every allocation, and has
+ * the permissions the umask gives. */
+static void
+test_export_frames(void)
+{
+    g_autofree char *path =
+        fsim_test_shared_trace("Constructor-Sun__code_location__memory_snapshot.pickle");
+    g_autofree char *dir = NULL;
+    g_autofree char *out = NULL;
+    g_autoptr(FsimTrace) back = NULL;
+    g_autoptr(FsimTraceStream) stream = NULL;
+    g_autoptr(GError) error = NULL;
+    GStatBuf st;
+    FsimEvent ev;
+    guint allocs = 0, with_frames = 0;
+
+    if (path == NULL) {
+        g_test_skip("FRAGSIM_SHARED_TRACES is not set");
+        return;
+    }
+    dir = fsim_test_tmp_dir();
+    out = g_build_filename(dir, "export.pickle", NULL);
+    {
+        mode_t old = umask(022);
+        g_auto(FsimTestRun) run =
+            fsim_test_run("replay", path, "-p", "expandable", "--trace-device", "0",
+                          "--export-snapshot", out, NULL);
+
+        umask(old);
+        g_assert_cmpint(run.status, ==, 0);
+    }
+    g_assert_cmpint(g_stat(out, &st), ==, 0);
+    g_assert_cmpuint(st.st_mode & 0777, ==, 0644);
+    back = fsim_trace_open(out, &error);
+    g_assert_no_error(error);
+    stream = fsim_trace_stream_open(back, 0, &error);
+    g_assert_no_error(error);
+    while (fsim_trace_stream_next(stream, &ev, &error)) {
+        gsize n = 0;
+
+        if (ev.kind != FSIM_EV_ALLOC)
+            continue;
+        allocs++;
+        if (fsim_trace_stack(back, ev.stack, &n) != NULL && n > 0)
+            with_frames++;
+    }
+    g_assert_no_error(error);
+    g_assert_cmpuint(allocs, >, 1000);
+    g_assert_cmpuint(with_frames, ==, allocs);
+    fsim_test_remove_tree(dir);
+}
+
+/* The names of @object's members, sorted and joined by spaces. */
+static char *
+member_names(JsonObject *object)
+{
+    g_autoptr(GList) names = g_list_sort(json_object_get_members(object), (GCompareFunc)g_strcmp0);
+    g_autoptr(GString) out = g_string_new(NULL);
+
+    for (GList *l = names; l != NULL; l = l->next)
+        g_string_append_printf(out, "%s%s", out->len > 0 ? " " : "", (const char *)l->data);
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+/* explain --json: the schema of the issue and docs/explain.md, and --plot draws a picture. */
+static void
+test_cli_json_and_plot(void)
+{
+    static const char text[] = "fragsim-trace v1\n"
+                               "1 alloc 1 8388608 0\n"
+                               "2 alloc 2 8388608 0\n"
+                               "3 alloc 3 8388608 1\n"
+                               "4 alloc 4 8388608 1\n"
+                               "5 free 1 0\n"
+                               "6 free 3 1\n"
+                               "7 alloc 5 12582912 0\n";
+    g_autofree char *dir = NULL;
+    g_autofree char *path = write_trace(text, &dir);
+    g_autofree char *png = g_build_filename(dir, "oom.png", NULL);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autofree char *gnuplot = g_find_program_in_path("gnuplot");
+    g_auto(FsimTestRun) run = {0};
+    JsonObject *root;
+    JsonArray *moments;
+    gboolean saw_oom = FALSE;
+
+    if (gnuplot == NULL) {
+        g_test_skip("gnuplot not found");
+        fsim_test_remove_tree(dir);
+        return;
+    }
+    run = fsim_test_run("explain", path, "-d", "40MiB", "--json", "--plot", png, NULL);
+    g_assert_cmpint(run.status, ==, 0);
+    root = fsim_test_parse_object(parser, run.out);
+    {
+        g_autofree char *names = member_names(root);
+
+        g_assert_cmpstr(names, ==, "config device moments policy trace");
+    }
+    g_assert_cmpstr(json_object_get_string_member(root, "policy"), ==, "caching");
+    moments = json_object_get_array_member(root, "moments");
+    g_assert_cmpuint(json_array_get_length(moments), >=, 2);
+    for (guint i = 0; i < json_array_get_length(moments); i++) {
+        JsonObject *m = json_array_get_object_element(moments, i);
+        JsonObject *b = json_object_get_object_member(m, "breakdown");
+        g_autofree char *names = member_names(m);
+        g_autofree char *parts = member_names(b);
+        gboolean oom = g_strcmp0(json_object_get_string_member(m, "kind"), "oom") == 0;
+        JsonArray *pins = json_object_get_array_member(m, "pins");
+
+        g_assert_cmpstr(names, ==,
+                        oom ? "alternatives breakdown event kind largest_free_bytes pins "
+                              "request reserved_bytes time_ns"
+                            : "alternatives breakdown event kind largest_free_bytes pins "
+                              "reserved_bytes time_ns");
+        g_assert_cmpstr(parts, ==,
+                        "free_pinned_bytes free_releasable_bytes live_requested_bytes "
+                        "rounding_bytes");
+        g_assert_cmpint(json_object_get_int_member(b, "live_requested_bytes") +
+                            json_object_get_int_member(b, "rounding_bytes") +
+                            json_object_get_int_member(b, "free_releasable_bytes") +
+                            json_object_get_int_member(b, "free_pinned_bytes"),
+                        ==, json_object_get_int_member(m, "reserved_bytes"));
+        for (guint k = 0; k < json_array_get_length(pins); k++) {
+            JsonObject *pin = json_array_get_object_element(pins, k);
+            g_autofree char *pin_names = member_names(pin);
+
+            g_assert_cmpstr(pin_names, ==, "count live_bytes pinned_bytes site sizes");
+        }
+        saw_oom = saw_oom || oom;
+    }
+    g_assert_true(saw_oom);
+    g_assert_true(g_file_test(png, G_FILE_TEST_IS_REGULAR));
+    {
+        g_autofree char *data = g_build_filename(dir, "oom.dat", NULL);
+        g_autofree char *script = g_build_filename(dir, "oom.gp", NULL);
+
+        g_assert_true(g_file_test(data, G_FILE_TEST_IS_REGULAR));
+        g_assert_true(g_file_test(script, G_FILE_TEST_IS_REGULAR));
+    }
+    fsim_test_remove_tree(dir);
 }
 
 int
@@ -315,7 +515,11 @@ main(int argc, char **argv)
     g_test_add_func("/explain/expandable/devlog-holes", test_devlog_expandable);
     g_test_add_func("/explain/oom/request", test_oom_request);
     g_test_add_func("/explain/at", test_at);
+    g_test_add_func("/explain/cli/json-and-plot", test_cli_json_and_plot);
     g_test_add_func("/explain/every-policy/adds-up", test_every_policy);
     g_test_add_func("/explain/shared-snapshots/adds-up", test_shared_snapshots);
+    g_test_add_func("/explain/constructor-sun/oom-pins-name-python-lines",
+                    test_constructor_sun_oom);
+    g_test_add_func("/explain/export-snapshot/frames-and-umask", test_export_frames);
     return g_test_run();
 }
