@@ -507,6 +507,25 @@ test_cli_json_and_plot(void)
     fsim_test_remove_tree(dir);
 }
 
+/* replay --fail-on-oom names the Python line of the allocation that failed. */
+static void
+test_replay_oom_site(void)
+{
+    g_autofree char *path =
+        fsim_test_shared_trace("Constructor-Sun__code_location__memory_snapshot.pickle");
+    g_autoptr(GRegex) site = g_regex_new("allocated at [^ ]+\\.py:[0-9]+:", 0, 0, NULL);
+    g_auto(FsimTestRun) run = {0};
+
+    if (path == NULL) {
+        g_test_skip("FRAGSIM_SHARED_TRACES is not set");
+        return;
+    }
+    run = fsim_test_run("replay", path, "-p", "expandable", "--trace-device", "1", "-d", "60GiB",
+                        "--fail-on-oom", NULL);
+    g_assert_cmpint(run.status, ==, 3);
+    g_assert_true(g_regex_match(site, run.err, 0, NULL));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -521,5 +540,6 @@ main(int argc, char **argv)
     g_test_add_func("/explain/constructor-sun/oom-pins-name-python-lines",
                     test_constructor_sun_oom);
     g_test_add_func("/explain/export-snapshot/frames-and-umask", test_export_frames);
+    g_test_add_func("/explain/replay/oom-names-the-python-line", test_replay_oom_site);
     return g_test_run();
 }

@@ -183,6 +183,8 @@ void fsim_explain_options_init(FsimExplainOptions *options);
  * FsimExplanation:
  * @described: the policy describes its segments (else free memory cannot be split and counts as
  *     pinned, with no pins named).
+ * @needed_bytes: the capacity this run needs (`needed_bytes`, as `replay` reports it); -1 when
+ *     the alternatives were not asked for or the search failed.
  * @moments: (element-type FsimMoment*): in event order.
  */
 typedef struct {
@@ -193,6 +195,7 @@ typedef struct {
     uint64_t capacity_bytes;
     uint32_t trace_device;
     gboolean described;
+    int64_t needed_bytes;
     GPtrArray *moments;
 } FsimExplanation;
 

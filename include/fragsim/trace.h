@@ -238,17 +238,6 @@ const FsimInitialState *fsim_trace_initial_state(const FsimTrace *trace, uint32_
 /* Returns: (transfer none): the recorded outcomes of @device in trace order; *n of them. */
 const FsimOutcome *fsim_trace_outcomes(const FsimTrace *trace, uint32_t device, gsize *n);
 
-/**
- * fsim_trace_release_is_retry:
- * @index: the index of an EMPTY_CACHE event the reader inferred (%FSIM_EVF_INFERRED).
- *
- * Whether the recorded release burst starting at @index is followed at once by a segment
- * allocation: the signature of PyTorch's release-and-retry after a failed cudaMalloc, which a
- * policy on another device does on its own if it needs to (replays skip those releases).  A burst
- * followed by anything else can only be an explicit torch.cuda.empty_cache().
- */
-gboolean fsim_trace_release_is_retry(const FsimTrace *trace, uint32_t device, uint64_t index);
-
 /* Returns: (transfer none) (nullable): the trace's allocator settings as a
  * PYTORCH_CUDA_ALLOC_CONF string. */
 const char *fsim_trace_alloc_conf(const FsimTrace *trace);

@@ -11,7 +11,7 @@
  * allocation and its free share one index.
  *
  * Events are fed as `replay` feeds them: inferred releases that look like PyTorch's retry before
- * an OOM are skipped (fsim_trace_release_is_retry()).
+ * an OOM are skipped (fsim_release_is_retry(), needed.h).
  */
 #include "fragsim/explain.h"
 
@@ -24,6 +24,7 @@
 #include "fragsim/engine.h"
 
 #include "explain-private.h"
+#include "needed.h"
 
 /* One target of the second pass: the state after the @ordinal-th event. */
 typedef struct {
@@ -239,6 +240,8 @@ gboolean
 explain_run_feed(FsimTrace *trace, const ExplainRun *run, FsimEngine *engine, GError **error)
 {
     uint32_t device = run->trace_device;
+    gsize n_outcomes = 0;
+    const FsimOutcome *outcomes = fsim_trace_outcomes(trace, device, &n_outcomes);
     g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, device, error);
     GError *local_error = NULL;
     FsimEvent ev;
@@ -247,7 +250,7 @@ explain_run_feed(FsimTrace *trace, const ExplainRun *run, FsimEngine *engine, GE
         return FALSE;
     while (fsim_trace_stream_next(stream, &ev, &local_error)) {
         if (ev.kind == FSIM_EV_EMPTY_CACHE && (ev.flags & FSIM_EVF_INFERRED) != 0 &&
-            fsim_trace_release_is_retry(trace, device, ev.index))
+            fsim_release_is_retry(outcomes, n_outcomes, ev.index))
             continue;
         if (!fsim_engine_process(engine, &ev, error))
             return FALSE;
@@ -516,6 +519,7 @@ fsim_explain_trace(FsimTrace *trace, const FsimExplainOptions *options, GError *
     g_autoptr(FsimExplanation) out = g_new0(FsimExplanation, 1);
 
     out->moments = g_ptr_array_new_with_free_func((GDestroyNotify)explain_moment_free);
+    out->needed_bytes = -1;
     if (!setup_run(trace, options, setup, error) ||
         !pass_scan(trace, setup, options, targets, error))
         return NULL;

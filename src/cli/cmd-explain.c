@@ -51,16 +51,17 @@ print_breakdown(const FsimBreakdown *b, uint64_t reserved, uint64_t largest_free
     fsim_table_print(table);
 }
 
+/* The pins, one line each: pinned and live bytes, blocks, the site, then the block sizes.  Not a
+ * FsimTable: sites and size lists are text that may start with a digit. */
 static void
 print_pins(const GPtrArray *pins)
 {
-    static const char *const headers[] = {"pinned", "live", "blocks", "sizes", "site"};
-    g_autoptr(FsimTable) table = fsim_table_new(G_N_ELEMENTS(headers), headers);
     guint shown = MIN(pins->len, 10);
 
     if (pins->len == 0)
         return;
     g_print("pins: live blocks that keep free memory from going back to the device, by site\n");
+    g_print("  %10s  %10s  %6s  %s\n", "pinned", "live", "blocks", "site (block sizes)");
     for (guint i = 0; i < shown; i++) {
         const FsimPinSite *site = g_ptr_array_index(pins, i);
         g_autofree char *pinned = fsim_format_size(site->pinned_bytes);
@@ -73,14 +74,10 @@ print_pins(const GPtrArray *pins)
             g_string_append_printf(sizes, "%s%s", k > 0 ? ", " : "", size);
         }
         if (site->sizes->len > 4)
-            g_string_append_printf(sizes, " (+%u)", site->sizes->len - 4);
-        fsim_table_add(table, pinned);
-        fsim_table_add(table, live);
-        fsim_table_addf(table, "%" G_GUINT64_FORMAT, site->count);
-        fsim_table_add(table, sizes->str);
-        fsim_table_add(table, site->site);
+            g_string_append_printf(sizes, " and %u more", site->sizes->len - 4);
+        g_print("  %10s  %10s  %6" G_GUINT64_FORMAT "  %s (%s)\n", pinned, live, site->count,
+                site->site, sizes->str);
     }
-    fsim_table_print(table);
     if (pins->len > shown)
         g_print("  ... and %u more sites (--json lists them all)\n", pins->len - shown);
 }
@@ -146,6 +143,11 @@ print_text(const FsimExplanation *e)
 
     g_print("%s, trace device %u: %s%s%s on %s (%s usable)\n", e->trace, e->trace_device, e->policy,
             *e->config != '\0' ? " with " : "", e->config, e->device, capacity);
+    if (e->needed_bytes >= 0) {
+        g_autofree char *needed = fsim_format_size((uint64_t)e->needed_bytes);
+
+        g_print("needed capacity (no OOM on this card or any larger): %s\n", needed);
+    }
     if (!e->described)
         g_print("note: policy '%s' does not describe its segments: its free memory is counted "
                 "as pinned and no pins are named\n",

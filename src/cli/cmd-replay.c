@@ -384,7 +384,15 @@ fsim_cmd_replay(int argc, char **argv)
         ReplayRun *run = g_ptr_array_index(runs, i);
 
         if (run->status == REPLAY_OOM) {
-            g_printerr("fragsim replay: %s: %s\n", fsim_trace_path(trace), run->oom_message);
+            gsize n_ooms = 0;
+            const FsimOomRecord *ooms =
+                run->engine != NULL ? fsim_engine_ooms(run->engine, &n_ooms) : NULL;
+            g_autofree char *site =
+                n_ooms > 0 ? fsim_trace_stack_site(trace, ooms[n_ooms - 1].stack) : NULL;
+
+            /* the program's line that asked, when the snapshot recorded its frames */
+            g_printerr("fragsim replay: %s: %s%s%s\n", fsim_trace_path(trace), run->oom_message,
+                       site != NULL ? "; allocated at " : "", site != NULL ? site : "");
             any_oom = TRUE;
         }
         if (run->status == REPLAY_ERROR) {

@@ -244,33 +244,6 @@ fsim_trace_close(FsimTrace *trace)
     trace->format->close(trace);
 }
 
-gboolean
-fsim_trace_release_is_retry(const FsimTrace *trace, uint32_t device, uint64_t index)
-{
-    gsize n = 0;
-    const FsimOutcome *outcomes = fsim_trace_outcomes(trace, device, &n);
-    gsize lo = 0;
-    gsize hi = n;
-
-    while (lo < hi) {
-        gsize mid = lo + (hi - lo) / 2;
-
-        if (outcomes[mid].index < index)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    while (lo < n && outcomes[lo].index == index &&
-           (outcomes[lo].kind == FSIM_OUTCOME_SEGMENT_FREE ||
-            outcomes[lo].kind == FSIM_OUTCOME_SEGMENT_UNMAP)) {
-        lo++;
-        index++;
-    }
-    return lo < n && outcomes[lo].index == index &&
-           (outcomes[lo].kind == FSIM_OUTCOME_SEGMENT_ALLOC ||
-            outcomes[lo].kind == FSIM_OUTCOME_SEGMENT_MAP);
-}
-
 const char *
 fsim_trace_path(const FsimTrace *trace)
 {
