@@ -167,14 +167,18 @@ alt_advice(const FsimAlternative *a, const FsimExplanation *e, const FsimMoment 
         g_autofree char *needed = fsim_format_size((uint64_t)a->needed_bytes);
         g_autofree char *now = fsim_format_size((uint64_t)e->needed_bytes);
 
-        if (a->needed_bytes < e->needed_bytes)
-            return g_strdup_printf("%s would need %s instead of %s%s%s%s.", label, needed, now,
-                                   unpins ? ": " : "", unpins ? pin : "",
-                                   unpins ? " would no longer be pinned" : "");
+        g_autofree char *diff = fsim_format_size(
+            a->needed_bytes < e->needed_bytes ? (uint64_t)(e->needed_bytes - a->needed_bytes)
+                                              : (uint64_t)(a->needed_bytes - e->needed_bytes));
+
         if (a->needed_bytes == e->needed_bytes)
             return g_strdup_printf("%s would need the same %s.", label, needed);
-        return g_strdup_printf("%s would need %s, more than the %s needed now.", label, needed,
-                               now);
+        if (a->needed_bytes < e->needed_bytes)
+            return g_strdup_printf("%s would need %s instead of %s (%s less)%s%s%s.", label, needed,
+                                   now, diff, unpins ? ": " : "", unpins ? pin : "",
+                                   unpins ? " would no longer be pinned" : "");
+        return g_strdup_printf("%s would need %s, %s more than the %s needed now.", label, needed,
+                               diff, now);
     }
     if (!a->has_moment)
         return g_strdup_printf("%s stops before this event.", label);

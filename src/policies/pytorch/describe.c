@@ -7,7 +7,7 @@
  * mapped ranges (as PyTorch's snapshots show it), its unmapped blocks left out.  A free block is
  * releasable as release_blocks() treats it: whole when it is a whole cudaMalloc'd segment (an
  * unsplit block); for an expandable segment, the whole pages inside it (unmap_block); nothing
- * otherwise.
+ * otherwise, nor in a private pool that still has references.
  */
 #include <glib.h>
 
@@ -35,6 +35,9 @@ block_releasable(const Block *block)
     const Segment *segment = block->segment;
     uint64_t begin, end;
 
+    /* a private pool still referenced (a live CUDA graph, a MemPool) keeps everything */
+    if (segment->pool->owner != NULL && segment->pool->owner->use_count > 0)
+        return 0;
     if (!segment->expandable)
         return block_is_split(block) ? 0 : block->size;
     begin = (block->addr - segment->addr + segment->page - 1) / segment->page * segment->page;
