@@ -377,6 +377,7 @@ binary_decode(BinaryTables t, const guint8 *p, FsimTime *time, FsimBinarySum *su
     ev->size = size;
     ev->addr = 0;
     ev->device = 0;
+    ev->stack = 0; /* the binary format keeps no stacks */
     ev->flags = (uint32_t)(word3 >> 40);
     ev->kind = (FsimEventKind)kind;
     return TRUE;
