@@ -4,6 +4,8 @@
  *
  *   bench-replay --generate N TRACE     write a random trace of N events (seeded); binary when
  *                                       TRACE ends in .fsb, text otherwise
+ *   bench-replay --generate-live N TRACE  a trace whose live set peaks at N allocations: N
+ *                                       allocs of 512 B to 64 KiB, then their N frees
  *   bench-replay TRACE [POLICY...]      the phases below, on TRACE (default: every policy)
  *
  * Phases, in order, each --repeat times (default 5), reporting the minimum and the median:
@@ -108,6 +110,37 @@ generate(uint64_t n_events, const char *path)
         }
     }
     if (!fsim_trace_writer_close(g_steal_pointer(&writer), &error)) {
+        g_printerr("%s\n", error->message);
+        return 1;
+    }
+    return 0;
+}
+
+/* A large live set: @n allocations, all alive at once, then freed in a shuffled order. */
+static int
+generate_live(uint64_t n, const char *path)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimTraceWriter) writer = fsim_trace_writer_open(path, &error);
+    g_autoptr(GRand) rand = g_rand_new_with_seed(14);
+    uint64_t time = 0;
+    gboolean ok = writer != NULL;
+
+    for (uint64_t i = 0; ok && i < n; i++) {
+        FsimEvent ev = {.time = time++, .kind = FSIM_EV_ALLOC, .id = i + 1};
+
+        ev.size = (uint64_t)g_rand_int_range(rand, 512, 64 << 10);
+        ok = fsim_trace_writer_write(writer, &ev, &error);
+    }
+    /* Frees in a strided order (a permutation when the stride is odd and n a power of two or
+     * prime to it): neither LIFO nor FIFO. */
+    for (uint64_t i = 0; ok && i < n; i++) {
+        FsimEvent ev = {.time = time++, .kind = FSIM_EV_FREE};
+
+        ev.id = (i * UINT64_C(7919)) % n + 1;
+        ok = fsim_trace_writer_write(writer, &ev, &error);
+    }
+    if (!ok || !fsim_trace_writer_close(g_steal_pointer(&writer), &error)) {
         g_printerr("%s\n", error->message);
         return 1;
     }
@@ -273,10 +306,13 @@ main(int argc, char **argv)
 {
     gint repeat = 5;
     gint64 generate_events = 0;
+    gint64 generate_live_n = 0;
     gboolean no_db = FALSE;
     GOptionEntry entries[] = {
         {"generate", 0, 0, G_OPTION_ARG_INT64, &generate_events,
          "Write a random trace of N events to TRACE (binary when it ends in .fsb) and exit", "N"},
+        {"generate-live", 0, 0, G_OPTION_ARG_INT64, &generate_live_n,
+         "Write a trace whose live set peaks at N allocations to TRACE and exit", "N"},
         {"repeat", 0, 0, G_OPTION_ARG_INT, &repeat, "Runs of each phase (default 5)", "R"},
         {"no-db", 0, 0, G_OPTION_ARG_NONE, &no_db, "Skip the database phase", NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
@@ -297,6 +333,8 @@ main(int argc, char **argv)
     }
     if (generate_events > 0)
         return generate((uint64_t)generate_events, argv[1]);
+    if (generate_live_n > 0)
+        return generate_live((uint64_t)generate_live_n, argv[1]);
     trace = fsim_trace_open(argv[1], &error);
     if (trace == NULL || stat(argv[1], &st) != 0) {
         g_printerr("%s\n", error != NULL ? error->message : argv[1]);
