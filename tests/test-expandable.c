@@ -65,9 +65,7 @@ test_eight_16mib(void)
     run_eight_16mib("expandable", NULL, &expandable);
     /* expandable_segments:True makes `caching` the same allocator, call for call */
     run_eight_16mib("caching", "expandable_segments:True", &caching);
-    g_assert_cmpuint(expandable->len, ==, caching->len);
-    g_assert_cmpmem(expandable->data, expandable->len * sizeof(Call), caching->data,
-                    caching->len * sizeof(Call));
+    harness_assert_calls_equal(expandable, caching);
 }
 
 /* The small pool maps 2 MiB pages and splits at 512 B; each pool and stream has a reservation. */
