@@ -21,6 +21,10 @@
  * the device's capacity only where the device refuses pages (an OOM), so `needed_bytes` is
  * simply the high-water mark of a run that did not run out.
  *
+ * The arena's address space is reserved by the first allocation, not at creation, so that a
+ * device that refuses the reservation (fault injection) costs that allocation an OOM, like any
+ * other failed driver call, and the next allocation tries again.
+ *
  * Knobs:
  *   alignment   block size and address alignment (default 256 bytes, as RMM and BFC)
  */
@@ -40,6 +44,7 @@ struct Block {
 typedef struct {
     FsimPolicy base; /* must be first */
     FsimAddr arena_base;
+    gboolean reserved; /* arena_base is valid: the address space is reserved */
     uint64_t arena_size;
     uint64_t alignment;
     uint64_t mapped_end; /* pages are mapped in [0, mapped_end) */
@@ -84,7 +89,6 @@ best_fit_create(FsimDevice *device, GKeyFile *config, GError **error)
      * a page.  needed_bytes (src/analysis/needed.c) relies on that. */
     uint64_t arena_size =
         fsim_device_round(device, MAX((uint64_t)1 << 45, 2 * device->spec.capacity_bytes));
-    FsimAddr base;
 
     if (!fsim_knob_get_size(config, "bestfit", "alignment", 256, &alignment, error))
         return NULL;
@@ -95,17 +99,9 @@ best_fit_create(FsimDevice *device, GKeyFile *config, GError **error)
                     alignment);
         return NULL;
     }
-    /* The arena's address space; pages are mapped into it as it fills. */
-    if (fsim_device_va_reserve(device, arena_size, device->spec.granularity, &base) != FSIM_OK) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                    "bestfit: cannot reserve %" G_GUINT64_FORMAT " bytes of address space",
-                    arena_size);
-        return NULL;
-    }
     bf = g_new0(BestFit, 1);
     bf->base.ops = &fsim_policy_best_fit;
     bf->base.device = device;
-    bf->arena_base = base;
     bf->arena_size = arena_size;
     bf->alignment = alignment;
     bf->free_blocks = g_tree_new_full(block_by_size, NULL, NULL, NULL);
@@ -144,6 +140,13 @@ best_fit_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
 
     if (size < req->size) /* overflow near 2^64 cannot happen below FSIM_MAX_SIZE, but be sure */
         return FSIM_OOM;
+    /* The arena's address space; pages are mapped into it as it fills. */
+    if (!bf->reserved) {
+        if (fsim_device_va_reserve(self->device, bf->arena_size, self->device->spec.granularity,
+                                   &bf->arena_base) != FSIM_OK)
+            return FSIM_OOM;
+        bf->reserved = TRUE;
+    }
     node = g_tree_lower_bound(bf->free_blocks, &probe);
     if (node == NULL)
         return FSIM_OOM;
