@@ -25,13 +25,27 @@
  *   schema version; anything else is refused before it is touched (WAL is only switched on
  *   after the check).  New metrics (FSIM_METRICS grows) are added to `run_metrics` as columns on
  *   open, so older databases keep working; readers use NULL for missing columns.
+ *
+ * - Concurrent writers.  Any number of processes may write to one database, new or not.  A new
+ *   database is built complete under a private name and linked into place, so no process ever
+ *   sees it half made, and of two creators the second simply uses the first one's file.  The
+ *   identity check, the schema of an empty file and new metric columns are read and written
+ *   under the write lock (BEGIN IMMEDIATE), so what was checked cannot change before it is
+ *   acted on.  No file but a process's own private one is ever removed.  Waits for the lock
+ *   end after the busy timeout with FSIM_STORE_ERROR_BUSY.
  */
+/* link(), close(), O_CLOEXEC */
+#define _XOPEN_SOURCE 700
+
 #include <glib.h>
 #include <glib/gstdio.h>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fragsim/store.h"
 
@@ -555,7 +569,23 @@ store_prepare_metrics(FsimStore *store, GError **error)
     return TRUE;
 }
 
-/* Decide whether the file is a fragsim database, create the schema in an empty one. */
+/* Writes the schema and the identity into an empty database, inside the caller's transaction. */
+static gboolean
+store_create_schema(FsimStore *store, GError **error)
+{
+    g_autofree char *pragmas =
+        g_strdup_printf("PRAGMA application_id = %d; PRAGMA user_version = %d;",
+                        FSIM_STORE_APPLICATION_ID, FSIM_STORE_SCHEMA_VERSION);
+
+    return store_exec(store, schema_sql, "creating the schema", error) &&
+           store_exec(store, schema_more_sql, "creating the schema", error) &&
+           store_exec(store, pragmas, "creating the schema", error);
+}
+
+/* Decides whether the file is a fragsim database; creates the schema in an empty one when
+ * writable.  A writer calls it with the write lock held (BEGIN IMMEDIATE), so that what it reads
+ * cannot change before it acts: of two processes finding the same empty file, the second sees
+ * the first one's schema. */
 static gboolean
 store_check_identity(FsimStore *store, GError **error)
 {
@@ -598,35 +628,154 @@ store_check_identity(FsimStore *store, GError **error)
                     store->path, store->path);
         return FALSE;
     }
-    {
-        g_autofree char *pragmas =
-            g_strdup_printf("PRAGMA application_id = %d; PRAGMA user_version = %d;",
-                            FSIM_STORE_APPLICATION_ID, FSIM_STORE_SCHEMA_VERSION);
+    return store_create_schema(store, error);
+}
 
-        if (!store_exec(store, "BEGIN IMMEDIATE", "creating the schema", error))
+/* Opens the connection of @store to @file (@store->path is the name shown in messages) and sets
+ * it up: extended result codes, the busy timeout, the page limit. */
+static gboolean
+store_connect(FsimStore *store, const char *file, int open_flags, const FsimStoreOptions *options,
+              GError **error)
+{
+    int rc = sqlite3_open_v2(file, &store->db, open_flags | SQLITE_OPEN_NOMUTEX, NULL);
+
+    if (rc != SQLITE_OK) {
+        const char *reason = store->db != NULL ? sqlite3_errmsg(store->db) : sqlite3_errstr(rc);
+
+        g_set_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_OPEN,
+                    "%s: cannot %s the results database: %s", store->path,
+                    (open_flags & SQLITE_OPEN_CREATE) ? "create" : "open", reason);
+        return FALSE;
+    }
+    rc = sqlite3_extended_result_codes(store->db, 1);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_busy_timeout(store->db, options != NULL && options->busy_timeout_ms != 0
+                                                 ? (int)options->busy_timeout_ms
+                                                 : STORE_DEFAULT_BUSY_MS);
+    if (rc != SQLITE_OK)
+        return store_fail(store, rc, "configuring the connection", error);
+    if (options != NULL && options->max_page_count != 0) {
+        g_autofree char *sql =
+            g_strdup_printf("PRAGMA max_page_count = %" G_GUINT64_FORMAT, options->max_page_count);
+
+        if (!store_exec(store, sql, "limiting the database size", error))
             return FALSE;
-        if (!store_exec(store, schema_sql, "creating the schema", error) ||
-            !store_exec(store, schema_more_sql, "creating the schema", error) ||
-            !store_exec(store, pragmas, "creating the schema", error) ||
-            !store_exec(store, "COMMIT", "creating the schema", error)) {
-            /* The rollback fails harmlessly when the transaction is already gone. */
-            (void)sqlite3_exec(store->db, "ROLLBACK", NULL, NULL, NULL);
-            return FALSE;
-        }
     }
     return TRUE;
 }
 
+/* Runs @sql (PRAGMA journal_mode = ...), which answers with one row. */
+static gboolean
+store_journal_mode(FsimStore *store, const char *sql, GError **error)
+{
+    sqlite3_stmt *stmt = store_prepare(store, sql, error);
+    int rc;
+
+    if (stmt == NULL)
+        return FALSE;
+    rc = sqlite3_step(stmt);
+    if (rc != SQLITE_ROW) {
+        store_fail(store, rc, "switching to WAL journalling", error);
+        (void)sqlite3_finalize(stmt);
+        return FALSE;
+    }
+    if (g_ascii_strcasecmp((const char *)sqlite3_column_text(stmt, 0), "wal") != 0)
+        g_debug("%s: journal mode %s, not wal", store->path, sqlite3_column_text(stmt, 0));
+    rc = sqlite3_finalize(stmt);
+    if (rc != SQLITE_OK)
+        return store_fail(store, rc, "switching to WAL journalling", error);
+    return TRUE;
+}
+
+/* Removes a database file this process created under a private name, with its companions. */
 static void
-store_remove_files(const char *path)
+store_remove_private(const char *file)
 {
     static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
 
     for (gsize i = 0; i < G_N_ELEMENTS(suffixes); i++) {
-        g_autofree char *name = g_strconcat(path, suffixes[i], NULL);
+        g_autofree char *name = g_strconcat(file, suffixes[i], NULL);
 
         (void)g_unlink(name);
     }
+}
+
+/* A new, empty file beside @path under a private name: *@file is its name. */
+static gboolean
+store_private_file(const char *path, char **file, GError **error)
+{
+    for (int attempt = 0; attempt < 16; attempt++) {
+        g_autofree char *name = g_strdup_printf("%s.%08x.new", path, g_random_int());
+        int fd = g_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+
+        if (fd >= 0) {
+            (void)close(fd);
+            *file = g_steal_pointer(&name);
+            return TRUE;
+        }
+        if (errno != EEXIST) {
+            int saved = errno;
+
+            g_set_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_OPEN,
+                        "%s: cannot create the results database: %s", path, g_strerror(saved));
+            return FALSE;
+        }
+    }
+    g_set_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_OPEN,
+                "%s: cannot create the results database: no free temporary name", path);
+    return FALSE;
+}
+
+/* Creates the database @path complete (schema, identity, WAL) without ever letting anyone see
+ * it half made: it is built under a private name and linked into place, which fails harmlessly
+ * when another process got there first (theirs is then used).  Nothing but the private file is
+ * ever removed, so a database another process created and wrote to is never deleted.
+ * *@linked is FALSE when the file system cannot link (the caller then creates in place). */
+static gboolean
+store_create_file(const char *path, const FsimStoreOptions *options, gboolean *linked,
+                  GError **error)
+{
+    g_autofree char *file = NULL;
+    g_autofree char *name = g_strdup(path);
+    FsimStore tmp = {.path = name, .writable = TRUE};
+    gboolean ok;
+
+    *linked = FALSE;
+    if (!store_private_file(path, &file, error))
+        return FALSE;
+    ok = store_connect(&tmp, file, SQLITE_OPEN_READWRITE, options, error) &&
+         store_exec(&tmp, "BEGIN IMMEDIATE", "creating the schema", error) &&
+         store_create_schema(&tmp, error) &&
+         store_exec(&tmp, "COMMIT", "creating the schema", error) &&
+         store_journal_mode(&tmp, "PRAGMA journal_mode = WAL", error);
+    if (tmp.db != NULL && sqlite3_close(tmp.db) != SQLITE_OK && ok) {
+        g_set_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_FAILED,
+                    "%s: creating the schema: cannot close the new database", path);
+        ok = FALSE;
+    }
+    if (ok && link(file, path) == 0)
+        *linked = TRUE;
+    else if (ok && errno == EEXIST)
+        *linked = TRUE; /* another process created it meanwhile: use theirs */
+    store_remove_private(file);
+    return ok;
+}
+
+/* With the write lock held: the identity, the schema of an empty file, new metric columns. */
+static gboolean
+store_setup_locked(FsimStore *store, GError **error)
+{
+    if (!store->writable)
+        return store_check_identity(store, error) && store_prepare_metrics(store, error);
+    if (!store_exec(store, "BEGIN IMMEDIATE", "locking the database", error))
+        return FALSE;
+    if (!store_check_identity(store, error) || !store_prepare_metrics(store, error) ||
+        !store_exec(store, "COMMIT", "creating the schema", error)) {
+        /* The rollback fails harmlessly when the transaction is already gone. */
+        (void)sqlite3_exec(store->db, "ROLLBACK", NULL, NULL, NULL);
+        return FALSE;
+    }
+    return TRUE;
 }
 
 static gboolean
@@ -643,8 +792,8 @@ fsim_store_open(const char *path, FsimStoreFlags flags, const FsimStoreOptions *
     gboolean writable = (flags & FSIM_STORE_WRITE) != 0;
     gboolean memory;
     gboolean existed;
+    gboolean linked = FALSE;
     int open_flags;
-    int rc;
 
     g_return_val_if_fail(path != NULL, NULL);
     memory = store_is_memory(path);
@@ -661,71 +810,28 @@ fsim_store_open(const char *path, FsimStoreFlags flags, const FsimStoreOptions *
                     path, path);
         return NULL;
     }
+    if (writable && !existed && !store_create_file(path, options, &linked, error))
+        return NULL;
     store = g_new0(FsimStore, 1);
     store->path = g_strdup(path);
     store->writable = writable;
     /* Readers open read-write too (without creating), so that when the last connection closes
      * SQLite checkpoints and removes the -wal and -shm files; a read-only connection would leave
      * them beside the database.  SQLite falls back to read-only on a write-protected file, and
-     * nothing here writes unless @writable. */
-    open_flags = writable ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READWRITE;
-    rc = sqlite3_open_v2(path, &store->db, open_flags | SQLITE_OPEN_NOMUTEX, NULL);
-    if (rc != SQLITE_OK) {
-        const char *reason = store->db != NULL ? sqlite3_errmsg(store->db) : sqlite3_errstr(rc);
-
-        g_set_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_OPEN,
-                    "%s: cannot %s the results database: %s", path,
-                    writable && !existed ? "create" : "open", reason);
-        if (!existed)
-            store_remove_files(path);
+     * nothing here writes unless @writable.  A writer creates in place only where the file
+     * system cannot link; the schema is then written under the lock like any empty file's. */
+    open_flags = SQLITE_OPEN_READWRITE;
+    if (writable && (memory || (!existed && !linked)))
+        open_flags |= SQLITE_OPEN_CREATE;
+    if (!store_connect(store, path, open_flags, options, error) ||
+        !store_setup_locked(store, error))
         return NULL;
-    }
-    rc = sqlite3_extended_result_codes(store->db, 1);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_busy_timeout(store->db, options != NULL && options->busy_timeout_ms != 0
-                                                 ? (int)options->busy_timeout_ms
-                                                 : STORE_DEFAULT_BUSY_MS);
-    if (rc != SQLITE_OK) {
-        store_fail(store, rc, "configuring the connection", error);
+    /* Only now, with the file known to be ours, may it be changed.  A no-op on a file created
+     * above; old databases in rollback mode are switched. */
+    if (writable && !memory && !store_journal_mode(store, "PRAGMA journal_mode = WAL", error))
         return NULL;
-    }
-    if (options != NULL && options->max_page_count != 0) {
-        g_autofree char *sql =
-            g_strdup_printf("PRAGMA max_page_count = %" G_GUINT64_FORMAT, options->max_page_count);
-
-        if (!store_exec(store, sql, "limiting the database size", error))
-            return NULL;
-    }
-    if (!store_check_identity(store, error)) {
-        g_clear_pointer(&store, fsim_store_close);
-        if (!existed)
-            store_remove_files(path);
-        return NULL;
-    }
-    /* Only now, with the file known to be ours, may it be changed. */
-    if (writable && !memory) {
-        sqlite3_stmt *stmt = store_prepare(store, "PRAGMA journal_mode = WAL", error);
-
-        if (stmt == NULL)
-            return NULL;
-        rc = sqlite3_step(stmt);
-        if (rc != SQLITE_ROW) {
-            store_fail(store, rc, "switching to WAL journalling", error);
-            (void)sqlite3_finalize(stmt);
-            return NULL;
-        }
-        if (g_ascii_strcasecmp((const char *)sqlite3_column_text(stmt, 0), "wal") != 0)
-            g_debug("%s: journal mode %s, not wal", path, sqlite3_column_text(stmt, 0));
-        rc = sqlite3_finalize(stmt);
-        if (rc != SQLITE_OK) {
-            store_fail(store, rc, "switching to WAL journalling", error);
-            return NULL;
-        }
-    }
     if (writable && !store_exec(store, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON",
                                 "configuring the connection", error))
-        return NULL;
-    if (!store_prepare_metrics(store, error))
         return NULL;
     return g_steal_pointer(&store);
 }
