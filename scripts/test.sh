@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Set up, build, and run every test: the formatting check, a gcc Debug build with
-# AddressSanitizer + UndefinedBehaviorSanitizer and invariant checks, and a clang
-# RelWithDebInfo build, both with warnings as errors, and a gcc Release build for the warnings
-# only the optimiser finds.  This is what CI runs.
+# Set up, build, and run every test: the formatting check, then Debug builds with
+# AddressSanitizer + UndefinedBehaviorSanitizer and invariant checks under gcc and under clang
+# (each finds what the other misses), all tests run on both; and, for the warnings only the
+# optimiser finds, a clang RelWithDebInfo and a gcc Release build (built, not tested: the
+# sanitizer runs already test the same code).  All with warnings as errors.  This is what CI
+# runs.
 # Usage: scripts/test.sh   (from anywhere)
 # Tests that use the real PyTorch snapshots read FRAGSIM_SHARED_TRACES (a directory); when it
 # is unset and ../shared/traces exists beside the project, that one is used.
@@ -29,10 +31,15 @@ CC=gcc cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DFRAGSIM_WERROR=ON \
 cmake --build build/asan -j"$jobs"
 ctest --test-dir build/asan --output-on-failure -j"$jobs"
 
-echo "== clang, RelWithDebInfo"
+echo "== clang, Debug, ASan + UBSan"
+CC=clang cmake -S . -B build/clang-asan -DCMAKE_BUILD_TYPE=Debug -DFRAGSIM_WERROR=ON \
+  -DFRAGSIM_SANITIZE=address,undefined >/dev/null
+cmake --build build/clang-asan -j"$jobs"
+ctest --test-dir build/clang-asan --output-on-failure -j"$jobs"
+
+echo "== clang, RelWithDebInfo (optimiser warnings only; no tests)"
 CC=clang cmake -S . -B build/clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFRAGSIM_WERROR=ON >/dev/null
 cmake --build build/clang -j"$jobs"
-ctest --test-dir build/clang --output-on-failure -j"$jobs"
 
 echo "== gcc, Release (optimiser warnings only; no tests)"
 CC=gcc cmake -S . -B build/gcc-release -DCMAKE_BUILD_TYPE=Release -DFRAGSIM_WERROR=ON >/dev/null
