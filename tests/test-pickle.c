@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Tests of the safe unpickler and the pickle writer (src/readers/pickle.c): every accepted
+ * Tests of the safe unpickler and the pickle writer (src/readers/pickle/): every accepted
  * opcode from hand-written bytes, CPython's own output for protocols 0 to 5
  * (tests/data/pickle/gen-fixtures.py), every refused opcode, truncation at every offset, the
  * safety limits, refusal of recursive structures, writer round trips (through CPython too when
@@ -23,6 +23,27 @@
 
 #define B(literal) (const guint8 *)(literal), sizeof(literal) - 1
 
+/* @data through fsim_pickle_load_stream(), gzip-compressed when @gzip. */
+static FsimPickle *
+load_stream(const guint8 *data, gsize len, gboolean gzip, const FsimPickleLimits *limits,
+            GError **error)
+{
+    g_autoptr(GInputStream) in = g_memory_input_stream_new_from_data(data, (gssize)len, NULL);
+    if (gzip) {
+        g_autoptr(GZlibCompressor) compressor =
+            g_zlib_compressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP, 1);
+        g_autoptr(GInputStream) compressed =
+            g_converter_input_stream_new(in, G_CONVERTER(compressor));
+        g_autoptr(GZlibDecompressor) decompressor =
+            g_zlib_decompressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP);
+        g_autoptr(GInputStream) plain =
+            g_converter_input_stream_new(compressed, G_CONVERTER(decompressor));
+        return fsim_pickle_load_stream(plain, limits, error);
+    }
+    return fsim_pickle_load_stream(in, limits, error);
+}
+
+/* Loads @data from memory, and as a stream too: both must succeed with the same walk. */
 static FsimPickle *
 load_ok(const guint8 *data, gsize len)
 {
@@ -30,6 +51,12 @@ load_ok(const guint8 *data, gsize len)
     FsimPickle *pickle = fsim_pickle_load(data, len, NULL, &error);
     g_assert_no_error(error);
     g_assert_nonnull(pickle);
+    g_autoptr(FsimPickle) streamed = load_stream(data, len, FALSE, NULL, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(fsim_pickle_nodes(fsim_pickle_root(streamed)), ==,
+                     fsim_pickle_nodes(fsim_pickle_root(pickle)));
+    g_assert_cmpint(fsim_pickle_type(fsim_pickle_root(streamed)), ==,
+                    fsim_pickle_type(fsim_pickle_root(pickle)));
     return pickle;
 }
 
@@ -40,6 +67,14 @@ load_bad_limits(const guint8 *data, gsize len, const FsimPickleLimits *limits, i
                 gsize offset, const char *needle)
 {
     g_autoptr(GError) error = NULL;
+    /* A stream fails too (where, it may find later: a declared length is checked as read), but
+     * for a FRAME too long, which only a loader holding the whole input can see. */
+    g_autoptr(FsimPickle) streamed = load_stream(data, len, FALSE, limits, &error);
+    if (needle == NULL || strcmp(needle, "FRAME") != 0) {
+        g_assert_null(streamed);
+        g_assert_nonnull(error);
+    }
+    g_clear_error(&error);
     g_autoptr(FsimPickle) pickle = fsim_pickle_load(data, len, limits, &error);
     g_assert_null(pickle);
     g_assert_error(error, FSIM_TRACE_ERROR, code);
@@ -792,9 +827,10 @@ test_bad_nodes(void)
     for (int i = 0; i < 100; i++)
         g_string_append(s, "2\x86");
     g_string_append(s, ".");
-    /* The default bound is 2^20 + 64 * 205 bytes; level 20 has 2^21 - 1 values. */
+    /* The default bound is 2^20 + 64 per byte read, the TUPLE2 at byte 43 included: 2^20 +
+     * 64 * 44; level 20 has 2^21 - 1 values. */
     load_bad((const guint8 *)s->str, s->len, FSIM_TRACE_ERROR_LIMIT, 5 + 2 * 19,
-             "TUPLE2: a full walk would visit more than 1061696 values");
+             "TUPLE2: a full walk would visit more than 1051392 values");
     FsimPickleLimits limits = {.max_nodes = 7};
     load_bad_limits((const guint8 *)s->str, s->len, &limits, FSIM_TRACE_ERROR_LIMIT, 9,
                     "more than 7 values");
@@ -932,6 +968,108 @@ test_memory_bound(void)
     g_autoptr(FsimPickle) p = load_ok((const guint8 *)s->str, s->len);
     g_assert_cmpuint(fsim_pickle_len(fsim_pickle_root(p)), ==, 200001);
     g_assert_cmpuint(fsim_pickle_arena_bytes(p), <, 64 * s->len + 64 * 1024);
+}
+
+/* What POP, POP_MARK and replaced memo entries drop is freed: 200,000 dropped values cost what
+ * one does (they took 8 MB when nothing was freed), from memory and from a stream. */
+static void
+test_memory_live(void)
+{
+    static const char *const units[] = {
+        "N0",
+        "]0",
+        ")0",
+        "}0",
+        "K\x01"
+        "0",
+        "\x8c\x03"
+        "abc0",
+        "(K\x01K\x02]1",
+        "(]K\x01"
+        "a"
+        "1",
+        "]q\x01"
+        "0",
+        "K\x07q\x01"
+        "0",
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(units); i++) {
+        g_autoptr(GString) s = g_string_new("\x80\x02");
+        for (int k = 0; k < 200000; k++)
+            g_string_append(s, units[i]);
+        g_string_append(s, "}.");
+        g_autoptr(FsimPickle) p = load_ok((const guint8 *)s->str, s->len);
+        if (fsim_pickle_arena_bytes(p) > 256 * 1024)
+            g_error("unit %" G_GSIZE_FORMAT ": %" G_GSIZE_FORMAT " bytes for %" G_GSIZE_FORMAT
+                    " of input",
+                    i, fsim_pickle_arena_bytes(p), s->len);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(FsimPickle) z = load_stream((const guint8 *)s->str, s->len, TRUE, NULL, &error);
+        g_assert_no_error(error);
+        /* The 256 KiB input window, and little else. */
+        g_assert_cmpuint(fsim_pickle_arena_bytes(z), <, 2 * 1024 * 1024);
+        g_assert_cmpuint(fsim_pickle_input_bytes(z), ==, s->len);
+    }
+}
+
+/* A budget: crossing it is a clean error that names it. */
+static void
+test_memory_budget(void)
+{
+    g_autoptr(GString) s = g_string_new("\x80\x02](");
+    for (int k = 0; k < 200000; k++)
+        g_string_append(s, "K\x01");
+    g_string_append(s, "e.");
+    FsimPickleLimits limits = {.max_memory = 1024 * 1024};
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimPickle) p = fsim_pickle_load((const guint8 *)s->str, s->len, &limits, &error);
+    g_assert_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_LIMIT);
+    g_assert_nonnull(strstr(error->message, "BININT1: needs more than the memory budget of 1 MiB"));
+    g_clear_error(&error);
+    g_autoptr(FsimPickle) z = load_stream((const guint8 *)s->str, s->len, TRUE, &limits, &error);
+    g_assert_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_LIMIT);
+    g_clear_error(&error);
+    /* A declared length beyond the budget is refused before anything is read. */
+    g_autoptr(FsimPickle) big =
+        load_stream(B("\x80\x04\x8e\x00\x00\x00\x00\x00\x01\x00\x00xyz"), FALSE, &limits, &error);
+    g_assert_null(big);
+    g_assert_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_LIMIT);
+    g_clear_error(&error);
+    /* Within the budget but truncated: found as the bytes run out. */
+    limits.max_memory = 0;
+    g_autoptr(FsimPickle) cut =
+        load_stream(B("\x80\x04\x8e\x00\x00\x10\x00\x00\x00\x00\x00xyz"), FALSE, &limits, &error);
+    g_assert_null(cut);
+    g_assert_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_TRUNCATED);
+    g_assert_nonnull(strstr(error->message, "the input has 3"));
+    g_clear_error(&error);
+    /* max_input bounds what a stream may read. */
+    limits.max_input = 100;
+    g_autoptr(FsimPickle) longer =
+        load_stream((const guint8 *)s->str, s->len, FALSE, &limits, &error);
+    g_assert_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_LIMIT);
+    g_assert_nonnull(strstr(error->message, "larger than 100 bytes"));
+}
+
+/* Strings longer than the input window go through it in pieces. */
+static void
+test_stream_long_str(void)
+{
+    gsize n = 3 * 1024 * 1024 + 17;
+    g_autoptr(GString) s = g_string_new("\x80\x04\x8d");
+    for (int k = 0; k < 8; k++)
+        g_string_append_c(s, (char)((guint64)n >> (8 * k)));
+    for (gsize k = 0; k < n; k++)
+        g_string_append_c(s, (char)('a' + k % 26));
+    g_string_append(s, ".");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimPickle) p = load_stream((const guint8 *)s->str, s->len, TRUE, NULL, &error);
+    g_assert_no_error(error);
+    gsize len = 0;
+    const char *str = fsim_pickle_get_str(fsim_pickle_root(p), &len);
+    g_assert_cmpuint(len, ==, n);
+    g_assert_cmpint(str[n - 1], ==, 'a' + (n - 1) % 26);
+    g_assert_cmpmem(str, n, s->str + 11, n);
 }
 
 /* ---- Writer -------------------------------------------------------------------------------- */
@@ -1358,6 +1496,13 @@ test_shared_traces(void)
         g_autoptr(FsimPickle) p = fsim_pickle_load((const guint8 *)contents, len, NULL, &error);
         if (error != NULL)
             g_error("%s: %s", name, error->message);
+        /* Compressed, through the window of the stream loader: the same values. */
+        g_autoptr(FsimPickle) z = load_stream((const guint8 *)contents, len, TRUE, NULL, &error);
+        if (error != NULL)
+            g_error("%s (gzip): %s", name, error->message);
+        g_assert_cmpuint(fsim_pickle_nodes(fsim_pickle_root(z)), ==,
+                         fsim_pickle_nodes(fsim_pickle_root(p)));
+        g_assert_cmpuint(fsim_pickle_input_bytes(z), <=, len);
         const FsimPickleValue *root = fsim_pickle_root(p);
         for (gsize i = 0; i < G_N_ELEMENTS(shared_traces); i++) {
             if (strcmp(shared_traces[i].name, name) != 0)
@@ -1414,6 +1559,9 @@ main(int argc, char **argv)
         g_test_add_data_func(path, GINT_TO_POINTER(protocol), test_load_cpython);
     }
     g_test_add_func("/pickle/load/memory-bound", test_memory_bound);
+    g_test_add_func("/pickle/load/memory-live", test_memory_live);
+    g_test_add_func("/pickle/load/memory-budget", test_memory_budget);
+    g_test_add_func("/pickle/load/stream-long-str", test_stream_long_str);
     g_test_add_func("/pickle/bad/global", test_bad_global);
     g_test_add_func("/pickle/bad/forbidden", test_bad_forbidden);
     g_test_add_func("/pickle/bad/unknown-opcode", test_bad_unknown);

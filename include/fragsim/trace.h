@@ -292,6 +292,28 @@ void fsim_trace_info_count(FsimTraceDeviceInfo *dev, const char *name, uint64_t 
 FsimTraceDeviceInfo *fsim_trace_info_device(FsimTraceInfo *info, uint32_t device);
 
 /**
+ * fsim_memory_budget:
+ *
+ * The memory budget of the readers: the most bytes a reader may hold while reading a trace (the
+ * unpickler's values, stack, memo and input window; a text or RMM reader's line buffer).  A
+ * reader that would need more fails with %FSIM_TRACE_ERROR_LIMIT and a message naming the file
+ * and the budget, instead of being killed by the kernel.  The default is half the physical
+ * memory, and at most half the address-space limit (`ulimit -v`) when one is set, so that the
+ * budget is crossed before malloc() fails; `--max-memory` sets it.
+ *
+ * Returns: the budget in bytes.
+ */
+gsize fsim_memory_budget(void);
+
+/**
+ * fsim_set_memory_budget:
+ * @bytes: the new budget; 0 restores the default.
+ *
+ * Sets the budget fsim_memory_budget() returns, for the whole process.
+ */
+void fsim_set_memory_budget(gsize bytes);
+
+/**
  * fsim_input_open:
  * @path: a file, or `-` for standard input.
  * @error: FSIM_ERROR_IO naming @path.
@@ -302,16 +324,6 @@ FsimTraceDeviceInfo *fsim_trace_info_device(FsimTraceInfo *info, uint32_t device
  * Returns: (transfer full): a buffered input stream.
  */
 GInputStream *fsim_input_open(const char *path, GError **error);
-
-/**
- * fsim_input_read_all:
- * @path: a file (gzip-compressed or not).
- * @max_bytes: refuse larger (decompressed) contents with FSIM_TRACE_ERROR_LIMIT; 0 = no limit.
- * @out: (out) (transfer full): the decompressed contents.
- *
- * Returns: %FALSE with FSIM_ERROR_IO or a decompression error naming @path.
- */
-gboolean fsim_input_read_all(const char *path, gsize max_bytes, GBytes **out, GError **error);
 
 /**
  * FsimTraceWriter:

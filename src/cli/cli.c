@@ -76,12 +76,42 @@ fsim_cli_main(int argc, char **argv)
     return FSIM_EXIT_USAGE;
 }
 
+/* --max-memory SIZE, which every command takes: the readers' memory budget (0: the default). */
+static gboolean
+apply_max_memory(const char *text, GError **error)
+{
+    uint64_t bytes = 0;
+
+    if (text == NULL) {
+        fsim_set_memory_budget(0);
+        return TRUE;
+    }
+    if (!fsim_parse_size(text, &bytes, error))
+        return FALSE;
+    if (bytes == 0 || bytes > G_MAXSIZE) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "--max-memory: %s is not a memory size",
+                    text);
+        return FALSE;
+    }
+    fsim_set_memory_budget((gsize)bytes);
+    return TRUE;
+}
+
 gboolean
 fsim_cli_parse(GOptionContext *context, const char *command, int *argc, char ***argv)
 {
+    g_autofree char *max_memory = NULL;
+    const GOptionEntry common[] = {
+        {"max-memory", 0, 0, G_OPTION_ARG_STRING, &max_memory,
+         "The most memory a trace reader may hold (default: half the RAM); beyond it, exit 1",
+         "SIZE"},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
     g_autoptr(GError) error = NULL;
 
-    if (!g_option_context_parse(context, argc, argv, &error)) {
+    g_option_context_add_main_entries(context, common, NULL);
+    if (!g_option_context_parse(context, argc, argv, &error) ||
+        !apply_max_memory(max_memory, &error)) {
         g_printerr("fragsim %s: %s\nRun 'fragsim %s --help' for usage.\n", command, error->message,
                    command);
         return FALSE;

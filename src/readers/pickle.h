@@ -6,7 +6,9 @@
  * int, float, str, bytes, list, tuple and dict, shared or not.  It never imports or calls
  * anything: every opcode that would (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ,
  * NEWOBJ_EX, EXT1/2/4, PERSID, BINPERSID, NEXT_BUFFER, READONLY_BUFFER) is refused.  It knows
- * nothing about PyTorch; src/readers/torch.c reads snapshots on top of it.
+ * nothing about PyTorch; src/readers/torch.c reads snapshots on top of it.  The code is in
+ * src/readers/pickle/: machine.c (the opcodes), text.c (protocol 0 text opcodes), value.c and
+ * heap.c (values, reference counts, memory), input.c (the input window), writer.c.
  *
  * The writer emits the opcode subset that MemoryViz.js (pytorch.org/memory_viz) and CPython both
  * read, so simulated runs can be exported as snapshots the viewer opens.
@@ -76,11 +78,23 @@ typedef struct FsimPickle FsimPickle;
  *     per reference (fsim_pickle_nodes() of the root).  Memo sharing lets a few hundred bytes
  *     describe 2^256 values ([x, x] nested), which would hang any walker that does not track
  *     shared values itself; this bounds the walk.  0 means the default, 2^20 + 64 per input
- *     byte (real snapshots need 2 to 4 per byte).
+ *     byte read so far (up to the opcode being executed) (real snapshots need 2 to 4 per byte).
+ * @max_memory: the most bytes the loader may hold at once: values, the stack, the memo and the
+ *     input window.  0 means the process's budget, fsim_memory_budget().
+ * @max_input: fsim_pickle_load_stream() only: the most bytes it reads.  0 means no limit.
  *
- * Safety limits of fsim_pickle_load().  Exceeding one is a %FSIM_TRACE_ERROR_LIMIT error.
- * Whatever the limits, memory stays within a constant times the input length, and loading
- * takes time linear in it.
+ * Safety limits of fsim_pickle_load() and fsim_pickle_load_stream().  Exceeding one is a
+ * %FSIM_TRACE_ERROR_LIMIT error.
+ *
+ * Memory.  Values are reference counted and freed as soon as nothing refers to them (POP,
+ * POP_MARK, a memo entry replaced, a container dropped), so what the loader holds is the *live*
+ * object graph: the values on the stack and in the memo and what they contain.  Each value
+ * takes 40 bytes plus its bytes (str, bytes) or 8 bytes per item (containers, whose arrays at
+ * most double), rounded to 8 bytes; freed memory is reused, never returned before the end, so
+ * the peak is what counts: at most about 2.5 times the peak live graph, plus 8 bytes per memo
+ * index up to the highest used and a 256 KiB input window.  None of it depends on the input's
+ * length: `(NONE POP)` repeated a billion times costs one value.  Loading takes time linear in
+ * the input.
  */
 typedef struct {
     guint max_depth;
@@ -88,6 +102,8 @@ typedef struct {
     gsize max_stack;
     gsize max_long_bytes;
     uint64_t max_nodes;
+    gsize max_memory;
+    uint64_t max_input;
 } FsimPickleLimits;
 
 /**
@@ -127,6 +143,24 @@ FsimPickle *fsim_pickle_load(const guint8 *data, gsize len, const FsimPickleLimi
                              GError **error);
 
 /**
+ * fsim_pickle_load_stream:
+ * @in: the stream to read the pickle from (a decompressing one, typically); borrowed.  It is
+ *     read up to STOP, never closed.
+ * @limits: (nullable): safety limits, as for fsim_pickle_load(); @max_input bounds the bytes read.
+ * @error: set on failure: the errors of fsim_pickle_load(), and %FSIM_ERROR_IO when a read
+ *     fails.
+ *
+ * Loads one pickle as fsim_pickle_load() does, reading @in through a window as the opcodes need
+ * it: the input is never held whole.  A declared length cannot be checked against the input
+ * that remains, so it is checked against the memory budget, and a truncated argument is found
+ * when its bytes run out.
+ *
+ * Returns: (transfer full) (nullable): the loaded pickle, or %NULL with @error set.
+ */
+FsimPickle *fsim_pickle_load_stream(GInputStream *in, const FsimPickleLimits *limits,
+                                    GError **error);
+
+/**
  * fsim_pickle_free:
  * @pickle: (nullable) (transfer full): a pickle from fsim_pickle_load().
  *
@@ -148,9 +182,18 @@ const FsimPickleValue *fsim_pickle_root(const FsimPickle *pickle);
  * fsim_pickle_arena_bytes:
  * @pickle: a loaded pickle.
  *
- * Returns: the bytes of memory the pickle's values take (for benchmarks and limits tests).
+ * Returns: the most bytes of memory the loader held at once while loading (values, stack, memo,
+ * input window), which #FsimPickleLimits' @max_memory bounds (for benchmarks and limits tests).
  */
 gsize fsim_pickle_arena_bytes(const FsimPickle *pickle);
+
+/**
+ * fsim_pickle_input_bytes:
+ * @pickle: a loaded pickle.
+ *
+ * Returns: the bytes of input read, up to and including STOP (after decompression).
+ */
+guint64 fsim_pickle_input_bytes(const FsimPickle *pickle);
 
 /**
  * fsim_pickle_type:

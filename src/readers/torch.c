@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * PyTorch memory snapshots: the pickles of torch.cuda.memory._dump_snapshot() and of
- * torch.cuda.memory_snapshot(), read through the safe unpickler (pickle.c) and walked by the
+ * torch.cuda.memory_snapshot(), read through the safe unpickler (pickle/) and walked by the
  * fields present, never by a version number (docs/trace-formats.md has the user's view).
  *
  * Shapes accepted: a bare list of segments (the oldest form, no trace); or a dict with any of
@@ -64,8 +64,10 @@
  * most N / 2 + TORCH_BUDGET_SLACK, beyond which the file is refused (FSIM_TRACE_ERROR_LIMIT).
  * Real snapshots cost under a tenth of that.  Work and memory stay linear in the file size.
  *
- * The whole snapshot is decoded at open (a plain file is mapped, not copied) into compact
- * per-device event arrays, and the pickle is freed; streams then only copy events out.
+ * The whole snapshot is decoded at open (a plain file is mapped, not copied; a compressed one
+ * is unpickled as it is decompressed, never held whole) into compact per-device event arrays,
+ * and the pickle is freed; streams then only copy events out.  The unpickler's memory is bounded
+ * by the live object graph and the memory budget (fsim_memory_budget()).
  */
 #include <glib.h>
 
@@ -135,13 +137,17 @@ torch_read_root(TorchLoader *ld, const FsimPickleValue *root, GError **error)
     return TRUE;
 }
 
-/* The file's bytes: mapped when it is a plain file (the copy through a stream costs as much as
- * unpickling), read through fsim_input_read_all() when compressed or not a regular file. */
-static GBytes *
-torch_read_input(const char *path, GError **error)
+/* Loads the pickle: from the mapped file when it is a plain one (the copy through a stream
+ * costs as much as unpickling), else (compressed, not a regular file) streamed through the
+ * decompressor, never held whole. */
+static FsimPickle *
+torch_load_pickle(const char *path, GError **error)
 {
     g_autoptr(GMappedFile) mapped = NULL;
-    GBytes *bytes = NULL;
+    g_autoptr(GInputStream) in = NULL;
+    g_autoptr(GError) local_error = NULL;
+    FsimPickleLimits limits = {.max_input = TORCH_MAX_BYTES};
+    FsimPickle *pickle = NULL;
 
     if (strcmp(path, "-") != 0 && g_file_test(path, G_FILE_TEST_IS_REGULAR))
         mapped = g_mapped_file_new(path, FALSE, NULL);
@@ -154,35 +160,34 @@ torch_read_input(const char *path, GError **error)
                         "%s: larger than %" G_GSIZE_FORMAT " bytes", path, TORCH_MAX_BYTES);
             return NULL;
         }
-        if (len < 2 || data[0] != 0x1f || data[1] != 0x8b)
-            return g_mapped_file_get_bytes(mapped);
+        if (len >= 2 && data[0] == 0x1f && data[1] == 0x8b)
+            g_clear_pointer(&mapped, g_mapped_file_unref); /* compressed: streamed below */
+        else
+            pickle = fsim_pickle_load(data, len, NULL, &local_error);
     }
-    if (!fsim_input_read_all(path, TORCH_MAX_BYTES, &bytes, error))
-        return NULL;
-    return bytes;
+    if (mapped == NULL) {
+        in = fsim_input_open(path, error);
+        if (in == NULL)
+            return NULL;
+        pickle = fsim_pickle_load_stream(in, &limits, &local_error);
+    }
+    if (pickle == NULL)
+        g_propagate_prefixed_error(error, g_steal_pointer(&local_error), "%s: ", path);
+    return pickle;
 }
 
 static FsimTrace *
 torch_open(const char *path, GError **error)
 {
-    g_autoptr(GBytes) bytes = NULL;
     g_autoptr(FsimPickle) pickle = NULL;
-    g_autoptr(GError) local_error = NULL;
     TorchTrace *trace;
     TorchLoader ld = {.path = path};
-    const guint8 *data;
     gsize len;
 
-    bytes = torch_read_input(path, error);
-    if (bytes == NULL)
+    pickle = torch_load_pickle(path, error);
+    if (pickle == NULL)
         return NULL;
-    data = g_bytes_get_data(bytes, &len);
-    pickle = fsim_pickle_load(data, len, NULL, &local_error);
-    if (pickle == NULL) {
-        g_propagate_prefixed_error(error, g_steal_pointer(&local_error), "%s: ", path);
-        return NULL;
-    }
-    g_clear_pointer(&bytes, g_bytes_unref);
+    len = (gsize)fsim_pickle_input_bytes(pickle);
 
     trace = g_new0(TorchTrace, 1);
     fsim_trace_init(&trace->base, &fsim_trace_format_torch, path);

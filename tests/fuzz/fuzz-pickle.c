@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target for the safe unpickler (src/readers/pickle.c): loads the input, checks the
+ * libFuzzer target for the safe unpickler (src/readers/pickle/): loads the input, checks the
  * error contract when it fails, and otherwise walks the whole value tree through every accessor,
  * checking that the depth and walk-size limits hold, then frees it.  Build with
  * -DFRAGSIM_FUZZ=ON and clang; tests/fuzz/README.md says how to run it.
  */
 #include <glib.h>
 
+#include <gio/gio.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +126,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const FsimPickleValue *root = fsim_pickle_root(pickle);
     check(walk(root, 1) <= limits.max_nodes, "walk within max_nodes");
     check(fsim_pickle_arena_bytes(pickle) <= 256 * (gsize)size + 64 * 1024, "arena bounded");
+    /* The stream loader, through a window of a few bytes (FSIM_PICKLE_INPUT_BLOCK), reads the
+     * same values.  (The converse does not hold: only a loader holding the whole input checks a
+     * FRAME's length, or bounds memo indices by the input length.) */
+    GInputStream *in = g_memory_input_stream_new_from_data(data, (gssize)size, NULL);
+    FsimPickle *streamed = fsim_pickle_load_stream(in, &limits, &error);
+    check(streamed != NULL, "a stream loads what memory loads");
+    check(fsim_pickle_nodes(fsim_pickle_root(streamed)) == fsim_pickle_nodes(root),
+          "the stream's values match");
+    check(fsim_pickle_input_bytes(streamed) == fsim_pickle_input_bytes(pickle),
+          "the stream stops at STOP");
+    fsim_pickle_free(streamed);
+    g_object_unref(in);
     fsim_pickle_free(pickle);
     return 0;
 }

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The unpickler's opcode machine (private to src/readers/pickle/): the loader state that
+ * machine.c (the stack, the memo, containers and the binary opcodes) and text.c (the protocol 0
+ * text opcodes) share.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include <stdint.h>
+
+#include "fragsim/types.h"
+
+#include "input.h"
+#include "value.h"
+
+typedef struct {
+    Input in;
+    uint64_t op_offset; /* of the opcode being executed */
+    guint8 op;          /* that opcode */
+    Heap *heap;
+
+    FsimPickleValue **stack; /* each slot holds a reference */
+    size_t stack_len;
+    size_t stack_cap;
+    size_t fence; /* stack index of the innermost MARK; items below it are out of reach */
+
+    size_t *marks;
+    size_t n_marks;
+    size_t marks_cap;
+
+    FsimPickleValue **memo; /* NULL = unset; each set slot holds a reference */
+    size_t memo_cap;
+    size_t memo_count; /* set entries: MEMOIZE's next index, as in CPython */
+    size_t memo_bound; /* indices must be below it */
+
+    guint max_depth;
+    size_t max_stack;
+    size_t max_long_bytes;
+    uint64_t max_nodes; /* 0: DEFAULT_NODES_BASE + DEFAULT_NODES_PER_BYTE per byte read */
+
+    GError **error;
+} Loader;
+
+gboolean load_fail(Loader *l, FsimTraceError code, const char *format, ...) G_GNUC_PRINTF(3, 4);
+
+/* The name of the opcode being executed, as pickletools spells it. */
+const char *op_name(const Loader *l);
+
+/* Fails for a value the budget cannot hold (a NULL from value_new*()). */
+gboolean over_budget(Loader *l);
+
+/* Fails for what input_*() reported (not INPUT_OK); @n is the bytes the opcode needed. */
+gboolean input_fail(Loader *l, InputStatus status, size_t n);
+
+/* Pushes @v (a reference is taken); a NULL @v is a budget failure. */
+gboolean push(Loader *l, FsimPickleValue *v);
+
+static inline FsimPickleValue *
+new_value(Loader *l, FsimPickleType type)
+{
+    return value_new(l->heap, type, l->op_offset);
+}
+
+/* LONG1-style little-endian two's-complement bytes as an int or a bigint value. */
+FsimPickleValue *new_long(Loader *l, const guint8 *bytes, size_t n);
+
+gboolean memo_get(Loader *l, uint64_t index);
+gboolean memo_put(Loader *l, uint64_t index);
+
+/* The protocol 0 opcodes (text.c). */
+gboolean load_text_int(Loader *l);  /* INT */
+gboolean load_text_long(Loader *l); /* LONG */
+gboolean load_text_get(Loader *l);  /* GET */
+gboolean load_text_put(Loader *l);  /* PUT */
+gboolean load_text_float(Loader *l);
+gboolean load_string(Loader *l);
+gboolean load_unicode(Loader *l);

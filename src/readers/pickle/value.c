@@ -1,0 +1,388 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The unpickler's object model: creating values, reference counting, container item arrays, and
+ * the public accessors of pickle.h.  See value.h for the memory rules.
+ */
+#include "value.h"
+
+#include <glib.h>
+
+#include <string.h>
+
+FsimPickleValue *
+value_new(Heap *heap, FsimPickleType type, uint64_t offset)
+{
+    FsimPickleValue *v = heap_alloc(heap, sizeof(*v));
+    if (v == NULL)
+        return NULL;
+    v->type = (uint8_t)type;
+    v->flags = 0;
+    v->height = type >= FSIM_PICKLE_LIST ? 1 : 0;
+    v->refs = 0;
+    v->offset = offset;
+    if (type >= FSIM_PICKLE_LIST) {
+        v->u.c.items = NULL;
+        v->u.c.len = 0;
+        v->u.c.cap = 0;
+        v->u.c.nodes = 1;
+    }
+    return v;
+}
+
+/* A blob's header and bytes are one block: the bytes follow the header. */
+static inline size_t
+blob_block(size_t len)
+{
+    return sizeof(FsimPickleValue) + len + 1;
+}
+
+FsimPickleValue *
+value_new_blob(Heap *heap, FsimPickleType type, uint64_t offset, const void *src, size_t len)
+{
+    if (len > G_MAXSSIZE / 2)
+        return NULL;
+    FsimPickleValue *v = heap_alloc(heap, blob_block(len));
+    if (v == NULL)
+        return NULL;
+    v->type = (uint8_t)type;
+    v->flags = 0;
+    v->height = 0;
+    v->refs = 0;
+    v->offset = offset;
+    v->u.s.data = (char *)(v + 1);
+    v->u.s.len = len;
+    if (src != NULL)
+        memcpy(v->u.s.data, src, len);
+    v->u.s.data[len] = '\0';
+    return v;
+}
+
+static inline size_t
+items_used(const FsimPickleValue *c)
+{
+    return c->type == FSIM_PICKLE_DICT ? 2 * (size_t)c->u.c.len : c->u.c.len;
+}
+
+gboolean
+value_reserve_items(Heap *heap, FsimPickleValue *c, size_t extra)
+{
+    size_t used = items_used(c);
+    if (c->u.c.cap - used >= extra)
+        return TRUE;
+    if (extra > UINT32_MAX - used)
+        return FALSE;
+    size_t cap = used + extra;
+    if (used > 0)
+        cap = MIN(MAX(cap, 2 * (size_t)c->u.c.cap), (size_t)UINT32_MAX);
+    FsimPickleValue **items = heap_alloc(heap, cap * sizeof(void *));
+    if (items == NULL)
+        return FALSE;
+    if (used > 0)
+        memcpy(items, c->u.c.items, used * sizeof(void *));
+    if (c->u.c.items != NULL)
+        heap_free(heap, c->u.c.items, c->u.c.cap * sizeof(void *));
+    c->u.c.items = items;
+    c->u.c.cap = (uint32_t)cap;
+    return TRUE;
+}
+
+/* Frees a value whose last reference is gone, without looking at its items. */
+static void
+value_release(Heap *heap, FsimPickleValue *v)
+{
+    switch ((FsimPickleType)v->type) {
+    case FSIM_PICKLE_STR:
+    case FSIM_PICKLE_BYTES:
+    case FSIM_PICKLE_BIGINT:
+        heap_free(heap, v, blob_block(v->u.s.len));
+        return;
+    case FSIM_PICKLE_LIST:
+    case FSIM_PICKLE_TUPLE:
+    case FSIM_PICKLE_DICT:
+        if (v->u.c.items != NULL)
+            heap_free(heap, v->u.c.items, v->u.c.cap * sizeof(void *));
+        heap_free(heap, v, sizeof(*v));
+        return;
+    default:
+        heap_free(heap, v, sizeof(*v));
+        return;
+    }
+}
+
+void
+value_unref(Heap *heap, FsimPickleValue *v)
+{
+    g_assert(v->refs > 0);
+    if (--v->refs > 0)
+        return;
+    /* Dead containers whose items are still to be dropped, linked through their offset field:
+     * no recursion, whatever the depth.  A dead container becomes a flat list of its items
+     * (a dict's keys and values alike), dropped from the end. */
+    FsimPickleValue *pending = NULL;
+    while (v != NULL) {
+        if (value_is_container(v)) {
+            v->u.c.len = (uint32_t)items_used(v);
+            v->type = FSIM_PICKLE_LIST;
+            v->offset = (uint64_t)(uintptr_t)pending;
+            pending = v;
+        } else {
+            value_release(heap, v);
+        }
+        v = NULL;
+        while (v == NULL && pending != NULL) {
+            FsimPickleValue *c = pending;
+            while (c->u.c.len > 0) {
+                FsimPickleValue *item = c->u.c.items[--c->u.c.len];
+                if (--item->refs == 0) {
+                    v = item;
+                    break;
+                }
+            }
+            if (v == NULL) {
+                pending = (FsimPickleValue *)(uintptr_t)c->offset;
+                value_release(heap, c);
+            }
+        }
+    }
+}
+
+/* ---- The loaded pickle -------------------------------------------------------------------- */
+
+void
+fsim_pickle_free(FsimPickle *pickle)
+{
+    if (pickle == NULL)
+        return;
+    heap_clear(&pickle->heap);
+    g_free(pickle);
+}
+
+const FsimPickleValue *
+fsim_pickle_root(const FsimPickle *pickle)
+{
+    g_return_val_if_fail(pickle != NULL, NULL);
+    return pickle->root;
+}
+
+gsize
+fsim_pickle_arena_bytes(const FsimPickle *pickle)
+{
+    g_return_val_if_fail(pickle != NULL, 0);
+    return pickle->heap.peak;
+}
+
+guint64
+fsim_pickle_input_bytes(const FsimPickle *pickle)
+{
+    g_return_val_if_fail(pickle != NULL, 0);
+    return pickle->input_bytes;
+}
+
+/* ---- Accessors ----------------------------------------------------------------------------- */
+
+FsimPickleType
+fsim_pickle_type(const FsimPickleValue *v)
+{
+    g_return_val_if_fail(v != NULL, FSIM_PICKLE_NONE);
+    return (FsimPickleType)v->type;
+}
+
+const char *
+fsim_pickle_type_name(FsimPickleType type)
+{
+    switch (type) {
+    case FSIM_PICKLE_NONE:
+        return "NoneType";
+    case FSIM_PICKLE_BOOL:
+        return "bool";
+    case FSIM_PICKLE_INT:
+    case FSIM_PICKLE_BIGINT:
+        return "int";
+    case FSIM_PICKLE_FLOAT:
+        return "float";
+    case FSIM_PICKLE_STR:
+        return "str";
+    case FSIM_PICKLE_BYTES:
+        return "bytes";
+    case FSIM_PICKLE_LIST:
+        return "list";
+    case FSIM_PICKLE_TUPLE:
+        return "tuple";
+    case FSIM_PICKLE_DICT:
+        return "dict";
+    }
+    return "?";
+}
+
+gsize
+fsim_pickle_len(const FsimPickleValue *v)
+{
+    g_return_val_if_fail(v != NULL, 0);
+    switch ((FsimPickleType)v->type) {
+    case FSIM_PICKLE_STR:
+    case FSIM_PICKLE_BYTES:
+    case FSIM_PICKLE_BIGINT:
+        return v->u.s.len;
+    case FSIM_PICKLE_LIST:
+    case FSIM_PICKLE_TUPLE:
+    case FSIM_PICKLE_DICT:
+        return v->u.c.len;
+    default:
+        return 0;
+    }
+}
+
+const FsimPickleValue *
+fsim_pickle_item(const FsimPickleValue *v, gsize i)
+{
+    if (v == NULL || (v->type != FSIM_PICKLE_LIST && v->type != FSIM_PICKLE_TUPLE) ||
+        i >= v->u.c.len)
+        return NULL;
+    return v->u.c.items[i];
+}
+
+const FsimPickleValue *
+fsim_pickle_dict_key(const FsimPickleValue *v, gsize i)
+{
+    if (v == NULL || v->type != FSIM_PICKLE_DICT || i >= v->u.c.len)
+        return NULL;
+    return v->u.c.items[2 * i];
+}
+
+const FsimPickleValue *
+fsim_pickle_dict_value(const FsimPickleValue *v, gsize i)
+{
+    if (v == NULL || v->type != FSIM_PICKLE_DICT || i >= v->u.c.len)
+        return NULL;
+    return v->u.c.items[2 * i + 1];
+}
+
+const FsimPickleValue *
+fsim_pickle_dict_get(const FsimPickleValue *dict, const char *key)
+{
+    g_return_val_if_fail(key != NULL, NULL);
+    if (dict == NULL || dict->type != FSIM_PICKLE_DICT)
+        return NULL;
+    size_t len = strlen(key);
+    for (size_t i = dict->u.c.len; i-- > 0;) {
+        const FsimPickleValue *k = dict->u.c.items[2 * i];
+        if (k->type == FSIM_PICKLE_STR && k->u.s.len == len && memcmp(k->u.s.data, key, len) == 0)
+            return dict->u.c.items[2 * i + 1];
+    }
+    return NULL;
+}
+
+gboolean
+fsim_pickle_get_int(const FsimPickleValue *v, int64_t *out)
+{
+    g_return_val_if_fail(out != NULL, FALSE);
+    if (v == NULL || v->type != FSIM_PICKLE_INT || (v->flags & VALUE_UNSIGNED))
+        return FALSE;
+    *out = v->u.i;
+    return TRUE;
+}
+
+gboolean
+fsim_pickle_get_uint(const FsimPickleValue *v, uint64_t *out)
+{
+    g_return_val_if_fail(out != NULL, FALSE);
+    if (v == NULL || v->type != FSIM_PICKLE_INT)
+        return FALSE;
+    if (!(v->flags & VALUE_UNSIGNED) && v->u.i < 0)
+        return FALSE;
+    *out = v->u.u;
+    return TRUE;
+}
+
+gboolean
+fsim_pickle_get_double(const FsimPickleValue *v, double *out)
+{
+    g_return_val_if_fail(out != NULL, FALSE);
+    if (v == NULL)
+        return FALSE;
+    switch ((FsimPickleType)v->type) {
+    case FSIM_PICKLE_FLOAT:
+        *out = v->u.d;
+        return TRUE;
+    case FSIM_PICKLE_INT:
+        *out = (v->flags & VALUE_UNSIGNED) ? (double)v->u.u : (double)v->u.i;
+        return TRUE;
+    case FSIM_PICKLE_BIGINT: {
+        /* Two's complement: the top byte is signed, the others are not.  Past DBL_MAX this
+         * gives +-inf where Python's float() raises OverflowError. */
+        const guint8 *b = (const guint8 *)v->u.s.data;
+        size_t n = v->u.s.len;
+        double d = (double)(int8_t)b[n - 1];
+        for (size_t i = n - 1; i-- > 0;)
+            d = d * 256.0 + b[i];
+        *out = d;
+        return TRUE;
+    }
+    default:
+        return FALSE;
+    }
+}
+
+gboolean
+fsim_pickle_get_bool(const FsimPickleValue *v, gboolean *out)
+{
+    g_return_val_if_fail(out != NULL, FALSE);
+    if (v == NULL || v->type != FSIM_PICKLE_BOOL)
+        return FALSE;
+    *out = v->u.b;
+    return TRUE;
+}
+
+const char *
+fsim_pickle_get_str(const FsimPickleValue *v, gsize *len)
+{
+    if (v == NULL || v->type != FSIM_PICKLE_STR)
+        return NULL;
+    if (len != NULL)
+        *len = v->u.s.len;
+    return v->u.s.data;
+}
+
+const guint8 *
+fsim_pickle_get_bytes(const FsimPickleValue *v, gsize *len)
+{
+    if (v == NULL || v->type != FSIM_PICKLE_BYTES)
+        return NULL;
+    if (len != NULL)
+        *len = v->u.s.len;
+    return (const guint8 *)v->u.s.data;
+}
+
+const guint8 *
+fsim_pickle_get_bigint(const FsimPickleValue *v, gsize *len)
+{
+    if (v == NULL || v->type != FSIM_PICKLE_BIGINT)
+        return NULL;
+    if (len != NULL)
+        *len = v->u.s.len;
+    return (const guint8 *)v->u.s.data;
+}
+
+gboolean
+fsim_pickle_str_equal(const FsimPickleValue *v, const char *s)
+{
+    g_return_val_if_fail(s != NULL, FALSE);
+    if (v == NULL || v->type != FSIM_PICKLE_STR)
+        return FALSE;
+    size_t len = strlen(s);
+    return v->u.s.len == len && memcmp(v->u.s.data, s, len) == 0;
+}
+
+uint64_t
+fsim_pickle_nodes(const FsimPickleValue *v)
+{
+    g_return_val_if_fail(v != NULL, 0);
+    return value_nodes(v);
+}
+
+gsize
+fsim_pickle_offset(const FsimPickleValue *v)
+{
+    g_return_val_if_fail(v != NULL, 0);
+    return (gsize)v->offset;
+}

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The unpickler's object model (private to src/readers/pickle/): values, their reference counts,
+ * and the heap they live in.
+ *
+ * Every value is reference counted: a reference is a slot on the unpickling stack, in the memo,
+ * or in a container.  A value whose count drops to zero (POP, POP_MARK, a memo entry replaced, a
+ * container freed) is freed at once and its memory reused, so the heap holds the *live* object
+ * graph, not everything the input ever created: `(NONE POP) x 1e9` costs one value, not 1e9.
+ *
+ * The heap hands out small blocks (up to HEAP_MAX_SMALL bytes) from chunks, in size classes of 8
+ * bytes with a free list each; larger blocks (long strings, item arrays) come from g_malloc()
+ * and are linked into a list so that the whole heap can be freed at once.  Every byte the heap,
+ * the stack, the memo and the input window hold is counted against a budget (the memory budget
+ * of the process unless the caller gives one); crossing it is an error, never an abort.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include <stdint.h>
+
+#include "readers/pickle.h"
+
+enum {
+    VALUE_SEALED = 1 << 0,   /* container: can no longer be modified (see machine.c) */
+    VALUE_UNSIGNED = 1 << 1, /* int: above INT64_MAX, held in u.u */
+};
+
+/* The deepest nesting a value can record (height is 16 bits). */
+#define VALUE_MAX_HEIGHT 65535u
+
+struct FsimPickleValue {
+    uint8_t type;    /* FsimPickleType */
+    uint8_t flags;   /* VALUE_* */
+    uint16_t height; /* 0 for scalars; 1 + the highest item for containers (empty: 1) */
+    uint32_t refs;   /* references from the stack, the memo and containers */
+    uint64_t offset; /* of the opcode that created the value */
+    union {
+        gboolean b;
+        int64_t i;
+        uint64_t u;
+        double d;
+        struct {
+            char *data; /* NUL-terminated; str, bytes and bigint bytes */
+            size_t len;
+        } s;
+        struct {
+            FsimPickleValue **items; /* dict: key, value, key, value, ... */
+            uint32_t len;            /* items; dict: entries */
+            uint32_t cap;            /* pointers allocated at items */
+            uint64_t nodes;          /* values a full walk visits: 1 + the items' nodes */
+        } c;
+    } u;
+};
+
+#define HEAP_ALIGN     8
+#define HEAP_MAX_SMALL 256
+#define HEAP_CLASSES   (HEAP_MAX_SMALL / HEAP_ALIGN)
+
+typedef struct HeapChunk HeapChunk;
+typedef struct HeapBig HeapBig;
+
+typedef struct {
+    HeapChunk *chunks; /* small blocks are carved from these */
+    char *pos;
+    char *end;
+    void *free_small[HEAP_CLASSES]; /* free lists, linked through the blocks' first word */
+    HeapBig *big;                   /* large blocks, doubly linked */
+    size_t next_chunk;
+    size_t used;   /* bytes held now: chunks, large blocks, and what heap_charge() added */
+    size_t peak;   /* the most bytes held at once */
+    size_t budget; /* used may not exceed it */
+} Heap;
+
+/* Sets up an empty heap with a budget of @budget bytes. */
+void heap_init(Heap *heap, size_t budget);
+
+/* Frees every block at once. */
+void heap_clear(Heap *heap);
+
+/* A block of @size bytes, or NULL when it would take the heap past its budget. */
+void *heap_alloc(Heap *heap, size_t size);
+
+/* Gives back a block of @size bytes from heap_alloc(). */
+void heap_free(Heap *heap, void *p, size_t size);
+
+/* Counts @delta bytes (held outside the heap: the stack, the memo, the input window) against the
+ * budget.  Returns FALSE, changing nothing, when an increase would go past it. */
+gboolean heap_charge(Heap *heap, gssize delta);
+
+static inline gboolean
+value_is_container(const FsimPickleValue *v)
+{
+    return v->type >= FSIM_PICKLE_LIST;
+}
+
+static inline uint64_t
+value_nodes(const FsimPickleValue *v)
+{
+    return value_is_container(v) ? v->u.c.nodes : 1;
+}
+
+/* A new value of @type with no references, or NULL over the budget.  Containers start empty. */
+FsimPickleValue *value_new(Heap *heap, FsimPickleType type, uint64_t offset);
+
+/* A new str, bytes or bigint value of @len bytes (copied from @src unless it is NULL: the caller
+ * fills them, all @len of them) and a NUL, or NULL over the budget. */
+FsimPickleValue *value_new_blob(Heap *heap, FsimPickleType type, uint64_t offset, const void *src,
+                                size_t len);
+
+/* Makes room for @extra more pointers in a container's item array.  FALSE over the budget. */
+gboolean value_reserve_items(Heap *heap, FsimPickleValue *c, size_t extra);
+
+static inline void
+value_ref(FsimPickleValue *v)
+{
+    v->refs++;
+}
+
+/* Drops a reference; frees @v, and what only it referred to, when it was the last. */
+void value_unref(Heap *heap, FsimPickleValue *v);
+
+struct FsimPickle {
+    Heap heap;
+    FsimPickleValue *root;
+    uint64_t input_bytes;
+};
