@@ -207,14 +207,14 @@ read_text_index(Loader *l, uint64_t *index)
 gboolean
 load_text_get(Loader *l)
 {
-    uint64_t index;
+    uint64_t index = 0;
     return read_text_index(l, &index) && memo_get(l, index);
 }
 
 gboolean
 load_text_put(Loader *l)
 {
-    uint64_t index;
+    uint64_t index = 0;
     return read_text_index(l, &index) && memo_put(l, index);
 }
 
