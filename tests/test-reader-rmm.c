@@ -178,6 +178,61 @@ test_bad(gconstpointer data)
     g_assert_true(g_str_has_prefix(error->message, prefix));
 }
 
+/* Writes @text to @path, gzip-compressed when @path ends in .gz. */
+static void
+write_maybe_gz(const char *path, const GString *text)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GFile) file = g_file_new_for_path(path);
+    g_autoptr(GFileOutputStream) raw =
+        g_file_replace(file, NULL, FALSE, G_FILE_CREATE_NONE, NULL, &error);
+    g_autoptr(GOutputStream) out = NULL;
+
+    g_assert_no_error(error);
+    if (g_str_has_suffix(path, ".gz")) {
+        g_autoptr(GZlibCompressor) z = g_zlib_compressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP, 1);
+
+        out = g_converter_output_stream_new(G_OUTPUT_STREAM(raw), G_CONVERTER(z));
+    } else {
+        out = g_object_ref(G_OUTPUT_STREAM(raw));
+    }
+    g_assert_true(g_output_stream_write_all(out, text->str, text->len, NULL, NULL, &error));
+    g_assert_true(g_output_stream_close(out, NULL, &error));
+    g_assert_no_error(error);
+}
+
+/* Blank rows are skipped in bulk, across buffer refills, plain and compressed: the line numbers
+ * of what follows them stay exact. */
+static void
+test_blank_runs(void)
+{
+    static const char *const names[] = {"blank.csv", "blank.csv.gz"};
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = g_dir_make_tmp("fragsim-rmm-XXXXXX", &error);
+    g_autoptr(GString) text =
+        g_string_new("Thread,Time,Action,Pointer,Size,Stream\n"
+                     "1,13:05:42.123456,allocate,0x7f8a40000000,1024,0x7f8a38001020\n");
+
+    for (int i = 0; i < 400000; i++)
+        g_string_append(text, i % 4 == 0 ? "\r\n" : "\n");
+    g_string_append(text, "  \n1,13:05:42.123502,free,0x7f8a4zz,1024,0x7f8a38001020\n");
+    for (gsize i = 0; i < G_N_ELEMENTS(names); i++) {
+        g_autofree char *path = g_build_filename(dir, names[i], NULL);
+        g_autofree char *where = g_strdup_printf("%s:400004: ", path);
+        g_autoptr(FsimTrace) trace = NULL;
+
+        write_maybe_gz(path, text);
+        trace = fsim_trace_open(path, &error);
+        g_assert_null(trace);
+        g_assert_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_NUMBER);
+        if (!g_str_has_prefix(error->message, where))
+            g_error("expected '%s...', got '%s'", where, error->message);
+        g_clear_error(&error);
+        g_unlink(path);
+    }
+    g_rmdir(dir);
+}
+
 static void
 test_cli(void)
 {
@@ -235,6 +290,7 @@ main(int argc, char **argv)
 
         g_test_add_data_func(name, &bad_logs[i], test_bad);
     }
+    g_test_add_func("/reader/rmm/blank-runs", test_blank_runs);
     g_test_add_func("/reader/rmm/cli", test_cli);
     return g_test_run();
 }

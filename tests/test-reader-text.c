@@ -433,6 +433,61 @@ test_truncated_prefixes(void)
     g_rmdir(dir);
 }
 
+/* Writes @text to @path, gzip-compressed when @path ends in .gz. */
+static void
+write_maybe_gz(const char *path, const GString *text)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GFile) file = g_file_new_for_path(path);
+    g_autoptr(GFileOutputStream) raw =
+        g_file_replace(file, NULL, FALSE, G_FILE_CREATE_NONE, NULL, &error);
+    g_autoptr(GOutputStream) out = NULL;
+
+    g_assert_no_error(error);
+    if (g_str_has_suffix(path, ".gz")) {
+        g_autoptr(GZlibCompressor) z = g_zlib_compressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP, 1);
+
+        out = g_converter_output_stream_new(G_OUTPUT_STREAM(raw), G_CONVERTER(z));
+    } else {
+        out = g_object_ref(G_OUTPUT_STREAM(raw));
+    }
+    g_assert_true(g_output_stream_write_all(out, text->str, text->len, NULL, NULL, &error));
+    g_assert_true(g_output_stream_close(out, NULL, &error));
+    g_assert_no_error(error);
+}
+
+/* Comment and blank lines are skipped in bulk, across buffer refills, plain and compressed: the
+ * line numbers of what follows them stay exact. */
+static void
+test_blank_and_comment_runs(void)
+{
+    static const char *const names[] = {"runs.trace", "runs.trace.gz"};
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = g_dir_make_tmp("fragsim-XXXXXX", &error);
+    g_autoptr(GString) text = g_string_new("fragsim-trace v1\n0 alloc 1 4096 0\n");
+
+    for (int i = 0; i < 100000; i++)
+        g_string_append(text, "# a comment\n");
+    for (int i = 0; i < 200000; i++)
+        g_string_append(text, i % 2 == 0 ? "\n" : "\r\n");
+    g_string_append(text, "#\n \n\t# indented\n10 free 1 0\n20 bogus\n");
+    for (gsize i = 0; i < G_N_ELEMENTS(names); i++) {
+        g_autofree char *path = g_build_filename(dir, names[i], NULL);
+        g_autofree char *rendered = NULL;
+        g_autofree char *where = g_strdup_printf("%s:300007: ", path);
+
+        write_maybe_gz(path, text);
+        rendered = render_trace(path, &error);
+        g_assert_null(rendered);
+        g_assert_nonnull(error);
+        if (!g_str_has_prefix(error->message, where))
+            g_error("expected '%s...', got '%s'", where, error->message);
+        g_clear_error(&error);
+        g_unlink(path);
+    }
+    g_rmdir(dir);
+}
+
 /* A long line is refused with a limit error, not read into unbounded memory. */
 static void
 test_long_line(void)
@@ -470,6 +525,7 @@ main(int argc, char **argv)
     g_test_add_func("/reader/text/bad/missing-file", test_missing_file);
     g_test_add_func("/reader/text/bad/directory", test_directory);
     g_test_add_func("/reader/text/bad/truncated-prefixes", test_truncated_prefixes);
+    g_test_add_func("/reader/text/blank-and-comment-runs", test_blank_and_comment_runs);
     g_test_add_func("/reader/text/bad/long-line", test_long_line);
     g_test_add_func("/reader/text/mapped-equals-streamed", test_mapped_equals_streamed);
     g_test_add_data_func("/writer/text/round-trip", "", test_writer_round_trip);

@@ -117,15 +117,49 @@ text_map_read_line(TextStream *s, char **line, gsize *len, GError **error)
     return TRUE;
 }
 
+/* Skips the blank lines (empty, or a lone CR) and the lines that start with `#` at the read
+ * position, counting them, so that comments and blank lines read at memory speed rather than a
+ * line at a time.  A line that does not end in the buffer is left to text_read_line(). */
+static void
+text_skip_blank(TextStream *s)
+{
+    const char *p = s->buf + s->start;
+    const char *end = s->buf + s->end;
+    uint64_t lines = 0;
+
+    for (;;) {
+        if (p < end && *p == '\n') {
+            p++;
+        } else if (p + 1 < end && p[0] == '\r' && p[1] == '\n') {
+            p += 2;
+        } else if (p < end && *p == '#') {
+            const char *nl = memchr(p, '\n', (size_t)(end - p));
+
+            if (nl == NULL || memchr(p, '\0', (size_t)(nl - p)) != NULL)
+                break; /* partial, or a NUL byte the normal path reports */
+            p = nl + 1;
+        } else {
+            break;
+        }
+        lines++;
+    }
+    s->start = (gsize)(p - s->buf);
+    s->line += lines;
+}
+
 /* Read the next line into [*line, *line + *len), without its newline.  FALSE at the end of the
- * input (error unset) or on failure. */
+ * input (error unset) or on failure.  Blank and comment lines after the header are skipped. */
 static gboolean
 text_read_line(TextStream *s, char **line, gsize *len, GError **error)
 {
     if (s->map != NULL)
         return text_map_read_line(s, line, len, error);
     for (;;) {
-        char *nl = s->start < s->end ? memchr(s->buf + s->start, '\n', s->end - s->start) : NULL;
+        char *nl;
+
+        if (s->line > 0)
+            text_skip_blank(s);
+        nl = s->start < s->end ? memchr(s->buf + s->start, '\n', s->end - s->start) : NULL;
 
         if (nl != NULL || (s->eof && s->start < s->end)) {
             char *begin = s->buf + s->start;
