@@ -1023,10 +1023,12 @@ test_memory_budget(void)
     FsimPickleLimits limits = {.max_memory = 1024 * 1024};
     g_autoptr(GError) error = NULL;
     g_autoptr(FsimPickle) p = fsim_pickle_load((const guint8 *)s->str, s->len, &limits, &error);
+    g_assert_null(p);
     g_assert_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_LIMIT);
     g_assert_nonnull(strstr(error->message, "BININT1: needs more than the memory budget of 1 MiB"));
     g_clear_error(&error);
     g_autoptr(FsimPickle) z = load_stream((const guint8 *)s->str, s->len, TRUE, &limits, &error);
+    g_assert_null(z);
     g_assert_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_LIMIT);
     g_clear_error(&error);
     /* A declared length beyond the budget is refused before anything is read. */
@@ -1047,6 +1049,7 @@ test_memory_budget(void)
     limits.max_input = 100;
     g_autoptr(FsimPickle) longer =
         load_stream((const guint8 *)s->str, s->len, FALSE, &limits, &error);
+    g_assert_null(longer);
     g_assert_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_LIMIT);
     g_assert_nonnull(strstr(error->message, "larger than 100 bytes"));
 }
