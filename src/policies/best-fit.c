@@ -21,9 +21,10 @@
  * the device's capacity only where the device refuses pages (an OOM), so `needed_bytes` is
  * simply the high-water mark of a run that did not run out.
  *
- * The arena's address space is reserved by the first allocation, not at creation, so that a
- * device that refuses the reservation (fault injection) costs that allocation an OOM, like any
- * other failed driver call, and the next allocation tries again.
+ * The arena's address space is reserved at creation.  A device too small for it is an error; a
+ * reservation refused by an injected fault (device.fail_va_reserve_*) is not: like any failed
+ * driver call it costs an allocation an OOM (the first one), and each later allocation tries to
+ * reserve again until one succeeds.
  *
  * Knobs:
  *   alignment   block size and address alignment (default 256 bytes, as RMM and BFC)
@@ -44,7 +45,8 @@ struct Block {
 typedef struct {
     FsimPolicy base; /* must be first */
     FsimAddr arena_base;
-    gboolean reserved; /* arena_base is valid: the address space is reserved */
+    gboolean reserved;    /* arena_base is valid: the address space is reserved */
+    gboolean pending_oom; /* an injected fault refused the reservation: the next alloc fails */
     uint64_t arena_size;
     uint64_t alignment;
     uint64_t mapped_end; /* pages are mapped in [0, mapped_end) */
@@ -78,6 +80,18 @@ block_by_size(gconstpointer a, gconstpointer b, gpointer data)
     return x->offset < y->offset ? -1 : x->offset > y->offset ? 1 : 0;
 }
 
+/* Whether the va_reserve just refused was refused by an injected fault (the device's
+ * fail_va_reserve_at or _from), not for want of address space. */
+static gboolean
+best_fit_fault_injected(const FsimDevice *device)
+{
+    uint64_t attempt = device->attempts[FSIM_CALL_VA_RESERVE];
+    uint64_t at = device->faults.fail_at[FSIM_CALL_VA_RESERVE];
+    uint64_t from = device->faults.fail_from[FSIM_CALL_VA_RESERVE];
+
+    return !device->seeding && ((at != 0 && attempt == at) || (from != 0 && attempt >= from));
+}
+
 static FsimPolicy *
 best_fit_create(FsimDevice *device, GKeyFile *config, GError **error)
 {
@@ -103,6 +117,17 @@ best_fit_create(FsimDevice *device, GKeyFile *config, GError **error)
     bf->base.ops = &fsim_policy_best_fit;
     bf->base.device = device;
     bf->arena_size = arena_size;
+    /* The arena's address space; pages are mapped into it as it fills. */
+    bf->reserved = fsim_device_va_reserve(device, arena_size, device->spec.granularity,
+                                          &bf->arena_base) == FSIM_OK;
+    if (!bf->reserved && !best_fit_fault_injected(device)) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                    "bestfit: cannot reserve %" G_GUINT64_FORMAT " bytes of address space",
+                    arena_size);
+        g_free(bf);
+        return NULL;
+    }
+    bf->pending_oom = !bf->reserved;
     bf->alignment = alignment;
     bf->free_blocks = g_tree_new_full(block_by_size, NULL, NULL, NULL);
     bf->first = g_new0(Block, 1);
@@ -140,8 +165,13 @@ best_fit_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
 
     if (size < req->size) /* overflow near 2^64 cannot happen below FSIM_MAX_SIZE, but be sure */
         return FSIM_OOM;
-    /* The arena's address space; pages are mapped into it as it fills. */
     if (!bf->reserved) {
+        /* The reservation an injected fault refused: this allocation is its OOM, or it tries
+         * again. */
+        if (bf->pending_oom) {
+            bf->pending_oom = FALSE;
+            return FSIM_OOM;
+        }
         if (fsim_device_va_reserve(self->device, bf->arena_size, self->device->spec.granularity,
                                    &bf->arena_base) != FSIM_OK)
             return FSIM_OOM;
