@@ -181,7 +181,7 @@ check_event(Ctx *ctx, uint32_t device, const FsimEvent *ev, const FsimEvent *pre
 {
     const uint32_t known_flags = FSIM_EVF_DEFERRED | FSIM_EVF_INFERRED | FSIM_EVF_RECORDED_OOM;
 
-    CHECK(ctx, ev->kind >= FSIM_EV_ALLOC && ev->kind <= FSIM_EV_MARK,
+    CHECK(ctx, ev->kind >= FSIM_EV_ALLOC && ev->kind < FSIM_EV_KIND_COUNT,
           "device %u: event %" G_GUINT64_FORMAT " has kind %d", device, ev->index, (int)ev->kind);
     CHECK(ctx, ev->device == device, "device %u: event %" G_GUINT64_FORMAT " of device %u", device,
           ev->index, ev->device);
@@ -205,6 +205,9 @@ check_event(Ctx *ctx, uint32_t device, const FsimEvent *ev, const FsimEvent *pre
               ev->kind == FSIM_EV_FREE,
           "device %u: event %" G_GUINT64_FORMAT ": RECORDED_OOM on a %s", device, ev->index,
           fsim_event_kind_name(ev->kind));
+    if (ev->kind >= FSIM_EV_POOL_BEGIN)
+        CHECK(ctx, ev->id != 0, "device %u: event %" G_GUINT64_FORMAT ": a %s of pool 0", device,
+              ev->index, fsim_event_kind_name(ev->kind));
     if (ev->kind == FSIM_EV_ALLOC)
         CHECK(ctx, ev->size >= 1 && ev->size <= FSIM_MAX_SIZE,
               "device %u: event %" G_GUINT64_FORMAT ": alloc of %" G_GUINT64_FORMAT " bytes",
