@@ -326,6 +326,19 @@ void fsim_set_memory_budget(gsize bytes);
 GInputStream *fsim_input_open(const char *path, GError **error);
 
 /**
+ * fsim_input_read_all:
+ * @path: a file (gzip-compressed or not).
+ * @max_bytes: refuse larger (decompressed) contents with FSIM_TRACE_ERROR_LIMIT; 0 = no limit.
+ * @out: (out) (transfer full): the decompressed contents.
+ *
+ * Holds the whole input: for formats that need it at once and bound it with @max_bytes.  The
+ * pickle reader streams instead (fsim_pickle_load_stream()).
+ *
+ * Returns: %FALSE with FSIM_ERROR_IO or a decompression error naming @path.
+ */
+gboolean fsim_input_read_all(const char *path, gsize max_bytes, GBytes **out, GError **error);
+
+/**
  * FsimTraceWriter:
  *
  * Writes the native text format (`fragsim-trace v1`), gzip-compressed when the path ends in

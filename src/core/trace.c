@@ -84,6 +84,38 @@ fsim_input_open(const char *path, GError **error)
     return G_INPUT_STREAM(g_steal_pointer(&buffered));
 }
 
+gboolean
+fsim_input_read_all(const char *path, gsize max_bytes, GBytes **out, GError **error)
+{
+    g_autoptr(GInputStream) in = fsim_input_open(path, error);
+    g_autoptr(GByteArray) data = NULL;
+    g_autoptr(GError) local_error = NULL;
+
+    if (in == NULL)
+        return FALSE;
+    data = g_byte_array_new();
+    for (;;) {
+        guint8 chunk[1 << 16];
+        gssize n = g_input_stream_read(in, chunk, sizeof(chunk), NULL, &local_error);
+
+        if (n < 0) {
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: %s", path, local_error->message);
+            return FALSE;
+        }
+        if (n == 0)
+            break;
+        if (max_bytes != 0 && data->len + (gsize)n > max_bytes) {
+            g_set_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_LIMIT,
+                        "%s: larger than %" G_GSIZE_FORMAT " bytes once decompressed", path,
+                        max_bytes);
+            return FALSE;
+        }
+        g_byte_array_append(data, chunk, (guint)n);
+    }
+    *out = g_byte_array_free_to_bytes(g_steal_pointer(&data));
+    return TRUE;
+}
+
 /* ---- the base ------------------------------------------------------------------------------ */
 
 static void
