@@ -20,6 +20,7 @@ static const FsimPolicyOps *const all_policies[] = {
     &fsim_policy_caching,
     &fsim_policy_expandable,
     &fsim_policy_paged,
+    &fsim_policy_bfc,
 };
 /* clang-format on */
 

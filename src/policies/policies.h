@@ -13,3 +13,4 @@ extern const FsimPolicyOps fsim_policy_best_fit;
 extern const FsimPolicyOps fsim_policy_paged;
 extern const FsimPolicyOps fsim_policy_caching;
 extern const FsimPolicyOps fsim_policy_expandable;
+extern const FsimPolicyOps fsim_policy_bfc;

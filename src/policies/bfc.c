@@ -1,0 +1,494 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bfc: TensorFlow's (and JAX/XLA's) best-fit with coalescing allocator, BFCAllocator.
+ *
+ * Source: tensorflow/core/common_runtime/bfc_allocator.{h,cc} (the classic version) and its
+ * successor openxla/xla xla/tsl/framework/bfc_allocator.{h,cc}; the rules modelled here are
+ * theirs, function by function:
+ *
+ *   RoundedBytes     requests are rounded up to 256-byte units (kMinAllocationSize).
+ *   BinNumForSize    21 bins; bin i holds free chunks of [256 * 2^i, 256 * 2^(i+1)) bytes, the
+ *                    last one everything from 256 MiB up; a bin is ordered by (size, address).
+ *   FindChunkPtr     from the request's bin upward, the first chunk of at least the rounded size:
+ *                    best fit within the first bin that has a fit, lowest address on ties.
+ *   SplitChunk       the chunk is split when it is at least twice the rounded request, or when
+ *                    what would be left over is at least the maximum internal fragmentation
+ *                    (128 MiB, or fragmentation_fraction x memory limit when that is set);
+ *                    otherwise the whole chunk is handed out and counts as in use.
+ *   TryToCoalesce    a freed chunk merges with the next chunk, then the previous one, when free.
+ *                    Chunks never merge across regions (the GPU sub-allocator does not support
+ *                    region coalescing).
+ *   Extend           a new region: its size starts at min(limit, 2 MiB) with allow_growth, else
+ *                    the whole memory limit; it doubles while the request exceeds it; the region
+ *                    is min(that size, what the limit has left); when the device refuses, back
+ *                    off to 90% (rounded to 256 B) while that still covers the request; after a
+ *                    success that needed no doubling the size doubles anyway for next time.
+ *   AllocateRawInternal  find, else extend and find, else (garbage collection on, as TF's GPU
+ *                    allocator sets it by default) DeallocateFreeRegions (cudaFree every region
+ *                    with nothing in use, when that could make room) then extend and find, else
+ *                    OOM.  TF's 10-second wait for frees from other threads is a plain failure in
+ *                    a single-threaded replay; timestamped frees are off by default and not
+ *                    modelled.
+ *
+ * Each region is one cudaMalloc (mem_alloc) of the device; the memory limit is the device's
+ * usable capacity.  TensorFlow has no empty_cache, so this policy ignores it.
+ *
+ * Knobs:
+ *   allow_growth            regions doubling from 2 MiB (true) or one region of the whole limit
+ *                           (false, TensorFlow's default)
+ *   garbage_collection      free unused regions and retry before an OOM (default true)
+ *   fragmentation_fraction  split threshold as a fraction of the limit (default 0: 128 MiB)
+ */
+#include <glib.h>
+
+#include "policies.h"
+
+#define BFC_MIN_ALLOCATION             256u
+#define BFC_NUM_BINS                   21
+#define BFC_MAX_INTERNAL_FRAGMENTATION (128 * FSIM_MiB)
+#define BFC_INITIAL_GROWTH             (2 * FSIM_MiB)
+
+typedef struct Region Region;
+typedef struct Chunk Chunk;
+
+struct Chunk {
+    FsimAddr addr;
+    uint64_t size;
+    Chunk *prev; /* address-order neighbours inside one region */
+    Chunk *next;
+    Region *region;
+    int bin; /* -1 while in use */
+};
+
+struct Region {
+    FsimAddr addr;
+    uint64_t size;
+    Chunk *first;
+    Region *next; /* in creation order */
+};
+
+typedef struct {
+    FsimPolicy base; /* must be first */
+    gboolean allow_growth;
+    gboolean garbage_collection;
+    uint64_t memory_limit;
+    uint64_t max_internal_fragmentation;
+    uint64_t region_size; /* curr_region_allocation_bytes_ */
+    uint64_t regions_bytes;
+    uint64_t in_use_bytes;
+    Region *regions;
+    GTree *bins[BFC_NUM_BINS]; /* free Chunk* ordered by (size, address) */
+    uint64_t num_splits;
+    uint64_t num_merges;
+    uint64_t num_retries;
+    uint64_t regions_freed;
+} Bfc;
+
+static const FsimKnob bfc_knobs[] = {
+    {"allow_growth", "false", "regions doubling from 2MiB (true) or one region of the whole limit"},
+    {"garbage_collection", "true", "free unused regions and retry before an OOM"},
+    {"fragmentation_fraction", "0",
+     "split when the rest is at least this fraction of the limit (0: 128MiB)"},
+    {NULL, NULL, NULL},
+};
+
+static Bfc *
+bfc_from_policy(FsimPolicy *self)
+{
+    return (Bfc *)self;
+}
+
+static uint64_t
+bfc_rounded_bytes(uint64_t bytes)
+{
+    return (bytes + BFC_MIN_ALLOCATION - 1) / BFC_MIN_ALLOCATION * BFC_MIN_ALLOCATION;
+}
+
+static int
+bfc_bin_for_size(uint64_t size)
+{
+    uint64_t v = MAX(size, BFC_MIN_ALLOCATION) >> 8;
+    int bin = 0;
+
+    while (v > 1) {
+        v >>= 1;
+        bin++;
+    }
+    return MIN(bin, BFC_NUM_BINS - 1);
+}
+
+static gint
+chunk_by_size(gconstpointer a, gconstpointer b, gpointer data)
+{
+    const Chunk *x = a;
+    const Chunk *y = b;
+
+    (void)data;
+    if (x->size != y->size)
+        return x->size < y->size ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr ? 1 : 0;
+}
+
+static void
+bfc_insert_free(Bfc *bfc, Chunk *chunk)
+{
+    chunk->bin = bfc_bin_for_size(chunk->size);
+    g_tree_insert(bfc->bins[chunk->bin], chunk, chunk);
+}
+
+static void
+bfc_remove_free(Bfc *bfc, Chunk *chunk)
+{
+    g_tree_remove(bfc->bins[chunk->bin], chunk);
+    chunk->bin = -1;
+}
+
+static FsimPolicy *
+bfc_create(FsimDevice *device, GKeyFile *config, GError **error)
+{
+    Bfc *bfc;
+    gboolean allow_growth;
+    gboolean garbage_collection;
+    double fraction;
+
+    if (!fsim_knob_get_bool(config, "bfc", "allow_growth", FALSE, &allow_growth, error) ||
+        !fsim_knob_get_bool(config, "bfc", "garbage_collection", TRUE, &garbage_collection,
+                            error) ||
+        !fsim_knob_get_double(config, "bfc", "fragmentation_fraction", 0.0, &fraction, error))
+        return NULL;
+    if (!(fraction >= 0.0 && fraction <= 1.0)) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                    "bfc.fragmentation_fraction: %g is not between 0 and 1", fraction);
+        return NULL;
+    }
+    bfc = g_new0(Bfc, 1);
+    bfc->base.ops = &fsim_policy_bfc;
+    bfc->base.device = device;
+    bfc->allow_growth = allow_growth;
+    bfc->garbage_collection = garbage_collection;
+    bfc->memory_limit = device->spec.capacity_bytes;
+    bfc->max_internal_fragmentation = fraction > 0.0
+                                          ? (uint64_t)(fraction * (double)bfc->memory_limit)
+                                          : BFC_MAX_INTERNAL_FRAGMENTATION;
+    bfc->region_size = bfc_rounded_bytes(allow_growth ? MIN(bfc->memory_limit, BFC_INITIAL_GROWTH)
+                                                      : bfc->memory_limit);
+    for (int i = 0; i < BFC_NUM_BINS; i++)
+        bfc->bins[i] = g_tree_new_full(chunk_by_size, NULL, NULL, NULL);
+    return &bfc->base;
+}
+
+static void
+bfc_free_region_chunks(Region *region)
+{
+    Chunk *chunk = region->first;
+
+    while (chunk != NULL) {
+        Chunk *next = chunk->next;
+
+        g_free(chunk);
+        chunk = next;
+    }
+}
+
+static void
+bfc_destroy(FsimPolicy *self)
+{
+    Bfc *bfc = bfc_from_policy(self);
+    Region *region = bfc->regions;
+
+    while (region != NULL) {
+        Region *next = region->next;
+
+        bfc_free_region_chunks(region);
+        g_free(region);
+        region = next;
+    }
+    for (int i = 0; i < BFC_NUM_BINS; i++)
+        g_tree_destroy(bfc->bins[i]);
+    g_free(bfc);
+}
+
+/* SplitChunk: cut @chunk (out of the bins) to @size; the rest becomes a free chunk. */
+static void
+bfc_split(Bfc *bfc, Chunk *chunk, uint64_t size)
+{
+    Chunk *rest = g_new0(Chunk, 1);
+
+    rest->addr = chunk->addr + size;
+    rest->size = chunk->size - size;
+    rest->region = chunk->region;
+    rest->prev = chunk;
+    rest->next = chunk->next;
+    if (chunk->next != NULL)
+        chunk->next->prev = rest;
+    chunk->next = rest;
+    chunk->size = size;
+    bfc_insert_free(bfc, rest);
+    bfc->num_splits++;
+}
+
+/* FindChunkPtr */
+static Chunk *
+bfc_find(Bfc *bfc, uint64_t rounded)
+{
+    Chunk probe = {.addr = 0, .size = rounded};
+
+    for (int bin = bfc_bin_for_size(rounded); bin < BFC_NUM_BINS; bin++) {
+        GTreeNode *node = g_tree_lower_bound(bfc->bins[bin], &probe);
+        Chunk *chunk;
+
+        if (node == NULL)
+            continue;
+        chunk = g_tree_node_key(node);
+        bfc_remove_free(bfc, chunk);
+        if (chunk->size >= rounded * 2 || chunk->size - rounded >= bfc->max_internal_fragmentation)
+            bfc_split(bfc, chunk, rounded);
+        bfc->in_use_bytes += chunk->size;
+        return chunk;
+    }
+    return NULL;
+}
+
+/* Extend: add a region big enough for @rounded bytes. */
+static gboolean
+bfc_extend(Bfc *bfc, uint64_t rounded)
+{
+    FsimDevice *device = bfc->base.device;
+    uint64_t available = bfc->memory_limit - bfc->regions_bytes;
+    gboolean increased = FALSE;
+    uint64_t bytes;
+    FsimAddr addr;
+    Region *region;
+    Region **tail;
+
+    available = available / BFC_MIN_ALLOCATION * BFC_MIN_ALLOCATION;
+    if (rounded > available)
+        return FALSE;
+    while (rounded > bfc->region_size) {
+        bfc->region_size *= 2;
+        increased = TRUE;
+    }
+    bytes = MIN(bfc->region_size, available);
+    while (fsim_device_mem_alloc(device, bytes, &addr) != FSIM_OK) {
+        uint64_t less = bfc_rounded_bytes((uint64_t)((double)bytes * 0.9));
+
+        if (less < rounded || less >= bytes)
+            return FALSE;
+        bytes = less;
+    }
+    if (!increased)
+        bfc->region_size *= 2;
+    region = g_new0(Region, 1);
+    region->addr = addr;
+    region->size = bytes;
+    region->first = g_new0(Chunk, 1);
+    region->first->addr = addr;
+    region->first->size = bytes;
+    region->first->region = region;
+    for (tail = &bfc->regions; *tail != NULL; tail = &(*tail)->next)
+        ;
+    *tail = region;
+    bfc->regions_bytes += bytes;
+    bfc_insert_free(bfc, region->first);
+    return TRUE;
+}
+
+/* DeallocateFreeRegions: cudaFree every region with nothing in use, when that could help. */
+static gboolean
+bfc_deallocate_free_regions(Bfc *bfc, uint64_t rounded)
+{
+    uint64_t free_bytes = 0;
+    Region **link;
+
+    if (!bfc->garbage_collection)
+        return FALSE;
+    for (Region *region = bfc->regions; region != NULL; region = region->next) {
+        if (region->first->bin >= 0 && region->first->next == NULL)
+            free_bytes += region->size;
+    }
+    if (free_bytes == 0 || rounded > bfc->memory_limit - bfc->regions_bytes + free_bytes)
+        return FALSE;
+    link = &bfc->regions;
+    while (*link != NULL) {
+        Region *region = *link;
+
+        if (region->first->bin >= 0 && region->first->next == NULL) {
+            *link = region->next;
+            bfc_remove_free(bfc, region->first);
+            fsim_device_mem_free(bfc->base.device, region->addr, region->size);
+            bfc->regions_bytes -= region->size;
+            bfc->regions_freed++;
+            bfc_free_region_chunks(region);
+            g_free(region);
+        } else {
+            link = &region->next;
+        }
+    }
+    bfc->num_retries++;
+    return TRUE;
+}
+
+static FsimStatus
+bfc_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
+{
+    Bfc *bfc = bfc_from_policy(self);
+    uint64_t rounded = bfc_rounded_bytes(req->size);
+    Chunk *chunk = bfc_find(bfc, rounded);
+
+    if (chunk == NULL && bfc_extend(bfc, rounded))
+        chunk = bfc_find(bfc, rounded);
+    if (chunk == NULL && bfc_deallocate_free_regions(bfc, rounded) && bfc_extend(bfc, rounded))
+        chunk = bfc_find(bfc, rounded);
+    if (chunk == NULL)
+        return FSIM_OOM;
+    out->addr = chunk->addr;
+    out->size = chunk->size;
+    out->cookie = (uint64_t)(uintptr_t)chunk;
+    return FSIM_OK;
+}
+
+/* Merge @right into @left: adjacent in one region, @right out of the bins. */
+static void
+bfc_merge(Bfc *bfc, Chunk *left, Chunk *right)
+{
+    left->size += right->size;
+    left->next = right->next;
+    if (right->next != NULL)
+        right->next->prev = left;
+    g_free(right);
+    bfc->num_merges++;
+}
+
+static void
+bfc_dealloc(FsimPolicy *self, const FsimBlock *block, FsimTime now)
+{
+    Bfc *bfc = bfc_from_policy(self);
+    Chunk *chunk = (Chunk *)(uintptr_t)block->cookie;
+
+    (void)now;
+    g_assert(chunk != NULL && chunk->bin < 0 && chunk->size == block->size);
+    bfc->in_use_bytes -= chunk->size;
+    if (chunk->next != NULL && chunk->next->bin >= 0) {
+        bfc_remove_free(bfc, chunk->next);
+        bfc_merge(bfc, chunk, chunk->next);
+    }
+    if (chunk->prev != NULL && chunk->prev->bin >= 0) {
+        Chunk *prev = chunk->prev;
+
+        bfc_remove_free(bfc, prev);
+        bfc_merge(bfc, prev, chunk);
+        chunk = prev;
+    }
+    bfc_insert_free(bfc, chunk);
+}
+
+static void
+bfc_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
+{
+    const Bfc *bfc = (const Bfc *)self;
+
+    out->cached_bytes = bfc->regions_bytes - bfc->in_use_bytes;
+    out->largest_free_block = 0;
+    for (int bin = BFC_NUM_BINS - 1; bin >= 0; bin--) {
+        GTreeNode *last = g_tree_node_last(bfc->bins[bin]);
+
+        if (last != NULL) {
+            out->largest_free_block = ((const Chunk *)g_tree_node_key(last))->size;
+            break;
+        }
+    }
+    out->num_splits = bfc->num_splits;
+    out->num_merges = bfc->num_merges;
+    out->num_alloc_retries = bfc->num_retries;
+    out->extra[0].name = "regions_freed";
+    out->extra[0].value = bfc->regions_freed;
+    out->n_extra = 1;
+}
+
+static gboolean
+bfc_check_region(const Bfc *bfc, const Region *region, uint64_t *in_use, guint *n_free,
+                 GError **error)
+{
+    FsimAddr addr = region->addr;
+
+    if (region->first == NULL || region->first->prev != NULL) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                    "region %#" G_GINT64_MODIFIER "x has a broken chunk list", region->addr);
+        return FALSE;
+    }
+    for (const Chunk *chunk = region->first; chunk != NULL; chunk = chunk->next) {
+        if (chunk->addr != addr || chunk->size == 0 || chunk->region != region ||
+            chunk->size % BFC_MIN_ALLOCATION != 0 ||
+            (chunk->next != NULL && chunk->next->prev != chunk)) {
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                        "chunk at %#" G_GINT64_MODIFIER "x breaks its region's chain", chunk->addr);
+            return FALSE;
+        }
+        if (chunk->bin >= 0) {
+            if (chunk->next != NULL && chunk->next->bin >= 0) {
+                g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                            "free chunks at %#" G_GINT64_MODIFIER "x not coalesced", chunk->addr);
+                return FALSE;
+            }
+            if (chunk->bin != bfc_bin_for_size(chunk->size) ||
+                g_tree_lookup(bfc->bins[chunk->bin], chunk) != chunk) {
+                g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                            "free chunk at %#" G_GINT64_MODIFIER "x not in its bin", chunk->addr);
+                return FALSE;
+            }
+            (*n_free)++;
+        } else {
+            *in_use += chunk->size;
+        }
+        addr += chunk->size;
+    }
+    if (addr != region->addr + region->size) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                    "chunks of region %#" G_GINT64_MODIFIER "x do not cover it", region->addr);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean
+bfc_check(const FsimPolicy *self, GError **error)
+{
+    const Bfc *bfc = (const Bfc *)self;
+    uint64_t in_use = 0;
+    uint64_t regions = 0;
+    uint64_t reserved = 0;
+    guint n_free = 0;
+    guint n_binned = 0;
+
+    for (const Region *region = bfc->regions; region != NULL; region = region->next) {
+        if (!bfc_check_region(bfc, region, &in_use, &n_free, error))
+            return FALSE;
+        regions += region->size;
+        reserved += fsim_device_round(self->device, region->size);
+    }
+    for (int i = 0; i < BFC_NUM_BINS; i++)
+        n_binned += (guint)g_tree_nnodes(bfc->bins[i]);
+    if (in_use != bfc->in_use_bytes || regions != bfc->regions_bytes || n_free != n_binned ||
+        regions > bfc->memory_limit || reserved != (uint64_t)self->device->reserved.current) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                    "accounting mismatch: in use %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
+                    ", regions %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
+                    ", free chunks %u/%u, reserved %" G_GUINT64_FORMAT "/%" G_GINT64_FORMAT,
+                    in_use, bfc->in_use_bytes, regions, bfc->regions_bytes, n_free, n_binned,
+                    reserved, self->device->reserved.current);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+const FsimPolicyOps fsim_policy_bfc = {
+    .name = "bfc",
+    .summary = "TensorFlow's BFC: 256 B units, power-of-two bins, best fit, regions that grow",
+    .knobs = bfc_knobs,
+    .create = bfc_create,
+    .destroy = bfc_destroy,
+    .alloc = bfc_alloc,
+    .dealloc = bfc_dealloc,
+    .get_stats = bfc_get_stats,
+    .check = bfc_check,
+};
