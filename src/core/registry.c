@@ -21,6 +21,7 @@ static const FsimPolicyOps *const all_policies[] = {
     &fsim_policy_expandable,
     &fsim_policy_paged,
     &fsim_policy_bfc,
+    &fsim_policy_buddy,
 };
 /* clang-format on */
 

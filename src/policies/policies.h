@@ -14,3 +14,4 @@ extern const FsimPolicyOps fsim_policy_paged;
 extern const FsimPolicyOps fsim_policy_caching;
 extern const FsimPolicyOps fsim_policy_expandable;
 extern const FsimPolicyOps fsim_policy_bfc;
+extern const FsimPolicyOps fsim_policy_buddy;

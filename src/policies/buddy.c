@@ -1,0 +1,427 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * buddy: a binary buddy allocator.
+ *
+ * Source: the buddy system of Knowlton ("A fast storage allocator", CACM 8(10), 1965) as Knuth
+ * gives it in TAOCP vol. 1, section 2.5, algorithms R (reservation) and S (liberation); the same
+ * scheme serves many runtimes' device pools (the "max chunk" of PaddlePaddle's BuddyAllocator,
+ * MXNet's pooled storage, Linux's page allocator).  Every block has a size of min_block x 2^k
+ * (order k) and starts at a multiple of its size from its region's base:
+ *
+ *   reserve  a request takes the smallest order whose block holds it; the lowest-addressed free
+ *            block of that order is taken, else one of the next order up is split in halves
+ *            (the upper half goes to the free list of the order below) until the order fits;
+ *   free     a block merges with its buddy (the block whose offset differs in bit k) while the
+ *            buddy is free and of the same order, up to the region's order.
+ *
+ * Memory comes from the device in regions of min_block x 2^max_order bytes (one cudaMalloc
+ * each); when the device cannot provide that much, a region of the largest smaller order that
+ * still holds the request (at least the device granularity) is taken, as BFC backs off.  A
+ * request larger than a whole region bypasses the buddy system and gets its own cudaMalloc, as
+ * PaddlePaddle does for chunks above its maximum.  Before an OOM, wholly free regions are
+ * returned to the device and the request retried; empty_cache returns them too.
+ *
+ * Knobs:
+ *   min_block  smallest block (default 512 bytes, a power of two)
+ *   max_order  orders above min_block in a region (default 21: 1 GiB regions)
+ */
+#include <glib.h>
+
+#include "policies.h"
+
+#define BUDDY_MAX_ORDER 40
+
+typedef struct Region Region;
+
+struct Region {
+    FsimAddr addr;
+    guint order;
+};
+
+typedef struct {
+    FsimAddr addr;
+    guint order;
+    Region *region;
+} FreeBlock;
+
+typedef struct {
+    FsimPolicy base; /* must be first */
+    uint64_t min_block;
+    guint min_shift;
+    guint max_order;
+    GPtrArray *regions;                     /* Region*, owned */
+    GTree *free_lists[BUDDY_MAX_ORDER + 1]; /* FreeBlock* by address, owned */
+    uint64_t regions_bytes;
+    uint64_t allocated_bytes; /* in regions */
+    uint64_t oversize_bytes;  /* direct cudaMallocs, as rounded by the device */
+    uint64_t oversize_blocks;
+    uint64_t num_splits;
+    uint64_t num_merges;
+    uint64_t num_retries;
+} Buddy;
+
+static const FsimKnob buddy_knobs[] = {
+    {"min_block", "512", "smallest block in bytes (a power of two, 256B to 2MiB)"},
+    {"max_order", "21", "orders above min_block in a region (region = min_block << max_order)"},
+    {NULL, NULL, NULL},
+};
+
+static Buddy *
+buddy_from_policy(FsimPolicy *self)
+{
+    return (Buddy *)self;
+}
+
+static gint
+free_block_by_addr(gconstpointer a, gconstpointer b, gpointer data)
+{
+    const FreeBlock *x = a;
+    const FreeBlock *y = b;
+
+    (void)data;
+    return x->addr < y->addr ? -1 : x->addr > y->addr ? 1 : 0;
+}
+
+static uint64_t
+buddy_block_size(const Buddy *buddy, guint order)
+{
+    return buddy->min_block << order;
+}
+
+static FsimPolicy *
+buddy_create(FsimDevice *device, GKeyFile *config, GError **error)
+{
+    Buddy *buddy;
+    uint64_t min_block;
+    uint64_t max_order;
+
+    if (!fsim_knob_get_size(config, "buddy", "min_block", 512, &min_block, error) ||
+        !fsim_knob_get_u64(config, "buddy", "max_order", 21, &max_order, error))
+        return NULL;
+    if (min_block < 256 || min_block > 2 * FSIM_MiB || (min_block & (min_block - 1)) != 0) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                    "buddy.min_block: %" G_GUINT64_FORMAT
+                    " is not a power of two between 256 and 2MiB",
+                    min_block);
+        return NULL;
+    }
+    if (max_order > BUDDY_MAX_ORDER || (min_block << max_order) > 1024 * FSIM_GiB) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                    "buddy.max_order: %" G_GUINT64_FORMAT
+                    " makes regions larger than 1TiB (at most %d)",
+                    max_order, BUDDY_MAX_ORDER);
+        return NULL;
+    }
+    buddy = g_new0(Buddy, 1);
+    buddy->base.ops = &fsim_policy_buddy;
+    buddy->base.device = device;
+    buddy->min_block = min_block;
+    buddy->min_shift = (guint)g_bit_nth_lsf(min_block, -1);
+    buddy->max_order = (guint)max_order;
+    buddy->regions = g_ptr_array_new_with_free_func(g_free);
+    for (guint k = 0; k <= buddy->max_order; k++)
+        buddy->free_lists[k] = g_tree_new_full(free_block_by_addr, NULL, g_free, NULL);
+    return &buddy->base;
+}
+
+static void
+buddy_destroy(FsimPolicy *self)
+{
+    Buddy *buddy = buddy_from_policy(self);
+
+    for (guint k = 0; k <= buddy->max_order; k++)
+        g_tree_destroy(buddy->free_lists[k]);
+    g_ptr_array_unref(buddy->regions);
+    g_free(buddy);
+}
+
+static void
+buddy_insert_free(Buddy *buddy, FsimAddr addr, guint order, Region *region)
+{
+    FreeBlock *block = g_new(FreeBlock, 1);
+
+    block->addr = addr;
+    block->order = order;
+    block->region = region;
+    g_tree_insert(buddy->free_lists[order], block, block);
+}
+
+/* The smallest order whose block holds @size, or max_order + 1 when none does. */
+static guint
+buddy_order_for(const Buddy *buddy, uint64_t size)
+{
+    guint order = 0;
+
+    while (order <= buddy->max_order && buddy_block_size(buddy, order) < size)
+        order++;
+    return order;
+}
+
+/* A new region of order max_order, or smaller down to @order when the device refuses. */
+static gboolean
+buddy_grow(Buddy *buddy, guint order)
+{
+    FsimDevice *device = buddy->base.device;
+    uint64_t granularity = device->spec.granularity;
+
+    for (guint k = buddy->max_order; k + 1 > order; k--) {
+        uint64_t size = buddy_block_size(buddy, k);
+        FsimAddr addr;
+        Region *region;
+
+        if (k < buddy->max_order && size < granularity)
+            break;
+        if (fsim_device_mem_alloc(device, size, &addr) != FSIM_OK)
+            continue;
+        region = g_new(Region, 1);
+        region->addr = addr;
+        region->order = k;
+        g_ptr_array_add(buddy->regions, region);
+        buddy->regions_bytes += size;
+        buddy_insert_free(buddy, addr, k, region);
+        return TRUE;
+    }
+    return FALSE;
+}
+
+/* Take a block of @order from the free lists, splitting a larger one; FALSE when none. */
+static gboolean
+buddy_take(Buddy *buddy, guint order, FsimAddr *addr, Region **region)
+{
+    guint k = order;
+    GTreeNode *node = NULL;
+    FreeBlock *block;
+
+    for (; k <= buddy->max_order; k++) {
+        node = g_tree_node_first(buddy->free_lists[k]);
+        if (node != NULL)
+            break;
+    }
+    if (node == NULL)
+        return FALSE;
+    block = g_tree_node_key(node);
+    *addr = block->addr;
+    *region = block->region;
+    g_tree_remove(buddy->free_lists[k], block);
+    while (k > order) {
+        k--;
+        buddy_insert_free(buddy, *addr + buddy_block_size(buddy, k), k, *region);
+        buddy->num_splits++;
+    }
+    return TRUE;
+}
+
+/* Return every wholly free region to the device; TRUE when one was. */
+static gboolean
+buddy_release_free_regions(Buddy *buddy)
+{
+    gboolean released = FALSE;
+
+    for (guint i = buddy->regions->len; i-- > 0;) {
+        Region *region = g_ptr_array_index(buddy->regions, i);
+        FreeBlock probe = {.addr = region->addr};
+
+        if (g_tree_lookup(buddy->free_lists[region->order], &probe) == NULL)
+            continue;
+        g_tree_remove(buddy->free_lists[region->order], &probe);
+        fsim_device_mem_free(buddy->base.device, region->addr,
+                             buddy_block_size(buddy, region->order));
+        buddy->regions_bytes -= buddy_block_size(buddy, region->order);
+        g_ptr_array_remove_index(buddy->regions, i);
+        released = TRUE;
+    }
+    return released;
+}
+
+static FsimStatus
+buddy_alloc_oversize(Buddy *buddy, const FsimAllocRequest *req, FsimBlock *out)
+{
+    FsimDevice *device = buddy->base.device;
+    FsimAddr addr;
+
+    if (fsim_device_mem_alloc(device, req->size, &addr) != FSIM_OK) {
+        if (!buddy_release_free_regions(buddy) ||
+            fsim_device_mem_alloc(device, req->size, &addr) != FSIM_OK)
+            return FSIM_OOM;
+        buddy->num_retries++;
+    }
+    out->addr = addr;
+    out->size = fsim_device_round(device, req->size);
+    out->cookie = 0;
+    buddy->oversize_bytes += out->size;
+    buddy->oversize_blocks++;
+    return FSIM_OK;
+}
+
+static FsimStatus
+buddy_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
+{
+    Buddy *buddy = buddy_from_policy(self);
+    guint order = buddy_order_for(buddy, req->size);
+    FsimAddr addr;
+    Region *region;
+
+    if (order > buddy->max_order)
+        return buddy_alloc_oversize(buddy, req, out);
+    if (!buddy_take(buddy, order, &addr, &region)) {
+        if (!buddy_grow(buddy, order)) {
+            if (!buddy_release_free_regions(buddy) || !buddy_grow(buddy, order))
+                return FSIM_OOM;
+            buddy->num_retries++;
+        }
+        if (!buddy_take(buddy, order, &addr, &region))
+            g_assert_not_reached();
+    }
+    out->addr = addr;
+    out->size = buddy_block_size(buddy, order);
+    out->cookie = (uint64_t)(uintptr_t)region;
+    buddy->allocated_bytes += out->size;
+    return FSIM_OK;
+}
+
+static void
+buddy_dealloc(FsimPolicy *self, const FsimBlock *block, FsimTime now)
+{
+    Buddy *buddy = buddy_from_policy(self);
+    Region *region = (Region *)(uintptr_t)block->cookie;
+    FsimAddr addr = block->addr;
+    guint order;
+
+    (void)now;
+    if (region == NULL) {
+        fsim_device_mem_free(self->device, block->addr, block->size);
+        buddy->oversize_bytes -= block->size;
+        buddy->oversize_blocks--;
+        return;
+    }
+    order = (guint)g_bit_nth_lsf(block->size, -1) - buddy->min_shift;
+    g_assert(buddy_block_size(buddy, order) == block->size && order <= region->order);
+    buddy->allocated_bytes -= block->size;
+    while (order < region->order) {
+        FreeBlock probe = {.addr = region->addr +
+                                   ((addr - region->addr) ^ buddy_block_size(buddy, order))};
+
+        if (g_tree_lookup(buddy->free_lists[order], &probe) == NULL)
+            break;
+        g_tree_remove(buddy->free_lists[order], &probe);
+        addr = MIN(addr, probe.addr);
+        order++;
+        buddy->num_merges++;
+    }
+    buddy_insert_free(buddy, addr, order, region);
+}
+
+static void
+buddy_empty_cache(FsimPolicy *self, FsimTime now)
+{
+    (void)now;
+    buddy_release_free_regions(buddy_from_policy(self));
+}
+
+static void
+buddy_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
+{
+    const Buddy *buddy = (const Buddy *)self;
+
+    out->cached_bytes = buddy->regions_bytes - buddy->allocated_bytes;
+    out->largest_free_block = 0;
+    for (guint k = buddy->max_order + 1; k-- > 0;) {
+        if (g_tree_nnodes(buddy->free_lists[k]) > 0) {
+            out->largest_free_block = buddy_block_size(buddy, k);
+            break;
+        }
+    }
+    out->num_splits = buddy->num_splits;
+    out->num_merges = buddy->num_merges;
+    out->num_alloc_retries = buddy->num_retries;
+    out->extra[0].name = "oversize_blocks";
+    out->extra[0].value = buddy->oversize_blocks;
+    out->n_extra = 1;
+}
+
+typedef struct {
+    const Buddy *buddy;
+    guint order;
+    uint64_t free_bytes;
+    GError *error;
+} BuddyCheck;
+
+static gboolean
+buddy_check_free_block(gpointer key, gpointer value, gpointer data)
+{
+    const FreeBlock *block = key;
+    BuddyCheck *check = data;
+    const Buddy *buddy = check->buddy;
+    uint64_t size = buddy_block_size(buddy, check->order);
+    uint64_t offset = block->addr - block->region->addr;
+
+    (void)value;
+    if (block->order != check->order || block->order > block->region->order || offset % size != 0 ||
+        offset + size > buddy_block_size(buddy, block->region->order)) {
+        g_set_error(&check->error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                    "free block at %#" G_GINT64_MODIFIER "x of order %u is misplaced", block->addr,
+                    check->order);
+        return TRUE;
+    }
+    if (block->order < block->region->order) {
+        FreeBlock probe = {.addr = block->region->addr + (offset ^ size)};
+
+        if (g_tree_lookup(buddy->free_lists[check->order], &probe) != NULL) {
+            g_set_error(&check->error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                        "free buddies at %#" G_GINT64_MODIFIER "x not merged", block->addr);
+            return TRUE;
+        }
+    }
+    check->free_bytes += size;
+    return FALSE;
+}
+
+static gboolean
+buddy_check(const FsimPolicy *self, GError **error)
+{
+    const Buddy *buddy = (const Buddy *)self;
+    BuddyCheck check = {.buddy = buddy};
+    uint64_t regions = 0;
+    uint64_t reserved;
+
+    for (guint k = 0; k <= buddy->max_order; k++) {
+        check.order = k;
+        g_tree_foreach(buddy->free_lists[k], buddy_check_free_block, &check);
+        if (check.error != NULL) {
+            g_propagate_error(error, check.error);
+            return FALSE;
+        }
+    }
+    reserved = buddy->oversize_bytes;
+    for (guint i = 0; i < buddy->regions->len; i++) {
+        const Region *region = g_ptr_array_index(buddy->regions, i);
+
+        regions += buddy_block_size(buddy, region->order);
+        reserved += fsim_device_round(self->device, buddy_block_size(buddy, region->order));
+    }
+    if (regions != buddy->regions_bytes ||
+        check.free_bytes + buddy->allocated_bytes != buddy->regions_bytes ||
+        reserved != (uint64_t)self->device->reserved.current) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                    "accounting mismatch: regions %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
+                    ", free %" G_GUINT64_FORMAT " + allocated %" G_GUINT64_FORMAT
+                    ", reserved %" G_GUINT64_FORMAT "/%" G_GINT64_FORMAT,
+                    regions, buddy->regions_bytes, check.free_bytes, buddy->allocated_bytes,
+                    reserved, self->device->reserved.current);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+const FsimPolicyOps fsim_policy_buddy = {
+    .name = "buddy",
+    .summary = "binary buddy system: power-of-two blocks, split and merge with the buddy",
+    .knobs = buddy_knobs,
+    .create = buddy_create,
+    .destroy = buddy_destroy,
+    .alloc = buddy_alloc,
+    .dealloc = buddy_dealloc,
+    .empty_cache = buddy_empty_cache,
+    .get_stats = buddy_get_stats,
+    .check = buddy_check,
+};
