@@ -25,6 +25,7 @@ run_golden(const char *trace_path, const char *policy, const char *device)
     g_autoptr(FsimTrace) trace = fsim_trace_open(trace_path, &error);
     g_autoptr(FsimTraceStream) stream = NULL;
     g_autoptr(FsimEngine) engine = NULL;
+    g_autoptr(FsimLifetimes) lifetimes = NULL;
     FsimRunConfig config;
 
     g_assert_no_error(error);
@@ -32,6 +33,11 @@ run_golden(const char *trace_path, const char *policy, const char *device)
     g_assert_no_error(error);
     fsim_run_config_init(&config);
     config.policy = policy;
+    if (fsim_policy_is_offline(policy)) {
+        lifetimes = fsim_lifetimes_from_trace(trace, 0, &error);
+        g_assert_no_error(error);
+        config.lifetimes = lifetimes;
+    }
     config.paranoid = TRUE;
     g_assert_true(fsim_device_spec_parse(device, &config.device, &error));
     engine = fsim_engine_new(&config, &error);

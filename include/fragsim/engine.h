@@ -59,6 +59,8 @@ typedef struct FsimEngine FsimEngine;
  *     device the engine then owns (freed with fsim_device_free() after the policy), or NULL with
  *     @error set.  NULL = fsim_device_sim_new().
  * @device_factory_data: for @device_factory.
+ * @lifetimes: (nullable): the run's allocation lifetimes (fsim_lifetimes_from_trace()), borrowed
+ *     for fsim_engine_new(): handed to an offline policy's plan() operation.  Others ignore them.
  */
 typedef struct {
     const char *policy;
@@ -71,6 +73,7 @@ typedef struct {
     FsimDevice *(*device_factory)(gpointer data, const FsimDeviceSpec *spec, GKeyFile *config,
                                   GError **error);
     gpointer device_factory_data;
+    const FsimLifetimes *lifetimes;
 } FsimRunConfig;
 
 /* Fill @config with the defaults: policy "bestfit", the default device, paranoid iff

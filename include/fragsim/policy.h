@@ -18,8 +18,10 @@
  *   and an OOM leaves no other side effect on the allocations the policy hands out.
  * - dealloc() receives exactly a block that alloc() (or seed()) returned and that was not
  *   deallocated since.  A policy never sees trace addresses or ids.
- * - stream_sync(), empty_cache(), get_stats(), check(), seed() are optional: NULL means nothing to
- *   do (seed: the engine allocates the seeded blocks through alloc() instead).
+ * - stream_sync(), empty_cache(), get_stats(), check(), seed(), plan() are optional: NULL means
+ *   nothing to do (seed: the engine allocates the seeded blocks through alloc() instead).
+ * - plan() is how an offline policy learns the future without seeing the trace: a list of
+ *   (size, stream, start, end) per allocation, nothing else.
  * - pool_begin(), pool_end(), pool_release() are optional too: a policy without them has no
  *   private pools and serves every allocation from its one pool, whatever scope is open.  The
  *   engine calls them for the trace's POOL_* events (event.h says what they mean) after checking
@@ -42,6 +44,7 @@
 #include <glib.h>
 
 #include "fragsim/device.h"
+#include "fragsim/plan.h"
 #include "fragsim/state.h"
 #include "fragsim/types.h"
 
@@ -192,6 +195,10 @@ struct FsimPolicyOps {
     /* Reserved memory per pool: the default pools first, then every private pool seen, by id.
      * Fills at most @max entries and returns how many there are. */
     gsize (*pool_stats)(const FsimPolicy *self, FsimPoolStats *out, gsize max);
+    /* Offline policies only: before the first event, the lifetimes of every allocation the run
+     * will make, in the order alloc() will receive them (fragsim/plan.h).  Called only when the
+     * run has them (FsimRunConfig.lifetimes).  FALSE with @error when they cannot be used. */
+    gboolean (*plan)(FsimPolicy *self, const FsimLifetimes *lifetimes, GError **error);
 };
 
 struct FsimPolicy {
@@ -233,6 +240,9 @@ void fsim_policy_free(FsimPolicy *policy);
  */
 GArray *fsim_policy_pool_stats(const FsimPolicy *policy);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimPolicy, fsim_policy_free)
+
+/* TRUE when the policy named @name is offline: it needs the run's lifetimes (see plan()). */
+gboolean fsim_policy_is_offline(const char *name);
 
 /**
  * fsim_policy_check_config:

@@ -231,6 +231,7 @@ search_try(Search *s, uint64_t capacity, gboolean *fits, GError **error)
     rc.config = q->config;
     rc.device = fsim_needed_device(&q->device, capacity);
     rc.initial_state = q->initial_state;
+    rc.lifetimes = q->lifetimes;
     rc.fail_on_oom = TRUE;
     rc.paranoid = q->paranoid; /* the search replays many times: checks only when asked */
     rc.free_delay_ns = q->free_delay_ns;

@@ -78,7 +78,8 @@ gboolean fsim_event_log_replay(const FsimEventLog *log, FsimEngine *engine, GErr
 
 /**
  * FsimNeededQuery:
- * @policy, @config, @initial_state, @paranoid, @free_delay_ns: the run (as #FsimRunConfig).
+ * @policy, @config, @initial_state, @lifetimes, @paranoid, @free_delay_ns: the run (as
+ *     #FsimRunConfig).
  * @device: the chosen device: its granularity and costs are used, its capacity is the first
  *     one tried.
  * @known: (nullable): the metrics of a run the caller made on @device with the same settings,
@@ -90,6 +91,7 @@ typedef struct {
     GKeyFile *config;
     FsimDeviceSpec device;
     const FsimInitialState *initial_state;
+    const FsimLifetimes *lifetimes;
     gboolean paranoid;
     FsimTime free_delay_ns;
     const FsimMetrics *known;

@@ -114,7 +114,7 @@ replay_device(FsimTrace *trace, uint32_t device, GPtrArray *runs, gboolean infer
 /* needed_bytes of every run of one device that did not end in error (@log: its events). */
 static void
 replay_needed(GPtrArray *runs, const FsimEventLog *log, const FsimInitialState *state,
-              gboolean paranoid)
+              const FsimLifetimes *lifetimes, gboolean paranoid)
 {
     for (guint i = 0; i < runs->len; i++) {
         ReplayRun *run = g_ptr_array_index(runs, i);
@@ -130,6 +130,7 @@ replay_needed(GPtrArray *runs, const FsimEventLog *log, const FsimInitialState *
         query.config = run->knobs;
         query.device = run->device;
         query.initial_state = state;
+        query.lifetimes = lifetimes;
         query.paranoid = paranoid;
         query.free_delay_ns = config->free_delay_ns;
         query.known = run->status == REPLAY_COMPLETE ? &run->metrics : NULL;
@@ -219,9 +220,9 @@ replay_run_id(gpointer data, const ReplayRun *run)
 /* The runs of one trace device: every policy under every configuration that applies to it. */
 static gboolean
 replay_make_runs(FsimTrace *trace, uint32_t device, GPtrArray *policies, GPtrArray *configs,
-                 const FsimDeviceSpec *spec, gboolean fail_on_oom, gboolean paranoid,
-                 FsimReplayOutputs *outputs, GPtrArray *runs, GPtrArray *device_runs,
-                 GError **error)
+                 const FsimDeviceSpec *spec, const FsimLifetimes *lifetimes, gboolean fail_on_oom,
+                 gboolean paranoid, FsimReplayOutputs *outputs, GPtrArray *runs,
+                 GPtrArray *device_runs, GError **error)
 {
     for (guint p = 0; p < policies->len; p++) {
         const char *policy = g_ptr_array_index(policies, p);
@@ -238,6 +239,7 @@ replay_make_runs(FsimTrace *trace, uint32_t device, GPtrArray *policies, GPtrArr
             rc.config = config->knobs;
             rc.device = *spec;
             rc.initial_state = fsim_trace_initial_state(trace, device);
+            rc.lifetimes = lifetimes;
             rc.fail_on_oom = fail_on_oom;
             rc.paranoid = rc.paranoid || paranoid;
             run->policy = policy;
@@ -362,19 +364,29 @@ fsim_cmd_replay(int argc, char **argv)
         g_print("%s: the trace has no events to replay\n", fsim_trace_path(trace));
     for (gsize d = 0; d < n_devices; d++) {
         g_autoptr(GPtrArray) device_runs = g_ptr_array_new();
+        g_autoptr(FsimLifetimes) lifetimes = NULL;
         g_autoptr(FsimEventLog) log = no_needed ? NULL : fsim_event_log_new(devices[d]);
         guint first = runs->len;
 
         if (trace_device >= 0 && devices[d] != (uint32_t)trace_device)
             continue;
+        for (guint p = 0; p < policies->len && lifetimes == NULL; p++) {
+            if (fsim_policy_is_offline(g_ptr_array_index(policies, p))) {
+                /* an offline policy: read the whole device's stream once first */
+                lifetimes = fsim_lifetimes_from_trace(trace, devices[d], &error);
+                if (lifetimes == NULL)
+                    return fsim_cli_fail("replay", error);
+            }
+        }
         if (!replay_recorded(trace, devices[d], runs, &error))
             return fsim_cli_fail("replay", error);
-        if (!replay_make_runs(trace, devices[d], policies, configs, &spec, fail_on_oom, paranoid,
-                              outputs, runs, device_runs, &error) ||
+        if (!replay_make_runs(trace, devices[d], policies, configs, &spec, lifetimes, fail_on_oom,
+                              paranoid, outputs, runs, device_runs, &error) ||
             !replay_device(trace, devices[d], device_runs, inferred_releases, log, &error))
             return fsim_cli_fail("replay", error);
         if (log != NULL)
-            replay_needed(device_runs, log, fsim_trace_initial_state(trace, devices[d]), paranoid);
+            replay_needed(device_runs, log, fsim_trace_initial_state(trace, devices[d]), lifetimes,
+                          paranoid);
         g_ptr_array_remove_range(device_runs, 0, device_runs->len);
         for (guint i = first; i < runs->len; i++)
             g_ptr_array_add(device_runs, g_ptr_array_index(runs, i));

@@ -104,8 +104,14 @@ fsim_engine_new(const FsimRunConfig *config, GError **error)
     policy = fsim_policy_new(config->policy, device, config->config, error);
     if (policy == NULL)
         return NULL;
+    if (config->lifetimes != NULL && policy->ops->plan != NULL &&
+        !policy->ops->plan(policy, config->lifetimes, error)) {
+        fsim_policy_free(policy);
+        return NULL;
+    }
     engine = g_new0(FsimEngine, 1);
     engine->config = *config;
+    engine->config.lifetimes = NULL; /* borrowed for the creation only */
     engine->device = g_steal_pointer(&device);
     engine->policy = policy;
     fsim_live_table_init(&engine->live);

@@ -22,6 +22,7 @@ static const FsimPolicyOps *const all_policies[] = {
     &fsim_policy_paged,
     &fsim_policy_bfc,
     &fsim_policy_buddy,
+    &fsim_policy_planner,
 };
 /* clang-format on */
 
@@ -30,6 +31,14 @@ fsim_policy_list(gsize *n)
 {
     *n = G_N_ELEMENTS(all_policies);
     return all_policies;
+}
+
+gboolean
+fsim_policy_is_offline(const char *name)
+{
+    const FsimPolicyOps *ops = fsim_policy_lookup(name);
+
+    return ops != NULL && ops->plan != NULL;
 }
 
 const FsimPolicyOps *

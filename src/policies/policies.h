@@ -15,3 +15,4 @@ extern const FsimPolicyOps fsim_policy_caching;
 extern const FsimPolicyOps fsim_policy_expandable;
 extern const FsimPolicyOps fsim_policy_bfc;
 extern const FsimPolicyOps fsim_policy_buddy;
+extern const FsimPolicyOps fsim_policy_planner;

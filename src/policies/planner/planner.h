@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The planner's private parts: its arena (free space of one contiguous range, indexed by size and
+ * by offset, with immediate coalescing) and the offline plan built from the run's lifetimes.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "fragsim/plan.h"
+#include "fragsim/types.h"
+
+/* ---- arena.c -------------------------------------------------------------------------------- */
+
+typedef struct PlannerChunk PlannerChunk;
+struct PlannerChunk {
+    uint64_t offset;
+    uint64_t size;
+    PlannerChunk *prev; /* address-order neighbours */
+    PlannerChunk *next;
+    gboolean free;
+};
+
+typedef struct {
+    uint64_t size;
+    PlannerChunk *first;
+    GTree *by_size;   /* free chunks by (size, offset) */
+    GTree *by_offset; /* free chunks by offset */
+    uint64_t used_bytes;
+    uint64_t num_splits;
+    uint64_t num_merges;
+} PlannerArena;
+
+void planner_arena_init(PlannerArena *arena, uint64_t size);
+void planner_arena_clear(PlannerArena *arena);
+/* The smallest free chunk of at least @size bytes, lowest offset on ties; NULL when none. */
+PlannerChunk *planner_arena_find(const PlannerArena *arena, uint64_t size);
+/* Take @size bytes from the low end of the free chunk @chunk. */
+PlannerChunk *planner_arena_take(PlannerArena *arena, PlannerChunk *chunk, uint64_t size);
+/* Take [@offset, @offset + @size) when it lies in one free chunk; NULL otherwise. */
+PlannerChunk *planner_arena_carve(PlannerArena *arena, uint64_t offset, uint64_t size);
+/* Give a taken chunk back, merging it with free neighbours. */
+void planner_arena_release(PlannerArena *arena, PlannerChunk *chunk);
+/* The largest free chunk lying below @limit (its part below @limit). */
+uint64_t planner_arena_largest_free(const PlannerArena *arena, uint64_t limit);
+gboolean planner_arena_check(const PlannerArena *arena, GError **error);
+
+/* ---- plan.c --------------------------------------------------------------------------------- */
+
+typedef enum {
+    PLANNER_ORDER_TIME,          /* allocation order, best fit: what `bestfit` does online */
+    PLANNER_ORDER_SIZE,          /* TFLite greedy by size: whole-run first, size desc, first use */
+    PLANNER_ORDER_SIZE_LIFETIME, /* XLA spatial: size desc, longer lifetime first, then order */
+    PLANNER_ORDER_LIFETIME_SIZE, /* XLA temporal: lifetime desc, then size desc */
+    PLANNER_ORDER_COUNT,
+} PlannerOrder;
+
+/**
+ * PlannerPlan:
+ * @offsets: per lifetime, where it goes, or %FSIM_PLAN_UNPLACED (it would not fit: an OOM).
+ * @sizes: per lifetime, its size rounded to the alignment.
+ * @arena_bytes: the plan's high-water mark.
+ * @unplaced: how many it leaves out.
+ * @order: the order kept.
+ * @arena_by_order: each order's high-water mark, 0 when it was not completed (work limit).
+ */
+typedef struct {
+    uint64_t *offsets;
+    uint64_t *sizes;
+    gsize n;
+    uint64_t arena_bytes;
+    uint64_t unplaced;
+    PlannerOrder order;
+    uint64_t arena_by_order[PLANNER_ORDER_COUNT];
+    uint64_t unplaced_by_order[PLANNER_ORDER_COUNT];
+} PlannerPlan;
+
+/**
+ * planner_plan_build:
+ * @lifetimes: the run's allocations.
+ * @alignment: sizes are rounded up to it (a power of two).
+ * @capacity: the device's capacity: the time-order plan is best fit in an arena this large
+ *     (rounded up to @granularity), with pages of @granularity mapped as its top rises, exactly
+ *     as `bestfit` runs; an allocation of another order placed beyond it is left out.
+ * @granularity: the device's page size.
+ * @work_limit: the greedy orders give up after looking at this many placed neighbours.
+ * @plan: (out caller-allocates): the best plan: fewest allocations left out, then smallest
+ *     high-water mark, then the first order.
+ */
+void planner_plan_build(const FsimLifetimes *lifetimes, uint64_t alignment, uint64_t capacity,
+                        uint64_t granularity, uint64_t work_limit, PlannerPlan *plan);
+void planner_plan_clear(PlannerPlan *plan);
+const char *planner_order_name(PlannerOrder order);

@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The offline `planner`: lifetimes from a trace (the pre-pass), the placement checker failing
+ * loudly on a broken plan, a case worked out by hand where greedy by size beats best fit, and on
+ * every sample trace and shared snapshot: the plan passes the checker, is followed allocation by
+ * allocation, and its reserved memory is never above bestfit's nor below the lower bound.
+ */
+#include <glib.h>
+
+#include <string.h>
+
+#include "fragsim/fragsim.h"
+
+#include "policies/planner/planner.h"
+#include "test-util.h"
+
+#define MIB FSIM_MiB
+
+static char *
+write_trace(const char *dir, const char *text)
+{
+    char *path = g_build_filename(dir, "t.trace", NULL);
+
+    g_assert_true(g_file_set_contents(path, text, -1, NULL));
+    return path;
+}
+
+/* A 1 MiB tensor freed before a second 2 MiB one comes: best fit in time order leaves its hole
+ * below the 2 MiB tensors (top 5 MiB); greedy by size puts the two 2 MiB ones at 0 and 2 MiB and
+ * the 1 MiB one above the first (it never meets the second): 4 MiB, the lower bound. */
+static const char hole_trace[] = "fragsim-trace v1\n"
+                                 "1 alloc 1 1048576 0\n"
+                                 "2 alloc 2 2097152 0\n"
+                                 "3 free 1 0\n"
+                                 "4 alloc 3 2097152 0\n"
+                                 "5 free 2 0\n"
+                                 "6 free 3 0\n";
+
+static void
+test_lifetimes_and_orders(void)
+{
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *path = write_trace(dir, hole_trace);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimTrace) trace = fsim_trace_open(path, &error);
+    g_autoptr(FsimLifetimes) lifetimes = NULL;
+    PlannerPlan plan;
+
+    g_assert_no_error(error);
+    lifetimes = fsim_lifetimes_from_trace(trace, 0, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(lifetimes->n, ==, 3);
+    g_assert_cmpuint(lifetimes->steps, ==, 6);
+    g_assert_cmpuint(lifetimes->items[0].start, ==, 1);
+    g_assert_cmpuint(lifetimes->items[0].end, ==, 3);
+    g_assert_cmpuint(lifetimes->items[1].end, ==, 5);
+    g_assert_cmpuint(lifetimes->items[2].start, ==, 4);
+    g_assert_cmpuint(lifetimes->items[2].size, ==, 2 * MIB);
+    planner_plan_build(lifetimes, 256, 80 * FSIM_GiB, 2 * MIB, 1000, &plan);
+    g_assert_cmpuint(plan.arena_by_order[PLANNER_ORDER_TIME], ==, 5 * MIB);
+    g_assert_cmpuint(plan.arena_by_order[PLANNER_ORDER_SIZE], ==, 4 * MIB);
+    g_assert_cmpint(plan.order, ==, PLANNER_ORDER_SIZE);
+    g_assert_cmpuint(plan.offsets[1], ==, 0);
+    g_assert_cmpuint(plan.offsets[2], ==, 2 * MIB);
+    g_assert_cmpuint(plan.offsets[0], ==, 2 * MIB);
+    g_assert_true(fsim_plan_check(lifetimes, plan.offsets, plan.sizes, &error));
+    g_assert_no_error(error);
+    planner_plan_clear(&plan);
+    /* A work limit of 1 neighbour stops every greedy order: the time order is kept. */
+    planner_plan_build(lifetimes, 256, 80 * FSIM_GiB, 2 * MIB, 1, &plan);
+    g_assert_cmpint(plan.order, ==, PLANNER_ORDER_TIME);
+    g_assert_cmpuint(plan.arena_by_order[PLANNER_ORDER_SIZE], ==, 0);
+    g_assert_cmpuint(plan.arena_bytes, ==, 5 * MIB);
+    planner_plan_clear(&plan);
+    fsim_test_remove_tree(dir);
+}
+
+static void
+test_checker_fails(void)
+{
+    FsimLifetime items[] = {{.size = 100, .start = 1, .end = 4},
+                            {.size = 100, .start = 2, .end = 3},
+                            {.size = 100, .start = 4, .end = FSIM_LIFETIME_FOREVER}};
+    FsimLifetimes lifetimes = {items, G_N_ELEMENTS(items), 4};
+    uint64_t sizes[] = {256, 256, 256};
+    uint64_t good[] = {0, 256, 0}; /* the third reuses the first's place after its end */
+    uint64_t bad[] = {0, 128, 0};  /* the second overlaps the first while both live */
+    uint64_t small[] = {0, 256, 0};
+    uint64_t short_sizes[] = {256, 64, 256};
+    g_autoptr(GError) error = NULL;
+
+    g_assert_true(fsim_plan_check(&lifetimes, good, sizes, &error));
+    g_assert_no_error(error);
+    g_assert_false(fsim_plan_check(&lifetimes, bad, sizes, &error));
+    g_assert_error(error, FSIM_ERROR, FSIM_ERROR_FAILED);
+    g_assert_nonnull(strstr(error->message, "allocations 0 [0, 256) and 1 [128, 384)"));
+    g_clear_error(&error);
+    g_assert_false(fsim_plan_check(&lifetimes, small, short_sizes, &error));
+    g_clear_error(&error);
+    items[2].end = 4; /* ends where it starts: not a lifetime */
+    g_assert_false(fsim_plan_check(&lifetimes, good, sizes, &error));
+}
+
+typedef struct {
+    FsimMetrics metrics;
+    FsimPolicyStats stats;
+} RunResult;
+
+static gboolean
+next_event(gpointer data, FsimEvent *ev, GError **error)
+{
+    return fsim_trace_stream_next(data, ev, error);
+}
+
+static RunResult
+replay(FsimTrace *trace, uint32_t device, const char *policy, const FsimLifetimes *lifetimes)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, device, &error);
+    g_autoptr(FsimEngine) engine = NULL;
+    FsimRunConfig config;
+    RunResult result;
+
+    g_assert_no_error(error);
+    fsim_run_config_init(&config);
+    config.policy = policy;
+    config.initial_state = fsim_trace_initial_state(trace, device);
+    config.lifetimes = lifetimes;
+    g_assert_true(fsim_device_spec_parse(FSIM_DEVICE_DEFAULT, &config.device, &error));
+    engine = fsim_engine_new(&config, &error);
+    g_assert_no_error(error);
+    g_assert_true(fsim_engine_run(engine, next_event, stream, &error));
+    g_assert_no_error(error);
+    result.metrics = *fsim_engine_metrics(engine);
+    fsim_engine_policy_stats(engine, &result.stats);
+    return result;
+}
+
+static uint64_t
+stat_value(const FsimPolicyStats *stats, const char *name)
+{
+    for (guint i = 0; i < stats->n_extra; i++) {
+        if (strcmp(stats->extra[i].name, name) == 0)
+            return stats->extra[i].value;
+    }
+    g_error("no statistic %s", name);
+    return 0;
+}
+
+/* The plan of every device of @path: checked, followed, between the lower bound and bestfit. */
+static void
+check_trace(const char *path)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimTrace) trace = fsim_trace_open(path, &error);
+    const uint32_t *devices;
+    gsize n_devices;
+
+    g_assert_no_error(error);
+    devices = fsim_trace_devices(trace, &n_devices);
+    for (gsize d = 0; d < n_devices; d++) {
+        g_autoptr(FsimLifetimes) lifetimes = fsim_lifetimes_from_trace(trace, devices[d], &error);
+        RunResult planner;
+        RunResult bestfit;
+        RunResult unplanned;
+
+        g_assert_no_error(error);
+        /* fsim_engine_new() runs the checker on the plan (an error fails the run). */
+        planner = replay(trace, devices[d], "planner", lifetimes);
+        bestfit = replay(trace, devices[d], "bestfit", NULL);
+        g_test_message("%s device %u: %zu allocations, planner %" G_GUINT64_FORMAT
+                       ", bestfit %" G_GUINT64_FORMAT ", lower bound %" G_GUINT64_FORMAT,
+                       path, devices[d], lifetimes->n, planner.metrics.peak_reserved_bytes,
+                       bestfit.metrics.peak_reserved_bytes, planner.metrics.lower_bound_bytes);
+        g_assert_cmpuint(stat_value(&planner.stats, "unplanned_allocations"), ==, 0);
+        /* every allocation at its planned place, but those the device cannot hold */
+        g_assert_cmpuint(stat_value(&planner.stats, "planned_allocations") + planner.metrics.ooms,
+                         ==, lifetimes->n);
+        /* never an OOM more than bestfit, and when as many, never more memory */
+        g_assert_cmpuint(planner.metrics.ooms, <=, bestfit.metrics.ooms);
+        if (planner.metrics.ooms == bestfit.metrics.ooms)
+            g_assert_cmpuint(planner.metrics.peak_reserved_bytes, <=,
+                             bestfit.metrics.peak_reserved_bytes);
+        g_assert_cmpuint(planner.metrics.peak_reserved_bytes, >=,
+                         planner.metrics.lower_bound_bytes);
+        /* Without lifetimes it is best fit, block for block. */
+        unplanned = replay(trace, devices[d], "planner", NULL);
+        g_assert_cmpuint(unplanned.metrics.peak_reserved_bytes, ==,
+                         bestfit.metrics.peak_reserved_bytes);
+    }
+}
+
+static void
+test_hole_replay(void)
+{
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *path = write_trace(dir, hole_trace);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimTrace) trace = fsim_trace_open(path, &error);
+    g_autoptr(FsimLifetimes) lifetimes = fsim_lifetimes_from_trace(trace, 0, &error);
+    RunResult planner = replay(trace, 0, "planner", lifetimes);
+    RunResult bestfit = replay(trace, 0, "bestfit", NULL);
+
+    g_assert_cmpuint(planner.metrics.peak_reserved_bytes, ==, 4 * MIB);
+    g_assert_cmpuint(bestfit.metrics.peak_reserved_bytes, ==, 6 * MIB); /* 5 MiB in 2 MiB pages */
+    g_assert_cmpuint(stat_value(&planner.stats, "plan_bytes"), ==, 4 * MIB);
+    fsim_test_remove_tree(dir);
+}
+
+static void
+test_sample_traces(void)
+{
+    const char *source = g_getenv("FRAGSIM_SOURCE_DIR");
+    g_autofree char *dir = NULL;
+    g_autoptr(GDir) listing = NULL;
+    const char *name;
+    guint n = 0;
+
+    g_assert_nonnull(source);
+    dir = g_build_filename(source, "traces", NULL);
+    listing = g_dir_open(dir, 0, NULL);
+    g_assert_nonnull(listing);
+    while ((name = g_dir_read_name(listing)) != NULL) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+
+        if (!g_str_has_suffix(name, ".trace") && !g_str_has_suffix(name, ".csv"))
+            continue;
+        check_trace(path);
+        n++;
+    }
+    g_assert_cmpuint(n, >=, 3);
+}
+
+static void
+test_shared_traces(void)
+{
+    const char *dir = fsim_test_shared_dir();
+    g_autoptr(GDir) listing = NULL;
+    const char *name;
+    guint n = 0;
+
+    if (dir == NULL)
+        return;
+    listing = g_dir_open(dir, 0, NULL);
+    g_assert_nonnull(listing);
+    while ((name = g_dir_read_name(listing)) != NULL) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+
+        if (!g_str_has_suffix(name, ".pickle") && !g_str_has_suffix(name, ".pkl"))
+            continue;
+        check_trace(path);
+        n++;
+    }
+    g_assert_cmpuint(n, >=, 1);
+}
+
+int
+main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/planner/lifetimes-and-orders", test_lifetimes_and_orders);
+    g_test_add_func("/planner/checker-fails", test_checker_fails);
+    g_test_add_func("/planner/hole-replay", test_hole_replay);
+    g_test_add_func("/planner/sample-traces", test_sample_traces);
+    g_test_add_func("/planner/shared-traces", test_shared_traces);
+    return g_test_run();
+}
