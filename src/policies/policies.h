@@ -16,3 +16,4 @@ extern const FsimPolicyOps fsim_policy_expandable;
 extern const FsimPolicyOps fsim_policy_bfc;
 extern const FsimPolicyOps fsim_policy_buddy;
 extern const FsimPolicyOps fsim_policy_planner;
+extern const FsimPolicyOps fsim_policy_gmlake;
