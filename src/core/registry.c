@@ -22,6 +22,7 @@ static const FsimPolicyOps *const all_policies[] = {
     &fsim_policy_paged,
     &fsim_policy_bfc,
     &fsim_policy_buddy,
+    &fsim_policy_async,
     &fsim_policy_gmlake,
     &fsim_policy_planner,
 };

@@ -17,3 +17,4 @@ extern const FsimPolicyOps fsim_policy_bfc;
 extern const FsimPolicyOps fsim_policy_buddy;
 extern const FsimPolicyOps fsim_policy_planner;
 extern const FsimPolicyOps fsim_policy_gmlake;
+extern const FsimPolicyOps fsim_policy_async;

@@ -1,0 +1,535 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * async: CUDA's stream-ordered allocator, cudaMallocAsync on the device's default memory pool.
+ *
+ * Source: the CUDA Runtime API reference (cudaMallocAsync, cudaFreeAsync, cudaMemPoolSetAttribute,
+ * cudaMemPoolTrimTo) and the CUDA C++ Programming Guide's "Stream Ordered Memory Allocator"
+ * chapter; PyTorch's backend:cudaMallocAsync (c10/cuda/CUDAMallocAsyncAllocator.cpp) for how a
+ * framework drives it.
+ *
+ * What CUDA documents, and this policy does:
+ *   - the release threshold (cudaMemPoolAttrReleaseThreshold, default 0): memory the pool holds
+ *     above it is returned to the system at the next synchronisation.  Synchronisations are the
+ *     policy's stream_sync and empty_cache (PyTorch's empty_cache on this backend is a device
+ *     synchronisation and a trim to 0); traces record no others, so between them the pool keeps
+ *     what it holds, as with PyTorch's threshold of UINT64_MAX;
+ *   - reuse: memory freed on a stream is reusable by later allocations on that stream at once.
+ *     With the default reuse policies (cudaMemPoolReuseAllowOpportunistic among them) memory
+ *     whose free has completed is reusable by any stream; the engine hands a block back only when
+ *     the trace says its memory is reusable, so `opportunistic=true` reuses across streams at
+ *     once.  With `opportunistic=false` (only cudaMemPoolReuseFollowEventDependencies, of which a
+ *     trace shows nothing) a block freed on one stream serves that stream only until a
+ *     synchronisation;
+ *   - cudaMemPoolTrimTo cannot release the backing of allocations alive, and the pool's physical
+ *     memory comes in the device's granularity (2 MiB), which need not be the allocations'.
+ *
+ * What CUDA does not document, and this policy assumes (to be calibrated with `fragsim cuda
+ * native --mode async` on a GPU; none was measured for it yet):
+ *   - the pool is one virtual range four times the device, backed by 2 MiB physical pages mapped
+ *     on demand: an allocation maps the pages of its range not mapped yet, and a trim unmaps the
+ *     pages no allocation touches, highest address first, while the pool holds more than the
+ *     threshold;
+ *   - placement is best fit over the free ranges by size, lowest address on ties, from the
+ *     range's low end, with sizes rounded up to 512 bytes; freed neighbours merge;
+ *   - when the device has no page left for an allocation the pool first trims every unused page
+ *     and retries once (a driver that fails while holding unused memory would be a surprise).
+ *
+ * Knobs:
+ *   release_threshold  bytes kept at a synchronisation (default 0; `max` keeps everything)
+ *   opportunistic      reuse across streams once a free completed (default true)
+ */
+#include <glib.h>
+
+#include <string.h>
+
+#include "policies.h"
+
+#define ASYNC_ALIGNMENT 512u
+
+typedef struct Chunk Chunk;
+struct Chunk {
+    uint64_t offset;
+    uint64_t size;
+    Chunk *prev; /* address-order neighbours */
+    Chunk *next;
+    gboolean used;    /* allocated, or freed but reserved for its stream */
+    gboolean pending; /* freed, reusable by @stream only until a synchronisation */
+    uint64_t stream;
+};
+
+typedef struct {
+    FsimPolicy base; /* must be first */
+    uint64_t release_threshold;
+    gboolean opportunistic;
+    FsimAddr va_base;
+    uint64_t va_size;
+    uint64_t page_size;
+    guint32 *page_users; /* chunks in use touching each page */
+    guint8 *page_mapped;
+    gsize n_pages;
+    uint64_t mapped_bytes;
+    uint64_t allocated_bytes;
+    Chunk *first;
+    GTree *free_chunks; /* free Chunk* by (size, offset) */
+    GTree *pending;     /* pending Chunk* by (stream, size, offset) */
+    uint64_t num_splits;
+    uint64_t num_merges;
+    uint64_t num_retries;
+    uint64_t trims;
+} Async;
+
+static const FsimKnob async_knobs[] = {
+    {"release_threshold", "0", "bytes the pool keeps at a synchronisation (`max`: all)"},
+    {"opportunistic", "true", "reuse freed memory across streams at once (AllowOpportunistic)"},
+    {NULL, NULL, NULL},
+};
+
+static Async *
+async_from_policy(FsimPolicy *self)
+{
+    return (Async *)self;
+}
+
+static gint
+chunk_by_size(gconstpointer a, gconstpointer b, gpointer data)
+{
+    const Chunk *x = a;
+    const Chunk *y = b;
+
+    (void)data;
+    if (x->size != y->size)
+        return x->size < y->size ? -1 : 1;
+    return x->offset < y->offset ? -1 : x->offset > y->offset ? 1 : 0;
+}
+
+static gint
+chunk_by_stream_size(gconstpointer a, gconstpointer b, gpointer data)
+{
+    const Chunk *x = a;
+    const Chunk *y = b;
+
+    if (x->stream != y->stream)
+        return x->stream < y->stream ? -1 : 1;
+    return chunk_by_size(a, b, data);
+}
+
+static FsimPolicy *
+async_create(FsimDevice *device, GKeyFile *config, GError **error)
+{
+    Async *pool;
+    uint64_t threshold;
+    gboolean opportunistic;
+    g_autofree char *text = NULL;
+    FsimAddr base;
+    /* address space is cheap: four times the device, so free holes seldom block a request */
+    uint64_t va_size = 4 * fsim_device_round(device, device->spec.capacity_bytes);
+
+    text =
+        config != NULL ? g_key_file_get_string(config, "async", "release_threshold", NULL) : NULL;
+    if (text != NULL && g_ascii_strcasecmp(g_strstrip(text), "max") == 0)
+        threshold = G_MAXUINT64;
+    else if (!fsim_knob_get_size(config, "async", "release_threshold", 0, &threshold, error))
+        return NULL;
+    if (!fsim_knob_get_bool(config, "async", "opportunistic", TRUE, &opportunistic, error))
+        return NULL;
+    if (fsim_device_va_reserve(device, va_size, device->spec.granularity, &base) != FSIM_OK) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                    "async: cannot reserve %" G_GUINT64_FORMAT " bytes of address space", va_size);
+        return NULL;
+    }
+    pool = g_new0(Async, 1);
+    pool->base.ops = &fsim_policy_async;
+    pool->base.device = device;
+    pool->release_threshold = threshold;
+    pool->opportunistic = opportunistic;
+    pool->va_base = base;
+    pool->va_size = va_size;
+    pool->page_size = device->spec.granularity;
+    pool->n_pages = va_size / pool->page_size;
+    pool->page_users = g_new0(guint32, pool->n_pages);
+    pool->page_mapped = g_new0(guint8, pool->n_pages);
+    pool->free_chunks = g_tree_new_full(chunk_by_size, NULL, NULL, NULL);
+    pool->pending = g_tree_new_full(chunk_by_stream_size, NULL, NULL, NULL);
+    pool->first = g_new0(Chunk, 1);
+    pool->first->size = va_size;
+    g_tree_insert(pool->free_chunks, pool->first, pool->first);
+    return &pool->base;
+}
+
+static void
+async_destroy(FsimPolicy *self)
+{
+    Async *pool = async_from_policy(self);
+    Chunk *chunk = pool->first;
+
+    while (chunk != NULL) {
+        Chunk *next = chunk->next;
+
+        g_free(chunk);
+        chunk = next;
+    }
+    g_tree_destroy(pool->free_chunks);
+    g_tree_destroy(pool->pending);
+    g_free(pool->page_users);
+    g_free(pool->page_mapped);
+    g_free(pool);
+}
+
+/* Add @delta users to the pages of [offset, offset + size). */
+static void
+async_touch(Async *pool, uint64_t offset, uint64_t size, int delta)
+{
+    gsize first = offset / pool->page_size;
+    gsize last = (offset + size - 1) / pool->page_size;
+
+    for (gsize p = first; p <= last; p++)
+        pool->page_users[p] = (guint32)((gint64)pool->page_users[p] + delta);
+}
+
+/* Map every unmapped page of [offset, offset + size), run by run; all or nothing. */
+static gboolean
+async_map(Async *pool, uint64_t offset, uint64_t size)
+{
+    FsimDevice *device = pool->base.device;
+    gsize first = offset / pool->page_size;
+    gsize last = (offset + size - 1) / pool->page_size;
+    gsize need = 0;
+
+    for (gsize p = first; p <= last; p++)
+        need += !pool->page_mapped[p];
+    if (need * pool->page_size > fsim_device_free_bytes(device))
+        return FALSE;
+    for (gsize p = first; p <= last;) {
+        gsize run = p;
+
+        if (pool->page_mapped[p]) {
+            p++;
+            continue;
+        }
+        while (run <= last && !pool->page_mapped[run])
+            run++;
+        if (fsim_device_map(device, pool->va_base + p * pool->page_size,
+                            (run - p) * pool->page_size, pool->page_size) != FSIM_OK)
+            return FALSE; /* the runs mapped so far stay mapped, unused: a later trim frees them */
+        memset(pool->page_mapped + p, 1, run - p);
+        pool->mapped_bytes += (run - p) * pool->page_size;
+        p = run;
+    }
+    return TRUE;
+}
+
+/* Unmap unused pages, highest first, while the pool holds more than @keep bytes. */
+static gboolean
+async_trim(Async *pool, uint64_t keep)
+{
+    FsimDevice *device = pool->base.device;
+    gboolean trimmed = FALSE;
+
+    for (gsize p = pool->n_pages; p-- > 0 && pool->mapped_bytes > keep;) {
+        gsize low = p;
+
+        if (!pool->page_mapped[p] || pool->page_users[p] != 0)
+            continue;
+        while (low > 0 && pool->page_mapped[low - 1] && pool->page_users[low - 1] == 0 &&
+               pool->mapped_bytes - (p - low + 1) * pool->page_size > keep)
+            low--;
+        fsim_device_unmap(device, pool->va_base + low * pool->page_size,
+                          (p - low + 1) * pool->page_size, pool->page_size);
+        memset(pool->page_mapped + low, 0, p - low + 1);
+        pool->mapped_bytes -= (p - low + 1) * pool->page_size;
+        p = low;
+        trimmed = TRUE;
+    }
+    if (trimmed)
+        pool->trims++;
+    return trimmed;
+}
+
+/* The best candidate for @size on @stream: the free set, or the stream's own pending chunks. */
+static Chunk *
+async_find(Async *pool, uint64_t size, uint64_t stream)
+{
+    Chunk probe = {.offset = 0, .size = size, .stream = stream};
+    GTreeNode *node = g_tree_lower_bound(pool->free_chunks, &probe);
+    Chunk *best = node != NULL ? g_tree_node_key(node) : NULL;
+
+    node = g_tree_lower_bound(pool->pending, &probe);
+    if (node != NULL) {
+        Chunk *own = g_tree_node_key(node);
+
+        if (own->stream == stream && (best == NULL || chunk_by_size(own, best, NULL) < 0))
+            best = own;
+    }
+    return best;
+}
+
+/* Take @size bytes from the low end of the free or pending @chunk. */
+static Chunk *
+async_take(Async *pool, Chunk *chunk, uint64_t size)
+{
+    gboolean was_pending = chunk->pending;
+
+    g_tree_remove(was_pending ? pool->pending : pool->free_chunks, chunk);
+    if (was_pending)
+        async_touch(pool, chunk->offset, chunk->size, -1);
+    if (chunk->size > size) {
+        Chunk *rest = g_new0(Chunk, 1);
+
+        rest->offset = chunk->offset + size;
+        rest->size = chunk->size - size;
+        rest->prev = chunk;
+        rest->next = chunk->next;
+        rest->used = chunk->used;
+        rest->pending = was_pending;
+        rest->stream = chunk->stream;
+        if (chunk->next != NULL)
+            chunk->next->prev = rest;
+        chunk->next = rest;
+        chunk->size = size;
+        g_tree_insert(was_pending ? pool->pending : pool->free_chunks, rest, rest);
+        if (was_pending)
+            async_touch(pool, rest->offset, rest->size, 1);
+        pool->num_splits++;
+    }
+    chunk->used = TRUE;
+    chunk->pending = FALSE;
+    return chunk;
+}
+
+/* Merge the free @chunk with free neighbours and index it. */
+static void
+async_coalesce(Async *pool, Chunk *chunk)
+{
+    if (chunk->next != NULL && !chunk->next->used) {
+        Chunk *next = chunk->next;
+
+        g_tree_remove(pool->free_chunks, next);
+        chunk->size += next->size;
+        chunk->next = next->next;
+        if (next->next != NULL)
+            next->next->prev = chunk;
+        g_free(next);
+        pool->num_merges++;
+    }
+    if (chunk->prev != NULL && !chunk->prev->used) {
+        Chunk *prev = chunk->prev;
+
+        g_tree_remove(pool->free_chunks, prev);
+        prev->size += chunk->size;
+        prev->next = chunk->next;
+        if (chunk->next != NULL)
+            chunk->next->prev = prev;
+        g_free(chunk);
+        chunk = prev;
+        pool->num_merges++;
+    }
+    g_tree_insert(pool->free_chunks, chunk, chunk);
+}
+
+/* Give a used chunk back to the free set. */
+static void
+async_release(Async *pool, Chunk *chunk)
+{
+    chunk->used = FALSE;
+    chunk->pending = FALSE;
+    async_coalesce(pool, chunk);
+}
+
+static FsimStatus
+async_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
+{
+    Async *pool = async_from_policy(self);
+    uint64_t size = (req->size + ASYNC_ALIGNMENT - 1) / ASYNC_ALIGNMENT * ASYNC_ALIGNMENT;
+    Chunk *chunk = async_find(pool, size, req->stream);
+    gboolean pending;
+
+    if (chunk == NULL)
+        return FSIM_OOM;
+    pending = chunk->pending;
+    chunk = async_take(pool, chunk, size);
+    async_touch(pool, chunk->offset, chunk->size, 1);
+    if (!async_map(pool, chunk->offset, chunk->size) &&
+        !(async_trim(pool, 0) && (pool->num_retries++, async_map(pool, chunk->offset, size)))) {
+        async_touch(pool, chunk->offset, chunk->size, -1);
+        if (pending) {
+            /* back to its stream's pending set, as it was */
+            chunk->pending = TRUE;
+            async_touch(pool, chunk->offset, chunk->size, 1);
+            g_tree_insert(pool->pending, chunk, chunk);
+        } else {
+            async_release(pool, chunk);
+        }
+        return FSIM_OOM;
+    }
+    chunk->stream = req->stream;
+    pool->allocated_bytes += chunk->size;
+    out->addr = pool->va_base + chunk->offset;
+    out->size = chunk->size;
+    out->cookie = (uint64_t)(uintptr_t)chunk;
+    return FSIM_OK;
+}
+
+static void
+async_dealloc(FsimPolicy *self, const FsimBlock *block, FsimTime now)
+{
+    Async *pool = async_from_policy(self);
+    Chunk *chunk = (Chunk *)(uintptr_t)block->cookie;
+
+    (void)now;
+    g_assert(chunk != NULL && chunk->used && !chunk->pending && chunk->size == block->size);
+    pool->allocated_bytes -= chunk->size;
+    if (pool->opportunistic) {
+        async_touch(pool, chunk->offset, chunk->size, -1);
+        async_release(pool, chunk);
+        return;
+    }
+    /* reusable by its own stream only, until a synchronisation; its pages stay in use */
+    chunk->pending = TRUE;
+    g_tree_insert(pool->pending, chunk, chunk);
+}
+
+typedef struct {
+    gboolean all;
+    uint64_t stream;
+    GPtrArray *chunks;
+} PendingPick;
+
+static gboolean
+async_pick_pending(gpointer key, gpointer value, gpointer data)
+{
+    PendingPick *pick = data;
+    Chunk *chunk = key;
+
+    (void)value;
+    if (pick->all || chunk->stream == pick->stream)
+        g_ptr_array_add(pick->chunks, chunk);
+    return FALSE;
+}
+
+/* A synchronisation: pending frees of @stream (or all) become free; trim to the threshold. */
+static void
+async_synchronize(Async *pool, gboolean all, uint64_t stream, uint64_t keep)
+{
+    g_autoptr(GPtrArray) chunks = g_ptr_array_new();
+    PendingPick pick = {all, stream, chunks};
+
+    g_tree_foreach(pool->pending, async_pick_pending, &pick);
+    for (guint i = 0; i < chunks->len; i++) {
+        Chunk *chunk = g_ptr_array_index(chunks, i);
+
+        g_tree_remove(pool->pending, chunk);
+        async_touch(pool, chunk->offset, chunk->size, -1);
+        async_release(pool, chunk);
+    }
+    async_trim(pool, keep);
+}
+
+static void
+async_stream_sync(FsimPolicy *self, uint64_t stream, FsimTime now)
+{
+    Async *pool = async_from_policy(self);
+
+    (void)now;
+    async_synchronize(pool, FALSE, stream, pool->release_threshold);
+}
+
+static void
+async_empty_cache(FsimPolicy *self, FsimTime now)
+{
+    (void)now;
+    async_synchronize(async_from_policy(self), TRUE, 0, 0);
+}
+
+static void
+async_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
+{
+    const Async *pool = (const Async *)self;
+
+    out->cached_bytes = pool->mapped_bytes - MIN(pool->mapped_bytes, pool->allocated_bytes);
+    /* which free ranges are wholly backed is not indexed: unknown (0), as policy.h allows */
+    out->largest_free_block = 0;
+    out->num_splits = pool->num_splits;
+    out->num_merges = pool->num_merges;
+    out->num_alloc_retries = pool->num_retries;
+    out->extra[0].name = "trims";
+    out->extra[0].value = pool->trims;
+    out->n_extra = 1;
+}
+
+static gboolean
+async_check(const FsimPolicy *self, GError **error)
+{
+    const Async *pool = (const Async *)self;
+    g_autofree guint32 *users = g_new0(guint32, pool->n_pages);
+    uint64_t offset = 0;
+    uint64_t allocated = 0;
+    uint64_t mapped = 0;
+    guint n_free = 0;
+    guint n_pending = 0;
+
+    for (const Chunk *chunk = pool->first; chunk != NULL; chunk = chunk->next) {
+        if (chunk->offset != offset || chunk->size == 0 ||
+            (chunk->next != NULL && chunk->next->prev != chunk)) {
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                        "chunk at offset %" G_GUINT64_FORMAT " breaks the pool's chain",
+                        chunk->offset);
+            return FALSE;
+        }
+        if (!chunk->used) {
+            n_free++;
+            if ((chunk->next != NULL && !chunk->next->used) ||
+                g_tree_lookup(pool->free_chunks, chunk) != chunk) {
+                g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                            "free chunk at %" G_GUINT64_FORMAT " not merged or not indexed",
+                            chunk->offset);
+                return FALSE;
+            }
+        } else {
+            for (gsize p = chunk->offset / pool->page_size;
+                 p <= (chunk->offset + chunk->size - 1) / pool->page_size; p++) {
+                users[p]++;
+                if (!pool->page_mapped[p]) {
+                    g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                                "chunk at %" G_GUINT64_FORMAT " on an unmapped page",
+                                chunk->offset);
+                    return FALSE;
+                }
+            }
+            if (chunk->pending)
+                n_pending++;
+            else
+                allocated += chunk->size;
+        }
+        offset += chunk->size;
+    }
+    for (gsize p = 0; p < pool->n_pages; p++)
+        mapped += pool->page_mapped[p] ? pool->page_size : 0;
+    if (offset != pool->va_size || allocated != pool->allocated_bytes ||
+        n_free != (guint)g_tree_nnodes(pool->free_chunks) ||
+        n_pending != (guint)g_tree_nnodes(pool->pending) ||
+        memcmp(users, pool->page_users, pool->n_pages * sizeof(guint32)) != 0 ||
+        mapped != pool->mapped_bytes || mapped != (uint64_t)self->device->reserved.current) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                    "accounting mismatch: %" G_GUINT64_FORMAT " allocated of %" G_GUINT64_FORMAT
+                    ", %u free chunks, %u pending, mapped %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
+                    "/%" G_GINT64_FORMAT " or page users",
+                    allocated, pool->allocated_bytes, n_free, n_pending, mapped, pool->mapped_bytes,
+                    self->device->reserved.current);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+const FsimPolicyOps fsim_policy_async = {
+    .name = "async",
+    .summary = "cudaMallocAsync's default pool: stream-ordered reuse, trimmed at synchronisation",
+    .knobs = async_knobs,
+    .create = async_create,
+    .destroy = async_destroy,
+    .alloc = async_alloc,
+    .dealloc = async_dealloc,
+    .stream_sync = async_stream_sync,
+    .empty_cache = async_empty_cache,
+    .get_stats = async_get_stats,
+    .check = async_check,
+};
