@@ -54,7 +54,23 @@ G_BEGIN_DECLS
  * @has_memory_fraction: a fraction was set (PyTorch's `set_fraction`).
  * @expandable_segments: expandable segments instead of cudaMalloc'd ones.
  * @roundup_power2_divisions: divisions per interval [2^(20+i), 2^(21+i)) bytes, 0 or 1 = off.
+ * @platform: whose fork of the allocator: PyTorch's CUDA one or torch_npu's (Ascend), which pads
+ *     every request by %FSIM_NPU_REQUEST_PAD bytes before rounding.  A knob of the policies'
+ *     groups (`caching.platform=npu`), not a PYTORCH_CUDA_ALLOC_CONF key.
  */
+typedef enum {
+    FSIM_PLATFORM_CUDA = 0,
+    FSIM_PLATFORM_NPU,
+} FsimPlatform;
+
+/* torch_npu's round_size() adds this many bytes to a request before rounding it. */
+#define FSIM_NPU_REQUEST_PAD 32
+
+/* "cuda" or "npu". */
+const char *fsim_platform_name(FsimPlatform platform);
+/* FALSE when @name is neither "cuda" nor "npu" (case-insensitive). */
+gboolean fsim_platform_from_name(const char *name, FsimPlatform *out);
+
 typedef struct {
     uint64_t max_split_size;
     uint64_t max_non_split_rounding;
@@ -65,6 +81,7 @@ typedef struct {
     gboolean has_memory_fraction;
     gboolean expandable_segments;
     uint32_t roundup_power2_divisions[FSIM_ALLOC_CONF_INTERVALS];
+    FsimPlatform platform;
 } FsimAllocConf;
 
 /* Fill @conf with PyTorch's defaults. */

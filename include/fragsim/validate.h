@@ -118,11 +118,16 @@ typedef struct {
  * @path: the trace.
  * @exact: every device is exact.
  * @devices: of #FsimValidateDevice, by device index.
+ * @platform: `cuda` (PyTorch's allocator) or `npu` (torch_npu's), the model's variant.
+ * @platform_detected: @platform was told from the trace (fsim_trace_detect_platform()), not
+ *     given.
  */
 typedef struct {
     char *path;
     gboolean exact;
     GArray *devices;
+    const char *platform;
+    gboolean platform_detected;
 } FsimValidateReport;
 
 void fsim_validate_report_free(FsimValidateReport *report);
@@ -139,6 +144,23 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimValidateReport, fsim_validate_report_free)
  * Returns: (transfer full) (nullable): the report; free with fsim_validate_report_free().
  */
 FsimValidateReport *fsim_validate_trace(FsimTrace *trace, GError **error);
+
+/* The same with the platform given (`cuda` or `npu`), or told from the trace when NULL. */
+FsimValidateReport *fsim_validate_trace_on(FsimTrace *trace, const char *platform, GError **error);
+
+/**
+ * fsim_trace_detect_platform:
+ * @trace: an opened trace.
+ * @error: the trace's read errors.
+ *
+ * Which allocator recorded @trace: torch_npu's pads each request by 32 bytes before rounding,
+ * which shows in the blocks of the initial state and between allocations recorded one after the
+ * other; the platform the most such places agree with, `cuda` when none tells.  Reads every
+ * device's stream once.
+ *
+ * Returns: (nullable): `npu` or `cuda` (static strings), NULL on a read error.
+ */
+const char *fsim_trace_detect_platform(FsimTrace *trace, GError **error);
 
 /* fsim_trace_open() and fsim_validate_trace(). */
 FsimValidateReport *fsim_validate_file(const char *path, GError **error);

@@ -42,6 +42,7 @@ typedef struct {
     GKeyFile *knobs;       /* the configuration's */
     FsimTrainConfig train; /* model mode */
     gboolean paranoid;
+    FsimLifetimes *lifetimes; /* trace mode, for offline policies, or NULL */
 } Source;
 
 typedef struct {
@@ -85,6 +86,7 @@ fit_try(const Source *src, const char *policy, const FsimDeviceSpec *spec, uint6
     rc.paranoid = src->paranoid;
     if (src->trace) {
         rc.initial_state = fsim_trace_initial_state(src->trace, src->trace_device);
+        rc.lifetimes = src->lifetimes;
         stream = fsim_trace_stream_open(src->trace, src->trace_device, error);
         if (stream == NULL)
             return FALSE;
@@ -139,6 +141,7 @@ fit_device(const Source *src, const FsimDeviceSpec *spec, Result *r, GError **er
         if (!fsim_event_log_read(log, src->trace, FALSE, error))
             return FALSE;
         query.initial_state = fsim_trace_initial_state(src->trace, src->trace_device);
+        query.lifetimes = src->lifetimes;
     } else {
         g_autoptr(FsimSynth) synth = fsim_synth_train_new(&src->train, error);
         g_autoptr(GError) local_error = NULL;
@@ -450,6 +453,16 @@ fsim_cmd_fit(int argc, char **argv)
         }
     }
 
+    g_autoptr(FsimLifetimes) lifetimes = NULL;
+    for (guint i = 0; i < policies->len && src.trace != NULL && lifetimes == NULL; i++) {
+        if (fsim_policy_is_offline(g_ptr_array_index(policies, i))) {
+            /* an offline policy plans from the lifetimes: one pass over the trace first */
+            lifetimes = fsim_lifetimes_from_trace(src.trace, src.trace_device, &error);
+            if (lifetimes == NULL)
+                return fsim_cli_fail("fit", error);
+            src.lifetimes = lifetimes;
+        }
+    }
     g_array_set_clear_func(results, result_clear);
     for (guint p = 0; p < policies->len; p++) {
         const char *policy = g_ptr_array_index(policies, p);

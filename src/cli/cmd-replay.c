@@ -2,6 +2,7 @@
 /*
  * fragsim replay TRACE [-p POLICIES] [-d DEVICE] [-c ALLOC_CONF]... [--set POLICY.KEY=VALUE]
  *                      [--trace-device N] [--no-needed] [--json] [--fail-on-oom] [--paranoid]
+ *                      [--platform cuda|npu]
  *
  * Replays each device of the trace through every run asked for (a policy under a configuration),
  * in lock step (the trace is read once per device and each event is fed to every engine), keeps
@@ -11,7 +12,10 @@
  */
 #include <glib.h>
 
+#include <string.h>
+
 #include "fragsim/alloc-conf.h"
+#include "fragsim/validate.h"
 
 #include "analysis/needed.h"
 #include "analysis/recorded.h"
@@ -41,6 +45,47 @@ run_set_error(ReplayRun *run, const GError *error)
     run->status = REPLAY_ERROR;
     g_free(run->error);
     run->error = g_strdup(error->message);
+}
+
+/* The platform of the PyTorch models in every configuration: --platform, else `npu` for a
+ * PyTorch snapshot recorded by torch_npu (told from its addresses), unless --set chose one. */
+static gboolean
+replay_choose_platform(FsimTrace *trace, GPtrArray *configs, const char *platform, gboolean json,
+                       GError **error)
+{
+    static const char *const groups[] = {"caching", "expandable"};
+    gboolean forced = platform != NULL;
+
+    if (forced && g_ascii_strcasecmp(platform, "cuda") != 0 &&
+        g_ascii_strcasecmp(platform, "npu") != 0) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "--platform: '%s' is neither cuda nor npu",
+                    platform);
+        return FALSE;
+    }
+    if (!forced) {
+        if (strcmp(fsim_trace_format_name(trace), "torch") != 0)
+            return TRUE;
+        platform = fsim_trace_detect_platform(trace, error);
+        if (platform == NULL)
+            return FALSE;
+        if (strcmp(platform, "npu") != 0)
+            return TRUE;
+        if (!json)
+            g_printerr("fragsim replay: %s: recorded by torch_npu's allocator (its 32-byte "
+                       "padding shows in the addresses): caching and expandable model it "
+                       "(--platform cuda to override)\n",
+                       fsim_trace_path(trace));
+    }
+    for (guint c = 0; c < configs->len; c++) {
+        FsimCliConfig *config = g_ptr_array_index(configs, c);
+
+        for (gsize g = 0; g < G_N_ELEMENTS(groups); g++) {
+            /* --set POLICY.platform wins over what the trace shows */
+            if (forced || !g_key_file_has_key(config->knobs, groups[g], "platform", NULL))
+                g_key_file_set_string(config->knobs, groups[g], "platform", platform);
+        }
+    }
+    return TRUE;
 }
 
 /* Replay one device of the trace through every run in @runs (those of that device), keeping
@@ -284,6 +329,7 @@ fsim_cmd_replay(int argc, char **argv)
     gboolean fail_on_oom = FALSE;
     gboolean paranoid = FALSE;
     gboolean no_needed = FALSE;
+    g_autofree char *platform = NULL;
     GOptionEntry entries[] = {
         {"policies", 'p', 0, G_OPTION_ARG_STRING, &policy_list,
          "Comma-separated policies (default: all; see 'fragsim policies')", "LIST"},
@@ -306,6 +352,10 @@ fsim_cmd_replay(int argc, char **argv)
          "Stop a run at its first simulated OOM and exit with status 3", NULL},
         {"paranoid", 0, 0, G_OPTION_ARG_NONE, &paranoid,
          "Check the policy's invariants after every operation (slow)", NULL},
+        {"platform", 0, 0, G_OPTION_ARG_STRING, &platform,
+         "cuda or npu: caching and expandable model PyTorch's or torch_npu's allocator "
+         "(default: cuda, npu for a snapshot whose addresses show torch_npu's padding)",
+         "PLATFORM"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) context =
@@ -353,6 +403,8 @@ fsim_cmd_replay(int argc, char **argv)
             fsim_cli_policy_takes_alloc_conf(g_ptr_array_index(policies, p)) ? configs->len : 1;
     trace = fsim_trace_open(argv[1], &error);
     if (trace == NULL)
+        return fsim_cli_fail("replay", error);
+    if (!replay_choose_platform(trace, configs, platform, json, &error))
         return fsim_cli_fail("replay", error);
     devices = fsim_trace_devices(trace, &n_devices);
     if (trace_device >= 0 && !fsim_cli_trace_has_device(trace, (uint32_t)trace_device))

@@ -8,6 +8,8 @@
  */
 #include <glib.h>
 
+#include <string.h>
+
 #include "fragsim/validate.h"
 
 #include "cli.h"
@@ -135,7 +137,12 @@ validate_print_text(const FsimValidateReport *report)
         const FsimDivergence *div = &d->first_divergence;
         g_autofree char *capacity = fsim_format_size(d->capacity_bytes);
 
-        g_print("device %u: %s%s%s on %s (%s)\n", d->device, d->policy,
+        g_print("device %u: %s%s%s%s on %s (%s)\n", d->device, d->policy,
+                strcmp(report->platform, "npu") == 0
+                    ? (report->platform_detected
+                           ? " (torch_npu's allocator: the snapshot's addresses show its padding)"
+                           : " (torch_npu's allocator)")
+                    : "",
                 *d->alloc_conf != '\0' ? " with " : "", d->alloc_conf, capacity,
                 d->capacity_from_oom ? "reserved at the first OOM + the free memory it reported"
                                      : "the peak of the recorded reserved memory");
@@ -173,8 +180,12 @@ int
 fsim_cmd_validate(int argc, char **argv)
 {
     gboolean json = FALSE;
+    g_autofree char *platform = NULL;
     GOptionEntry entries[] = {
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
+        {"platform", 0, 0, G_OPTION_ARG_STRING, &platform,
+         "cuda or npu: whose allocator recorded the snapshot (default: told from its addresses)",
+         "PLATFORM"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) context = g_option_context_new(
@@ -197,7 +208,15 @@ fsim_cmd_validate(int argc, char **argv)
     if (argc != 2)
         return fsim_cli_usage_error("validate", argc < 2 ? "missing the SNAPSHOT argument"
                                                          : "expected exactly one SNAPSHOT");
-    report = fsim_validate_file(argv[1], &error);
+    if (platform != NULL && g_ascii_strcasecmp(platform, "cuda") != 0 &&
+        g_ascii_strcasecmp(platform, "npu") != 0)
+        return fsim_cli_usage_error("validate", "--platform: '%s' is neither cuda nor npu",
+                                    platform);
+    {
+        g_autoptr(FsimTrace) trace = fsim_trace_open(argv[1], &error);
+
+        report = trace != NULL ? fsim_validate_trace_on(trace, platform, &error) : NULL;
+    }
     if (report == NULL && g_error_matches(error, FSIM_ERROR, FSIM_ERROR_USAGE)) {
         /* not a snapshot at all: a text trace or an RMM log */
         g_printerr("fragsim validate: nothing to validate: %s has no recorded allocator "

@@ -338,7 +338,8 @@ validate_spec(uint64_t capacity, FsimDeviceSpec *spec, GError **error)
 /* ---- one device ------------------------------------------------------------------------------ */
 
 static gboolean
-validate_device(FsimTrace *trace, uint32_t device, FsimValidateDevice *out, GError **error)
+validate_device(FsimTrace *trace, uint32_t device, const char *platform, FsimValidateDevice *out,
+                GError **error)
 {
     const char *alloc_conf = fsim_trace_alloc_conf(trace);
     const FsimInitialState *state = fsim_trace_initial_state(trace, device);
@@ -368,6 +369,10 @@ validate_device(FsimTrace *trace, uint32_t device, FsimValidateDevice *out, GErr
                     fsim_trace_path(trace), local_error->message);
         return FALSE;
     }
+    g_key_file_set_string(config, "caching", "platform", platform);
+    g_key_file_set_string(config, "expandable", "platform", platform);
+    if (!fsim_platform_from_name(platform, &v.conf.platform))
+        g_assert_not_reached();
     out->policy = g_strdup(v.conf.expandable_segments ? "expandable" : "caching");
     out->alloc_conf = fsim_alloc_conf_to_string(&v.conf);
     fsim_run_config_init(&run);
@@ -456,12 +461,26 @@ fsim_validate_report_free(FsimValidateReport *report)
 FsimValidateReport *
 fsim_validate_trace(FsimTrace *trace, GError **error)
 {
+    return fsim_validate_trace_on(trace, NULL, error);
+}
+
+FsimValidateReport *
+fsim_validate_trace_on(FsimTrace *trace, const char *platform, GError **error)
+{
     g_autoptr(FsimValidateReport) report = g_new0(FsimValidateReport, 1);
     gsize n_devices;
     const uint32_t *devices = fsim_trace_devices(trace, &n_devices);
 
     g_return_val_if_fail(trace != NULL, NULL);
     report->path = g_strdup(fsim_trace_path(trace));
+    report->platform_detected = platform == NULL;
+    report->platform =
+        platform != NULL && g_ascii_strcasecmp(platform, "npu") == 0 ? "npu" : "cuda";
+    if (platform == NULL) {
+        report->platform = fsim_trace_detect_platform(trace, error);
+        if (report->platform == NULL)
+            return NULL;
+    }
     report->devices = g_array_new(FALSE, TRUE, sizeof(FsimValidateDevice));
     report->exact = TRUE;
     for (gsize d = 0; d < n_devices; d++) {
@@ -469,7 +488,7 @@ fsim_validate_trace(FsimTrace *trace, GError **error)
 
         g_array_set_size(report->devices, report->devices->len + 1);
         device = &g_array_index(report->devices, FsimValidateDevice, report->devices->len - 1);
-        if (!validate_device(trace, devices[d], device, error))
+        if (!validate_device(trace, devices[d], report->platform, device, error))
             return NULL;
         report->exact &= device->exact;
     }

@@ -66,6 +66,24 @@ fsim_alloc_conf_init(FsimAllocConf *conf)
     conf->per_process_memory_fraction = 1.0;
 }
 
+const char *
+fsim_platform_name(FsimPlatform platform)
+{
+    return platform == FSIM_PLATFORM_NPU ? "npu" : "cuda";
+}
+
+gboolean
+fsim_platform_from_name(const char *name, FsimPlatform *out)
+{
+    if (g_ascii_strcasecmp(name, "cuda") == 0)
+        *out = FSIM_PLATFORM_CUDA;
+    else if (g_ascii_strcasecmp(name, "npu") == 0)
+        *out = FSIM_PLATFORM_NPU;
+    else
+        return FALSE;
+    return TRUE;
+}
+
 /* Cut @text into tokens: each separator alone, the runs between them, whitespace dropped. */
 static GPtrArray *
 conf_tokenize(const char *text)
@@ -569,6 +587,16 @@ fsim_alloc_conf_load(FsimAllocConf *conf, GKeyFile *config, const char *group, G
 
         if (g_str_has_prefix(keys[k], "mempool_"))
             continue; /* private-pool knobs, not PYTORCH_CUDA_ALLOC_CONF ones: the model's */
+        if (strcmp(keys[k], "platform") == 0) {
+            /* fragsim's own knob: which fork of the allocator, not an allocator setting */
+            if (value == NULL || !fsim_platform_from_name(g_strstrip(value), &conf->platform)) {
+                g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                            "%s: '%s' is not a platform (cuda or npu)", where, value);
+                return FALSE;
+            }
+            continue;
+        }
+
         /* `key : value-tokens`, read by the same code as the environment string. */
         g_ptr_array_insert(tokens, 0, g_strdup(":"));
         g_ptr_array_insert(tokens, 0, g_strdup(keys[k]));

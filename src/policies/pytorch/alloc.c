@@ -34,6 +34,10 @@ fsim_pytorch_round_size(const FsimAllocConf *conf, uint64_t size)
 {
     uint64_t divisions;
 
+    /* torch_npu's round_size(): the pad first; the pool and the segment follow the padded,
+     * rounded size (npu-allocator.md rules 1-3) */
+    if (conf->platform == FSIM_PLATFORM_NPU)
+        size += FSIM_NPU_REQUEST_PAD;
     if (size < FSIM_PYTORCH_MIN_BLOCK)
         return FSIM_PYTORCH_MIN_BLOCK;
     divisions = size > conf->roundup_bypass_threshold ? 0 : fsim_alloc_conf_divisions(conf, size);

@@ -23,7 +23,9 @@
     {"per_process_memory_fraction", "unset",                                                    \
      "the fraction of the device's memory the process may hold (set_per_process_memory_fraction)"}, \
     {"large_segment_size_mb", "20",                                                             \
-     "MiB of the segment for 1-10 MiB requests and of a large-pool expandable page"}
+     "MiB of the segment for 1-10 MiB requests and of a large-pool expandable page"},            \
+    {"platform", "cuda",                                                                        \
+     "cuda, or npu: torch_npu's allocator (Ascend), which pads each request by 32 bytes"}
 
 #define PYTORCH_POOL_KNOBS                                                                         \
     {"mempool_use_on_oom", "",                                                                  \
