@@ -37,47 +37,71 @@ def human(n):
     return f"{n} B"
 
 
-def fit(fragsim, trace):
-    """Returns {policy: answer} and the lower bound, or None when the trace has no events."""
-    run = subprocess.run([fragsim, "fit", trace, "--json"], capture_output=True, text=True)
-    if run.returncode != 0:
-        if "has no events" in run.stderr:
-            return None
-        sys.exit(f"policy-table: fragsim fit {trace} failed ({run.returncode}): {run.stderr}")
-    result = json.loads(run.stdout)
-    answers = {r["policy"]: r["answer"] for r in result["results"]}
-    lower = max(r["peak_requested_bytes"] for r in result["results"])
+def policy_names(fragsim):
+    run = subprocess.run([fragsim, "policies", "--json"], capture_output=True, text=True,
+                         check=True)
+    listed = json.loads(run.stdout)
+    if isinstance(listed, dict):
+        listed = listed.get("policies", [])
+    return [p["name"] if isinstance(p, dict) else p for p in listed]
+
+
+def fit(fragsim, trace, policies, errors):
+    """Returns {policy: answer or None} and the lower bound, or None when the trace has no
+    events.  A policy whose search fails is recorded in @errors and gets None."""
+    answers = {}
+    lower = 0
+    for policy in policies:
+        run = subprocess.run([fragsim, "fit", trace, "-p", policy, "--json"],
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            if "has no events" in run.stderr:
+                return None
+            errors.append(f"`{os.path.basename(trace)}` {policy}: "
+                          + run.stderr.strip().splitlines()[-1].replace("fragsim fit: ", ""))
+            answers[policy] = None
+            continue
+        result = json.loads(run.stdout)["results"][0]
+        answers[policy] = result["answer"]
+        lower = max(lower, result["peak_requested_bytes"])
     return answers, lower
 
 
 def table(fragsim, traces):
-    policies = None
+    names = policy_names(fragsim)
+    policies = [p for p in ORDER if p in names] + sorted(set(names) - set(ORDER))
     rows = []
     skipped = []
+    errors = []
     for trace in traces:
-        got = fit(fragsim, trace)
+        got = fit(fragsim, trace, policies, errors)
         name = os.path.basename(trace)
         if got is None:
             skipped.append(name)
             continue
         answers, lower = got
-        if policies is None:
-            policies = [p for p in ORDER if p in answers] + sorted(set(answers) - set(ORDER))
-        best = min(answers[p] for p in policies if p != "planner")
+        online = [answers[p] for p in policies if p != "planner" and answers[p] is not None]
+        best = min(online) if online else None
         cells = []
         for p in policies:
+            if answers[p] is None:
+                cells.append("error")
+                continue
             cell = human(answers[p])
             if answers[p] == best and p != "planner":
                 cell = f"**{cell}**"
             cells.append(cell)
         rows.append(f"| `{name}` | {human(lower)} | " + " | ".join(cells) + " |")
     lines = [BEGIN, ""]
-    lines.append("| trace | lower bound | " + " | ".join(policies or []) + " |")
-    lines.append("|---|---:|" + "---:|" * len(policies or []))
+    lines.append("| trace | lower bound | " + " | ".join(policies) + " |")
+    lines.append("|---|---:|" + "---:|" * len(policies))
     lines += rows
     lines.append("")
     lines.append("Needed capacity: the smallest device (to 2 MiB) on which the policy replays the "
                  "trace without an OOM (`fragsim fit`); bold: the best online policy.")
+    if errors:
+        lines.append("")
+        lines.append("`fit` failed (shown as error): " + "; ".join(errors) + ".")
     if skipped:
         lines.append("Without events on any device (nothing to replay): " +
                      ", ".join(f"`{s}`" for s in skipped) + ".")

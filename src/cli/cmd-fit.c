@@ -103,6 +103,13 @@ fit_try(const Source *src, const char *policy, const FsimDeviceSpec *spec, uint6
         return FALSE;
 
     out->fits = TRUE;
+    if (!fsim_engine_start(engine, &local_error)) {
+        /* the memory alive at trace start does not fit this capacity: a larger one may */
+        g_clear_error(&local_error);
+        out->fits = FALSE;
+        memset(&out->metrics, 0, sizeof(out->metrics));
+        return TRUE;
+    }
     for (;;) {
         gboolean more = stream ? fsim_trace_stream_next(stream, &ev, &local_error)
                                : fsim_synth_next(synth, &ev, &local_error);
