@@ -35,7 +35,7 @@
  * Knobs:
  *   alignment   sizes and offsets are multiples of it (default 256 bytes, as bestfit)
  *   work_limit  the greedy orders give up after examining this many placed neighbours (default
- *               2^26); the time order always completes
+ *               2^22); the time order always completes
  */
 #include "planner.h"
 
@@ -59,7 +59,7 @@ typedef struct {
 
 static const FsimKnob planner_knobs[] = {
     {"alignment", "256", "block size and offset alignment in bytes (a power of two)"},
-    {"work_limit", "67108864", "placed neighbours a greedy order may examine before giving up"},
+    {"work_limit", "4194304", "placed neighbours a greedy order may examine before giving up"},
     {NULL, NULL, NULL},
 };
 
@@ -79,7 +79,7 @@ planner_create(FsimDevice *device, GKeyFile *config, GError **error)
     FsimAddr base;
 
     if (!fsim_knob_get_size(config, "planner", "alignment", 256, &alignment, error) ||
-        !fsim_knob_get_u64(config, "planner", "work_limit", 1u << 26, &work_limit, error))
+        !fsim_knob_get_u64(config, "planner", "work_limit", 1u << 22, &work_limit, error))
         return NULL;
     if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > 2 * FSIM_MiB) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
