@@ -70,20 +70,28 @@ test_lora_7b_24gb(void)
     }
 }
 
-/* An engine for @policy on the default device cut to @capacity bytes, stopping at an OOM. */
+/* An engine for @policy on the default device cut to @capacity bytes, stopping at an OOM; an
+ * offline policy plans from @lifetimes. */
 static FsimEngine *
-fit_engine(const char *policy, uint64_t capacity)
+fit_engine_planned(const char *policy, uint64_t capacity, const FsimLifetimes *lifetimes)
 {
     g_autoptr(GError) error = NULL;
     FsimRunConfig rc;
     fsim_run_config_init(&rc);
     rc.policy = policy;
+    rc.lifetimes = lifetimes;
     rc.fail_on_oom = TRUE;
     g_assert_true(fsim_device_spec_parse(FSIM_DEVICE_DEFAULT, &rc.device, &error));
     rc.device.capacity_bytes = capacity;
     FsimEngine *engine = fsim_engine_new(&rc, &error);
     g_assert_no_error(error);
     return engine;
+}
+
+static FsimEngine *
+fit_engine(const char *policy, uint64_t capacity)
+{
+    return fit_engine_planned(policy, capacity, NULL);
 }
 
 /* Replay the training trace of @c through @policy on a device of @capacity: TRUE when no OOM. */
@@ -141,7 +149,10 @@ replays(const char *path, const char *policy, uint64_t capacity)
     g_autoptr(FsimTrace) trace = fsim_trace_open(path, &error);
     g_assert_no_error(error);
     g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, 0, &error);
-    g_autoptr(FsimEngine) engine = fit_engine(policy, capacity);
+    /* an offline policy plans from the trace's lifetimes, as fit gives them */
+    g_autoptr(FsimLifetimes) lifetimes =
+        fsim_policy_is_offline(policy) ? fsim_lifetimes_from_trace(trace, 0, &error) : NULL;
+    g_autoptr(FsimEngine) engine = fit_engine_planned(policy, capacity, lifetimes);
     FsimEvent ev;
     while (fsim_trace_stream_next(stream, &ev, &error)) {
         if (!fsim_engine_process(engine, &ev, &error)) {
