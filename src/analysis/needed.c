@@ -200,13 +200,14 @@ round_up(uint64_t value, uint64_t g)
 /* Whether the policy's decisions depend on the capacity through refusals only.  Not so for
  * PyTorch's memory fraction (and the garbage collection threshold, active only with it), which are
  * fractions of the card's memory, nor for expandable segments, whose address space is 1 1/8 of
- * the card's memory: a segment can run out of it, and then a new one is made. */
+ * the card's memory: a segment can run out of it, and then a new one is made; nor for TF's BFC,
+ * whose regions are cut to the memory limit (without allow_growth, one region of all of it). */
 static gboolean
 needed_blind(const FsimNeededQuery *query)
 {
     g_autofree char *expandable = NULL;
 
-    if (strcmp(query->policy, "expandable") == 0)
+    if (strcmp(query->policy, "expandable") == 0 || strcmp(query->policy, "bfc") == 0)
         return FALSE;
     if (query->config == NULL)
         return TRUE;
@@ -344,7 +345,8 @@ search_top(Search *s, uint64_t *lower, GError **error)
                         FSIM_NEEDED_LIMIT);
             return FALSE;
         }
-        if (s->replays > 0 || (q->known != NULL && (q->known->ooms > 0 || q->known_refused != 0)))
+        if (s->replays > 0 ||
+            (s->blind && q->known != NULL && (q->known->ooms > 0 || q->known_refused != 0)))
             capacity = MIN(capacity * 2, FSIM_NEEDED_LIMIT);
         if (!search_try(s, capacity, &fits, error))
             return FALSE;

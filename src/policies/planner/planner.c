@@ -75,7 +75,11 @@ planner_create(FsimDevice *device, GKeyFile *config, GError **error)
     Planner *planner;
     uint64_t alignment;
     uint64_t work_limit;
-    uint64_t arena_size = fsim_device_round(device, device->spec.capacity_bytes);
+    /* bestfit's arena (best-fit.c): twice the device and at least 32 TiB, so the untouched top
+     * is always the largest free block and decisions do not depend on the capacity until the
+     * device refuses a page */
+    uint64_t arena_size =
+        planner_arena_bytes(device->spec.capacity_bytes, device->spec.granularity);
     FsimAddr base;
 
     if (!fsim_knob_get_size(config, "planner", "alignment", 256, &alignment, error) ||

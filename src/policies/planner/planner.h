@@ -45,6 +45,16 @@ void planner_arena_release(PlannerArena *arena, PlannerChunk *chunk);
 uint64_t planner_arena_largest_free(const PlannerArena *arena, uint64_t limit);
 gboolean planner_arena_check(const PlannerArena *arena, GError **error);
 
+/* The planner's arena for a device of @capacity bytes: bestfit's, twice the device and at least
+ * 32 TiB, rounded to the @granularity. */
+static inline uint64_t
+planner_arena_bytes(uint64_t capacity, uint64_t granularity)
+{
+    uint64_t size = MAX((uint64_t)1 << 45, 2 * capacity);
+
+    return (size + granularity - 1) / granularity * granularity;
+}
+
 /* ---- plan.c --------------------------------------------------------------------------------- */
 
 typedef enum {
@@ -79,9 +89,10 @@ typedef struct {
  * planner_plan_build:
  * @lifetimes: the run's allocations.
  * @alignment: sizes are rounded up to it (a power of two).
- * @capacity: the device's capacity: the time-order plan is best fit in an arena this large
- *     (rounded up to @granularity), with pages of @granularity mapped as its top rises, exactly
- *     as `bestfit` runs; an allocation of another order placed beyond it is left out.
+ * @capacity: the device's capacity: the time-order plan is best fit in bestfit's arena
+ *     (planner_arena_bytes()), with pages of @granularity mapped as its top rises and refused
+ *     beyond @capacity, exactly as `bestfit` runs; an allocation of another order placed beyond
+ *     @capacity is left out.
  * @granularity: the device's page size.
  * @work_limit: the greedy orders give up after looking at this many placed neighbours.
  * @plan: (out caller-allocates): the best plan: fewest allocations left out, then smallest
