@@ -259,6 +259,31 @@ void fsim_device_mem_free(FsimDevice *device, FsimAddr addr, uint64_t size);
 FsimStatus fsim_device_va_reserve(FsimDevice *device, uint64_t size, uint64_t alignment,
                                   FsimAddr *out);
 
+/**
+ * FsimArenaVa:
+ *
+ * The one address-space reservation a policy makes when it is created (bestfit, async, planner).
+ * A device too small for it is an error of the run; a reservation refused by an injected fault
+ * (device.fail_va_reserve_at or _from) is not: like any refused driver call it ends as an OOM,
+ * of the next allocation, after which the reservation is tried again at each allocation until
+ * it succeeds.
+ */
+typedef struct {
+    FsimAddr base;        /* valid once @reserved */
+    uint64_t size;        /* bytes of address space */
+    gboolean reserved;    /* the address space is held */
+    gboolean pending_oom; /* an injected fault refused it: the next allocation is its OOM */
+} FsimArenaVa;
+
+/* Reserve @arena->size bytes for @policy (its name, for the message), aligned to the
+ * granularity.  FALSE with @error set only when the device cannot hold them. */
+gboolean fsim_arena_va_reserve(FsimArenaVa *arena, FsimDevice *device, const char *policy,
+                               GError **error);
+
+/* Before an allocation: FSIM_OK when the arena is reserved (reserving it again if a fault
+ * refused it), FSIM_OOM when this allocation is the OOM of a refused reservation. */
+FsimStatus fsim_arena_va_ready(FsimArenaVa *arena, FsimDevice *device);
+
 /* cuMemAddressFree of a whole reservation; every page in it must be unmapped first. */
 void fsim_device_va_release(FsimDevice *device, FsimAddr addr, uint64_t size);
 

@@ -154,6 +154,38 @@ fsim_device_va_reserve(FsimDevice *device, uint64_t size, uint64_t alignment, Fs
     return FSIM_OK;
 }
 
+gboolean
+fsim_arena_va_reserve(FsimArenaVa *arena, FsimDevice *device, const char *policy, GError **error)
+{
+    arena->reserved = fsim_device_va_reserve(device, arena->size, device->spec.granularity,
+                                             &arena->base) == FSIM_OK;
+    /* fault_hit() looks at the attempt just counted: was the refusal injected? */
+    if (!arena->reserved && !fault_hit(device, FSIM_CALL_VA_RESERVE)) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                    "%s: cannot reserve %" G_GUINT64_FORMAT " bytes of address space", policy,
+                    arena->size);
+        return FALSE;
+    }
+    arena->pending_oom = !arena->reserved;
+    return TRUE;
+}
+
+FsimStatus
+fsim_arena_va_ready(FsimArenaVa *arena, FsimDevice *device)
+{
+    if (arena->reserved)
+        return FSIM_OK;
+    if (arena->pending_oom) {
+        arena->pending_oom = FALSE;
+        return FSIM_OOM;
+    }
+    if (fsim_device_va_reserve(device, arena->size, device->spec.granularity, &arena->base) !=
+        FSIM_OK)
+        return FSIM_OOM;
+    arena->reserved = TRUE;
+    return FSIM_OK;
+}
+
 /* cuMemAddressFree of a whole reservation; every page in it must be unmapped first. */
 void
 fsim_device_va_release(FsimDevice *device, FsimAddr addr, uint64_t size)

@@ -61,8 +61,7 @@ typedef struct {
     FsimPolicy base; /* must be first */
     uint64_t release_threshold;
     gboolean opportunistic;
-    FsimAddr va_base;
-    uint64_t va_size;
+    FsimArenaVa va; /* the pool's address space */
     uint64_t page_size;
     guint32 *page_users; /* chunks in use touching each page */
     guint8 *page_mapped;
@@ -121,7 +120,6 @@ async_create(FsimDevice *device, GKeyFile *config, GError **error)
     uint64_t threshold;
     gboolean opportunistic;
     g_autofree char *text = NULL;
-    FsimAddr base;
     /* address space is cheap: four times the device, so free holes seldom block a request */
     uint64_t va_size = 4 * fsim_device_round(device, device->spec.capacity_bytes);
 
@@ -133,18 +131,16 @@ async_create(FsimDevice *device, GKeyFile *config, GError **error)
         return NULL;
     if (!fsim_knob_get_bool(config, "async", "opportunistic", TRUE, &opportunistic, error))
         return NULL;
-    if (fsim_device_va_reserve(device, va_size, device->spec.granularity, &base) != FSIM_OK) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                    "async: cannot reserve %" G_GUINT64_FORMAT " bytes of address space", va_size);
+    pool = g_new0(Async, 1);
+    pool->va.size = va_size;
+    if (!fsim_arena_va_reserve(&pool->va, device, "async", error)) {
+        g_free(pool);
         return NULL;
     }
-    pool = g_new0(Async, 1);
     pool->base.ops = &fsim_policy_async;
     pool->base.device = device;
     pool->release_threshold = threshold;
     pool->opportunistic = opportunistic;
-    pool->va_base = base;
-    pool->va_size = va_size;
     pool->page_size = device->spec.granularity;
     pool->n_pages = va_size / pool->page_size;
     pool->page_users = g_new0(guint32, pool->n_pages);
@@ -210,7 +206,7 @@ async_map(Async *pool, uint64_t offset, uint64_t size)
         }
         while (run <= last && !pool->page_mapped[run])
             run++;
-        if (fsim_device_map(device, pool->va_base + p * pool->page_size,
+        if (fsim_device_map(device, pool->va.base + p * pool->page_size,
                             (run - p) * pool->page_size, pool->page_size) != FSIM_OK)
             return FALSE; /* the runs mapped so far stay mapped, unused: a later trim frees them */
         memset(pool->page_mapped + p, 1, run - p);
@@ -235,7 +231,7 @@ async_trim(Async *pool, uint64_t keep)
         while (low > 0 && pool->page_mapped[low - 1] && pool->page_users[low - 1] == 0 &&
                pool->mapped_bytes - (p - low + 1) * pool->page_size > keep)
             low--;
-        fsim_device_unmap(device, pool->va_base + low * pool->page_size,
+        fsim_device_unmap(device, pool->va.base + low * pool->page_size,
                           (p - low + 1) * pool->page_size, pool->page_size);
         memset(pool->page_mapped + low, 0, p - low + 1);
         pool->mapped_bytes -= (p - low + 1) * pool->page_size;
@@ -342,9 +338,13 @@ async_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
 {
     Async *pool = async_from_policy(self);
     uint64_t size = (req->size + ASYNC_ALIGNMENT - 1) / ASYNC_ALIGNMENT * ASYNC_ALIGNMENT;
-    Chunk *chunk = async_find(pool, size, req->stream);
+    Chunk *chunk;
     gboolean pending;
 
+    /* a reservation an injected fault refused: this allocation is its OOM, or it tries again */
+    if (fsim_arena_va_ready(&pool->va, self->device) != FSIM_OK)
+        return FSIM_OOM;
+    chunk = async_find(pool, size, req->stream);
     if (chunk == NULL)
         return FSIM_OOM;
     pending = chunk->pending;
@@ -365,7 +365,7 @@ async_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
     }
     chunk->stream = req->stream;
     pool->allocated_bytes += chunk->size;
-    out->addr = pool->va_base + chunk->offset;
+    out->addr = pool->va.base + chunk->offset;
     out->size = chunk->size;
     out->cookie = (uint64_t)(uintptr_t)chunk;
     return FSIM_OK;
@@ -506,7 +506,7 @@ async_check(const FsimPolicy *self, GError **error)
         }
         offset += chunk->size;
     }
-    if (offset != pool->va_size || allocated != pool->allocated_bytes ||
+    if (offset != pool->va.size || allocated != pool->allocated_bytes ||
         n_free != (guint)g_tree_nnodes(pool->free_chunks) ||
         n_pending != (guint)g_tree_nnodes(pool->pending) || uses != pool->page_uses ||
         pool->mapped_bytes != (uint64_t)self->device->reserved.current) {

@@ -43,11 +43,8 @@ struct Block {
 };
 
 typedef struct {
-    FsimPolicy base; /* must be first */
-    FsimAddr arena_base;
-    gboolean reserved;    /* arena_base is valid: the address space is reserved */
-    gboolean pending_oom; /* an injected fault refused the reservation: the next alloc fails */
-    uint64_t arena_size;
+    FsimPolicy base;   /* must be first */
+    FsimArenaVa arena; /* the arena's address space */
     uint64_t alignment;
     uint64_t mapped_end; /* pages are mapped in [0, mapped_end) */
     uint64_t allocated_bytes;
@@ -80,18 +77,6 @@ block_by_size(gconstpointer a, gconstpointer b, gpointer data)
     return x->offset < y->offset ? -1 : x->offset > y->offset ? 1 : 0;
 }
 
-/* Whether the va_reserve just refused was refused by an injected fault (the device's
- * fail_va_reserve_at or _from), not for want of address space. */
-static gboolean
-best_fit_fault_injected(const FsimDevice *device)
-{
-    uint64_t attempt = device->attempts[FSIM_CALL_VA_RESERVE];
-    uint64_t at = device->faults.fail_at[FSIM_CALL_VA_RESERVE];
-    uint64_t from = device->faults.fail_from[FSIM_CALL_VA_RESERVE];
-
-    return !device->seeding && ((at != 0 && attempt == at) || (from != 0 && attempt >= from));
-}
-
 static FsimPolicy *
 best_fit_create(FsimDevice *device, GKeyFile *config, GError **error)
 {
@@ -116,18 +101,12 @@ best_fit_create(FsimDevice *device, GKeyFile *config, GError **error)
     bf = g_new0(BestFit, 1);
     bf->base.ops = &fsim_policy_best_fit;
     bf->base.device = device;
-    bf->arena_size = arena_size;
     /* The arena's address space; pages are mapped into it as it fills. */
-    bf->reserved = fsim_device_va_reserve(device, arena_size, device->spec.granularity,
-                                          &bf->arena_base) == FSIM_OK;
-    if (!bf->reserved && !best_fit_fault_injected(device)) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                    "bestfit: cannot reserve %" G_GUINT64_FORMAT " bytes of address space",
-                    arena_size);
+    bf->arena.size = arena_size;
+    if (!fsim_arena_va_reserve(&bf->arena, device, "bestfit", error)) {
         g_free(bf);
         return NULL;
     }
-    bf->pending_oom = !bf->reserved;
     bf->alignment = alignment;
     bf->free_blocks = g_tree_new_full(block_by_size, NULL, NULL, NULL);
     bf->first = g_new0(Block, 1);
@@ -165,18 +144,9 @@ best_fit_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
 
     if (size < req->size) /* overflow near 2^64 cannot happen below FSIM_MAX_SIZE, but be sure */
         return FSIM_OOM;
-    if (!bf->reserved) {
-        /* The reservation an injected fault refused: this allocation is its OOM, or it tries
-         * again. */
-        if (bf->pending_oom) {
-            bf->pending_oom = FALSE;
-            return FSIM_OOM;
-        }
-        if (fsim_device_va_reserve(self->device, bf->arena_size, self->device->spec.granularity,
-                                   &bf->arena_base) != FSIM_OK)
-            return FSIM_OOM;
-        bf->reserved = TRUE;
-    }
+    /* a reservation an injected fault refused: this allocation is its OOM, or it tries again */
+    if (fsim_arena_va_ready(&bf->arena, self->device) != FSIM_OK)
+        return FSIM_OOM;
     node = g_tree_lower_bound(bf->free_blocks, &probe);
     if (node == NULL)
         return FSIM_OOM;
@@ -187,7 +157,7 @@ best_fit_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
         uint64_t new_end = (end + granularity - 1) / granularity * granularity;
 
         /* The arena is a multiple of the granularity, so new_end stays inside it. */
-        if (fsim_device_map(self->device, bf->arena_base + bf->mapped_end, new_end - bf->mapped_end,
+        if (fsim_device_map(self->device, bf->arena.base + bf->mapped_end, new_end - bf->mapped_end,
                             granularity) != FSIM_OK)
             return FSIM_OOM;
         bf->mapped_end = new_end;
@@ -210,7 +180,7 @@ best_fit_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
     }
     block->free = FALSE;
     bf->allocated_bytes += block->size;
-    out->addr = bf->arena_base + block->offset;
+    out->addr = bf->arena.base + block->offset;
     out->size = block->size;
     out->cookie = (uint64_t)(uintptr_t)block;
     return FSIM_OK;
@@ -320,14 +290,14 @@ best_fit_check(const FsimPolicy *self, GError **error)
         }
         offset += block->size;
     }
-    if (offset != bf->arena_size || allocated != bf->allocated_bytes ||
+    if (offset != bf->arena.size || allocated != bf->allocated_bytes ||
         free_count != (guint)g_tree_nnodes(bf->free_blocks) ||
         bf->mapped_end != (uint64_t)self->device->reserved.current) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
                     "accounting mismatch: arena %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
                     ", allocated %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
                     ", free blocks %u/%d, mapped %" G_GUINT64_FORMAT "/%" G_GINT64_FORMAT,
-                    offset, bf->arena_size, allocated, bf->allocated_bytes, free_count,
+                    offset, bf->arena.size, allocated, bf->allocated_bytes, free_count,
                     g_tree_nnodes(bf->free_blocks), bf->mapped_end, self->device->reserved.current);
         return FALSE;
     }
@@ -340,7 +310,7 @@ static void
 best_fit_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointer data)
 {
     const BestFit *bf = (const BestFit *)self;
-    FsimSegmentView segment = {.addr = bf->arena_base,
+    FsimSegmentView segment = {.addr = bf->arena.base,
                                .size = bf->mapped_end,
                                .expandable = TRUE,
                                .page_size = self->device->spec.granularity};
@@ -349,7 +319,7 @@ best_fit_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpoi
         return;
     visitor->segment(data, &segment);
     for (const Block *b = bf->first; b != NULL && b->offset < bf->mapped_end; b = b->next) {
-        FsimBlockView view = {.addr = bf->arena_base + b->offset,
+        FsimBlockView view = {.addr = bf->arena.base + b->offset,
                               .size = MIN(b->size, bf->mapped_end - b->offset),
                               .free = b->free};
 

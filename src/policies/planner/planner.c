@@ -47,7 +47,7 @@ typedef struct {
     FsimPolicy base; /* must be first */
     uint64_t alignment;
     uint64_t work_limit;
-    FsimAddr arena_base;
+    FsimArenaVa va; /* the arena's address space */
     uint64_t mapped_end;
     PlannerArena arena;
     PlannerPlan plan;
@@ -80,7 +80,6 @@ planner_create(FsimDevice *device, GKeyFile *config, GError **error)
      * device refuses a page */
     uint64_t arena_size =
         planner_arena_bytes(device->spec.capacity_bytes, device->spec.granularity);
-    FsimAddr base;
 
     if (!fsim_knob_get_size(config, "planner", "alignment", 256, &alignment, error) ||
         !fsim_knob_get_u64(config, "planner", "work_limit", 1u << 22, &work_limit, error))
@@ -92,18 +91,16 @@ planner_create(FsimDevice *device, GKeyFile *config, GError **error)
                     alignment);
         return NULL;
     }
-    if (fsim_device_va_reserve(device, arena_size, device->spec.granularity, &base) != FSIM_OK) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                    "planner: cannot reserve %" G_GUINT64_FORMAT " bytes of address space",
-                    arena_size);
+    planner = g_new0(Planner, 1);
+    planner->va.size = arena_size;
+    if (!fsim_arena_va_reserve(&planner->va, device, "planner", error)) {
+        g_free(planner);
         return NULL;
     }
-    planner = g_new0(Planner, 1);
     planner->base.ops = &fsim_policy_planner;
     planner->base.device = device;
     planner->alignment = alignment;
     planner->work_limit = work_limit;
-    planner->arena_base = base;
     planner_arena_init(&planner->arena, arena_size);
     return &planner->base;
 }
@@ -147,7 +144,7 @@ planner_map_to(Planner *planner, uint64_t end)
 
     if (new_end <= planner->mapped_end)
         return TRUE;
-    if (fsim_device_map(device, planner->arena_base + planner->mapped_end,
+    if (fsim_device_map(device, planner->va.base + planner->mapped_end,
                         new_end - planner->mapped_end, granularity) != FSIM_OK)
         return FALSE;
     planner->mapped_end = new_end;
@@ -189,8 +186,16 @@ planner_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
     Planner *planner = planner_from_policy(self);
     uint64_t size = (req->size + planner->alignment - 1) & ~(planner->alignment - 1);
     gboolean oom;
-    PlannerChunk *chunk = planner_take_planned(planner, req->size, size, &oom);
+    PlannerChunk *chunk;
 
+    /* a reservation an injected fault refused: this allocation is its OOM, or it tries again;
+     * either way it uses up its entry of the plan */
+    if (fsim_arena_va_ready(&planner->va, self->device) != FSIM_OK) {
+        if (planner->has_plan && planner->next < planner->plan.n)
+            planner->next++;
+        return FSIM_OOM;
+    }
+    chunk = planner_take_planned(planner, req->size, size, &oom);
     if (oom)
         return FSIM_OOM;
     if (chunk != NULL) {
@@ -202,7 +207,7 @@ planner_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
         chunk = planner_arena_take(&planner->arena, chunk, size);
         planner->unplanned++;
     }
-    out->addr = planner->arena_base + chunk->offset;
+    out->addr = planner->va.base + chunk->offset;
     out->size = chunk->size;
     out->cookie = (uint64_t)(uintptr_t)chunk;
     return FSIM_OK;
