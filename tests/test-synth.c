@@ -144,7 +144,9 @@ engine_peak(const FsimTrainConfig *c)
     return m->peak_requested_bytes;
 }
 
-/* The trace's peak agrees with the estimate's total within 5% (in practice within 0.2%). */
+/* The trace's peak equals the estimate's total to the byte: the accuracy docs/synth.md claims at
+ * every setting these tests try (only rare corners, eager attention with dropout under
+ * recomputation, may be up to 0.11% above, and none is tried here). */
 static void
 check_agreement(const FsimTrainConfig *c, const char *what)
 {
@@ -153,15 +155,10 @@ check_agreement(const FsimTrainConfig *c, const char *what)
     g_assert_true(fsim_estimate_train(c, &est, &error));
     g_assert_no_error(error);
     uint64_t peak = engine_peak(c);
-    double ratio = (double)est.total_bytes / (double)peak;
-    if (g_test_verbose())
-        g_test_message("%s: trace peak %" G_GUINT64_FORMAT ", estimate %" G_GUINT64_FORMAT
-                       " (%s), ratio %.5f",
-                       what, peak, est.total_bytes, est.peak_phase, ratio);
-    if (fabs(ratio - 1.0) > 0.05)
-        g_test_message("%s: ratio %.4f", what, ratio);
-    g_assert_cmpfloat(ratio, >, 0.95);
-    g_assert_cmpfloat(ratio, <, 1.05);
+    if (g_test_verbose() || est.total_bytes != peak)
+        g_test_message("%s: trace peak %" G_GUINT64_FORMAT ", estimate %" G_GUINT64_FORMAT " (%s)",
+                       what, peak, est.total_bytes, est.peak_phase);
+    g_assert_cmpuint(est.total_bytes, ==, peak);
 }
 
 static void
@@ -279,6 +276,73 @@ test_train_well_formed(void)
         g_assert_cmpuint(s.live_bytes, ==,
                          est.weights_bytes + est.gradients_bytes + est.optimizer_bytes);
         scan_clear(&s);
+    }
+}
+
+/* 8-bit Adam's state, tensor by tensor as bitsandbytes keeps it: a tensor of 4096 elements or
+ * more has two uint8 states and two fp32 absmax vectors of one value per 2048-element block, a
+ * smaller one two fp32 states.  The estimate's state and the trace's live memory at the end (all
+ * the model state) both agree, without and with ZeRO-1 partitions.  Llama's norms have exactly
+ * 4096 elements. */
+static void
+test_train_adam8bit_state(void)
+{
+    for (uint64_t ranks = 1; ranks <= 3; ranks += 2) {
+        FsimTrainConfig c = train_config("llama2-7b", 32, 1);
+        c.model.layers = 2;
+        c.steps = 1;
+        c.optimizer = FSIM_OPTIMIZER_ADAM8BIT;
+        c.zero_stage = ranks > 1 ? 1 : 0;
+        c.ranks = ranks;
+        g_autoptr(GArray) params = g_array_new(FALSE, FALSE, sizeof(FsimParamTensor));
+        fsim_train_params(&c, params);
+        uint64_t want = 0, quantised = 0;
+        for (guint i = 0; i < params->len; i++) {
+            const FsimParamTensor *p = &g_array_index(params, FsimParamTensor, i);
+            uint64_t n = p->rows * p->cols;
+            uint64_t part = (n + ranks - 1) / ranks;
+            if (!fsim_train_param_trainable(&c, p))
+                continue;
+            if (n >= 4096) {
+                want += 2 * part + 2 * 4 * ((part + 2047) / 2048);
+                quantised += n == 4096;
+            } else {
+                want += 2 * 4 * part;
+            }
+        }
+        g_assert_cmpuint(quantised, >, 0);
+        FsimEstimate est;
+        g_assert_true(fsim_estimate_train(&c, &est, NULL));
+        g_assert_cmpuint(est.optimizer_bytes - est.master_bytes, ==, want);
+        g_autoptr(FsimSynth) synth = fsim_synth_train_new(&c, NULL);
+        Scan s;
+        scan_init(&s);
+        scan_synth(&s, synth);
+        g_assert_cmpuint(s.live_bytes, ==,
+                         est.weights_bytes + est.gradients_bytes + est.optimizer_bytes);
+        scan_clear(&s);
+    }
+}
+
+/* The generated trace's peak, as docs/synth.md's table gives it (2 steps). */
+static void
+test_train_documented_peaks(void)
+{
+    static const struct {
+        const char *model;
+        uint64_t seq, batch, peak;
+    } cases[] = {
+        {"gpt2-small", 2048, 1, 3876958208},
+        {"gpt2-small", 256, 2, 2462517248},
+        {"gpt2-medium", 256, 2, 6417184768},
+        {"phi3-mini", 256, 2, 63459024896},
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        FsimTrainConfig c = train_config(cases[i].model, cases[i].seq, cases[i].batch);
+        FsimEstimate est;
+        g_assert_cmpuint(engine_peak(&c), ==, cases[i].peak);
+        g_assert_true(fsim_estimate_train(&c, &est, NULL));
+        g_assert_cmpuint(est.total_bytes, ==, cases[i].peak);
     }
 }
 
@@ -713,6 +777,8 @@ main(int argc, char **argv)
     g_test_add_func("/synth/train/agreement/settings", test_train_agreement_settings);
     g_test_add_func("/synth/train/well-formed", test_train_well_formed);
     g_test_add_func("/synth/train/exact-sizes", test_train_exact);
+    g_test_add_func("/synth/train/adam8bit-state", test_train_adam8bit_state);
+    g_test_add_func("/synth/train/documented-peaks", test_train_documented_peaks);
     g_test_add_func("/synth/train/steps-linear", test_train_steps_linear);
     g_test_add_func("/synth/train/write-read", test_train_write_read);
     g_test_add_func("/synth/train/bad", test_train_bad);

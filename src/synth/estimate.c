@@ -188,7 +188,9 @@ est_state(const FsimTrainConfig *c, const Est *x, const GArray *params, State *s
             state = 8 * n1;
             break;
         case FSIM_OPTIMIZER_ADAM8BIT:
-            state = n >= 4096 ? 2 * n1 + 8 * fsim_div_ceil(n1, 2048) : 8 * n1;
+            state = n >= FSIM_ADAM8BIT_MIN_NUMEL
+                        ? 2 * n1 + 8 * fsim_div_ceil(n1, FSIM_ADAM8BIT_BLOCK)
+                        : 8 * n1;
             break;
         case FSIM_OPTIMIZER_SGD:
             state = 4 * n1;

@@ -35,6 +35,13 @@ fsim_div_ceil(uint64_t a, uint64_t b)
     return (a + b - 1) / b;
 }
 
+/* bitsandbytes' 8-bit Adam (blockwise Optimizer2State): a tensor of at least
+ * FSIM_ADAM8BIT_MIN_NUMEL elements keeps uint8 states, each with one fp32 absmax per block of
+ * FSIM_ADAM8BIT_BLOCK elements; a smaller one keeps fp32 states.  The generator and the estimate
+ * both use these. */
+#define FSIM_ADAM8BIT_BLOCK     2048
+#define FSIM_ADAM8BIT_MIN_NUMEL 4096
+
 /* ---- Model shapes ------------------------------------------------------------------------ */
 
 typedef enum {

@@ -100,12 +100,11 @@ fsim_train_opt_state(Train *t, guint i)
         train_alloc(t, n * 4);
         break;
     case FSIM_OPTIMIZER_ADAM8BIT:
-        /* bitsandbytes keeps tensors under 4096 elements in 32-bit state */
-        if (numel(p) >= 4096) {
+        if (numel(p) >= FSIM_ADAM8BIT_MIN_NUMEL) {
             train_alloc(t, n);
             train_alloc(t, n);
-            train_alloc(t, fsim_div_ceil(n, 2048) * 4);
-            train_alloc(t, fsim_div_ceil(n, 2048) * 4);
+            train_alloc(t, fsim_div_ceil(n, FSIM_ADAM8BIT_BLOCK) * 4);
+            train_alloc(t, fsim_div_ceil(n, FSIM_ADAM8BIT_BLOCK) * 4);
         } else {
             train_alloc(t, n * 4);
             train_alloc(t, n * 4);
