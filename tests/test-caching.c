@@ -288,6 +288,21 @@ test_oversize(void)
     g_assert_cmpuint(far.size, ==, 90 * MIB);
     harness_free(&h, &far);
     harness_clear(&h);
+    /* the boundary: a 70 MiB block is exactly 20 MiB larger than a 50 MiB request, so it is not
+     * a near fit; one 512 bytes larger is */
+    harness_init(&h, "caching", "4GiB", "max_split_size_mb:40");
+    huge = harness_alloc(&h, 70 * MIB, 0);
+    harness_free(&h, &huge);
+    far = harness_alloc(&h, 50 * MIB, 0);
+    g_assert_cmpuint(far.addr, !=, huge.addr);
+    g_assert_cmpuint(harness_count(&h, FSIM_CALL_MEM_ALLOC), ==, 2);
+    near = harness_alloc(&h, 50 * MIB + 512, 0);
+    g_assert_cmpuint(near.addr, ==, huge.addr);
+    g_assert_cmpuint(near.size, ==, 70 * MIB);
+    g_assert_cmpuint(harness_count(&h, FSIM_CALL_MEM_ALLOC), ==, 2);
+    harness_free(&h, &near);
+    harness_free(&h, &far);
+    harness_clear(&h);
 }
 
 /* Oversize blocks are never split, even with room to spare. */

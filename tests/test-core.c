@@ -377,6 +377,46 @@ test_device_costs(void)
     g_assert_cmpint(device->reserved.current, ==, 2 * FSIM_MiB);
 }
 
+/* The virtual-memory calls' costs, with the default figures written out (docs/device-model.md):
+ * mapping pays per handle and per GiB; unmapping pays the device synchronisation, per handle and
+ * per GiB. */
+static void
+test_device_vmm_costs(void)
+{
+    g_autoptr(FsimDevice) device = NULL;
+    FsimDeviceSpec spec;
+    g_autoptr(GError) error = NULL;
+    FsimDeviceCosts costs = fsim_device_costs_default();
+    FsimAddr va;
+    uint64_t before;
+
+    g_assert_cmpuint(costs.map_ns, ==, 52000);
+    g_assert_cmpuint(costs.map_per_gib_ns, ==, 69000);
+    g_assert_cmpuint(costs.unmap_ns, ==, 23000);
+    g_assert_cmpuint(costs.unmap_per_gib_ns, ==, 727000);
+    g_assert_cmpuint(costs.sync_ns, ==, 100000);
+    g_assert_cmpuint(costs.reserve_ns, ==, 2000);
+    g_assert_true(fsim_device_spec_parse("4GiB", &spec, &error));
+    device = fsim_device_sim_new(&spec, NULL, &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(fsim_device_va_reserve(device, 2 * FSIM_GiB, 2 * FSIM_MiB, &va), ==, FSIM_OK);
+    g_assert_cmpuint(device->modelled_time_ns, ==, 2000);
+    /* 1 GiB in 2 MiB handles: 512 of them */
+    before = device->modelled_time_ns;
+    g_assert_cmpint(fsim_device_map(device, va, FSIM_GiB, 2 * FSIM_MiB), ==, FSIM_OK);
+    g_assert_cmpuint(device->modelled_time_ns - before, ==, 512 * 52000 + 69000);
+    before = device->modelled_time_ns;
+    fsim_device_unmap(device, va, FSIM_GiB, 2 * FSIM_MiB);
+    g_assert_cmpuint(device->modelled_time_ns - before, ==, 100000 + 512 * 23000 + 727000);
+    /* half a GiB in one handle: half the per-GiB cost */
+    g_assert_cmpint(fsim_device_map(device, va, FSIM_GiB / 2, FSIM_GiB / 2), ==, FSIM_OK);
+    before = device->modelled_time_ns;
+    fsim_device_unmap(device, va, FSIM_GiB / 2, FSIM_GiB / 2);
+    g_assert_cmpuint(device->modelled_time_ns - before, ==, 100000 + 23000 + 727000 / 2);
+    fsim_device_va_release(device, va, 2 * FSIM_GiB);
+    g_assert_cmpuint(device->calls[FSIM_CALL_UNMAP], ==, 2);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -392,6 +432,7 @@ main(int argc, char **argv)
     g_test_add_func("/device/vmm", test_device_vmm);
     g_test_add_func("/device/faults", test_device_faults);
     g_test_add_func("/device/next-address", test_device_next_address);
+    g_test_add_func("/device/vmm-costs", test_device_vmm_costs);
     g_test_add_func("/device/costs", test_device_costs);
     return g_test_run();
 }

@@ -131,6 +131,39 @@ test_external_fragmentation_at_peak(void)
     g_assert_cmpfloat_with_epsilon(m->min_utilization, 2.0 / 4.0, 1e-12);
 }
 
+/* Minimum utilisation is allocated / reserved (not requested / reserved), counted while allocated
+ * is at least half its running peak (allocated's, not requested's).  bestfit aligns every block
+ * to 256 bytes and maps the arena in 2 MiB pages: a 4 MiB block, then 24576 one-byte requests
+ * (6 MiB allocated, 24 KiB requested) fill 10 MiB; freeing the 4 MiB block leaves 6 of 10 MiB
+ * allocated, 60%, the lowest (each new page was at least two thirds full). */
+static void
+test_min_utilization(void)
+{
+    FsimRunConfig config;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimEngine) engine = NULL;
+    const FsimMetrics *m;
+    uint64_t id = 1;
+
+    fsim_run_config_init(&config);
+    config.policy = "bestfit";
+    config.paranoid = FALSE; /* 24577 blocks: the O(n) check after each would take minutes */
+    g_assert_true(fsim_device_spec_parse("1GiB", &config.device, &error));
+    engine = fsim_engine_new(&config, &error);
+    g_assert_no_error(error);
+    process_ok(engine, ev_alloc(id, id, 4 * FSIM_MiB, 0));
+    for (id = 2; id <= 24577; id++)
+        process_ok(engine, ev_alloc(id, id, 1, 0));
+    g_assert_cmpuint(fsim_engine_counters(engine)->allocated_bytes, ==, 10 * FSIM_MiB);
+    g_assert_cmpuint(fsim_engine_counters(engine)->requested_bytes, ==, 4 * FSIM_MiB + 24576);
+    process_ok(engine, ev_free(id, 1, 0));
+    g_assert_true(fsim_engine_finish(engine, &error));
+    m = fsim_engine_metrics(engine);
+    g_assert_cmpuint(m->peak_reserved_bytes, ==, 10 * FSIM_MiB);
+    g_assert_cmpfloat_with_epsilon(m->min_utilization, 0.6, 1e-12);
+    g_assert_cmpfloat_with_epsilon(m->peak_utilization, 1.0, 1e-12);
+}
+
 static void
 test_unmatched_and_double_frees(void)
 {
@@ -569,6 +602,7 @@ main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/engine/accounting", test_accounting);
     g_test_add_func("/engine/external-fragmentation-at-peak", test_external_fragmentation_at_peak);
+    g_test_add_func("/engine/min-utilization", test_min_utilization);
     g_test_add_func("/engine/unmatched-and-double-frees", test_unmatched_and_double_frees);
     g_test_add_func("/engine/bad/duplicate-live-id", test_duplicate_live_id);
     g_test_add_func("/engine/largest-id", test_largest_id);

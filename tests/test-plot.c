@@ -9,6 +9,7 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 
+#include <math.h>
 #include <string.h>
 
 #include "fragsim/fragsim.h"
@@ -252,6 +253,221 @@ check_outputs(const char *out, GPtrArray *files, const char *ext)
     g_assert_nonnull(strstr(commands, "address-map.gp address-map-run5.dat"));
 }
 
+/* A data file's value, printed with 7 significant digits. */
+static void
+assert_value(double printed, double exact)
+{
+    g_assert_cmpfloat(fabs(printed - exact), <=, 1e-6 * fabs(exact) + 1e-9);
+}
+
+static double
+unit_divisor(uint64_t peak, const char **name)
+{
+    if (peak >= FSIM_GiB) {
+        *name = "GiB";
+        return (double)FSIM_GiB;
+    }
+    if (peak >= FSIM_MiB) {
+        *name = "MiB";
+        return (double)FSIM_MiB;
+    }
+    *name = "KiB";
+    return (double)FSIM_KiB;
+}
+
+/* samples-N.dat: per run, a row per stored sample: x (ms: the workload spans 8 ms), reserved,
+ * allocated and requested (the bucket's maxima), overhead (reserved - requested) and frag
+ * (100 (1 - allocated / reserved)), memory in the unit of the group's peak. */
+static void
+check_samples_data(FsimStore *store, const char *out, const char *file, const int64_t *ids,
+                   guint n_ids)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *path = g_build_filename(out, file, NULL);
+    g_autofree char *contents = NULL;
+    g_auto(GStrv) lines = NULL;
+    g_autoptr(GPtrArray) all = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
+    uint64_t peak = 0;
+    const char *unit;
+    double divisor;
+    g_autofree char *header = NULL;
+    GArray *samples = NULL;
+    guint run = 0, row = 0, rows = 0;
+
+    for (guint r = 0; r < n_ids; r++) {
+        GArray *a = fsim_store_samples(store, ids[r], &error);
+
+        g_assert_no_error(error);
+        for (guint i = 0; i < a->len; i++)
+            peak = MAX(peak, g_array_index(a, FsimStoredSample, i).reserved_max);
+        g_ptr_array_add(all, a);
+    }
+    divisor = unit_divisor(peak, &unit);
+    header = g_strdup_printf("# x: time (ms); memory in %s.", unit);
+    g_assert_true(g_file_get_contents(path, &contents, NULL, NULL));
+    g_assert_nonnull(strstr(contents, header));
+    lines = g_strsplit(contents, "\n", -1);
+    for (guint l = 0; lines[l] != NULL; l++) {
+        const char *line = lines[l];
+        g_auto(GStrv) fields = NULL;
+
+        if (g_str_has_prefix(line, "# run ")) {
+            g_assert_cmpuint(run, <, n_ids);
+            g_assert_cmpint(g_ascii_strtoll(line + 6, NULL, 10), ==, ids[run]);
+            g_assert_true(g_str_has_prefix(lines[l + 1], "x reserved allocated requested "
+                                                         "overhead frag \""));
+            if (samples != NULL)
+                g_assert_cmpuint(row, ==, samples->len);
+            samples = all->pdata[run++];
+            row = 0;
+            l++;
+            continue;
+        }
+        if (*line == '#' || *line == '\0')
+            continue;
+        g_assert_nonnull(samples);
+        fields = g_strsplit(line, " ", -1);
+        g_assert_cmpuint(g_strv_length(fields), ==, 6);
+        g_assert_cmpuint(row, <, samples->len);
+        {
+            const FsimStoredSample *x = &g_array_index(samples, FsimStoredSample, row);
+            double v[6];
+
+            for (guint f = 0; f < 6; f++)
+                v[f] = g_ascii_strtod(fields[f], NULL);
+            assert_value(v[0], (double)x->time_last / 1e6);
+            assert_value(v[1], (double)x->reserved_max / divisor);
+            assert_value(v[2], (double)x->allocated_max / divisor);
+            assert_value(v[3], (double)x->requested_max / divisor);
+            assert_value(v[4], (double)(x->reserved - x->requested) / divisor);
+            assert_value(v[5], 100.0 * (1.0 - (double)x->allocated / (double)x->reserved));
+            g_assert_cmpuint(x->reserved_max, >=, x->allocated_max);
+        }
+        row++;
+        rows++;
+    }
+    g_assert_cmpuint(run, ==, n_ids);
+    g_assert_cmpuint(row, ==, samples->len);
+    g_assert_cmpuint(rows, >, 3 * n_ids);
+}
+
+/* ooms-N.dat: per OOM, x, the reserved memory when it failed, the run's colour. */
+static void
+check_ooms_data(FsimStore *store, const char *out, const char *file, const int64_t *ids,
+                guint n_ids, const char *unit)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *path = g_build_filename(out, file, NULL);
+    g_autofree char *contents = NULL;
+    g_auto(GStrv) lines = NULL;
+    guint l = 0, count = 0;
+    double divisor = strcmp(unit, "GiB") == 0   ? (double)FSIM_GiB
+                     : strcmp(unit, "MiB") == 0 ? (double)FSIM_MiB
+                                                : (double)FSIM_KiB;
+
+    g_assert_true(g_file_get_contents(path, &contents, NULL, NULL));
+    lines = g_strsplit(contents, "\n", -1);
+    for (guint r = 0; r < n_ids; r++) {
+        g_autoptr(GArray) ooms = fsim_store_ooms(store, ids[r], &error);
+
+        g_assert_no_error(error);
+        for (guint i = 0; i < ooms->len; i++) {
+            const FsimOomRecord *o = &g_array_index(ooms, FsimOomRecord, i);
+            g_auto(GStrv) fields = NULL;
+
+            while (lines[l] != NULL && lines[l][0] == '#')
+                l++;
+            g_assert_nonnull(lines[l]);
+            fields = g_strsplit(lines[l++], " ", -1);
+            g_assert_cmpuint(g_strv_length(fields), ==, 3);
+            assert_value(g_ascii_strtod(fields[0], NULL), (double)o->time / 1e6);
+            assert_value(g_ascii_strtod(fields[1], NULL), (double)o->reserved_bytes / divisor);
+            count++;
+        }
+    }
+    g_assert_cmpuint(count, >, 0);
+    g_assert_true(lines[l] == NULL || lines[l][0] == '\0');
+}
+
+/* compare-N.dat: per run, its peak reserved memory, the part of it up to the lower bound, OOMs. */
+static void
+check_compare_data(FsimStore *store, const char *out, const char *file, const int64_t *ids,
+                   guint n_ids)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) runs = fsim_store_runs(store, ids, n_ids, &error);
+    g_autofree char *path = g_build_filename(out, file, NULL);
+    g_autofree char *contents = NULL;
+    g_auto(GStrv) lines = NULL;
+    uint64_t lower = 0, peak = 0;
+    const char *unit;
+    double divisor;
+    guint r = 0;
+
+    g_assert_no_error(error);
+    for (guint i = 0; i < runs->len; i++) {
+        const FsimStoredRun *run = runs->pdata[i];
+
+        lower = MAX(lower, run->metrics.lower_bound_bytes);
+        peak = MAX(peak, run->metrics.peak_reserved_bytes);
+    }
+    divisor = unit_divisor(MAX(peak, lower), &unit);
+    g_assert_true(g_file_get_contents(path, &contents, NULL, NULL));
+    lines = g_strsplit(contents, "\n", -1);
+    for (guint l = 0; lines[l] != NULL; l++) {
+        const FsimStoredRun *run;
+        const char *rest;
+        double up_to_lower, reserved;
+        guint64 ooms;
+        char *end;
+
+        if (lines[l][0] == '#' || lines[l][0] == '\0')
+            continue;
+        g_assert_cmpuint(r, <, runs->len);
+        run = runs->pdata[r];
+        g_assert_cmpint(g_ascii_strtoll(lines[l], NULL, 10), ==, n_ids - 1 - r);
+        /* after the quoted label */
+        rest = strchr(lines[l], '"');
+        g_assert_nonnull(rest);
+        rest = strchr(rest + 1, '"');
+        g_assert_nonnull(rest);
+        up_to_lower = g_ascii_strtod(rest + 1, &end);
+        reserved = g_ascii_strtod(end, &end);
+        ooms = g_ascii_strtoull(end, &end, 10);
+        assert_value(up_to_lower, (double)MIN(run->metrics.peak_reserved_bytes, lower) / divisor);
+        assert_value(reserved, (double)run->metrics.peak_reserved_bytes / divisor);
+        g_assert_cmpuint(ooms, ==, run->metrics.ooms);
+        r++;
+    }
+    g_assert_cmpuint(r, ==, n_ids);
+}
+
+/* The timeline template draws what the data file's header says its columns are. */
+static void
+check_timeline_template(const char *out)
+{
+    g_autofree char *path = g_build_filename(out, "timeline.gp", NULL);
+    g_autofree char *script = g_build_filename(out, "plots.sh", NULL);
+    g_autofree char *text = NULL;
+    g_autofree char *commands = NULL;
+
+    g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+    g_assert_nonnull(strstr(text, "columns: x reserved allocated requested overhead frag"));
+    g_assert_nonnull(strstr(text, "DATA index 0 using 1:4 with lines lw 1 lc rgb \"#9a9a9a\" "
+                                  "title \"requested by the program\""));
+    g_assert_nonnull(strstr(text, "DATA index i using 1:2 with lines lw 2.5"));
+    g_assert_nonnull(strstr(text, "title columnheader(7)"));
+    g_assert_nonnull(strstr(text, "DATA index i using 1:3 with lines lw 1 dt 3"));
+    g_assert_nonnull(strstr(text, "title \"reserved (solid)\""));
+    g_assert_nonnull(strstr(text, "using 1:2:3 with points"));
+    g_assert_true(g_file_get_contents(script, &commands, NULL, NULL));
+    /* group 2: two runs, bestfit red and paged purple, with OOMs */
+    g_assert_nonnull(strstr(commands, "gnuplot -c timeline.gp samples-2.dat timeline-2.png png "
+                                      "'Memory over time: other.trace on 256MiB (256 MiB)' "
+                                      "'time (ms)' MiB 2 "));
+    g_assert_nonnull(strstr(commands, " ooms-2.dat\n"));
+}
+
 static void
 test_render_png(void)
 {
@@ -278,6 +494,12 @@ test_render_png(void)
     files = fsim_plot_render(store, runs, out, NULL, &error);
     g_assert_no_error(error);
     check_outputs(out, files, ".png");
+    check_samples_data(store, out, "samples-1.dat", (const int64_t[]){1, 2, 3}, 3);
+    check_samples_data(store, out, "samples-2.dat", (const int64_t[]){4, 5}, 2);
+    check_ooms_data(store, out, "ooms-2.dat", (const int64_t[]){4, 5}, 2, "MiB");
+    check_compare_data(store, out, "compare-1.dat", (const int64_t[]){1, 2, 3}, 3);
+    check_compare_data(store, out, "compare-2.dat", (const int64_t[]){4, 5}, 2);
+    check_timeline_template(out);
     /* The OOMs of the small device reach the compare data. */
     {
         g_autofree char *path = g_build_filename(out, "compare-2.dat", NULL);

@@ -524,6 +524,301 @@ test_run_roundtrip(void)
     g_assert_cmpuint(ooms->len, ==, 0);
 }
 
+/* ---- every column, on a run worked out by hand ---------------------------------------------- */
+
+/* What the engine told its observers, to compare the stored rows with. */
+typedef struct {
+    GArray *blocks;   /* FsimStoredBlock, in allocation order */
+    GArray *segments; /* FsimStoredSegment */
+} Seen;
+
+static void
+seen_alloc(gpointer data, const FsimEngine *engine, const FsimEvent *ev, uint64_t id,
+           const FsimBlock *block, uint64_t requested)
+{
+    Seen *seen = data;
+    FsimStoredBlock b = {
+        id, block->addr, block->size, requested, ev->stream, (int64_t)ev->index, ev->time, -1, 0};
+
+    (void)engine;
+    g_array_append_val(seen->blocks, b);
+}
+
+static void
+seen_release(gpointer data, const FsimEngine *engine, uint64_t id, const FsimBlock *block,
+             uint64_t requested)
+{
+    Seen *seen = data;
+    const FsimEngineCounters *c = fsim_engine_counters(engine);
+
+    for (guint i = 0; i < seen->blocks->len; i++) {
+        FsimStoredBlock *b = &g_array_index(seen->blocks, FsimStoredBlock, i);
+
+        if (b->id == id && b->free_event < 0) {
+            g_assert_cmpuint(b->addr, ==, block->addr);
+            g_assert_cmpuint(b->requested, ==, requested);
+            b->free_event = (int64_t)c->event_index;
+            b->free_time = c->now;
+        }
+    }
+}
+
+static void
+seen_device_call(gpointer data, const FsimEngine *engine, FsimDeviceCall call, FsimAddr addr,
+                 uint64_t size)
+{
+    Seen *seen = data;
+    const FsimEngineCounters *c = fsim_engine_counters(engine);
+    FsimStoredSegment segment = {(int64_t)c->event_index, c->now, call, addr, size};
+
+    g_array_append_val(seen->segments, segment);
+}
+
+static const FsimObserver seen_observer = {
+    .alloc = seen_alloc,
+    .release = seen_release,
+    .device_call = seen_device_call,
+};
+
+/*
+ * caching on a 64 MiB device (2 MiB pages), one sample per event:
+ *   0 t=100  alloc #1 1000 B, stream 0: a 2 MiB small segment, a 1024-byte block
+ *   1 t=200  mark "phase"
+ *   2 t=300  alloc #2 3 MiB, stream 7: a 20 MiB large segment
+ *   3 t=400  free #1
+ *   4 t=500  alloc #3 100 MiB: the cached small segment is released, still an OOM
+ *   5 t=600  alloc #4 1 B: a new small segment, a 512-byte block
+ */
+static void
+test_run_every_column(void)
+{
+    static const uint64_t sizes[] = {1000, 0, 3 * FSIM_MiB, 0, 100 * FSIM_MiB, 1};
+    static const uint64_t ids[] = {1, 0, 2, 1, 3, 4};
+    static const FsimEventKind kinds[] = {FSIM_EV_ALLOC, FSIM_EV_MARK,  FSIM_EV_ALLOC,
+                                          FSIM_EV_FREE,  FSIM_EV_ALLOC, FSIM_EV_ALLOC};
+    /* requested, allocated and reserved after each event */
+    static const uint64_t after[6][3] = {
+        {1000, 1024, 2 * FSIM_MiB},
+        {1000, 1024, 2 * FSIM_MiB},
+        {1000 + 3 * FSIM_MiB, 1024 + 3 * FSIM_MiB, 22 * FSIM_MiB},
+        {3 * FSIM_MiB, 3 * FSIM_MiB, 22 * FSIM_MiB},
+        {3 * FSIM_MiB, 3 * FSIM_MiB, 20 * FSIM_MiB},
+        {3 * FSIM_MiB + 1, 3 * FSIM_MiB + 512, 22 * FSIM_MiB},
+    };
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimStore) store = fsim_store_open(":memory:", FSIM_STORE_WRITE, NULL, &error);
+    g_autoptr(FsimEngine) engine = new_engine("caching", "64MiB");
+    g_autoptr(FsimStoreRun) handle = NULL;
+    g_autoptr(FsimStoredRun) run = NULL;
+    g_autoptr(GArray) samples = NULL, segments = NULL, blocks = NULL, marks = NULL;
+    g_autoptr(GArray) buckets = NULL, ooms = NULL;
+    Seen seen = {g_array_new(FALSE, FALSE, sizeof(FsimStoredBlock)),
+                 g_array_new(FALSE, FALSE, sizeof(FsimStoredSegment))};
+    FsimStoreLimits limits = {.max_samples = 100};
+    FsimStoreRunInfo info = {.trace = "hand.trace",
+                             .trace_format = "pytorch",
+                             .trace_device = 3,
+                             .policy = "caching",
+                             .knobs = "caching.x=1\n",
+                             .seed = -1,
+                             .limits = &limits};
+    gsize n_ooms;
+    const FsimOomRecord *oom;
+    FsimMetrics m;
+    gsize n;
+    const FsimMetricInfo *info_list = fsim_metrics_list(&n);
+
+    g_assert_no_error(error);
+    fsim_engine_add_observer(engine, &seen_observer, &seen);
+    handle = fsim_store_attach(store, engine, &info, &error);
+    g_assert_no_error(error);
+    for (guint i = 0; i < G_N_ELEMENTS(kinds); i++) {
+        FsimEvent ev = {.index = i,
+                        .time = 100 * (i + 1),
+                        .kind = kinds[i],
+                        .id = ids[i],
+                        .size = sizes[i],
+                        .stream = i == 2 ? 7 : 0,
+                        .label = kinds[i] == FSIM_EV_MARK ? "phase" : NULL};
+
+        g_assert_true(fsim_engine_process(engine, &ev, &error));
+        g_assert_no_error(error);
+    }
+    g_assert_true(fsim_engine_finish(engine, &error));
+    g_assert_true(fsim_store_run_finish(handle, FSIM_STORE_OOM, &error));
+    g_assert_no_error(error);
+    m = *fsim_engine_metrics(engine);
+    oom = fsim_engine_ooms(engine, &n_ooms);
+    g_assert_cmpuint(n_ooms, ==, 1);
+
+    /* runs */
+    run = get_run(store, fsim_store_run_id(handle));
+    g_assert_cmpint(run->id, ==, 1);
+    g_assert_cmpstr(run->trace, ==, "hand.trace");
+    g_assert_cmpstr(run->trace_format, ==, "pytorch");
+    g_assert_cmpuint(run->trace_device, ==, 3);
+    g_assert_cmpstr(run->policy, ==, "caching");
+    g_assert_cmpstr(run->device, ==, "64MiB");
+    g_assert_nonnull(run->device_description);
+    g_assert_cmpuint(run->capacity_bytes, ==, 64 * FSIM_MiB);
+    g_assert_cmpuint(run->total_bytes, >=, run->capacity_bytes);
+    g_assert_cmpuint(run->granularity, ==, 2 * FSIM_MiB);
+    g_assert_cmpstr(run->knobs, ==, "caching.x=1\n");
+    g_assert_cmpint(run->seed, ==, -1);
+    g_assert_cmpint(run->status, ==, FSIM_STORE_OOM);
+    g_assert_null(run->message);
+    g_assert_nonnull(run->created_at);
+    g_assert_nonnull(run->finished_at);
+    g_assert_cmpstr(run->created_at, <=, run->finished_at);
+    g_assert_cmpuint(strlen(run->fragsim_version), >, 0);
+    g_assert_cmpuint(run->segment_actions, ==, 4);
+    g_assert_cmpuint(run->segment_actions_stored, ==, 4);
+    g_assert_cmpuint(run->blocks, ==, 3);
+    g_assert_cmpuint(run->blocks_stored, ==, 3);
+    g_assert_true(run->has_metrics);
+    for (gsize i = 0; i < n; i++)
+        g_assert_cmpfloat(fsim_metric_get_double(&m, &info_list[i]), ==,
+                          fsim_metric_get_double(&run->metrics, &info_list[i]));
+    g_assert_cmpuint(run->metrics.ooms, ==, 1);
+    g_assert_cmpuint(run->metrics.peak_reserved_bytes, ==, 22 * FSIM_MiB);
+
+    /* samples: one an event */
+    samples = fsim_store_samples(store, run->id, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(samples->len, ==, 6);
+    for (guint i = 0; i < samples->len; i++) {
+        const FsimStoredSample *x = &g_array_index(samples, FsimStoredSample, i);
+
+        g_assert_cmpuint(x->event_index, ==, i);
+        g_assert_cmpuint(x->event_index_last, ==, i);
+        g_assert_cmpuint(x->events, ==, 1);
+        g_assert_cmpuint(x->time, ==, 100 * (i + 1));
+        g_assert_cmpuint(x->time_last, ==, 100 * (i + 1));
+        g_assert_cmpuint(x->requested, ==, after[i][0]);
+        g_assert_cmpuint(x->requested_min, ==, after[i][0]);
+        g_assert_cmpuint(x->requested_max, ==, after[i][0]);
+        g_assert_cmpuint(x->allocated, ==, after[i][1]);
+        g_assert_cmpuint(x->allocated_min, ==, after[i][1]);
+        g_assert_cmpuint(x->allocated_max, ==, after[i][1]);
+        g_assert_cmpuint(x->reserved, ==, after[i][2]);
+        g_assert_cmpuint(x->reserved_min, ==, after[i][2]);
+        g_assert_cmpuint(x->reserved_max, ==, after[i][2]);
+    }
+
+    /* segments: cudaMalloc 2 MiB, cudaMalloc 20 MiB, cudaFree 2 MiB (the OOM's release),
+     * cudaMalloc 2 MiB; as the engine called them */
+    segments = fsim_store_segments(store, run->id, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(segments->len, ==, seen.segments->len);
+    g_assert_cmpuint(segments->len, ==, 4);
+    {
+        static const guint actions[] = {FSIM_CALL_MEM_ALLOC, FSIM_CALL_MEM_ALLOC,
+                                        FSIM_CALL_MEM_FREE, FSIM_CALL_MEM_ALLOC};
+        static const int64_t events[] = {0, 2, 4, 5};
+        static const uint64_t bytes[] = {2 * FSIM_MiB, 20 * FSIM_MiB, 2 * FSIM_MiB, 2 * FSIM_MiB};
+
+        for (guint i = 0; i < segments->len; i++) {
+            const FsimStoredSegment *a = &g_array_index(segments, FsimStoredSegment, i);
+            const FsimStoredSegment *b = &g_array_index(seen.segments, FsimStoredSegment, i);
+
+            g_assert_cmpuint(a->action, ==, actions[i]);
+            g_assert_cmpint(a->event_index, ==, events[i]);
+            g_assert_cmpuint(a->time, ==, 100 * (uint64_t)(events[i] + 1));
+            g_assert_cmpuint(a->size, ==, bytes[i]);
+            g_assert_cmpuint(a->addr, ==, b->addr);
+            g_assert_cmpuint(a->size, ==, b->size);
+        }
+        /* the OOM released the first segment */
+        g_assert_cmpuint(g_array_index(segments, FsimStoredSegment, 2).addr, ==,
+                         g_array_index(segments, FsimStoredSegment, 0).addr);
+    }
+
+    /* blocks: #1 freed, #2 and #4 alive at the end (freed "at" the run's last time) */
+    blocks = fsim_store_blocks(store, run->id, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(blocks->len, ==, 3);
+    g_assert_cmpuint(seen.blocks->len, ==, 3);
+    {
+        static const uint64_t want[3][8] = {
+            /* id, size, requested, stream, alloc event, alloc time, free event + 1, free time */
+            {1, 1024, 1000, 0, 0, 100, 4, 400},
+            {2, 3 * FSIM_MiB, 3 * FSIM_MiB, 7, 2, 300, 0, 600},
+            {4, 512, 1, 0, 5, 600, 0, 600},
+        };
+
+        for (guint i = 0; i < blocks->len; i++) {
+            const FsimStoredBlock *b = &g_array_index(blocks, FsimStoredBlock, i);
+            const FsimStoredBlock *e = &g_array_index(seen.blocks, FsimStoredBlock, i);
+
+            g_assert_cmpuint(b->id, ==, want[i][0]);
+            g_assert_cmpuint(b->size, ==, want[i][1]);
+            g_assert_cmpuint(b->requested, ==, want[i][2]);
+            g_assert_cmpuint(b->stream, ==, want[i][3]);
+            g_assert_cmpint(b->alloc_event, ==, (int64_t)want[i][4]);
+            g_assert_cmpuint(b->alloc_time, ==, want[i][5]);
+            g_assert_cmpint(b->free_event, ==, (int64_t)want[i][6] - 1);
+            g_assert_cmpuint(b->free_time, ==, want[i][7]);
+            g_assert_cmpuint(b->addr, ==, e->addr);
+            g_assert_cmpuint(b->id, ==, e->id);
+            g_assert_cmpuint(b->size, ==, e->size);
+            g_assert_cmpuint(b->requested, ==, e->requested);
+            g_assert_cmpint(b->free_event, ==, e->free_event);
+        }
+        /* #1 sat at the start of the first segment */
+        g_assert_cmpuint(g_array_index(blocks, FsimStoredBlock, 0).addr, ==,
+                         g_array_index(segments, FsimStoredSegment, 0).addr);
+    }
+
+    /* marks */
+    marks = fsim_store_marks(store, run->id, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(marks->len, ==, 1);
+    g_assert_cmpuint(g_array_index(marks, FsimStoredMark, 0).event_index, ==, 1);
+    g_assert_cmpuint(g_array_index(marks, FsimStoredMark, 0).time, ==, 200);
+    g_assert_cmpstr(g_array_index(marks, FsimStoredMark, 0).label, ==, "phase");
+
+    /* sizes: 1 B, 1000 B, 3 MiB and 100 MiB (the OOM's request counts too) */
+    buckets = fsim_store_sizes(store, run->id, &error);
+    g_assert_no_error(error);
+    {
+        static const uint64_t want[4][2] = {
+            {0, 1}, {9, 1000}, {21, 3 * FSIM_MiB}, {26, 100 * FSIM_MiB}};
+
+        g_assert_cmpuint(buckets->len, ==, 4);
+        for (guint i = 0; i < buckets->len; i++) {
+            const FsimStoredSizeBucket *b = &g_array_index(buckets, FsimStoredSizeBucket, i);
+
+            g_assert_cmpuint(b->log2, ==, want[i][0]);
+            g_assert_cmpuint(b->count, ==, 1);
+            g_assert_cmpuint(b->bytes, ==, want[i][1]);
+        }
+    }
+
+    /* ooms: the engine's record, field by field */
+    ooms = fsim_store_ooms(store, run->id, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(ooms->len, ==, 1);
+    {
+        const FsimOomRecord *o = &g_array_index(ooms, FsimOomRecord, 0);
+
+        g_assert_cmpuint(o->event_index, ==, 4);
+        g_assert_cmpuint(o->time, ==, 500);
+        g_assert_cmpuint(o->id, ==, 3);
+        g_assert_cmpuint(o->size, ==, 100 * FSIM_MiB);
+        g_assert_cmpuint(o->stream, ==, 0);
+        g_assert_cmpuint(o->reserved_bytes, ==, oom->reserved_bytes);
+        g_assert_cmpuint(o->allocated_bytes, ==, 3 * FSIM_MiB);
+        g_assert_cmpuint(o->requested_bytes, ==, 3 * FSIM_MiB);
+        g_assert_cmpuint(o->largest_free_block, ==, oom->largest_free_block);
+        g_assert_cmpuint(o->device_free_bytes, ==, oom->device_free_bytes);
+        g_assert_cmpuint(o->reserved_bytes, ==, 20 * FSIM_MiB);
+        g_assert_cmpuint(o->largest_free_block, ==, 17 * FSIM_MiB);
+        g_assert_cmpuint(o->device_free_bytes, ==, 44 * FSIM_MiB);
+    }
+    g_array_unref(seen.blocks);
+    g_array_unref(seen.segments);
+}
+
 /* Few samples: buckets merge many times, the peaks still survive. */
 static void
 test_samples_bounded(void)
@@ -1068,6 +1363,7 @@ main(int argc, char **argv)
     g_test_add_func("/store/bad/full-disk", test_full_disk);
     g_test_add_func("/store/bad/full-disk-new-file", test_full_disk_new_file);
     g_test_add_func("/store/run/roundtrip", test_run_roundtrip);
+    g_test_add_func("/store/run/every-column", test_run_every_column);
     g_test_add_func("/store/run/samples-bounded", test_samples_bounded);
     g_test_add_func("/store/run/blocks-bounded", test_blocks_bounded);
     g_test_add_func("/store/run/lock-step", test_lock_step);
