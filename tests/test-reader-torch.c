@@ -1001,6 +1001,97 @@ test_shared_info_json(gconstpointer data)
     }
 }
 
+/* The figures `replay --json` gives on the default device for PyTorch's two models, which
+ * reproduce these recordings exactly (fragsim validate): peak reserved and requested memory,
+ * simulated OOMs, the recorded OOMs and how many of them the simulation reproduced. */
+static const struct {
+    const char *file;
+    gint64 trace_device;
+    const char *policy;
+    gint64 peak_reserved, peak_requested, ooms, recorded_ooms, reproduced;
+} replay_pins[] = {
+    {"Constructor-Sun__code_location__memory_snapshot.pickle", 0, "caching", 9252634624, 8456473388,
+     0, 0, 0},
+    {"Constructor-Sun__code_location__memory_snapshot.pickle", 0, "expandable", 8541700096,
+     8456473388, 0, 0, 0},
+    {"Constructor-Sun__code_location__memory_snapshot.pickle", 1, "caching", 84875935744,
+     82073008544, 2, 1, 1},
+    {"Constructor-Sun__code_location__memory_snapshot.pickle", 1, "expandable", 84202749952,
+     84063351764, 1, 1, 1},
+    {"Constructor-Sun__code_location__memory_snapshot.pickle", 2, "caching", 22445817856,
+     21564645800, 0, 0, 0},
+    {"Constructor-Sun__code_location__memory_snapshot.pickle", 2, "expandable", 21883781120,
+     21564645800, 0, 0, 0},
+    {"Maphsge4__select_n__snapshot.ec5be11.pickle", 0, "caching", 30853300224, 20802383104, 0, 0,
+     0},
+    {"Maphsge4__select_n__snapshot.ec5be11.pickle", 0, "expandable", 30261903360, 20802383104, 0, 0,
+     0},
+    {"MercuryB1__SQAttn__cuda_memory_snapshot.pickle", 0, "caching", 6213861376, 4351237120, 0, 0,
+     0},
+    {"MercuryB1__SQAttn__cuda_memory_snapshot.pickle", 0, "expandable", 4781506560, 4351237120, 0,
+     0, 0},
+    {"Muduard__LayoutEditing__memory_snapshot.pkl", 1, "caching", 3649044480, 3308174782, 0, 0, 0},
+    {"Muduard__LayoutEditing__memory_snapshot.pkl", 1, "expandable", 3649044480, 3308174782, 0, 0,
+     0},
+    {"Yiyi-philosophy__LLM-inference__oom_snapshot.pickle", 0, "caching", 11844714496, 11840159744,
+     0, 0, 0},
+    {"Yiyi-philosophy__LLM-inference__oom_snapshot.pickle", 0, "expandable", 11844714496,
+     11840159744, 0, 0, 0},
+    {"albi2__thesis-text-to-SQL__dump_snapshot.27df9f5.pickle", 0, "caching", 44040192, 8529088, 0,
+     0, 0},
+    {"albi2__thesis-text-to-SQL__dump_snapshot.27df9f5.pickle", 0, "expandable", 44040192, 8529088,
+     0, 0, 0},
+    {"albi2__thesis-text-to-SQL__dump_snapshot.27df9f5.pickle", 1, "caching", 41943040, 8519680, 0,
+     0, 0},
+    {"albi2__thesis-text-to-SQL__dump_snapshot.27df9f5.pickle", 1, "expandable", 41943040, 8519680,
+     0, 0, 0},
+    {"bcrafton__assignment2-systems__memory_snapshot.06f51ae.pickle", 0, "caching", 4238344192,
+     3849232640, 0, 0, 0},
+    {"bcrafton__assignment2-systems__memory_snapshot.06f51ae.pickle", 0, "expandable", 4238344192,
+     3849232640, 0, 0, 0},
+    {"kkaitlyn111__cs336-a2-systems__memory_files__memory_ctx128_forward.pickle", 0, "caching",
+     19667091456, 19352504320, 0, 0, 0},
+    {"kkaitlyn111__cs336-a2-systems__memory_files__memory_ctx128_forward.pickle", 0, "expandable",
+     19528679424, 19352504320, 0, 0, 0},
+    {"silmont2000__assignment2-systems__mem_snapshot.pickle", 0, "caching", 3781165056, 3249143816,
+     0, 0, 0},
+    {"silmont2000__assignment2-systems__mem_snapshot.pickle", 0, "expandable", 3797942272,
+     3249143816, 0, 0, 0},
+};
+
+static void
+check_replay_pins(const char *file, JsonArray *runs)
+{
+    guint found = 0, expected = 0;
+
+    for (gsize p = 0; p < G_N_ELEMENTS(replay_pins); p++) {
+        if (strcmp(replay_pins[p].file, file) != 0)
+            continue;
+        expected++;
+        for (guint i = 0; i < json_array_get_length(runs); i++) {
+            JsonObject *run = json_array_get_object_element(runs, i);
+
+            if (strcmp(json_object_get_string_member(run, "policy"), replay_pins[p].policy) != 0 ||
+                json_object_get_int_member(run, "trace_device") != replay_pins[p].trace_device)
+                continue;
+            found++;
+            g_assert_cmpstr(json_object_get_string_member(run, "device"), ==, "h100-80gb");
+            g_assert_cmpstr(json_object_get_string_member(run, "status"), ==, "complete");
+            g_assert_cmpint(json_object_get_int_member(run, "peak_reserved_bytes"), ==,
+                            replay_pins[p].peak_reserved);
+            g_assert_cmpint(json_object_get_int_member(run, "peak_requested_bytes"), ==,
+                            replay_pins[p].peak_requested);
+            g_assert_cmpint(json_object_get_int_member(run, "ooms"), ==, replay_pins[p].ooms);
+            g_assert_cmpint(json_object_get_int_member(run, "recorded_ooms"), ==,
+                            replay_pins[p].recorded_ooms);
+            g_assert_cmpint(json_object_get_int_member(run, "recorded_ooms_reproduced"), ==,
+                            replay_pins[p].reproduced);
+        }
+    }
+    g_assert_cmpuint(expected, >, 0);
+    g_assert_cmpuint(found, ==, expected);
+}
+
 static void
 test_shared_replay(gconstpointer data)
 {
@@ -1023,6 +1114,7 @@ test_shared_replay(gconstpointer data)
 
         g_assert_cmpint(json_object_get_int_member(run, "unmatched_frees"), ==, 0);
     }
+    check_replay_pins(pin->file, runs);
 }
 
 /* convert: a snapshot device to the text format, which reads back with the same inputs. */
