@@ -120,6 +120,21 @@ fsim_cli_parse(GOptionContext *context, const char *command, int *argc, char ***
 }
 
 int
+fsim_cli_parse_operand(GOptionContext *context, const char *command, int *argc, char ***argv,
+                       const char *operand)
+{
+    if (!fsim_cli_parse(context, command, argc, argv))
+        return FSIM_EXIT_USAGE;
+    if (operand == NULL && *argc > 1)
+        return fsim_cli_usage_error(command, "unexpected argument '%s'", (*argv)[1]);
+    if (operand != NULL && *argc < 2)
+        return fsim_cli_usage_error(command, "missing the %s argument", operand);
+    if (operand != NULL && *argc > 2)
+        return fsim_cli_usage_error(command, "expected exactly one %s", operand);
+    return FSIM_EXIT_OK;
+}
+
+int
 fsim_cli_fail(const char *command, GError *error)
 {
     int status = FSIM_EXIT_ERROR;
@@ -285,6 +300,86 @@ fsim_cli_print_json(JsonNode *node)
     text = json_generator_to_data(generator, NULL);
     g_print("%s\n", text);
     json_node_unref(node);
+}
+
+void
+fsim_cli_plot_args_add(GOptionContext *context, FsimCliPlotArgs *args, const char *out_help)
+{
+    GOptionEntry entries[] = {
+        {"db", 0, 0, G_OPTION_ARG_FILENAME, &args->db_path, "The results database (replay --db)",
+         "FILE"},
+        {"output", 'o', 0, G_OPTION_ARG_FILENAME, &args->out_dir, out_help, "DIR"},
+        {"run", 0, 0, G_OPTION_ARG_STRING, &args->run_list,
+         "Only these runs, e.g. 3 or 1,4,7 or 2-5 (default: every complete run)", "IDS"},
+        {"format", 0, 0, G_OPTION_ARG_STRING, &args->format, "Images: png (default) or svg",
+         "FORMAT"},
+        {"gnuplot", 0, 0, G_OPTION_ARG_FILENAME, &args->gnuplot,
+         "The gnuplot program (default: gnuplot from PATH)", "PATH"},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+
+    memset(args, 0, sizeof(*args));
+    g_option_context_add_main_entries(context, entries, NULL);
+}
+
+int
+fsim_cli_plot_args_parse(GOptionContext *context, const char *command, FsimCliPlotArgs *args,
+                         int *argc, char ***argv)
+{
+    int status = fsim_cli_parse_operand(context, command, argc, argv, NULL);
+
+    if (status != FSIM_EXIT_OK)
+        return status;
+    if (args->db_path == NULL)
+        return fsim_cli_usage_error(command, "missing --db FILE");
+    if (args->out_dir == NULL)
+        return fsim_cli_usage_error(command, "missing -o DIR");
+    if (args->format != NULL && !fsim_plot_format_from_name(args->format, &args->options.format))
+        return fsim_cli_usage_error(command, "--format '%s': expected png or svg", args->format);
+    args->options.gnuplot = args->gnuplot;
+    return FSIM_EXIT_OK;
+}
+
+void
+fsim_cli_plot_args_clear(FsimCliPlotArgs *args)
+{
+    g_clear_pointer(&args->db_path, g_free);
+    g_clear_pointer(&args->run_list, g_free);
+    g_clear_pointer(&args->out_dir, g_free);
+    g_clear_pointer(&args->format, g_free);
+    g_clear_pointer(&args->gnuplot, g_free);
+    args->options.gnuplot = NULL;
+}
+
+void
+fsim_cli_json_int(JsonBuilder *builder, const char *name, int64_t value)
+{
+    json_builder_set_member_name(builder, name);
+    json_builder_add_int_value(builder, value);
+}
+
+void
+fsim_cli_json_double(JsonBuilder *builder, const char *name, double value)
+{
+    json_builder_set_member_name(builder, name);
+    json_builder_add_double_value(builder, value);
+}
+
+void
+fsim_cli_json_bool(JsonBuilder *builder, const char *name, gboolean value)
+{
+    json_builder_set_member_name(builder, name);
+    json_builder_add_boolean_value(builder, value);
+}
+
+void
+fsim_cli_json_string(JsonBuilder *builder, const char *name, const char *value)
+{
+    json_builder_set_member_name(builder, name);
+    if (value != NULL)
+        json_builder_add_string_value(builder, value);
+    else
+        json_builder_add_null_value(builder);
 }
 
 void

@@ -15,6 +15,7 @@
 #include <json-glib/json-glib.h>
 
 #include "fragsim/fragsim.h"
+#include "fragsim/plot.h"
 
 G_BEGIN_DECLS
 
@@ -51,6 +52,26 @@ int fsim_cli_main(int argc, char **argv);
  * Returns: %FALSE on a usage error (the command then returns %FSIM_EXIT_USAGE).
  */
 gboolean fsim_cli_parse(GOptionContext *context, const char *command, int *argc, char ***argv);
+
+/**
+ * fsim_cli_parse_operand:
+ * @operand: (nullable): the name of the command's one positional argument (`TRACE`), or %NULL
+ *     for a command that takes none.
+ *
+ * fsim_cli_parse(), then checks the positional arguments: exactly one when @operand is set
+ * (`missing the TRACE argument`, `expected exactly one TRACE`), none otherwise (`unexpected
+ * argument 'X'`).
+ *
+ * Returns: %FSIM_EXIT_OK, or %FSIM_EXIT_USAGE after printing the usage error.
+ */
+int fsim_cli_parse_operand(GOptionContext *context, const char *command, int *argc, char ***argv,
+                           const char *operand);
+
+/* The --json option of a command: sets *@flag. */
+#define FSIM_CLI_JSON_ENTRY(flag)                                                        \
+    {                                                                                    \
+        "json", 0, 0, G_OPTION_ARG_NONE, (flag), "Print one JSON object on stdout", NULL \
+    }
 
 /**
  * fsim_cli_fail:
@@ -112,9 +133,39 @@ gboolean fsim_cli_trace_has_device(const FsimTrace *trace, uint32_t device);
 GPtrArray *fsim_cli_select_runs(const char *db_path, const char *run_list, FsimStore **store,
                                 GArray **ids, GError **error);
 
+/**
+ * FsimCliPlotArgs:
+ *
+ * The options `plot` and `report` share: `--db FILE` (required), `--run IDS`, `-o DIR`
+ * (required), `--format png|svg` and `--gnuplot PATH`; @options is what the last two set.
+ */
+typedef struct {
+    char *db_path;
+    char *run_list;
+    char *out_dir;
+    char *format;
+    char *gnuplot;
+    FsimPlotOptions options;
+} FsimCliPlotArgs;
+
+/* Add the options to @context's main group; @out_help says what -o DIR receives. */
+void fsim_cli_plot_args_add(GOptionContext *context, FsimCliPlotArgs *args, const char *out_help);
+
+/* fsim_cli_parse_operand() without operands, then the required options and the format.
+ * Returns: %FSIM_EXIT_OK, or %FSIM_EXIT_USAGE after printing the usage error. */
+int fsim_cli_plot_args_parse(GOptionContext *context, const char *command, FsimCliPlotArgs *args,
+                             int *argc, char ***argv);
+void fsim_cli_plot_args_clear(FsimCliPlotArgs *args);
+
 /* Print @node as one JSON object on stdout (pretty when stdout is a terminal), newline ended.
  * Consumes @node. */
 void fsim_cli_print_json(JsonNode *node);
+
+/* Add a member (a name and its value) to the JSON object being built; a %NULL string is null. */
+void fsim_cli_json_int(JsonBuilder *builder, const char *name, int64_t value);
+void fsim_cli_json_double(JsonBuilder *builder, const char *name, double value);
+void fsim_cli_json_bool(JsonBuilder *builder, const char *name, gboolean value);
+void fsim_cli_json_string(JsonBuilder *builder, const char *name, const char *value);
 
 /* Add a metric set to a JSON object being built (every FSIM_METRICS key). */
 void fsim_cli_json_add_metrics(JsonBuilder *builder, const FsimMetrics *metrics);

@@ -23,10 +23,10 @@ fsim_cmd_devices(int argc, char **argv)
         context, "Usable capacity is the memory as sold minus what the CUDA context keeps.\n"
                  "-d also takes a size (80GiB, 24GB, plain bytes) or a calibration profile.\n"
                  "The default device is " FSIM_DEVICE_DEFAULT ".");
-    if (!fsim_cli_parse(context, "devices", &argc, &argv))
-        return FSIM_EXIT_USAGE;
-    if (argc > 1)
-        return fsim_cli_usage_error("devices", "unexpected argument '%s'", argv[1]);
+    int status = fsim_cli_parse_operand(context, "devices", &argc, &argv, NULL);
+
+    if (status != FSIM_EXIT_OK)
+        return status;
     if (json) {
         g_autoptr(JsonBuilder) builder = json_builder_new();
 
@@ -37,21 +37,14 @@ fsim_cmd_devices(int argc, char **argv)
             const FsimDeviceCosts *c = &presets[i].costs;
 
             json_builder_begin_object(builder);
-            json_builder_set_member_name(builder, "name");
-            json_builder_add_string_value(builder, presets[i].name);
-            json_builder_set_member_name(builder, "description");
-            json_builder_add_string_value(builder, presets[i].description);
-            json_builder_set_member_name(builder, "total_bytes");
-            json_builder_add_int_value(builder, (gint64)presets[i].total_bytes);
-            json_builder_set_member_name(builder, "capacity_bytes");
-            json_builder_add_int_value(builder, (gint64)presets[i].capacity_bytes);
-            json_builder_set_member_name(builder, "granularity_bytes");
-            json_builder_add_int_value(builder, (gint64)presets[i].granularity);
+            fsim_cli_json_string(builder, "name", presets[i].name);
+            fsim_cli_json_string(builder, "description", presets[i].description);
+            fsim_cli_json_int(builder, "total_bytes", (gint64)presets[i].total_bytes);
+            fsim_cli_json_int(builder, "capacity_bytes", (gint64)presets[i].capacity_bytes);
+            fsim_cli_json_int(builder, "granularity_bytes", (gint64)presets[i].granularity);
             json_builder_set_member_name(builder, "costs_ns");
             json_builder_begin_object(builder);
-#define COST(field)                                \
-    json_builder_set_member_name(builder, #field); \
-    json_builder_add_int_value(builder, (gint64)c->field)
+#define COST(field) fsim_cli_json_int(builder, #field, (gint64)c->field)
             COST(malloc_ns);
             COST(malloc_per_gib_ns);
             COST(free_ns);

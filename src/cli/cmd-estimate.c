@@ -25,22 +25,16 @@ fsim_cli_print_models(gboolean json)
         for (gsize i = 0; i < n; i++) {
             const FsimModelShape *m = &presets[i];
             json_builder_begin_object(builder);
-#define MEMBER_INT(key, value)                  \
-    json_builder_set_member_name(builder, key); \
-    json_builder_add_int_value(builder, (gint64)(value))
-            json_builder_set_member_name(builder, "name");
-            json_builder_add_string_value(builder, m->name);
-            json_builder_set_member_name(builder, "description");
-            json_builder_add_string_value(builder, m->description);
-            MEMBER_INT("params", fsim_model_params(m));
-            MEMBER_INT("layers", m->layers);
-            MEMBER_INT("hidden", m->hidden);
-            MEMBER_INT("heads", m->heads);
-            MEMBER_INT("kv_heads", m->kv_heads);
-            MEMBER_INT("head_dim", m->head_dim);
-            MEMBER_INT("ffn", m->ffn);
-            MEMBER_INT("vocab", m->vocab);
-#undef MEMBER_INT
+            fsim_cli_json_string(builder, "name", m->name);
+            fsim_cli_json_string(builder, "description", m->description);
+            fsim_cli_json_int(builder, "params", (gint64)fsim_model_params(m));
+            fsim_cli_json_int(builder, "layers", (gint64)m->layers);
+            fsim_cli_json_int(builder, "hidden", (gint64)m->hidden);
+            fsim_cli_json_int(builder, "heads", (gint64)m->heads);
+            fsim_cli_json_int(builder, "kv_heads", (gint64)m->kv_heads);
+            fsim_cli_json_int(builder, "head_dim", (gint64)m->head_dim);
+            fsim_cli_json_int(builder, "ffn", (gint64)m->ffn);
+            fsim_cli_json_int(builder, "vocab", (gint64)m->vocab);
             json_builder_end_object(builder);
         }
         json_builder_end_array(builder);
@@ -148,33 +142,24 @@ fsim_cmd_estimate(int argc, char **argv)
     if (json) {
         g_autoptr(JsonBuilder) builder = json_builder_new();
         json_builder_begin_object(builder);
-#define MEMBER_INT(key, value)                  \
-    json_builder_set_member_name(builder, key); \
-    json_builder_add_int_value(builder, (gint64)(value))
-        json_builder_set_member_name(builder, "model");
-        json_builder_add_string_value(builder, config.model.name);
-        MEMBER_INT("params", est.params);
-        MEMBER_INT("trainable_params", est.trainable_params);
-        json_builder_set_member_name(builder, "bytes_per_param");
-        json_builder_add_double_value(builder, est.bytes_per_param);
-        MEMBER_INT("weights_bytes", est.weights_bytes);
-        MEMBER_INT("gradients_bytes", est.gradients_bytes);
-        MEMBER_INT("optimizer_bytes", est.optimizer_bytes);
-        MEMBER_INT("master_weights_bytes", est.master_bytes);
-        MEMBER_INT("activations_bytes", est.activations_bytes);
-        MEMBER_INT("layer_activations_bytes", est.layer_activations_bytes);
-        MEMBER_INT("temporaries_bytes", est.temporaries_bytes);
-        MEMBER_INT("total_bytes", est.total_bytes);
-        json_builder_set_member_name(builder, "peak_phase");
-        json_builder_add_string_value(builder, est.peak_phase);
+        fsim_cli_json_string(builder, "model", config.model.name);
+        fsim_cli_json_int(builder, "params", (gint64)est.params);
+        fsim_cli_json_int(builder, "trainable_params", (gint64)est.trainable_params);
+        fsim_cli_json_double(builder, "bytes_per_param", est.bytes_per_param);
+        fsim_cli_json_int(builder, "weights_bytes", (gint64)est.weights_bytes);
+        fsim_cli_json_int(builder, "gradients_bytes", (gint64)est.gradients_bytes);
+        fsim_cli_json_int(builder, "optimizer_bytes", (gint64)est.optimizer_bytes);
+        fsim_cli_json_int(builder, "master_weights_bytes", (gint64)est.master_bytes);
+        fsim_cli_json_int(builder, "activations_bytes", (gint64)est.activations_bytes);
+        fsim_cli_json_int(builder, "layer_activations_bytes", (gint64)est.layer_activations_bytes);
+        fsim_cli_json_int(builder, "temporaries_bytes", (gint64)est.temporaries_bytes);
+        fsim_cli_json_int(builder, "total_bytes", (gint64)est.total_bytes);
+        fsim_cli_json_string(builder, "peak_phase", est.peak_phase);
         if (device_name) {
-            json_builder_set_member_name(builder, "device");
-            json_builder_add_string_value(builder, spec.name);
-            MEMBER_INT("capacity_bytes", spec.capacity_bytes);
-            json_builder_set_member_name(builder, "fits");
-            json_builder_add_boolean_value(builder, fits);
+            fsim_cli_json_string(builder, "device", spec.name);
+            fsim_cli_json_int(builder, "capacity_bytes", (gint64)spec.capacity_bytes);
+            fsim_cli_json_bool(builder, "fits", fits);
         }
-#undef MEMBER_INT
         json_builder_end_object(builder);
         fsim_cli_print_json(json_builder_get_root(builder));
         return FSIM_EXIT_OK;

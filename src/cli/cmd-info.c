@@ -12,42 +12,31 @@ info_print_json(const FsimTraceInfo *info)
     g_autoptr(JsonBuilder) builder = json_builder_new();
 
     json_builder_begin_object(builder);
-    json_builder_set_member_name(builder, "path");
-    json_builder_add_string_value(builder, info->path);
-    json_builder_set_member_name(builder, "format");
-    json_builder_add_string_value(builder, info->format);
+    fsim_cli_json_string(builder, "path", info->path);
+    fsim_cli_json_string(builder, "format", info->format);
     json_builder_set_member_name(builder, "devices");
     json_builder_begin_array(builder);
     for (guint i = 0; i < info->devices->len; i++) {
         const FsimTraceDeviceInfo *dev = &g_array_index(info->devices, FsimTraceDeviceInfo, i);
 
         json_builder_begin_object(builder);
-        json_builder_set_member_name(builder, "device");
-        json_builder_add_int_value(builder, dev->device);
-        json_builder_set_member_name(builder, "events");
-        json_builder_add_int_value(builder, (gint64)dev->events);
+        fsim_cli_json_int(builder, "device", dev->device);
+        fsim_cli_json_int(builder, "events", (gint64)dev->events);
         json_builder_set_member_name(builder, "actions");
         json_builder_begin_object(builder);
         for (guint a = 0; a < dev->actions->len; a++) {
             const FsimTraceActionCount *action =
                 &g_array_index(dev->actions, FsimTraceActionCount, a);
 
-            json_builder_set_member_name(builder, action->name);
-            json_builder_add_int_value(builder, (gint64)action->count);
+            fsim_cli_json_int(builder, action->name, (gint64)action->count);
         }
         json_builder_end_object(builder);
-        json_builder_set_member_name(builder, "streams");
-        json_builder_add_int_value(builder, (gint64)dev->streams);
-        json_builder_set_member_name(builder, "segments");
-        json_builder_add_int_value(builder, (gint64)dev->segments);
-        json_builder_set_member_name(builder, "reserved_bytes");
-        json_builder_add_int_value(builder, (gint64)dev->reserved_bytes);
-        json_builder_set_member_name(builder, "allocs");
-        json_builder_add_int_value(builder, (gint64)dev->allocs);
-        json_builder_set_member_name(builder, "peak_requested_bytes");
-        json_builder_add_int_value(builder, (gint64)dev->peak_requested_bytes);
-        json_builder_set_member_name(builder, "duration_ns");
-        json_builder_add_int_value(builder, (gint64)dev->duration_ns);
+        fsim_cli_json_int(builder, "streams", (gint64)dev->streams);
+        fsim_cli_json_int(builder, "segments", (gint64)dev->segments);
+        fsim_cli_json_int(builder, "reserved_bytes", (gint64)dev->reserved_bytes);
+        fsim_cli_json_int(builder, "allocs", (gint64)dev->allocs);
+        fsim_cli_json_int(builder, "peak_requested_bytes", (gint64)dev->peak_requested_bytes);
+        fsim_cli_json_int(builder, "duration_ns", (gint64)dev->duration_ns);
         json_builder_end_object(builder);
     }
     json_builder_end_array(builder);
@@ -57,8 +46,8 @@ info_print_json(const FsimTraceInfo *info)
     } else {
         json_builder_begin_object(builder);
         for (guint i = 0; i + 1 < info->settings->len; i += 2) {
-            json_builder_set_member_name(builder, g_ptr_array_index(info->settings, i));
-            json_builder_add_string_value(builder, g_ptr_array_index(info->settings, i + 1));
+            fsim_cli_json_string(builder, g_ptr_array_index(info->settings, i),
+                                 g_ptr_array_index(info->settings, i + 1));
         }
         json_builder_end_object(builder);
     }
@@ -67,8 +56,7 @@ info_print_json(const FsimTraceInfo *info)
         json_builder_add_string_value(builder, info->alloc_conf);
     else
         json_builder_add_null_value(builder);
-    json_builder_set_member_name(builder, "annotations");
-    json_builder_add_int_value(builder, (gint64)info->annotations);
+    fsim_cli_json_int(builder, "annotations", (gint64)info->annotations);
     json_builder_end_object(builder);
     fsim_cli_print_json(json_builder_get_root(builder));
 }
@@ -115,16 +103,15 @@ fsim_cmd_info(int argc, char **argv)
     g_autoptr(FsimTrace) trace = NULL;
     g_autoptr(FsimTraceInfo) info = NULL;
     GError *error = NULL;
+    int status;
 
     g_option_context_add_main_entries(context, entries, NULL);
     g_option_context_set_description(
         context, "Per device: events, counts per action, streams, and for snapshots the\n"
                  "segments and reserved bytes of the final state.");
-    if (!fsim_cli_parse(context, "info", &argc, &argv))
-        return FSIM_EXIT_USAGE;
-    if (argc != 2)
-        return fsim_cli_usage_error("info", argc < 2 ? "missing the TRACE argument"
-                                                     : "expected exactly one TRACE");
+    status = fsim_cli_parse_operand(context, "info", &argc, &argv, "TRACE");
+    if (status != FSIM_EXIT_OK)
+        return status;
     trace = fsim_trace_open(argv[1], &error);
     if (trace == NULL)
         return fsim_cli_fail("info", error);

@@ -41,16 +41,47 @@ synth_write(FsimSynth *synth, const char *path, const char *comment, gboolean qu
     return TRUE;
 }
 
+/* The options every kind has: where the trace goes, or --dry-run; --quiet. */
+typedef struct {
+    char *output;
+    gboolean quiet;
+    gboolean dry_run;
+} SynthOutput;
+
+static void
+synth_output_add(GOptionContext *context, SynthOutput *out)
+{
+    GOptionEntry entries[] = {
+        {"output", 'o', 0, G_OPTION_ARG_FILENAME, &out->output,
+         "Write the trace here (.gz: compressed)", "TRACE"},
+        {"quiet", 'q', 0, G_OPTION_ARG_NONE, &out->quiet, "Print nothing on stderr on success",
+         NULL},
+        {"dry-run", 0, 0, G_OPTION_ARG_NONE, &out->dry_run,
+         "Generate without writing: print the event count and the generator's speed", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+
+    memset(out, 0, sizeof(*out));
+    g_option_context_add_main_entries(context, entries, NULL);
+}
+
+static void
+synth_output_clear(SynthOutput *out)
+{
+    g_clear_pointer(&out->output, g_free);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(SynthOutput, synth_output_clear)
+
 /* What every kind checks after parsing: no argument left, and either -o TRACE or --dry-run.
  * Returns: %FALSE after printing a usage error. */
 static gboolean
-synth_check_args(const char *command, int argc, char **argv, const char *output, gboolean dry_run)
+synth_check_args(const char *command, int argc, char **argv, const SynthOutput *out)
 {
     if (argc > 1)
         fsim_cli_usage_error(command, "unexpected argument '%s'", argv[1]);
-    else if (output == NULL && !dry_run)
+    else if (out->output == NULL && !out->dry_run)
         fsim_cli_usage_error(command, "missing -o TRACE (or --dry-run)");
-    else if (output != NULL && dry_run)
+    else if (out->output != NULL && out->dry_run)
         fsim_cli_usage_error(command, "--dry-run writes nothing: drop -o");
     else
         return TRUE;
@@ -61,16 +92,7 @@ static int
 synth_train(int argc, char **argv)
 {
     FsimTrainOptions options;
-    g_autofree char *output = NULL;
-    gboolean quiet = FALSE, dry_run = FALSE;
-    GOptionEntry entries[] = {
-        {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write the trace here (.gz: compressed)",
-         "TRACE"},
-        {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "Print nothing on success", NULL},
-        {"dry-run", 0, 0, G_OPTION_ARG_NONE, &dry_run,
-         "Generate without writing: print the event count and the generator's speed", NULL},
-        {NULL, 0, 0, 0, NULL, NULL, NULL},
-    };
+    g_auto(SynthOutput) out = {0};
     g_autoptr(GOptionContext) context =
         g_option_context_new("- the allocation trace of transformer training steps");
     GError *error = NULL;
@@ -79,7 +101,7 @@ synth_train(int argc, char **argv)
     int status;
 
     fsim_train_options_init(&options);
-    g_option_context_add_main_entries(context, entries, NULL);
+    synth_output_add(context, &out);
     g_option_context_add_group(context, fsim_train_options_group(&options, 0));
     g_autofree char *description = g_strconcat(fsim_train_options_help(),
                                                "\n\nExample: fragsim synth train --model "
@@ -92,7 +114,7 @@ synth_train(int argc, char **argv)
     fsim_train_options_clear(&options);
     if (!ok)
         return fsim_cli_fail("synth train", error);
-    if (!synth_check_args("synth train", argc, argv, output, dry_run))
+    if (!synth_check_args("synth train", argc, argv, &out))
         return FSIM_EXIT_USAGE;
     if (!fsim_estimate_train(&config, &est, &error))
         return fsim_cli_fail("synth train", error);
@@ -103,7 +125,7 @@ synth_train(int argc, char **argv)
         "steps %" G_GUINT64_FORMAT "; estimated peak %" G_GUINT64_FORMAT " bytes (estimate)",
         about, config.steps, est.total_bytes);
     g_autoptr(FsimSynth) synth = fsim_synth_train_new(&config, &error);
-    if (synth == NULL || !synth_write(synth, output, comment, quiet, &error))
+    if (synth == NULL || !synth_write(synth, out.output, comment, out.quiet, &error))
         return fsim_cli_fail("synth train", error);
     return FSIM_EXIT_OK;
 }
@@ -145,7 +167,7 @@ static int
 synth_serve(int argc, char **argv)
 {
     FsimTrainOptions options;
-    g_autofree char *output = NULL;
+    g_auto(SynthOutput) out = {0};
     g_autofree char *prompt = NULL;
     g_autofree char *out_lengths = NULL;
     g_autofree char *layout = NULL;
@@ -155,10 +177,8 @@ synth_serve(int argc, char **argv)
     gint requests = -1, max_len = -1, max_batch = -1, block_tokens = -1;
     gint64 seed = 1;
     double rate = -1;
-    gboolean json = FALSE, quiet = FALSE, dry_run = FALSE;
+    gboolean json = FALSE;
     GOptionEntry entries[] = {
-        {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write the trace here (.gz: compressed)",
-         "TRACE"},
         {"requests", 'n', 0, G_OPTION_ARG_INT, &requests, "Requests to serve (default 200)", "N"},
         {"rate", 0, 0, G_OPTION_ARG_DOUBLE, &rate, "Poisson arrival rate, requests/s (default 5)",
          "R"},
@@ -185,9 +205,6 @@ synth_serve(int argc, char **argv)
         {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Random seed (default 1)", "S"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json,
          "Print the KV statistics as one JSON object on stdout", NULL},
-        {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "Print nothing on stderr on success", NULL},
-        {"dry-run", 0, 0, G_OPTION_ARG_NONE, &dry_run,
-         "Generate without writing: print the event count and the generator's speed", NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) context =
@@ -200,6 +217,7 @@ synth_serve(int argc, char **argv)
     int status;
 
     fsim_train_options_init(&options);
+    synth_output_add(context, &out);
     g_option_context_add_main_entries(context, entries, NULL);
     g_option_context_add_group(context,
                                fsim_train_options_group(&options, FSIM_TRAIN_OPTIONS_MODEL_ONLY));
@@ -215,7 +233,7 @@ synth_serve(int argc, char **argv)
     fsim_train_options_clear(&options);
     if (!ok)
         return fsim_cli_fail("synth serve", error);
-    if (!synth_check_args("synth serve", argc, argv, output, dry_run))
+    if (!synth_check_args("synth serve", argc, argv, &out))
         return FSIM_EXIT_USAGE;
 
     fsim_serve_config_init(&config);
@@ -265,7 +283,7 @@ synth_serve(int argc, char **argv)
         fsim_kv_layout_name(config.layout), config.block_tokens, config.seed,
         graphs != NULL ? "; CUDA graphs captured for batches " : "", graphs != NULL ? graphs : "");
     FsimSynth *synth = fsim_synth_serve_new(&config, &error);
-    ok = synth != NULL && synth_write(synth, output, comment, quiet || json, &error);
+    ok = synth != NULL && synth_write(synth, out.output, comment, out.quiet || json, &error);
     if (ok)
         fsim_synth_serve_stats(synth, &stats);
     fsim_synth_free(synth);
@@ -277,30 +295,18 @@ synth_serve(int argc, char **argv)
     if (json) {
         g_autoptr(JsonBuilder) builder = json_builder_new();
         json_builder_begin_object(builder);
-        json_builder_set_member_name(builder, "trace");
-        if (output)
-            json_builder_add_string_value(builder, output);
-        else
-            json_builder_add_null_value(builder);
-        json_builder_set_member_name(builder, "kv_layout");
-        json_builder_add_string_value(builder, fsim_kv_layout_name(config.layout));
-        json_builder_set_member_name(builder, "kv_bytes_per_token");
-        json_builder_add_int_value(builder, (gint64)stats.kv_bytes_per_token);
-        json_builder_set_member_name(builder, "kv_waste");
-        json_builder_add_double_value(builder, stats.kv_waste);
-        json_builder_set_member_name(builder, "peak_kv_reserved_bytes");
-        json_builder_add_int_value(builder, (gint64)stats.peak_kv_reserved_bytes);
-        json_builder_set_member_name(builder, "kv_waste_at_peak");
-        json_builder_add_double_value(builder, stats.kv_waste_at_peak);
-        json_builder_set_member_name(builder, "requests_done");
-        json_builder_add_int_value(builder, (gint64)stats.requests_done);
-        json_builder_set_member_name(builder, "peak_batch");
-        json_builder_add_int_value(builder, (gint64)stats.peak_batch);
-        json_builder_set_member_name(builder, "duration_ns");
-        json_builder_add_int_value(builder, (gint64)stats.duration_ns);
+        fsim_cli_json_string(builder, "trace", out.output);
+        fsim_cli_json_string(builder, "kv_layout", fsim_kv_layout_name(config.layout));
+        fsim_cli_json_int(builder, "kv_bytes_per_token", (gint64)stats.kv_bytes_per_token);
+        fsim_cli_json_double(builder, "kv_waste", stats.kv_waste);
+        fsim_cli_json_int(builder, "peak_kv_reserved_bytes", (gint64)stats.peak_kv_reserved_bytes);
+        fsim_cli_json_double(builder, "kv_waste_at_peak", stats.kv_waste_at_peak);
+        fsim_cli_json_int(builder, "requests_done", (gint64)stats.requests_done);
+        fsim_cli_json_int(builder, "peak_batch", (gint64)stats.peak_batch);
+        fsim_cli_json_int(builder, "duration_ns", (gint64)stats.duration_ns);
         json_builder_end_object(builder);
         fsim_cli_print_json(json_builder_get_root(builder));
-    } else if (!quiet) {
+    } else if (!out.quiet) {
         g_autofree char *peak = fsim_format_size(stats.peak_kv_reserved_bytes);
         g_printerr(
             "KV cache (%s, %" G_GUINT64_FORMAT " bytes per token): %.1f%% of reserved "
@@ -316,15 +322,12 @@ synth_serve(int argc, char **argv)
 static int
 synth_random(int argc, char **argv)
 {
-    g_autofree char *output = NULL;
+    g_auto(SynthOutput) out = {0};
     g_autofree char *sizes = NULL;
     g_autofree char *lifetimes = NULL;
     gint64 events = 100000, seed = 1, max_live = 0;
     gint streams = 1;
-    gboolean quiet = FALSE, dry_run = FALSE;
     GOptionEntry entries[] = {
-        {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Write the trace here (.gz: compressed)",
-         "TRACE"},
         {"events", 'n', 0, G_OPTION_ARG_INT64, &events,
          "Events in all, frees included (default 100000)", "N"},
         {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Random seed (default 1)", "S"},
@@ -337,9 +340,6 @@ synth_random(int argc, char **argv)
         {"max-live", 0, 0, G_OPTION_ARG_INT64, &max_live,
          "Most live allocations; the first to expire is freed early (default: no limit)", "N"},
         {"streams", 0, 0, G_OPTION_ARG_INT, &streams, "Spread allocations over N streams", "N"},
-        {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "Print nothing on success", NULL},
-        {"dry-run", 0, 0, G_OPTION_ARG_NONE, &dry_run,
-         "Generate without writing: print the event count and the generator's speed", NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) context =
@@ -348,13 +348,14 @@ synth_random(int argc, char **argv)
     FsimRandomConfig config;
     FsimDist size_dist = {0}, life_dist = {0};
 
+    synth_output_add(context, &out);
     g_option_context_add_main_entries(context, entries, NULL);
     g_option_context_set_description(
         context, "Example: fragsim synth random --events 1000000 --seed 7 --size-dist "
                  "uniform:512:64MiB --max-live 1000 -o stress.trace\n");
     if (!fsim_cli_parse(context, "synth random", &argc, &argv))
         return FSIM_EXIT_USAGE;
-    if (!synth_check_args("synth random", argc, argv, output, dry_run))
+    if (!synth_check_args("synth random", argc, argv, &out))
         return FSIM_EXIT_USAGE;
     if (events < 0 || seed < 0 || seed > G_MAXUINT32 || max_live < 0 || streams < 1)
         return fsim_cli_usage_error("synth random",
@@ -381,7 +382,7 @@ synth_random(int argc, char **argv)
                         config.seed, sizes ? sizes : "lognormal:1MiB:2",
                         lifetimes ? lifetimes : "lognormal:100:1.5", config.max_live);
     FsimSynth *synth = fsim_synth_random_new(&config, &error);
-    gboolean ok = synth != NULL && synth_write(synth, output, comment, quiet, &error);
+    gboolean ok = synth != NULL && synth_write(synth, out.output, comment, out.quiet, &error);
     fsim_synth_free(synth);
     fsim_dist_clear(&size_dist);
     fsim_dist_clear(&life_dist);
