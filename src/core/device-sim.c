@@ -199,6 +199,30 @@ sim_from_device(FsimDevice *device)
     return (SimDevice *)device;
 }
 
+/* Paranoid builds remember each range handed out (@table: address -> rounded size)... */
+static void
+sim_track(SimDevice *sim, GHashTable *table, FsimAddr addr, uint64_t rounded)
+{
+    if (sim->paranoid)
+        g_hash_table_insert(table, g_memdup2(&addr, sizeof(addr)), GSIZE_TO_POINTER(rounded));
+}
+
+/* ... and check that one given back was handed out with that size, forgetting it.  TRUE when
+ * not paranoid. */
+static gboolean
+sim_untrack(SimDevice *sim, GHashTable *table, FsimAddr addr, uint64_t rounded)
+{
+    gpointer value = NULL;
+
+    if (!sim->paranoid)
+        return TRUE;
+    if (!g_hash_table_lookup_extended(table, &addr, NULL, &value) ||
+        GPOINTER_TO_SIZE(value) != rounded)
+        return FALSE;
+    g_hash_table_remove(table, &addr);
+    return TRUE;
+}
+
 static FsimStatus
 sim_mem_alloc(FsimDevice *device, uint64_t size, FsimAddr *out)
 {
@@ -209,9 +233,7 @@ sim_mem_alloc(FsimDevice *device, uint64_t size, FsimAddr *out)
         return FSIM_OOM;
     if (!va_take(sim, rounded, device->spec.granularity, out))
         return FSIM_OOM;
-    if (sim->paranoid)
-        g_hash_table_insert(sim->allocations, g_memdup2(out, sizeof(*out)),
-                            GSIZE_TO_POINTER(rounded));
+    sim_track(sim, sim->allocations, *out, rounded);
     return FSIM_OK;
 }
 
@@ -221,16 +243,10 @@ sim_mem_free(FsimDevice *device, FsimAddr addr, uint64_t size)
     SimDevice *sim = sim_from_device(device);
     uint64_t rounded = fsim_device_round(device, size);
 
-    if (sim->paranoid) {
-        gpointer value = NULL;
-
-        if (!g_hash_table_lookup_extended(sim->allocations, &addr, NULL, &value) ||
-            GPOINTER_TO_SIZE(value) != rounded)
-            sim_bug("device: mem_free of 0x%" G_GINT64_MODIFIER "x (%" G_GUINT64_FORMAT
-                    " bytes), which mem_alloc did not return",
-                    addr, size);
-        g_hash_table_remove(sim->allocations, &addr);
-    }
+    if (!sim_untrack(sim, sim->allocations, addr, rounded))
+        sim_bug("device: mem_free of 0x%" G_GINT64_MODIFIER "x (%" G_GUINT64_FORMAT
+                " bytes), which mem_alloc did not return",
+                addr, size);
     va_give_back(sim, addr, rounded);
 }
 
@@ -245,9 +261,7 @@ sim_va_reserve(FsimDevice *device, uint64_t size, uint64_t alignment, FsimAddr *
     g_return_val_if_fail((alignment & (alignment - 1)) == 0, FSIM_OOM);
     if (!va_take(sim, rounded, alignment, out))
         return FSIM_OOM;
-    if (sim->paranoid)
-        g_hash_table_insert(sim->reservations, g_memdup2(out, sizeof(*out)),
-                            GSIZE_TO_POINTER(rounded));
+    sim_track(sim, sim->reservations, *out, rounded);
     return FSIM_OK;
 }
 
@@ -257,18 +271,10 @@ sim_va_release(FsimDevice *device, FsimAddr addr, uint64_t size)
     SimDevice *sim = sim_from_device(device);
     uint64_t rounded = fsim_device_round(device, size);
 
-    if (sim->paranoid) {
-        gpointer value = NULL;
-
-        if (!g_hash_table_lookup_extended(sim->reservations, &addr, NULL, &value) ||
-            GPOINTER_TO_SIZE(value) != rounded)
-            sim_bug("device: va_release of 0x%" G_GINT64_MODIFIER "x, which was not reserved",
-                    addr);
-        if (fsim_range_set_overlaps(sim->mapped, addr, addr + rounded))
-            sim_bug("device: va_release of 0x%" G_GINT64_MODIFIER "x with pages still mapped",
-                    addr);
-        g_hash_table_remove(sim->reservations, &addr);
-    }
+    if (sim->paranoid && fsim_range_set_overlaps(sim->mapped, addr, addr + rounded))
+        sim_bug("device: va_release of 0x%" G_GINT64_MODIFIER "x with pages still mapped", addr);
+    if (!sim_untrack(sim, sim->reservations, addr, rounded))
+        sim_bug("device: va_release of 0x%" G_GINT64_MODIFIER "x, which was not reserved", addr);
     va_give_back(sim, addr, rounded);
 }
 

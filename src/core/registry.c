@@ -161,9 +161,10 @@ knob_value(GKeyFile *config, const char *group, const char *key)
     return value;
 }
 
-gboolean
-fsim_knob_get_size(GKeyFile *config, const char *group, const char *key, uint64_t default_value,
-                   uint64_t *out, GError **error)
+/* A whole-number knob: a size with units (2MiB) when @size, else a plain non-negative integer. */
+static gboolean
+knob_get_whole(GKeyFile *config, const char *group, const char *key, uint64_t default_value,
+               gboolean size, uint64_t *out, GError **error)
 {
     g_autofree char *value = knob_value(config, group, key);
 
@@ -171,31 +172,26 @@ fsim_knob_get_size(GKeyFile *config, const char *group, const char *key, uint64_
         *out = default_value;
         return TRUE;
     }
-    if (!fsim_parse_size(value, out, NULL)) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
-                    "%s.%s: '%s' is not a size (examples: 2MiB, 64KiB, 1048576)", group, key,
-                    value);
+    if (size ? !fsim_parse_size(value, out, NULL) : !fsim_parse_u64(value, out)) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "%s.%s: '%s' is not %s", group, key, value,
+                    size ? "a size (examples: 2MiB, 64KiB, 1048576)" : "a non-negative integer");
         return FALSE;
     }
     return TRUE;
 }
 
 gboolean
+fsim_knob_get_size(GKeyFile *config, const char *group, const char *key, uint64_t default_value,
+                   uint64_t *out, GError **error)
+{
+    return knob_get_whole(config, group, key, default_value, TRUE, out, error);
+}
+
+gboolean
 fsim_knob_get_u64(GKeyFile *config, const char *group, const char *key, uint64_t default_value,
                   uint64_t *out, GError **error)
 {
-    g_autofree char *value = knob_value(config, group, key);
-
-    if (value == NULL) {
-        *out = default_value;
-        return TRUE;
-    }
-    if (!fsim_parse_u64(value, out)) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
-                    "%s.%s: '%s' is not a non-negative integer", group, key, value);
-        return FALSE;
-    }
-    return TRUE;
+    return knob_get_whole(config, group, key, default_value, FALSE, out, error);
 }
 
 gboolean
