@@ -135,6 +135,23 @@ fsim_cli_parse_operand(GOptionContext *context, const char *command, int *argc, 
 }
 
 int
+fsim_cli_parse_json_only(const char *command, const char *parameter, const char *description,
+                         const char *operand, int *argc, char ***argv, gboolean *json)
+{
+    GOptionEntry entries[] = {
+        FSIM_CLI_JSON_ENTRY(json),
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(GOptionContext) context = g_option_context_new(parameter);
+
+    *json = FALSE;
+    g_option_context_add_main_entries(context, entries, NULL);
+    if (description != NULL)
+        g_option_context_set_description(context, description);
+    return fsim_cli_parse_operand(context, command, argc, argv, operand);
+}
+
+int
 fsim_cli_fail(const char *command, GError *error)
 {
     int status = FSIM_EXIT_ERROR;
@@ -343,11 +360,11 @@ fsim_cli_plot_args_parse(GOptionContext *context, const char *command, FsimCliPl
 void
 fsim_cli_plot_args_clear(FsimCliPlotArgs *args)
 {
-    g_clear_pointer(&args->db_path, g_free);
-    g_clear_pointer(&args->run_list, g_free);
-    g_clear_pointer(&args->out_dir, g_free);
-    g_clear_pointer(&args->format, g_free);
-    g_clear_pointer(&args->gnuplot, g_free);
+    char **strings[] = {&args->db_path, &args->run_list, &args->out_dir, &args->format,
+                        &args->gnuplot};
+
+    for (gsize i = 0; i < G_N_ELEMENTS(strings); i++)
+        g_clear_pointer(strings[i], g_free);
     args->options.gnuplot = NULL;
 }
 

@@ -67,6 +67,20 @@ gboolean fsim_cli_parse(GOptionContext *context, const char *command, int *argc,
 int fsim_cli_parse_operand(GOptionContext *context, const char *command, int *argc, char ***argv,
                            const char *operand);
 
+/**
+ * fsim_cli_parse_json_only:
+ * @parameter: the usage line's parameter text (`TRACE - describe a trace`).
+ * @description: (nullable): the text after the options in --help.
+ * @json: (out): whether --json was given.
+ *
+ * Parses the command line of a command whose one option is --json, with
+ * fsim_cli_parse_operand() (@operand as there).
+ *
+ * Returns: %FSIM_EXIT_OK, or %FSIM_EXIT_USAGE after printing the usage error.
+ */
+int fsim_cli_parse_json_only(const char *command, const char *parameter, const char *description,
+                             const char *operand, int *argc, char ***argv, gboolean *json);
+
 /* The --json option of a command: sets *@flag. */
 #define FSIM_CLI_JSON_ENTRY(flag)                                                        \
     {                                                                                    \

@@ -9,21 +9,15 @@
 int
 fsim_cmd_devices(int argc, char **argv)
 {
-    gboolean json = FALSE;
-    GOptionEntry entries[] = {
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL},
-        {NULL, 0, 0, 0, NULL, NULL, NULL},
-    };
-    g_autoptr(GOptionContext) context = g_option_context_new("- list device presets");
+    gboolean json;
     gsize n;
     const FsimDeviceSpec *presets = fsim_device_presets(&n);
-
-    g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_set_description(
-        context, "Usable capacity is the memory as sold minus what the CUDA context keeps.\n"
-                 "-d also takes a size (80GiB, 24GB, plain bytes) or a calibration profile.\n"
-                 "The default device is " FSIM_DEVICE_DEFAULT ".");
-    int status = fsim_cli_parse_operand(context, "devices", &argc, &argv, NULL);
+    int status = fsim_cli_parse_json_only(
+        "devices", "- list device presets",
+        "Usable capacity is the memory as sold minus what the CUDA context keeps.\n"
+        "-d also takes a size (80GiB, 24GB, plain bytes) or a calibration profile.\n"
+        "The default device is " FSIM_DEVICE_DEFAULT ".",
+        NULL, &argc, &argv, &json);
 
     if (status != FSIM_EXIT_OK)
         return status;

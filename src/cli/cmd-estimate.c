@@ -103,7 +103,7 @@ fsim_cmd_estimate(int argc, char **argv)
     GOptionEntry entries[] = {
         {"device", 'd', 0, G_OPTION_ARG_STRING, &device_name,
          "Say whether it fits this GPU: a preset or a size (80GB, 24GiB)", "DEVICE"},
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
+        FSIM_CLI_JSON_ENTRY(&json),
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) context =

@@ -94,22 +94,16 @@ info_print_text(const FsimTraceInfo *info)
 int
 fsim_cmd_info(int argc, char **argv)
 {
-    gboolean json = FALSE;
-    GOptionEntry entries[] = {
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
-        {NULL, 0, 0, 0, NULL, NULL, NULL},
-    };
-    g_autoptr(GOptionContext) context = g_option_context_new("TRACE - describe a trace");
+    gboolean json;
     g_autoptr(FsimTrace) trace = NULL;
     g_autoptr(FsimTraceInfo) info = NULL;
     GError *error = NULL;
-    int status;
+    int status = fsim_cli_parse_json_only(
+        "info", "TRACE - describe a trace",
+        "Per device: events, counts per action, streams, and for snapshots the\n"
+        "segments and reserved bytes of the final state.",
+        "TRACE", &argc, &argv, &json);
 
-    g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_set_description(
-        context, "Per device: events, counts per action, streams, and for snapshots the\n"
-                 "segments and reserved bytes of the final state.");
-    status = fsim_cli_parse_operand(context, "info", &argc, &argv, "TRACE");
     if (status != FSIM_EXIT_OK)
         return status;
     trace = fsim_trace_open(argv[1], &error);
