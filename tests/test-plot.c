@@ -442,6 +442,65 @@ check_compare_data(FsimStore *store, const char *out, const char *file, const in
     g_assert_cmpuint(r, ==, n_ids);
 }
 
+/* sizes-N.dat: every power-of-two class from the smallest request's to the largest's, with the
+ * first run's request count and its share of the requested bytes (empty classes as zeros). */
+static void
+check_sizes_data(FsimStore *store, const char *out, const char *file, int64_t id)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GArray) sizes = fsim_store_sizes(store, id, &error);
+    g_autofree char *path = g_build_filename(out, file, NULL);
+    g_autofree char *contents = NULL;
+    g_auto(GStrv) lines = NULL;
+    uint64_t total = 0, requests = 0;
+    guint next = 0, k = 0, rows = 0;
+    double percent = 0;
+
+    g_assert_no_error(error);
+    g_assert_cmpuint(sizes->len, >, 1);
+    for (guint i = 0; i < sizes->len; i++)
+        total += g_array_index(sizes, FsimStoredSizeBucket, i).bytes;
+    g_assert_true(g_file_get_contents(path, &contents, NULL, NULL));
+    lines = g_strsplit(contents, "\n", -1);
+    k = g_array_index(sizes, FsimStoredSizeBucket, 0).log2;
+    for (guint l = 0; lines[l] != NULL; l++) {
+        const FsimStoredSizeBucket *b = &g_array_index(sizes, FsimStoredSizeBucket, next);
+        const char *rest;
+        char *end;
+        uint64_t count;
+
+        if (lines[l][0] == '#' || lines[l][0] == '\0')
+            continue;
+        g_assert_cmpuint(g_ascii_strtoull(lines[l], NULL, 10), ==, k);
+        rest = strrchr(lines[l], '"');
+        g_assert_nonnull(rest);
+        count = g_ascii_strtoull(rest + 1, &end, 10);
+        if (next < sizes->len && b->log2 == k) {
+            g_assert_cmpuint(count, ==, b->count);
+            assert_value(g_ascii_strtod(end, NULL), 100.0 * (double)b->bytes / (double)total);
+            requests += count;
+            percent += g_ascii_strtod(end, NULL);
+            next++;
+        } else {
+            g_assert_cmpuint(count, ==, 0);
+            assert_value(g_ascii_strtod(end, NULL), 0.0);
+        }
+        k++;
+        rows++;
+    }
+    g_assert_cmpuint(next, ==, sizes->len);
+    g_assert_cmpuint(rows, ==,
+                     g_array_index(sizes, FsimStoredSizeBucket, sizes->len - 1).log2 -
+                         g_array_index(sizes, FsimStoredSizeBucket, 0).log2 + 1);
+    {
+        g_autoptr(GPtrArray) runs = fsim_store_runs(store, &id, 1, &error);
+
+        g_assert_no_error(error);
+        g_assert_cmpuint(requests, ==, ((const FsimStoredRun *)runs->pdata[0])->metrics.allocs);
+    }
+    g_assert_cmpfloat(fabs(percent - 100.0), <, 1e-3);
+}
+
 /* The timeline template draws what the data file's header says its columns are. */
 static void
 check_timeline_template(const char *out)
@@ -499,6 +558,7 @@ test_render_png(void)
     check_ooms_data(store, out, "ooms-2.dat", (const int64_t[]){4, 5}, 2, "MiB");
     check_compare_data(store, out, "compare-1.dat", (const int64_t[]){1, 2, 3}, 3);
     check_compare_data(store, out, "compare-2.dat", (const int64_t[]){4, 5}, 2);
+    check_sizes_data(store, out, "sizes-1.dat", 1);
     check_timeline_template(out);
     /* The OOMs of the small device reach the compare data. */
     {
