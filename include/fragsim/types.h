@@ -147,6 +147,16 @@ gboolean fsim_parse_size(const char *text, uint64_t *out, GError **error);
  */
 gboolean fsim_parse_u64(const char *text, uint64_t *out);
 
+/* -1, 0 or 1 as @a is below, equal to or above @b: the body of a comparison function. */
+static inline int
+fsim_compare_u64(uint64_t a, uint64_t b)
+{
+    return (a > b) - (a < b);
+}
+
+/* A GCompareDataFunc for keys that point to #FsimAddr values (a GTree of ranges by start). */
+gint fsim_addr_compare(gconstpointer a, gconstpointer b, gpointer unused);
+
 /**
  * fsim_format_size:
  * @bytes: a size.

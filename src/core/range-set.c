@@ -7,6 +7,8 @@
 
 #include <glib.h>
 
+#include "fragsim/types.h"
+
 struct FsimRangeSet {
     GTree *tree; /* start (uint64_t, in the key pointer's target) -> Range */
     uint64_t *last_end;
@@ -22,11 +24,8 @@ typedef struct {
 static gint
 range_compare(gconstpointer a, gconstpointer b, gpointer data)
 {
-    const Range *x = a;
-    const Range *y = b;
-
     (void)data;
-    return x->start < y->start ? -1 : x->start > y->start ? 1 : 0;
+    return fsim_compare_u64(((const Range *)a)->start, ((const Range *)b)->start);
 }
 
 FsimRangeSet *

@@ -127,6 +127,13 @@ fsim_parse_size(const char *text, uint64_t *out, GError **error)
     }
 }
 
+gint
+fsim_addr_compare(gconstpointer a, gconstpointer b, gpointer unused)
+{
+    (void)unused;
+    return fsim_compare_u64(*(const FsimAddr *)a, *(const FsimAddr *)b);
+}
+
 char *
 fsim_format_size(uint64_t bytes)
 {

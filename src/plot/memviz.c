@@ -80,16 +80,6 @@ struct FsimMemvizExport {
     FsimTime now;
 };
 
-static gint
-addr_compare(gconstpointer a, gconstpointer b, gpointer unused)
-{
-    const FsimAddr *x = a;
-    const FsimAddr *y = b;
-
-    (void)unused;
-    return *x < *y ? -1 : *x > *y ? 1 : 0;
-}
-
 static Segment *
 segment_new(FsimAddr start, FsimAddr end, uint64_t stream, gboolean expandable, FsimPool pool)
 {
@@ -519,8 +509,8 @@ fsim_memviz_export_new(const char *path, FsimEngine *engine, uint32_t device_ind
     x->device_index = device_index;
     x->pending = g_array_new(FALSE, FALSE, sizeof(PendingCall));
     x->live = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
-    x->segments = g_tree_new_full(addr_compare, NULL, NULL, g_free);
-    x->mapped = g_tree_new_full(addr_compare, NULL, NULL, g_free);
+    x->segments = g_tree_new_full(fsim_addr_compare, NULL, NULL, g_free);
+    x->mapped = g_tree_new_full(fsim_addr_compare, NULL, NULL, g_free);
     x->seeds = g_array_new(FALSE, FALSE, sizeof(Segment));
     fsim_pickle_writer_begin_dict(x->writer);
     fsim_pickle_writer_str(x->writer, "device_traces");
