@@ -38,6 +38,8 @@ native_json_run(JsonBuilder *builder, const FsimCudaNativeResult *r)
     json_builder_end_object(builder);
 }
 
+/* Longer than ~80 lines for its option table (declarative GOptionEntry rows); the steps after
+ * parsing run in sequence. */
 int
 fsim_cmd_cuda_native(int argc, char **argv)
 {

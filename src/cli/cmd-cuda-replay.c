@@ -105,6 +105,8 @@ replay_json_run(JsonBuilder *builder, const FsimCudaReplayResult *r)
     json_builder_end_object(builder);
 }
 
+/* Longer than ~80 lines because it prints one table row by row: split, the layout of the table
+ * would be scattered over several functions. */
 static void
 replay_print_result(const FsimCudaReplayResult *r)
 {
@@ -202,6 +204,8 @@ replay_print_result(const FsimCudaReplayResult *r)
     g_print("\n");
 }
 
+/* Longer than ~80 lines for its option table (declarative GOptionEntry rows) and the order in
+ * which its outputs, results and driver must be freed; the steps after parsing run in sequence. */
 int
 fsim_cmd_cuda_replay(int argc, char **argv)
 {

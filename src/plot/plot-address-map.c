@@ -220,6 +220,8 @@ write_rects(GString *out, const GArray *rects, const GArray *spans, double unit,
     return written;
 }
 
+/* Longer than ~80 lines: loads the run's segments and blocks, compacts the address axis and
+ * writes the data and the command in one pass over the same locals. */
 gboolean
 fsim_plot_address_map(Plotter *p, const GroupData *g, guint index, GError **error)
 {

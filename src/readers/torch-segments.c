@@ -179,6 +179,8 @@ segment_blocks(TorchLoader *ld, TorchDevice *dev, const FsimSeedSegment *seg,
     return TRUE;
 }
 
+/* Longer than ~80 lines: one checked field of a segment dict after another, in the schema's
+ * order. */
 static gboolean
 torch_read_segment(TorchLoader *ld, const FsimPickleValue *segment, gsize i, GError **error)
 {

@@ -37,7 +37,10 @@
 
 #define TRAIN_CHUNK 512 /* parameters per unit of the setup and optimizer phases */
 
-/* Append the next unit's events; FALSE when the trace is complete. */
+/* Append the next unit's events; FALSE when the trace is complete.
+ *
+ * Longer than ~80 lines: one case per phase of a step, each a few lines, read together as the
+ * step's program. */
 static gboolean
 train_fill(Train *t)
 {

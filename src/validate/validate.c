@@ -337,6 +337,8 @@ validate_spec(uint64_t capacity, FsimDeviceSpec *spec, GError **error)
 
 /* ---- one device ------------------------------------------------------------------------------ */
 
+/* Longer than ~80 lines: the set-up of one device's replay, then the loop that merges the
+ * recorded OOMs with the reader's events, which share a dozen locals. */
 static gboolean
 validate_device(FsimTrace *trace, uint32_t device, const char *platform, FsimValidateDevice *out,
                 GError **error)

@@ -324,7 +324,10 @@ parser_roundup(Parser *p, FsimAllocConf *conf, const char *key, GError **error)
     }
 }
 
-/* One `key:value`; p->pos is on the key. */
+/* One `key:value`; p->pos is on the key.
+ *
+ * Longer than ~80 lines: one branch per PYTORCH_CUDA_ALLOC_CONF key, in the order of PyTorch's
+ * own parser, so the two can be read side by side. */
 static gboolean
 parser_key(Parser *p, FsimAllocConf *conf, GError **error)
 {

@@ -218,7 +218,10 @@ seed_malloc_segment(Pytorch *pt, const FsimSeedSegment *seed, const FsimInitialS
 /* The mapped ranges of one (pool, stream) of expandable segments, in address order: one
  * reservation starting at the lowest range (the part of the real reservation below it is unknown;
  * PyTorch maps from the start, so it is usually empty), each range mapped, unmapped gaps between
- * them and after the last.  Moved along with the reservation when the device puts it elsewhere. */
+ * them and after the last.  Moved along with the reservation when the device puts it elsewhere.
+ *
+ * Longer than ~80 lines: the ranges of one reservation placed, mapped and filled in address
+ * order; most of its length is the error messages of the checks. */
 static gboolean
 seed_expandable_group(Pytorch *pt, const FsimInitialState *state, const guint *ranges,
                       guint n_ranges, gsize *placed, FsimBlock *out, GError **error)
