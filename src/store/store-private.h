@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The results database's private parts, shared by its three files: sqlite.c (schema, opening,
+ * identity, statements and their helpers), store-run.c (a run: collected by an engine observer,
+ * written at its end) and store-read.c (runs and their data read back).  The design notes are
+ * at the top of sqlite.c.
+ */
+#ifndef FSIM_STORE_PRIVATE_H
+#define FSIM_STORE_PRIVATE_H
+
+#include <glib.h>
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdint.h>
+
+#include "fragsim/store.h"
+
+#define STORE_DEFAULT_BLOCKS          20000
+#define STORE_DEFAULT_SEGMENT_ACTIONS 250000
+#define STORE_DEFAULT_OOMS            10000
+#define STORE_DEFAULT_MARKS           10000
+#define STORE_DEFAULT_BUSY_MS         10000
+#define STORE_SIZE_BUCKETS            64
+#define RUN_COLUMNS                   24 /* the metric columns follow */
+
+typedef enum {
+    STMT_BEGIN,
+    STMT_COMMIT,
+    STMT_ROLLBACK,
+    STMT_INSERT_RUN,
+    STMT_FINISH_RUN,
+    STMT_FAIL_RUN,
+    STMT_INSERT_METRICS,
+    STMT_INSERT_SAMPLE,
+    STMT_INSERT_OOM,
+    STMT_INSERT_SEGMENT,
+    STMT_INSERT_BLOCK,
+    STMT_INSERT_MARK,
+    STMT_INSERT_SIZE,
+    STMT_SELECT_SAMPLES,
+    STMT_SELECT_OOMS,
+    STMT_SELECT_SEGMENTS,
+    STMT_SELECT_BLOCKS,
+    STMT_SELECT_MARKS,
+    STMT_SELECT_SIZES,
+    STMT_COUNT,
+} StoreStmt;
+
+struct FsimStore {
+    sqlite3 *db;
+    char *path;
+    gboolean writable;
+    sqlite3_stmt *stmts[STMT_COUNT];
+    char *select_runs_sql; /* built at open: metric columns the file has, NULL for the others */
+    sqlite3_stmt *select_runs;
+    sqlite3_stmt *select_run;
+    guint attached;            /* runs not yet freed */
+    gboolean has_error_status; /* the runs table accepts status `error` */
+};
+
+/* Bind helpers: each keeps the first failing code in *rc and does nothing once it is set. */
+static inline void
+bind_i64(sqlite3_stmt *stmt, int index, int64_t value, int *rc)
+{
+    if (*rc == SQLITE_OK)
+        *rc = sqlite3_bind_int64(stmt, index, value);
+}
+
+static inline void
+bind_u64(sqlite3_stmt *stmt, int index, uint64_t value, int *rc)
+{
+    /* SQLite integers are signed 64-bit: addresses above 2^63 are stored two's complement. */
+    bind_i64(stmt, index, (int64_t)value, rc);
+}
+
+static inline void
+bind_opt_i64(sqlite3_stmt *stmt, int index, int64_t value, int *rc)
+{
+    if (*rc == SQLITE_OK)
+        *rc = value < 0 ? sqlite3_bind_null(stmt, index) : sqlite3_bind_int64(stmt, index, value);
+}
+
+static inline void
+bind_double(sqlite3_stmt *stmt, int index, double value, int *rc)
+{
+    if (*rc == SQLITE_OK)
+        *rc = isfinite(value) ? sqlite3_bind_double(stmt, index, value)
+                              : sqlite3_bind_null(stmt, index);
+}
+
+static inline void
+bind_text(sqlite3_stmt *stmt, int index, const char *value, int *rc)
+{
+    if (*rc == SQLITE_OK)
+        *rc = value == NULL ? sqlite3_bind_null(stmt, index)
+                            : sqlite3_bind_text(stmt, index, value, -1, SQLITE_TRANSIENT);
+}
+
+gboolean store_fail(FsimStore *store, int rc, const char *what, GError **error);
+sqlite3_stmt *store_prepare(FsimStore *store, const char *sql, GError **error);
+sqlite3_stmt *store_stmt(FsimStore *store, StoreStmt which, GError **error);
+gboolean store_step_done(FsimStore *store, sqlite3_stmt *stmt, int rc, const char *what,
+                         GError **error);
+gboolean store_run_simple(FsimStore *store, StoreStmt which, const char *what, GError **error);
+char *store_now(void);
+FsimStoreStatus store_status_from_name(const char *name);
+guint store_action_from_name(const char *name);
+void store_mark_clear(gpointer data);
+
+#endif /* FSIM_STORE_PRIVATE_H */

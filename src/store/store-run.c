@@ -1,0 +1,751 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One run in the results database: what an engine observer collects while the run replays, in
+ * bounded memory, and the one transaction that writes it at the end (see sqlite.c's notes).
+ */
+#include <glib.h>
+
+#include <errno.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <string.h>
+
+#include "fragsim/store.h"
+
+#include "store-private.h"
+
+/* ---- one run: collection ------------------------------------------------------------------- */
+
+typedef struct {
+    double area; /* size x lifetime in events: the heap key */
+    FsimStoredBlock block;
+} HeapBlock;
+
+struct FsimStoreRun {
+    FsimStore *store;
+    FsimEngine *engine;
+    int64_t id;
+    FsimStoreLimits limits;
+    gboolean done;
+    gboolean has_metrics; /* fsim_store_run_set_metrics() */
+    FsimMetrics metrics;
+
+    /* samples */
+    GArray *buckets; /* FsimStoredSample, closed */
+    FsimStoredSample current;
+    gboolean has_current;
+    uint64_t width;
+    uint64_t seen_reserved_peak;
+
+    /* device actions */
+    GArray *segments; /* FsimStoredSegment */
+    uint64_t segment_actions;
+
+    /* blocks: the live ones are the engine's (fsim_engine_releasing(), at the end
+     * fsim_engine_foreach_live_alloc()), not a second table */
+    GArray *heap; /* HeapBlock, min-heap on area */
+    uint64_t blocks_seen;
+
+    GArray *ooms;  /* FsimOomRecord */
+    GArray *marks; /* FsimStoredMark */
+    uint64_t size_count[STORE_SIZE_BUCKETS];
+    uint64_t size_bytes[STORE_SIZE_BUCKETS];
+
+    uint64_t last_index;
+    FsimTime last_time;
+    gboolean any_event;
+};
+
+void
+store_mark_clear(gpointer data)
+{
+    FsimStoredMark *mark = data;
+
+    g_clear_pointer(&mark->label, g_free);
+}
+
+static void
+samples_merge_pairs(FsimStoreRun *run)
+{
+    guint n = run->buckets->len / 2;
+    FsimStoredSample *s = (FsimStoredSample *)(void *)run->buckets->data;
+
+    for (guint i = 0; i < n; i++) {
+        FsimStoredSample a = s[2 * i];
+        const FsimStoredSample *b = &s[2 * i + 1];
+
+        a.event_index_last = b->event_index_last;
+        a.events += b->events;
+        a.time_last = b->time_last;
+        a.requested = b->requested;
+        a.allocated = b->allocated;
+        a.reserved = b->reserved;
+        a.requested_min = MIN(a.requested_min, b->requested_min);
+        a.requested_max = MAX(a.requested_max, b->requested_max);
+        a.allocated_min = MIN(a.allocated_min, b->allocated_min);
+        a.allocated_max = MAX(a.allocated_max, b->allocated_max);
+        a.reserved_min = MIN(a.reserved_min, b->reserved_min);
+        a.reserved_max = MAX(a.reserved_max, b->reserved_max);
+        s[i] = a;
+    }
+    g_array_set_size(run->buckets, n);
+    run->width *= 2;
+}
+
+static void
+samples_close_bucket(FsimStoreRun *run)
+{
+    if (!run->has_current)
+        return;
+    g_array_append_val(run->buckets, run->current);
+    run->has_current = FALSE;
+    if (run->buckets->len >= run->limits.max_samples)
+        samples_merge_pairs(run);
+}
+
+static void
+samples_add(FsimStoreRun *run, const FsimEngine *engine, const FsimEvent *ev)
+{
+    const FsimEngineCounters *c = fsim_engine_counters(engine);
+    const FsimDevice *device = fsim_engine_device(engine);
+    FsimStoredSample *s = &run->current;
+    uint64_t peak = (uint64_t)device->reserved.peak;
+    uint64_t reserved_high = c->reserved_bytes;
+
+    /* A peak reached inside the event (memory taken then given back, as in a release-and-retry)
+     * is not visible in the counters after it: the device's running peak catches it. */
+    if (peak > run->seen_reserved_peak) {
+        run->seen_reserved_peak = peak;
+        reserved_high = MAX(reserved_high, peak);
+    }
+    if (!run->has_current) {
+        memset(s, 0, sizeof(*s));
+        s->event_index = ev->index;
+        s->time = ev->time;
+        s->requested_min = s->allocated_min = s->reserved_min = G_MAXUINT64;
+        run->has_current = TRUE;
+    }
+    s->event_index_last = ev->index;
+    s->time_last = ev->time;
+    s->events++;
+    s->requested = c->requested_bytes;
+    s->allocated = c->allocated_bytes;
+    s->reserved = c->reserved_bytes;
+    s->requested_min = MIN(s->requested_min, c->requested_bytes);
+    s->requested_max = MAX(s->requested_max, c->requested_bytes);
+    s->allocated_min = MIN(s->allocated_min, c->allocated_bytes);
+    s->allocated_max = MAX(s->allocated_max, c->allocated_bytes);
+    s->reserved_min = MIN(s->reserved_min, c->reserved_bytes);
+    s->reserved_max = MAX(s->reserved_max, reserved_high);
+    if (s->events >= run->width)
+        samples_close_bucket(run);
+}
+
+static gboolean
+heap_less(const HeapBlock *a, const HeapBlock *b)
+{
+    if (a->area != b->area)
+        return a->area < b->area;
+    /* Deterministic ties: the later allocation is the smaller. */
+    if (a->block.alloc_event != b->block.alloc_event)
+        return a->block.alloc_event > b->block.alloc_event;
+    return a->block.id > b->block.id;
+}
+
+static void
+heap_sift_down(HeapBlock *h, guint n, guint i)
+{
+    for (;;) {
+        guint l = 2 * i + 1, r = l + 1, m = i;
+        HeapBlock tmp;
+
+        if (l < n && heap_less(&h[l], &h[m]))
+            m = l;
+        if (r < n && heap_less(&h[r], &h[m]))
+            m = r;
+        if (m == i)
+            return;
+        tmp = h[i];
+        h[i] = h[m];
+        h[m] = tmp;
+        i = m;
+    }
+}
+
+/* Keep @block if it is among the max_blocks largest (by size x lifetime) seen so far. */
+static void
+blocks_offer(FsimStoreRun *run, const FsimStoredBlock *block, uint64_t end_index)
+{
+    HeapBlock item;
+    HeapBlock *h;
+    uint64_t start = block->alloc_event < 0 ? 0 : (uint64_t)block->alloc_event;
+
+    item.block = *block;
+    item.area = (double)block->size * (double)(end_index - MIN(start, end_index) + 1);
+    if (run->heap->len < run->limits.max_blocks) {
+        guint i;
+
+        g_array_append_val(run->heap, item);
+        h = (HeapBlock *)(void *)run->heap->data;
+        for (i = run->heap->len - 1; i > 0 && heap_less(&h[i], &h[(i - 1) / 2]); i = (i - 1) / 2) {
+            HeapBlock tmp = h[i];
+
+            h[i] = h[(i - 1) / 2];
+            h[(i - 1) / 2] = tmp;
+        }
+        return;
+    }
+    h = (HeapBlock *)(void *)run->heap->data;
+    if (run->heap->len == 0 || !heap_less(&h[0], &item))
+        return;
+    h[0] = item;
+    heap_sift_down(h, run->heap->len, 0);
+}
+
+static void
+observe_event(gpointer data, const FsimEngine *engine, const FsimEvent *ev)
+{
+    FsimStoreRun *run = data;
+
+    if (run->done)
+        return;
+    run->any_event = TRUE;
+    run->last_index = ev->index;
+    run->last_time = ev->time;
+    samples_add(run, engine, ev);
+    if (ev->kind == FSIM_EV_ALLOC && ev->size > 0) {
+        guint log2 = (guint)g_bit_storage(ev->size) - 1;
+
+        log2 = MIN(log2, STORE_SIZE_BUCKETS - 1);
+        run->size_count[log2]++;
+        run->size_bytes[log2] += ev->size;
+    } else if (ev->kind == FSIM_EV_MARK && run->marks->len < run->limits.max_marks) {
+        FsimStoredMark mark = {ev->index, ev->time, g_strdup(ev->label != NULL ? ev->label : "")};
+
+        g_array_append_val(run->marks, mark);
+    }
+}
+
+/* A block of the engine's as the database stores it; @free_event -1 while it lives. */
+static FsimStoredBlock
+stored_block(const FsimLiveAlloc *alloc, int64_t free_event, FsimTime free_time)
+{
+    FsimStoredBlock block = {0};
+
+    block.id = alloc->id;
+    block.addr = alloc->block.addr;
+    block.size = alloc->block.size;
+    block.requested = alloc->requested;
+    block.stream = alloc->stream;
+    block.alloc_event = alloc->alloc_event;
+    block.alloc_time = alloc->alloc_time;
+    block.free_event = free_event;
+    block.free_time = free_time;
+    return block;
+}
+
+static void
+observe_alloc(gpointer data, const FsimEngine *engine, const FsimEvent *ev, uint64_t id,
+              const FsimBlock *block, uint64_t requested)
+{
+    FsimStoreRun *run = data;
+
+    (void)engine;
+    (void)ev;
+    (void)id;
+    (void)block;
+    (void)requested;
+    if (!run->done)
+        run->blocks_seen++;
+}
+
+static void
+observe_release(gpointer data, const FsimEngine *engine, uint64_t id, const FsimBlock *block,
+                uint64_t requested)
+{
+    FsimStoreRun *run = data;
+    const FsimEngineCounters *c = fsim_engine_counters(engine);
+    const FsimLiveAlloc *alloc = fsim_engine_releasing(engine);
+    FsimStoredBlock stored;
+
+    (void)id;
+    (void)block;
+    (void)requested;
+    if (run->done || alloc == NULL)
+        return;
+    /* Most blocks are small and short-lived: refuse them before building the record. */
+    if (run->heap->len == run->limits.max_blocks && run->heap->len > 0) {
+        uint64_t start = alloc->alloc_event < 0 ? 0 : (uint64_t)alloc->alloc_event;
+        double area =
+            (double)alloc->block.size * (double)(c->event_index - MIN(start, c->event_index) + 1);
+
+        if (area < g_array_index(run->heap, HeapBlock, 0).area)
+            return;
+    }
+    stored = stored_block(alloc, (int64_t)c->event_index, c->now);
+    blocks_offer(run, &stored, c->event_index);
+}
+
+static void
+observe_oom(gpointer data, const FsimEngine *engine, const FsimOomRecord *oom)
+{
+    FsimStoreRun *run = data;
+
+    (void)engine;
+    if (!run->done && run->ooms->len < run->limits.max_ooms)
+        g_array_append_val(run->ooms, *oom);
+}
+
+static void
+segments_add(FsimStoreRun *run, int64_t event_index, FsimTime time, guint action, FsimAddr addr,
+             uint64_t size)
+{
+    FsimStoredSegment segment = {event_index, time, action, addr, size};
+
+    run->segment_actions++;
+    if (run->segments->len < run->limits.max_segment_actions)
+        g_array_append_val(run->segments, segment);
+}
+
+static void
+observe_device_call(gpointer data, const FsimEngine *engine, FsimDeviceCall call, FsimAddr addr,
+                    uint64_t size)
+{
+    FsimStoreRun *run = data;
+    const FsimEngineCounters *c = fsim_engine_counters(engine);
+
+    if (run->done)
+        return;
+    /* cudaMalloc reserves whole pages: record the memory the device holds. */
+    if (call == FSIM_CALL_MEM_ALLOC || call == FSIM_CALL_MEM_FREE)
+        size = fsim_device_round(fsim_engine_device(engine), size);
+    segments_add(run, (int64_t)c->event_index, c->now, call, addr, size);
+}
+
+static void
+observe_seed_segment(gpointer data, const FsimEngine *engine, const FsimSeedSegment *segment)
+{
+    FsimStoreRun *run = data;
+
+    (void)engine;
+    if (!run->done)
+        segments_add(run, -1, 0, FSIM_STORE_ACTION_SEED, segment->addr, segment->size);
+}
+
+static const FsimObserver store_observer = {
+    .event = observe_event,
+    .alloc = observe_alloc,
+    .release = observe_release,
+    .oom = observe_oom,
+    .device_call = observe_device_call,
+    .seed_segment = observe_seed_segment,
+};
+
+FsimStoreRun *
+fsim_store_attach(FsimStore *store, FsimEngine *engine, const FsimStoreRunInfo *info,
+                  GError **error)
+{
+    const FsimRunConfig *config;
+    FsimStoreRun *run;
+    sqlite3_stmt *stmt;
+    g_autofree char *now = store_now();
+    int rc = SQLITE_OK;
+
+    g_return_val_if_fail(store != NULL && engine != NULL && info != NULL, NULL);
+    g_return_val_if_fail(info->trace != NULL && info->policy != NULL, NULL);
+    if (!store->writable) {
+        g_set_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_READ_ONLY,
+                    "%s: opened for reading only", store->path);
+        return NULL;
+    }
+    run = g_new0(FsimStoreRun, 1);
+    if (info->limits != NULL)
+        run->limits = *info->limits;
+    if (run->limits.max_samples == 0)
+        run->limits.max_samples = FSIM_STORE_DEFAULT_SAMPLES;
+    /* Pairs are merged when the array is full: keep it even, and at least one pair. */
+    run->limits.max_samples = MAX(2, run->limits.max_samples + (run->limits.max_samples & 1));
+    if (run->limits.max_blocks == 0)
+        run->limits.max_blocks = STORE_DEFAULT_BLOCKS;
+    if (run->limits.max_segment_actions == 0)
+        run->limits.max_segment_actions = STORE_DEFAULT_SEGMENT_ACTIONS;
+    if (run->limits.max_ooms == 0)
+        run->limits.max_ooms = STORE_DEFAULT_OOMS;
+    if (run->limits.max_marks == 0)
+        run->limits.max_marks = STORE_DEFAULT_MARKS;
+
+    config = fsim_engine_config(engine);
+    stmt = store_stmt(store, STMT_INSERT_RUN, error);
+    if (stmt == NULL) {
+        g_free(run);
+        return NULL;
+    }
+    bind_text(stmt, 1, info->trace, &rc);
+    bind_text(stmt, 2, info->trace_format != NULL ? info->trace_format : "unknown", &rc);
+    bind_i64(stmt, 3, info->trace_device, &rc);
+    bind_text(stmt, 4, info->policy, &rc);
+    bind_text(stmt, 5, config->device.name, &rc);
+    bind_text(stmt, 6, config->device.description, &rc);
+    bind_u64(stmt, 7, config->device.capacity_bytes, &rc);
+    bind_u64(stmt, 8, config->device.total_bytes, &rc);
+    bind_u64(stmt, 9, config->device.granularity, &rc);
+    bind_text(stmt, 10, info->knobs != NULL ? info->knobs : "", &rc);
+    bind_opt_i64(stmt, 11, info->seed, &rc);
+    bind_text(stmt, 12, now, &rc);
+    bind_text(stmt, 13, FSIM_VERSION, &rc);
+    bind_i64(stmt, 14, run->limits.max_samples, &rc);
+    bind_text(stmt, 15, info->config != NULL ? info->config : "", &rc);
+    bind_text(stmt, 16, info->label != NULL ? info->label : info->policy, &rc);
+    if (!store_step_done(store, stmt, rc, "recording a new run", error)) {
+        g_free(run);
+        return NULL;
+    }
+    run->id = sqlite3_last_insert_rowid(store->db);
+    run->store = store;
+    run->engine = engine;
+    run->width = 1;
+    run->buckets = g_array_new(FALSE, FALSE, sizeof(FsimStoredSample));
+    run->segments = g_array_new(FALSE, FALSE, sizeof(FsimStoredSegment));
+    run->heap = g_array_new(FALSE, FALSE, sizeof(HeapBlock));
+    run->ooms = g_array_new(FALSE, FALSE, sizeof(FsimOomRecord));
+    run->marks = g_array_new(FALSE, FALSE, sizeof(FsimStoredMark));
+    g_array_set_clear_func(run->marks, store_mark_clear);
+    store->attached++;
+    fsim_engine_add_observer(engine, &store_observer, run);
+    return run;
+}
+
+int64_t
+fsim_store_run_id(const FsimStoreRun *run)
+{
+    return run->id;
+}
+
+/* ---- one run: writing ---------------------------------------------------------------------- */
+
+static gboolean
+write_metrics(FsimStoreRun *run, GError **error)
+{
+    FsimStore *store = run->store;
+    const FsimMetrics *m = run->has_metrics ? &run->metrics : fsim_engine_metrics(run->engine);
+    sqlite3_stmt *stmt = store_stmt(store, STMT_INSERT_METRICS, error);
+    int rc = SQLITE_OK;
+    int i = 1;
+
+    if (stmt == NULL)
+        return FALSE;
+    bind_i64(stmt, i++, run->id, &rc);
+#define STORE_BIND_U(field)                bind_u64(stmt, i++, m->field, &rc)
+#define STORE_BIND_F(field)                bind_double(stmt, i++, m->field, &rc)
+#define STORE_BIND_I(field)                bind_opt_i64(stmt, i++, m->field, &rc)
+#define STORE_BIND_METRIC(name, kind, doc) STORE_BIND_##kind(name);
+    FSIM_METRICS(STORE_BIND_METRIC)
+#undef STORE_BIND_METRIC
+#undef STORE_BIND_U
+#undef STORE_BIND_F
+#undef STORE_BIND_I
+    return store_step_done(store, stmt, rc, "writing the run's metrics", error);
+}
+
+static gboolean
+write_samples(FsimStoreRun *run, GError **error)
+{
+    FsimStore *store = run->store;
+
+    for (guint i = 0; i < run->buckets->len; i++) {
+        const FsimStoredSample *s = &g_array_index(run->buckets, FsimStoredSample, i);
+        sqlite3_stmt *stmt = store_stmt(store, STMT_INSERT_SAMPLE, error);
+        int rc = SQLITE_OK;
+
+        if (stmt == NULL)
+            return FALSE;
+        bind_i64(stmt, 1, run->id, &rc);
+        bind_i64(stmt, 2, i, &rc);
+        bind_u64(stmt, 3, s->event_index, &rc);
+        bind_u64(stmt, 4, s->event_index_last, &rc);
+        bind_u64(stmt, 5, s->events, &rc);
+        bind_u64(stmt, 6, s->time, &rc);
+        bind_u64(stmt, 7, s->time_last, &rc);
+        bind_u64(stmt, 8, s->requested, &rc);
+        bind_u64(stmt, 9, s->allocated, &rc);
+        bind_u64(stmt, 10, s->reserved, &rc);
+        bind_u64(stmt, 11, s->requested_min, &rc);
+        bind_u64(stmt, 12, s->requested_max, &rc);
+        bind_u64(stmt, 13, s->allocated_min, &rc);
+        bind_u64(stmt, 14, s->allocated_max, &rc);
+        bind_u64(stmt, 15, s->reserved_min, &rc);
+        bind_u64(stmt, 16, s->reserved_max, &rc);
+        if (!store_step_done(store, stmt, rc, "writing samples", error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean
+write_ooms(FsimStoreRun *run, GError **error)
+{
+    FsimStore *store = run->store;
+
+    for (guint i = 0; i < run->ooms->len; i++) {
+        const FsimOomRecord *o = &g_array_index(run->ooms, FsimOomRecord, i);
+        sqlite3_stmt *stmt = store_stmt(store, STMT_INSERT_OOM, error);
+        int rc = SQLITE_OK;
+
+        if (stmt == NULL)
+            return FALSE;
+        bind_i64(stmt, 1, run->id, &rc);
+        bind_i64(stmt, 2, i, &rc);
+        bind_u64(stmt, 3, o->event_index, &rc);
+        bind_u64(stmt, 4, o->time, &rc);
+        bind_u64(stmt, 5, o->id, &rc);
+        bind_u64(stmt, 6, o->size, &rc);
+        bind_u64(stmt, 7, o->stream, &rc);
+        bind_u64(stmt, 8, o->reserved_bytes, &rc);
+        bind_u64(stmt, 9, o->allocated_bytes, &rc);
+        bind_u64(stmt, 10, o->requested_bytes, &rc);
+        bind_u64(stmt, 11, o->largest_free_block, &rc);
+        bind_u64(stmt, 12, o->device_free_bytes, &rc);
+        if (!store_step_done(store, stmt, rc, "writing OOM records", error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean
+write_segments(FsimStoreRun *run, GError **error)
+{
+    FsimStore *store = run->store;
+
+    for (guint i = 0; i < run->segments->len; i++) {
+        const FsimStoredSegment *s = &g_array_index(run->segments, FsimStoredSegment, i);
+        sqlite3_stmt *stmt = store_stmt(store, STMT_INSERT_SEGMENT, error);
+        int rc = SQLITE_OK;
+
+        if (stmt == NULL)
+            return FALSE;
+        bind_i64(stmt, 1, run->id, &rc);
+        bind_i64(stmt, 2, i, &rc);
+        bind_opt_i64(stmt, 3, s->event_index, &rc);
+        bind_u64(stmt, 4, s->time, &rc);
+        bind_text(stmt, 5, fsim_store_action_name(s->action), &rc);
+        bind_u64(stmt, 6, s->addr, &rc);
+        bind_u64(stmt, 7, s->size, &rc);
+        if (!store_step_done(store, stmt, rc, "writing segment actions", error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gint
+heap_by_alloc(gconstpointer a, gconstpointer b)
+{
+    const HeapBlock *x = a;
+    const HeapBlock *y = b;
+
+    if (x->block.alloc_event != y->block.alloc_event)
+        return x->block.alloc_event < y->block.alloc_event ? -1 : 1;
+    return x->block.id < y->block.id ? -1 : x->block.id > y->block.id ? 1 : 0;
+}
+
+static void
+offer_live(gpointer data, const FsimLiveAlloc *alloc)
+{
+    FsimStoreRun *run = data;
+    FsimStoredBlock stored = stored_block(alloc, -1, run->last_time);
+
+    blocks_offer(run, &stored, run->last_index);
+}
+
+static gboolean
+write_blocks(FsimStoreRun *run, GError **error)
+{
+    FsimStore *store = run->store;
+
+    /* Blocks still alive compete with the others, their lifetime running to the end. */
+    fsim_engine_foreach_live_alloc(run->engine, offer_live, run);
+    g_array_sort(run->heap, heap_by_alloc);
+    for (guint i = 0; i < run->heap->len; i++) {
+        const FsimStoredBlock *b = &g_array_index(run->heap, HeapBlock, i).block;
+        sqlite3_stmt *stmt = store_stmt(store, STMT_INSERT_BLOCK, error);
+        int rc = SQLITE_OK;
+
+        if (stmt == NULL)
+            return FALSE;
+        bind_i64(stmt, 1, run->id, &rc);
+        bind_i64(stmt, 2, i, &rc);
+        bind_u64(stmt, 3, b->id, &rc);
+        bind_u64(stmt, 4, b->addr, &rc);
+        bind_u64(stmt, 5, b->size, &rc);
+        bind_u64(stmt, 6, b->requested, &rc);
+        bind_u64(stmt, 7, b->stream, &rc);
+        bind_opt_i64(stmt, 8, b->alloc_event, &rc);
+        bind_u64(stmt, 9, b->alloc_time, &rc);
+        bind_opt_i64(stmt, 10, b->free_event, &rc);
+        bind_u64(stmt, 11, b->free_time, &rc);
+        if (!store_step_done(store, stmt, rc, "writing block lifetimes", error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean
+write_marks_and_sizes(FsimStoreRun *run, GError **error)
+{
+    FsimStore *store = run->store;
+
+    for (guint i = 0; i < run->marks->len; i++) {
+        const FsimStoredMark *mark = &g_array_index(run->marks, FsimStoredMark, i);
+        sqlite3_stmt *stmt = store_stmt(store, STMT_INSERT_MARK, error);
+        int rc = SQLITE_OK;
+
+        if (stmt == NULL)
+            return FALSE;
+        bind_i64(stmt, 1, run->id, &rc);
+        bind_i64(stmt, 2, i, &rc);
+        bind_u64(stmt, 3, mark->event_index, &rc);
+        bind_u64(stmt, 4, mark->time, &rc);
+        bind_text(stmt, 5, mark->label, &rc);
+        if (!store_step_done(store, stmt, rc, "writing marks", error))
+            return FALSE;
+    }
+    for (guint i = 0; i < STORE_SIZE_BUCKETS; i++) {
+        sqlite3_stmt *stmt;
+        int rc = SQLITE_OK;
+
+        if (run->size_count[i] == 0)
+            continue;
+        stmt = store_stmt(store, STMT_INSERT_SIZE, error);
+        if (stmt == NULL)
+            return FALSE;
+        bind_i64(stmt, 1, run->id, &rc);
+        bind_i64(stmt, 2, i, &rc);
+        bind_u64(stmt, 3, run->size_count[i], &rc);
+        bind_u64(stmt, 4, run->size_bytes[i], &rc);
+        if (!store_step_done(store, stmt, rc, "writing the size histogram", error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean
+write_status(FsimStoreRun *run, FsimStoreStatus status, GError **error)
+{
+    FsimStore *store = run->store;
+    sqlite3_stmt *stmt = store_stmt(store, STMT_FINISH_RUN, error);
+    g_autofree char *now = store_now();
+    int rc = SQLITE_OK;
+
+    if (stmt == NULL)
+        return FALSE;
+    bind_text(stmt, 1, fsim_store_status_name(status), &rc);
+    bind_text(stmt, 2, now, &rc);
+    bind_u64(stmt, 3, run->segment_actions, &rc);
+    bind_u64(stmt, 4, run->segments->len, &rc);
+    bind_u64(stmt, 5, run->blocks_seen, &rc);
+    bind_u64(stmt, 6, run->heap->len, &rc);
+    bind_i64(stmt, 7, run->id, &rc);
+    return store_step_done(store, stmt, rc, "recording the run's status", error);
+}
+
+static void
+run_release_data(FsimStoreRun *run)
+{
+    g_clear_pointer(&run->buckets, g_array_unref);
+    g_clear_pointer(&run->segments, g_array_unref);
+    g_clear_pointer(&run->heap, g_array_unref);
+    g_clear_pointer(&run->ooms, g_array_unref);
+    g_clear_pointer(&run->marks, g_array_unref);
+}
+
+gboolean
+fsim_store_run_finish(FsimStoreRun *run, FsimStoreStatus status, GError **error)
+{
+    g_autoptr(GError) local_error = NULL;
+    FsimStore *store;
+    gboolean ok;
+
+    g_return_val_if_fail(run != NULL, FALSE);
+    g_return_val_if_fail(status == FSIM_STORE_COMPLETE || status == FSIM_STORE_OOM, FALSE);
+    if (run->done) {
+        g_set_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_FAILED,
+                    "%s: run %" G_GINT64_FORMAT " was already finished", run->store->path, run->id);
+        return FALSE;
+    }
+    store = run->store;
+    run->done = TRUE;
+    samples_close_bucket(run);
+    ok = store_run_simple(store, STMT_BEGIN, "starting the run's transaction", &local_error);
+    if (ok) {
+        ok = write_metrics(run, &local_error) && write_samples(run, &local_error) &&
+             write_ooms(run, &local_error) && write_segments(run, &local_error) &&
+             write_blocks(run, &local_error) && write_marks_and_sizes(run, &local_error) &&
+             write_status(run, status, &local_error) &&
+             store_run_simple(store, STMT_COMMIT, "committing the run", &local_error);
+        /* A failed statement or COMMIT may leave the transaction open (SQLITE_FULL does). */
+        if (!ok && !sqlite3_get_autocommit(store->db))
+            (void)store_run_simple(store, STMT_ROLLBACK, "rolling back", NULL);
+    }
+    if (!ok) {
+        fsim_store_run_fail(run, local_error->message);
+        g_propagate_error(error, g_steal_pointer(&local_error));
+    }
+    run_release_data(run);
+    return ok;
+}
+
+/* Mark @run finished without data, with @status (`failed` or `error`) and @message. */
+static void
+store_run_end_without_data(FsimStoreRun *run, const char *status, const char *message)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *now = store_now();
+    sqlite3_stmt *stmt;
+    int rc = SQLITE_OK;
+
+    g_return_if_fail(run != NULL);
+    run->done = TRUE;
+    run_release_data(run);
+    stmt = store_stmt(run->store, STMT_FAIL_RUN, &error);
+    if (stmt != NULL) {
+        bind_text(stmt, 1, status, &rc);
+        bind_text(stmt, 2, message, &rc);
+        bind_text(stmt, 3, now, &rc);
+        bind_i64(stmt, 4, run->id, &rc);
+        if (store_step_done(run->store, stmt, rc, "marking the run failed", &error))
+            return;
+    }
+    /* The row stays `running`, which readers also treat as incomplete. */
+    g_info("%s", error->message);
+}
+
+void
+fsim_store_run_fail(FsimStoreRun *run, const char *message)
+{
+    store_run_end_without_data(run, "failed", message);
+}
+
+void
+fsim_store_run_error(FsimStoreRun *run, const char *message)
+{
+    /* A database created before the `error` status refuses it: `failed` says as much there. */
+    store_run_end_without_data(run, run->store->has_error_status ? "error" : "failed", message);
+}
+
+void
+fsim_store_run_set_metrics(FsimStoreRun *run, const FsimMetrics *metrics)
+{
+    run->metrics = *metrics;
+    run->has_metrics = TRUE;
+}
+
+void
+fsim_store_run_free(FsimStoreRun *run)
+{
+    if (run == NULL)
+        return;
+    if (!run->done)
+        fsim_store_run_fail(run, "the replay stopped before this run was written");
+    run_release_data(run);
+    run->store->attached--;
+    g_free(run);
+}
