@@ -238,6 +238,12 @@ const FsimInitialState *fsim_trace_initial_state(const FsimTrace *trace, uint32_
 /* Returns: (transfer none): the recorded outcomes of @device in trace order; *n of them. */
 const FsimOutcome *fsim_trace_outcomes(const FsimTrace *trace, uint32_t device, gsize *n);
 
+/* The capacity of the GPU @device was recorded on, as far as its recorded decisions tell: the
+ * reserved bytes (seeded segments plus recorded segment actions) at the first recorded OOM plus
+ * what the driver reported free there, else the peak of those reserved bytes; 0 when nothing is
+ * known.  @from_oom (may be NULL) says whether an OOM told it. */
+uint64_t fsim_trace_recorded_capacity(const FsimTrace *trace, uint32_t device, gboolean *from_oom);
+
 /* Returns: (transfer none) (nullable): the trace's allocator settings as a
  * PYTORCH_CUDA_ALLOC_CONF string. */
 const char *fsim_trace_alloc_conf(const FsimTrace *trace);

@@ -105,38 +105,6 @@ explain_run_free(ExplainRun *run)
     g_free(run);
 }
 
-/* The capacity of the recording GPU as far as the trace tells (validate.h: THE DEVICE). */
-static uint64_t
-recorded_capacity(const FsimTrace *trace, uint32_t device)
-{
-    const FsimInitialState *state = fsim_trace_initial_state(trace, device);
-    gsize n = 0;
-    const FsimOutcome *outcomes = fsim_trace_outcomes(trace, device, &n);
-    uint64_t reserved = 0;
-    uint64_t peak;
-
-    for (gsize i = 0; state != NULL && i < state->n_segments; i++)
-        reserved += state->segments[i].size;
-    peak = reserved;
-    for (gsize i = 0; i < n; i++) {
-        switch (outcomes[i].kind) {
-        case FSIM_OUTCOME_SEGMENT_ALLOC:
-        case FSIM_OUTCOME_SEGMENT_MAP:
-            reserved += outcomes[i].size;
-            break;
-        case FSIM_OUTCOME_SEGMENT_FREE:
-        case FSIM_OUTCOME_SEGMENT_UNMAP:
-            reserved -= MIN(reserved, outcomes[i].size);
-            break;
-        case FSIM_OUTCOME_OOM:
-        default:
-            return reserved + outcomes[i].device_free;
-        }
-        peak = MAX(peak, reserved);
-    }
-    return peak;
-}
-
 static gboolean
 setup_device(const FsimTrace *trace, const FsimExplainOptions *options, ExplainRun *setup,
              GError **error)
@@ -146,7 +114,7 @@ setup_device(const FsimTrace *trace, const FsimExplainOptions *options, ExplainR
 
     if (options->device != NULL)
         return fsim_device_spec_parse(options->device, &setup->device, error);
-    capacity = recorded_capacity(trace, setup->trace_device);
+    capacity = fsim_trace_recorded_capacity(trace, setup->trace_device, NULL);
     if (capacity == 0)
         return fsim_device_spec_parse(FSIM_DEVICE_DEFAULT, &setup->device, error);
     text = g_strdup_printf("%" G_GUINT64_FORMAT, MAX(capacity, 2 * FSIM_MiB));

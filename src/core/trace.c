@@ -280,6 +280,41 @@ fsim_trace_outcomes(const FsimTrace *trace, uint32_t device, gsize *n)
     return outcomes != NULL ? (const FsimOutcome *)(void *)outcomes->data : NULL;
 }
 
+uint64_t
+fsim_trace_recorded_capacity(const FsimTrace *trace, uint32_t device, gboolean *from_oom)
+{
+    const FsimInitialState *state = fsim_trace_initial_state(trace, device);
+    gsize n = 0;
+    const FsimOutcome *outcomes = fsim_trace_outcomes(trace, device, &n);
+    uint64_t reserved = 0;
+    uint64_t peak;
+
+    for (gsize i = 0; state != NULL && i < state->n_segments; i++)
+        reserved += state->segments[i].size;
+    peak = reserved;
+    if (from_oom != NULL)
+        *from_oom = FALSE;
+    for (gsize i = 0; i < n; i++) {
+        switch (outcomes[i].kind) {
+        case FSIM_OUTCOME_SEGMENT_ALLOC:
+        case FSIM_OUTCOME_SEGMENT_MAP:
+            reserved += outcomes[i].size;
+            break;
+        case FSIM_OUTCOME_SEGMENT_FREE:
+        case FSIM_OUTCOME_SEGMENT_UNMAP:
+            reserved -= MIN(reserved, outcomes[i].size);
+            break;
+        case FSIM_OUTCOME_OOM:
+        default:
+            if (from_oom != NULL)
+                *from_oom = TRUE;
+            return reserved + outcomes[i].device_free;
+        }
+        peak = MAX(peak, reserved);
+    }
+    return peak;
+}
+
 const char *
 fsim_trace_alloc_conf(const FsimTrace *trace)
 {

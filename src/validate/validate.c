@@ -284,39 +284,6 @@ validate_event(Validator *v, const FsimEvent *ev, const FsimOutcome *outcomes, g
 
 /* ---- the device the model runs on ------------------------------------------------------------ */
 
-/* The capacity: the recorded reserved bytes at the first OOM plus what PyTorch saw free there,
- * else the peak of the recorded reserved bytes (0 when nothing is known). */
-static uint64_t
-recorded_capacity(const FsimInitialState *state, const FsimOutcome *outcomes, gsize n,
-                  gboolean *from_oom)
-{
-    uint64_t reserved = 0;
-    uint64_t peak;
-
-    for (gsize i = 0; state != NULL && i < state->n_segments; i++)
-        reserved += state->segments[i].size;
-    peak = reserved;
-    *from_oom = FALSE;
-    for (gsize i = 0; i < n; i++) {
-        switch (outcomes[i].kind) {
-        case FSIM_OUTCOME_SEGMENT_ALLOC:
-        case FSIM_OUTCOME_SEGMENT_MAP:
-            reserved += outcomes[i].size;
-            break;
-        case FSIM_OUTCOME_SEGMENT_FREE:
-        case FSIM_OUTCOME_SEGMENT_UNMAP:
-            reserved -= MIN(reserved, outcomes[i].size);
-            break;
-        case FSIM_OUTCOME_OOM:
-        default:
-            *from_oom = TRUE;
-            return reserved + outcomes[i].device_free;
-        }
-        peak = MAX(peak, reserved);
-    }
-    return peak;
-}
-
 static gboolean
 validate_spec(uint64_t capacity, FsimDeviceSpec *spec, GError **error)
 {
@@ -381,7 +348,7 @@ validate_device(FsimTrace *trace, uint32_t device, const char *platform, FsimVal
     run.policy = out->policy;
     run.config = config;
     run.initial_state = state;
-    out->capacity_bytes = recorded_capacity(state, outcomes, n_outcomes, &out->capacity_from_oom);
+    out->capacity_bytes = fsim_trace_recorded_capacity(trace, device, &out->capacity_from_oom);
     if (!validate_spec(out->capacity_bytes, &run.device, error))
         return FALSE;
     out->capacity_bytes = run.device.capacity_bytes;
