@@ -316,8 +316,13 @@ fit_print_json(Target target, const Result *results, guint n)
 static void
 fit_print_table(Target target, const Result *results, guint n)
 {
-    static const char *const headers[] = {
-        "run", "answer", "peak reserved", "peak requested", "utilization", "excess", "runs"};
+    /* The second column says what the answer is: the capacity the run needs, or the largest
+     * batch or sequence that fits. */
+    static const char *const answer_headers[] = {
+        [TARGET_DEVICE] = "needs", [TARGET_BATCH] = "largest batch", [TARGET_SEQ] = "longest seq"};
+    const char *headers[] = {
+        "run", answer_headers[target], "peak reserved", "peak requested", "utilization", "excess",
+        "runs"};
     g_autoptr(FsimTable) table = fsim_table_new(G_N_ELEMENTS(headers), headers);
     for (guint i = 0; i < n; i++) {
         const Result *r = &results[i];
