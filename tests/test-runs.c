@@ -99,21 +99,48 @@ test_config_canonical(void)
                     "per_process_memory_fraction:0.6");
 }
 
-/* A policy that cannot be set up on the device is an error row; the others complete; exit 6. */
+/* A policy that cannot be set up on the device is an error row, in the database too; the others
+ * complete; exit 6. */
 static void
 test_error_row(void)
 {
     g_autofree char *trace = NULL;
+    g_autofree char *dir = NULL;
+    g_autofree char *db = NULL;
     g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(FsimStore) store = NULL;
+    g_autoptr(GPtrArray) stored = NULL;
+    g_autoptr(GError) error = NULL;
+    const FsimStoredRun *row;
     JsonArray *runs;
     JsonObject *bestfit, *direct;
 
     if (!fsim_test_have_binary())
         return;
     trace = source_path("traces/fragmenting.trace");
-    g_auto(FsimTestRun) r =
-        fsim_test_run("replay", trace, "-p", "bestfit,direct", "-d", "1000TB", "--json", NULL);
+    dir = fsim_test_tmp_dir();
+    db = g_build_filename(dir, "results.db", NULL);
+    g_auto(FsimTestRun) r = fsim_test_run("replay", trace, "-p", "bestfit,direct", "-d", "1000TB",
+                                          "--json", "--db", db, NULL);
     g_assert_cmpint(r.status, ==, 6);
+    store = fsim_store_open(db, FSIM_STORE_READ, NULL, &error);
+    g_assert_no_error(error);
+    stored = fsim_store_runs(store, NULL, 0, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(stored->len, ==, 2);
+    row = g_ptr_array_index(stored, 0); /* direct: attached first, bestfit written after */
+    g_assert_cmpstr(row->policy, ==, "direct");
+    g_assert_cmpint(row->status, ==, FSIM_STORE_COMPLETE);
+    row = g_ptr_array_index(stored, 1);
+    g_assert_cmpstr(row->policy, ==, "bestfit");
+    g_assert_cmpint(row->status, ==, FSIM_STORE_ERRORED);
+    g_assert_cmpuint(row->capacity_bytes, ==, 1000000000000000);
+    g_assert_nonnull(strstr(row->message, "address space"));
+    g_assert_false(g_str_has_prefix(row->message, "bestfit:"));
+    g_assert_false(fsim_stored_run_has_data(row));
+    g_clear_pointer(&stored, g_ptr_array_unref);
+    g_clear_pointer(&store, fsim_store_close);
+    fsim_test_remove_tree(dir);
     runs = replay_runs(parser, &r);
     g_assert_cmpuint(json_array_get_length(runs), ==, 2);
     bestfit = json_array_get_object_element(runs, 0);
@@ -129,6 +156,61 @@ test_error_row(void)
         fsim_test_run("replay", trace, "-p", "bestfit,direct", "-d", "1000TB", "--no-needed", NULL);
     g_assert_cmpint(t.status, ==, 6);
     g_assert_nonnull(strstr(t.out, "error: bestfit: "));
+    g_assert_null(strstr(t.out, "bestfit: bestfit:"));
+}
+
+/* The recorded row of a snapshot is a run in the database, with the figures the table shows. */
+static void
+test_recorded_stored(void)
+{
+    g_autofree char *trace =
+        fsim_test_shared_trace("MercuryB1__SQAttn__cuda_memory_snapshot.pickle");
+    g_autofree char *dir = NULL;
+    g_autofree char *db = NULL;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(FsimStore) store = NULL;
+    g_autoptr(GPtrArray) stored = NULL;
+    g_autoptr(GError) error = NULL;
+    JsonArray *runs;
+    gboolean found = FALSE;
+
+    if (trace == NULL || !fsim_test_have_binary())
+        return;
+    dir = fsim_test_tmp_dir();
+    db = g_build_filename(dir, "results.db", NULL);
+    g_auto(FsimTestRun) r =
+        fsim_test_run("replay", trace, "-p", "caching", "--no-needed", "--json", "--db", db, NULL);
+    g_assert_cmpint(r.status, ==, 0);
+    runs = replay_runs(parser, &r);
+    store = fsim_store_open(db, FSIM_STORE_READ, NULL, &error);
+    g_assert_no_error(error);
+    stored = fsim_store_runs(store, NULL, 0, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(stored->len, ==, json_array_get_length(runs));
+    for (guint i = 0; i < json_array_get_length(runs); i++) {
+        JsonObject *run = json_array_get_object_element(runs, i);
+        int64_t id = json_object_get_int_member(run, "run_id");
+
+        if (g_strcmp0(json_object_get_string_member(run, "policy"), "recorded") != 0)
+            continue;
+        for (guint k = 0; k < stored->len; k++) {
+            const FsimStoredRun *row = g_ptr_array_index(stored, k);
+
+            if (row->id != id)
+                continue;
+            found = TRUE;
+            g_assert_cmpstr(row->policy, ==, "recorded");
+            g_assert_cmpint(row->status, ==, FSIM_STORE_COMPLETE);
+            g_assert_true(row->has_metrics);
+            g_assert_cmpint((gint64)row->metrics.peak_reserved_bytes, ==,
+                            json_object_get_int_member(run, "peak_reserved_bytes"));
+            g_assert_cmpint((gint64)row->metrics.peak_reserved_bytes, ==, 5802819584);
+        }
+    }
+    g_assert_true(found);
+    g_clear_pointer(&stored, g_ptr_array_unref);
+    g_clear_pointer(&store, fsim_store_close);
+    fsim_test_remove_tree(dir);
 }
 
 /* Runs that ran out of memory served fewer requests: the lower bound is still the trace's. */
@@ -308,6 +390,7 @@ main(int argc, char **argv)
     g_test_add_func("/runs/configs", test_configs);
     g_test_add_func("/runs/config-canonical", test_config_canonical);
     g_test_add_func("/runs/error-row", test_error_row);
+    g_test_add_func("/runs/recorded-stored", test_recorded_stored);
     g_test_add_func("/runs/lower-bound-same", test_lower_bound_same);
     g_test_add_func("/runs/validate-nothing", test_validate_nothing);
     g_test_add_func("/runs/metrics-doc", test_metrics_doc);

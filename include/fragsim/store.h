@@ -255,6 +255,27 @@ void fsim_store_run_set_metrics(FsimStoreRun *run, const FsimMetrics *metrics);
 void fsim_store_run_free(FsimStoreRun *run);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimStoreRun, fsim_store_run_free)
 
+/**
+ * fsim_store_add_run:
+ * @store: a store opened with %FSIM_STORE_WRITE.
+ * @device: the device the run is for.
+ * @info: the run's description (its limits are ignored: such a run has no samples).
+ * @status: %FSIM_STORE_COMPLETE or %FSIM_STORE_OOM with @metrics (a `recorded` row), or
+ *     %FSIM_STORE_ERRORED with @message (a run that could not be carried out).
+ * @metrics: (nullable): its metrics; required unless @status is %FSIM_STORE_ERRORED.
+ * @message: (nullable): why the run ended in error.
+ * @id: (out) (optional): the new run's id.
+ * @error: a store error.
+ *
+ * Writes a run that has no replay to observe, whole, in one transaction.
+ *
+ * Returns: %FALSE with @error set on failure (nothing is written then).
+ */
+gboolean fsim_store_add_run(FsimStore *store, const FsimDeviceSpec *device,
+                            const FsimStoreRunInfo *info, FsimStoreStatus status,
+                            const FsimMetrics *metrics, const char *message, int64_t *id,
+                            GError **error);
+
 /* ---- reading ------------------------------------------------------------------------------ */
 
 /**

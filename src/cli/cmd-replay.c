@@ -42,9 +42,15 @@ run_free(gpointer data)
 static void
 run_set_error(ReplayRun *run, const GError *error)
 {
+    const char *message = error->message;
+    gsize n = strlen(run->policy);
+
+    /* the row and the note name the run already: drop the policy's own "bestfit: " */
+    if (strncmp(message, run->policy, n) == 0 && strncmp(message + n, ": ", 2) == 0)
+        message += n + 2;
     run->status = REPLAY_ERROR;
     g_free(run->error);
-    run->error = g_strdup(error->message);
+    run->error = g_strdup(message);
 }
 
 /* The platform of the PyTorch models in every configuration: --platform, else `npu` for a
@@ -259,7 +265,7 @@ replay_recorded(FsimTrace *trace, uint32_t device, GPtrArray *runs, GError **err
 static int64_t
 replay_run_id(gpointer data, const ReplayRun *run)
 {
-    return run->engine != NULL ? fsim_replay_outputs_run_id(data, run->engine) : -1;
+    return fsim_replay_outputs_row(data, run);
 }
 
 /* The runs of one trace device: every policy under every configuration that applies to it. */
@@ -467,6 +473,8 @@ fsim_cmd_replay(int argc, char **argv)
         if (run->engine != NULL)
             fsim_replay_outputs_result(outputs, run->engine, &run->metrics,
                                        run->status == REPLAY_ERROR ? run->error : NULL);
+        else if (!fsim_replay_outputs_add(outputs, run, &error))
+            return fsim_cli_fail("replay", error);
     }
     if (json)
         replay_print_json(fsim_trace_path(trace), runs, replay_run_id, outputs);

@@ -18,7 +18,9 @@
 #include "fragsim/store.h"
 
 typedef struct {
-    FsimEngine *engine; /* borrowed */
+    FsimEngine *engine;   /* borrowed; NULL for a run written whole (recorded, or in error) */
+    const ReplayRun *key; /* that run */
+    int64_t id;           /* its row, when written whole */
     FsimStoreRun *run;
     gboolean has_result;
     FsimMetrics metrics;
@@ -206,6 +208,45 @@ fsim_replay_outputs_attach(FsimReplayOutputs *outputs, FsimEngine *engine, uint3
     return TRUE;
 }
 
+gboolean
+fsim_replay_outputs_add(FsimReplayOutputs *outputs, const ReplayRun *run, GError **error)
+{
+    OutputRun out = {.key = run};
+    FsimStoreRunInfo info = {
+        .trace = fsim_trace_path(outputs->trace),
+        .trace_format = fsim_trace_format_name(outputs->trace),
+        .trace_device = run->trace_device,
+        .policy = run->policy,
+        .knobs = "",
+        .config = run->config,
+        .label = run->label,
+        .seed = -1,
+    };
+    gboolean errored = run->status == REPLAY_ERROR;
+
+    g_return_val_if_fail(run->engine == NULL, FALSE);
+    if (outputs->store == NULL)
+        return TRUE;
+    if (!fsim_store_add_run(
+            outputs->store, &run->device, &info, errored ? FSIM_STORE_ERRORED : FSIM_STORE_COMPLETE,
+            errored ? NULL : &run->metrics, errored ? run->error : NULL, &out.id, error))
+        return FALSE;
+    g_array_append_val(outputs->runs, out);
+    return TRUE;
+}
+
+int64_t
+fsim_replay_outputs_row(const FsimReplayOutputs *outputs, const ReplayRun *run)
+{
+    for (guint i = 0; i < outputs->runs->len; i++) {
+        const OutputRun *out = &g_array_index(outputs->runs, OutputRun, i);
+
+        if (out->key == run && out->key != NULL)
+            return out->id;
+    }
+    return run->engine != NULL ? fsim_replay_outputs_run_id(outputs, run->engine) : -1;
+}
+
 int64_t
 fsim_replay_outputs_run_id(const FsimReplayOutputs *outputs, const FsimEngine *engine)
 {
@@ -241,12 +282,19 @@ fsim_replay_outputs_finish(FsimReplayOutputs *outputs, gboolean json, GError **e
 
     for (guint i = 0; i < outputs->runs->len; i++) {
         OutputRun *run = &g_array_index(outputs->runs, OutputRun, i);
-        const FsimRunConfig *config = fsim_engine_config(run->engine);
-        /* A run stopped by --fail-on-oom never reached its end. */
-        gboolean stopped = config->fail_on_oom && fsim_engine_metrics(run->engine)->ooms > 0;
+        gboolean stopped;
 
+        if (run->engine == NULL && run->id > 0) {
+            /* written whole when it was added */
+            first = first == 0 ? run->id : MIN(first, run->id);
+            last = MAX(last, run->id);
+            continue;
+        }
         if (run->run == NULL)
             continue;
+        /* A run stopped by --fail-on-oom never reached its end. */
+        stopped = fsim_engine_config(run->engine)->fail_on_oom &&
+                  fsim_engine_metrics(run->engine)->ooms > 0;
         if (run->error != NULL) {
             fsim_store_run_error(run->run, run->error);
         } else {
@@ -256,9 +304,8 @@ fsim_replay_outputs_finish(FsimReplayOutputs *outputs, gboolean json, GError **e
                                        error))
                 return FALSE;
         }
-        if (first == 0)
-            first = fsim_store_run_id(run->run);
-        last = fsim_store_run_id(run->run);
+        first = first == 0 ? fsim_store_run_id(run->run) : MIN(first, fsim_store_run_id(run->run));
+        last = MAX(last, fsim_store_run_id(run->run));
     }
     if (outputs->exporter != NULL) {
         if (!fsim_memviz_export_finish(outputs->exporter, error))

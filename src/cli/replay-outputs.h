@@ -21,6 +21,8 @@
 
 #include "fragsim/fragsim.h"
 
+#include "replay-runs.h"
+
 G_BEGIN_DECLS
 
 typedef struct FsimReplayOutputs FsimReplayOutputs;
@@ -60,6 +62,13 @@ void fsim_replay_outputs_result(FsimReplayOutputs *outputs, const FsimEngine *en
 
 /* The database id of @engine's run, or -1 without --db. */
 int64_t fsim_replay_outputs_run_id(const FsimReplayOutputs *outputs, const FsimEngine *engine);
+
+/* Write a run that has no engine (the `recorded` row, or a run whose engine could not be
+ * created) whole, now, after its metrics are final; a no-op without --db. */
+gboolean fsim_replay_outputs_add(FsimReplayOutputs *outputs, const ReplayRun *run, GError **error);
+
+/* The database row of any run of the replay (attached or added), or -1. */
+int64_t fsim_replay_outputs_row(const FsimReplayOutputs *outputs, const ReplayRun *run);
 
 /* After the replay: write every attached run and say where (stdout, or stderr under --json). */
 gboolean fsim_replay_outputs_finish(FsimReplayOutputs *outputs, gboolean json, GError **error);

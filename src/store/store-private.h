@@ -107,5 +107,10 @@ char *store_now(void);
 FsimStoreStatus store_status_from_name(const char *name);
 guint store_action_from_name(const char *name);
 void store_mark_clear(gpointer data);
+gboolean store_insert_run_row(FsimStore *store, const FsimDeviceSpec *device,
+                              const FsimStoreRunInfo *info, guint max_samples, int64_t *id,
+                              GError **error);
+gboolean store_write_metrics(FsimStore *store, int64_t id, const FsimMetrics *metrics,
+                             GError **error);
 
 #endif /* FSIM_STORE_PRIVATE_H */

@@ -341,23 +341,53 @@ static const FsimObserver store_observer = {
     .seed_segment = observe_seed_segment,
 };
 
+/* Inserts the `runs` row of a new run (status `running`) for @device and @info; its id in @id. */
+gboolean
+store_insert_run_row(FsimStore *store, const FsimDeviceSpec *device, const FsimStoreRunInfo *info,
+                     guint max_samples, int64_t *id, GError **error)
+{
+    g_autofree char *now = store_now();
+    sqlite3_stmt *stmt;
+    int rc = SQLITE_OK;
+
+    if (!store->writable) {
+        g_set_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_READ_ONLY,
+                    "%s: opened for reading only", store->path);
+        return FALSE;
+    }
+    stmt = store_stmt(store, STMT_INSERT_RUN, error);
+    if (stmt == NULL)
+        return FALSE;
+    bind_text(stmt, 1, info->trace, &rc);
+    bind_text(stmt, 2, info->trace_format != NULL ? info->trace_format : "unknown", &rc);
+    bind_i64(stmt, 3, info->trace_device, &rc);
+    bind_text(stmt, 4, info->policy, &rc);
+    bind_text(stmt, 5, device->name, &rc);
+    bind_text(stmt, 6, device->description, &rc);
+    bind_u64(stmt, 7, device->capacity_bytes, &rc);
+    bind_u64(stmt, 8, device->total_bytes, &rc);
+    bind_u64(stmt, 9, device->granularity, &rc);
+    bind_text(stmt, 10, info->knobs != NULL ? info->knobs : "", &rc);
+    bind_opt_i64(stmt, 11, info->seed, &rc);
+    bind_text(stmt, 12, now, &rc);
+    bind_text(stmt, 13, FSIM_VERSION, &rc);
+    bind_i64(stmt, 14, max_samples, &rc);
+    bind_text(stmt, 15, info->config != NULL ? info->config : "", &rc);
+    bind_text(stmt, 16, info->label != NULL ? info->label : info->policy, &rc);
+    if (!store_step_done(store, stmt, rc, "recording a new run", error))
+        return FALSE;
+    *id = sqlite3_last_insert_rowid(store->db);
+    return TRUE;
+}
+
 FsimStoreRun *
 fsim_store_attach(FsimStore *store, FsimEngine *engine, const FsimStoreRunInfo *info,
                   GError **error)
 {
-    const FsimRunConfig *config;
     FsimStoreRun *run;
-    sqlite3_stmt *stmt;
-    g_autofree char *now = store_now();
-    int rc = SQLITE_OK;
 
     g_return_val_if_fail(store != NULL && engine != NULL && info != NULL, NULL);
     g_return_val_if_fail(info->trace != NULL && info->policy != NULL, NULL);
-    if (!store->writable) {
-        g_set_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_READ_ONLY,
-                    "%s: opened for reading only", store->path);
-        return NULL;
-    }
     run = g_new0(FsimStoreRun, 1);
     if (info->limits != NULL)
         run->limits = *info->limits;
@@ -374,33 +404,11 @@ fsim_store_attach(FsimStore *store, FsimEngine *engine, const FsimStoreRunInfo *
     if (run->limits.max_marks == 0)
         run->limits.max_marks = STORE_DEFAULT_MARKS;
 
-    config = fsim_engine_config(engine);
-    stmt = store_stmt(store, STMT_INSERT_RUN, error);
-    if (stmt == NULL) {
+    if (!store_insert_run_row(store, &fsim_engine_config(engine)->device, info,
+                              run->limits.max_samples, &run->id, error)) {
         g_free(run);
         return NULL;
     }
-    bind_text(stmt, 1, info->trace, &rc);
-    bind_text(stmt, 2, info->trace_format != NULL ? info->trace_format : "unknown", &rc);
-    bind_i64(stmt, 3, info->trace_device, &rc);
-    bind_text(stmt, 4, info->policy, &rc);
-    bind_text(stmt, 5, config->device.name, &rc);
-    bind_text(stmt, 6, config->device.description, &rc);
-    bind_u64(stmt, 7, config->device.capacity_bytes, &rc);
-    bind_u64(stmt, 8, config->device.total_bytes, &rc);
-    bind_u64(stmt, 9, config->device.granularity, &rc);
-    bind_text(stmt, 10, info->knobs != NULL ? info->knobs : "", &rc);
-    bind_opt_i64(stmt, 11, info->seed, &rc);
-    bind_text(stmt, 12, now, &rc);
-    bind_text(stmt, 13, FSIM_VERSION, &rc);
-    bind_i64(stmt, 14, run->limits.max_samples, &rc);
-    bind_text(stmt, 15, info->config != NULL ? info->config : "", &rc);
-    bind_text(stmt, 16, info->label != NULL ? info->label : info->policy, &rc);
-    if (!store_step_done(store, stmt, rc, "recording a new run", error)) {
-        g_free(run);
-        return NULL;
-    }
-    run->id = sqlite3_last_insert_rowid(store->db);
     run->store = store;
     run->engine = engine;
     run->width = 1;
@@ -423,18 +431,17 @@ fsim_store_run_id(const FsimStoreRun *run)
 
 /* ---- one run: writing ---------------------------------------------------------------------- */
 
-static gboolean
-write_metrics(FsimStoreRun *run, GError **error)
+/* Inserts the `run_metrics` row of run @id. */
+gboolean
+store_write_metrics(FsimStore *store, int64_t id, const FsimMetrics *m, GError **error)
 {
-    FsimStore *store = run->store;
-    const FsimMetrics *m = run->has_metrics ? &run->metrics : fsim_engine_metrics(run->engine);
     sqlite3_stmt *stmt = store_stmt(store, STMT_INSERT_METRICS, error);
     int rc = SQLITE_OK;
     int i = 1;
 
     if (stmt == NULL)
         return FALSE;
-    bind_i64(stmt, i++, run->id, &rc);
+    bind_i64(stmt, i++, id, &rc);
 #define STORE_BIND_U(field)                bind_u64(stmt, i++, m->field, &rc)
 #define STORE_BIND_F(field)                bind_double(stmt, i++, m->field, &rc)
 #define STORE_BIND_I(field)                bind_opt_i64(stmt, i++, m->field, &rc)
@@ -445,6 +452,14 @@ write_metrics(FsimStoreRun *run, GError **error)
 #undef STORE_BIND_F
 #undef STORE_BIND_I
     return store_step_done(store, stmt, rc, "writing the run's metrics", error);
+}
+
+static gboolean
+write_metrics(FsimStoreRun *run, GError **error)
+{
+    return store_write_metrics(run->store, run->id,
+                               run->has_metrics ? &run->metrics : fsim_engine_metrics(run->engine),
+                               error);
 }
 
 static gboolean
