@@ -118,8 +118,8 @@ test_replay_text(void)
     g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
     g_assert_cmpstr(cli.err, ==, "");
     g_assert_nonnull(strstr(cli.out, "on Fake GPU 64GB"));
-    g_assert_nonnull(strstr(cli.out, "policy direct, trace device 0"));
-    g_assert_nonnull(strstr(cli.out, "policy paged, trace device 0"));
+    g_assert_nonnull(strstr(cli.out, "run direct, trace device 0"));
+    g_assert_nonnull(strstr(cli.out, "run paged, trace device 0"));
     g_assert_nonnull(strstr(cli.out, "mem_alloc"));
     g_assert_nonnull(strstr(cli.out, "unmap"));
     g_assert_nonnull(strstr(cli.out, "differences: peak reserved GPU - model 0 B"));
@@ -164,6 +164,33 @@ test_replay_json(void)
     g_assert_cmpint(json_object_get_int_member(json_object_get_object_member(run, "model"),
                                                "peak_reserved_bytes"),
                     ==, 44040192);
+}
+
+/* -c as in replay: each (policy, configuration) is a run with its config and label. */
+static void
+test_replay_configs(void)
+{
+    g_autofree char *trace = fsim_test_trace_path("golden-fragment.trace");
+    g_auto(FsimTestRun) cli = {0};
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonArray *runs;
+
+    cli = fsim_test_run_main("cuda", "replay", trace, "-p", "caching,paged", "-c", "", "-c",
+                             "expandable_segments:True", "--json", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_OK);
+    runs = json_object_get_array_member(fsim_test_parse_object(parser, cli.out), "runs");
+    g_assert_cmpuint(json_array_get_length(runs), ==, 3); /* paged takes no alloc conf */
+    g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(runs, 0), "label"),
+                    ==, "caching");
+    g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(runs, 1), "label"),
+                    ==, "caching expandable_segments:True");
+    g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(runs, 1), "config"),
+                    ==, "expandable_segments:True");
+    g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(runs, 2), "label"),
+                    ==, "paged");
+    fsim_test_run_clear(&cli);
+    cli = fsim_test_run_main("cuda", "replay", trace, "-c", "bogus:1", NULL);
+    g_assert_cmpint(cli.status, ==, FSIM_EXIT_USAGE);
 }
 
 static void
@@ -318,6 +345,7 @@ main(int argc, char **argv)
     g_test_add_func("/cuda-cli/info", test_info);
     g_test_add_func("/cuda-cli/replay/text", test_replay_text);
     g_test_add_func("/cuda-cli/replay/json", test_replay_json);
+    g_test_add_func("/cuda-cli/replay/configs", test_replay_configs);
     g_test_add_func("/cuda-cli/replay/db", test_replay_db);
     g_test_add_func("/cuda-cli/replay/errors", test_replay_errors);
     g_test_add_func("/cuda-cli/native", test_native);

@@ -159,6 +159,27 @@ test_error_row(void)
     g_assert_null(strstr(t.out, "bestfit: bestfit:"));
 }
 
+/* validate -c replaces the recorded settings: the recorded ones given explicitly stay exact,
+ * others diverge (exit 4), a bad string is a usage error. */
+static void
+test_validate_conf(void)
+{
+    g_autofree char *trace =
+        fsim_test_shared_trace("MercuryB1__SQAttn__cuda_memory_snapshot.pickle");
+
+    if (trace == NULL || !fsim_test_have_binary())
+        return;
+    g_auto(FsimTestRun) same = fsim_test_run("validate", trace, "-c", "", NULL);
+    g_assert_cmpint(same.status, ==, 0);
+    g_assert_nonnull(strstr(same.out, "given with -c"));
+    g_auto(FsimTestRun) other =
+        fsim_test_run("validate", trace, "-c", "max_split_size_mb:64", NULL);
+    g_assert_cmpint(other.status, ==, 4);
+    g_auto(FsimTestRun) bad = fsim_test_run("validate", trace, "-c", "bogus:1", NULL);
+    g_assert_cmpint(bad.status, ==, 2);
+    g_assert_nonnull(strstr(bad.err, "bogus"));
+}
+
 /* The recorded row of a snapshot is a run in the database, with the figures the table shows. */
 static void
 test_recorded_stored(void)
@@ -391,6 +412,7 @@ main(int argc, char **argv)
     g_test_add_func("/runs/config-canonical", test_config_canonical);
     g_test_add_func("/runs/error-row", test_error_row);
     g_test_add_func("/runs/recorded-stored", test_recorded_stored);
+    g_test_add_func("/runs/validate-conf", test_validate_conf);
     g_test_add_func("/runs/lower-bound-same", test_lower_bound_same);
     g_test_add_func("/runs/validate-nothing", test_validate_nothing);
     g_test_add_func("/runs/metrics-doc", test_metrics_doc);

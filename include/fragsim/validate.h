@@ -121,6 +121,7 @@ typedef struct {
  * @platform: `cuda` (PyTorch's allocator) or `npu` (torch_npu's), the model's variant.
  * @platform_detected: @platform was told from the trace (fsim_trace_detect_platform()), not
  *     given.
+ * @alloc_conf_given: the model ran with settings the user gave instead of the recorded ones.
  */
 typedef struct {
     char *path;
@@ -128,6 +129,7 @@ typedef struct {
     GArray *devices;
     const char *platform;
     gboolean platform_detected;
+    gboolean alloc_conf_given;
 } FsimValidateReport;
 
 void fsim_validate_report_free(FsimValidateReport *report);
@@ -147,6 +149,11 @@ FsimValidateReport *fsim_validate_trace(FsimTrace *trace, GError **error);
 
 /* The same with the platform given (`cuda` or `npu`), or told from the trace when NULL. */
 FsimValidateReport *fsim_validate_trace_on(FsimTrace *trace, const char *platform, GError **error);
+
+/* The same with the allocator settings given as a PYTORCH_CUDA_ALLOC_CONF string instead of
+ * the recorded ones (%NULL: the recorded ones), for a snapshot that did not record them. */
+FsimValidateReport *fsim_validate_trace_with(FsimTrace *trace, const char *platform,
+                                             const char *alloc_conf, GError **error);
 
 /**
  * fsim_trace_detect_platform:

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "cmd-cuda.h"
+#include "configs.h"
 #include "replay-outputs.h"
 
 /* The devices of the trace to replay: all, or --trace-device. */
@@ -32,6 +33,8 @@ fsim_cmd_cuda_trace_devices(FsimTrace *trace, gint trace_device, GError **error)
 typedef struct {
     FsimReplayOutputs *outputs;
     uint32_t trace_device;
+    const char *config; /* the run's canonical alloc conf */
+    const char *label;  /* policy and config */
 } Attach;
 
 static gboolean
@@ -40,8 +43,8 @@ replay_attach(gpointer data, FsimEngine *engine, gboolean on_gpu, GError **error
     Attach *attach = data;
 
     (void)on_gpu;
-    return fsim_replay_outputs_attach(attach->outputs, engine, attach->trace_device, "",
-                                      fsim_engine_policy(engine)->ops->name, error);
+    return fsim_replay_outputs_attach(attach->outputs, engine, attach->trace_device, attach->config,
+                                      attach->label, error);
 }
 
 static void
@@ -60,13 +63,18 @@ metrics_calls(const FsimMetrics *m)
 }
 
 static void
-replay_json_run(JsonBuilder *builder, const FsimCudaReplayResult *r)
+replay_json_run(JsonBuilder *builder, const FsimCudaReplayResult *r, const char *config)
 {
     const FsimCudaMeasurements *measured = &r->measured;
+    g_autofree char *label = fsim_run_label(r->policy, config);
 
     json_builder_begin_object(builder);
     json_builder_set_member_name(builder, "policy");
     json_builder_add_string_value(builder, r->policy);
+    json_builder_set_member_name(builder, "config");
+    json_builder_add_string_value(builder, config);
+    json_builder_set_member_name(builder, "label");
+    json_builder_add_string_value(builder, label);
     json_builder_set_member_name(builder, "device");
     json_builder_add_string_value(builder, r->gpu_spec.name);
     fsim_cmd_cuda_json_add_u64(builder, "capacity_bytes", r->gpu_spec.capacity_bytes);
@@ -108,7 +116,7 @@ replay_json_run(JsonBuilder *builder, const FsimCudaReplayResult *r)
 /* Longer than ~80 lines because it prints one table row by row: split, the layout of the table
  * would be scattered over several functions. */
 static void
-replay_print_result(const FsimCudaReplayResult *r)
+replay_print_result(const FsimCudaReplayResult *r, const char *label)
 {
     static const char *const headers[] = {
         "run",           "peak reserved", "GPU used", "driver calls",
@@ -125,7 +133,7 @@ replay_print_result(const FsimCudaReplayResult *r)
     g_autofree char *gpu_modelled = fsim_cmd_cuda_format_ns((double)r->gpu.modelled_alloc_time_ns);
     g_autofree char *gpu_measured = fsim_cmd_cuda_format_ns((double)measured->measured_time_ns);
 
-    g_print("policy %s, trace device %u\n", r->policy, r->trace_device);
+    g_print("run %s, trace device %u\n", label, r->trace_device);
     if (r->has_model) {
         g_autofree char *reserved = fsim_format_size(r->model.peak_reserved_bytes);
         g_autofree char *modelled =
@@ -204,6 +212,50 @@ replay_print_result(const FsimCudaReplayResult *r)
     g_print("\n");
 }
 
+/* What every run of the command shares. */
+typedef struct {
+    const FsimDeviceSpec *model;
+    gboolean fail_on_oom;
+    gboolean paranoid;
+    gboolean with_model;
+    gboolean touch;
+} CudaRunCommon;
+
+/* One (policy, configuration) on the GPU (and in the model): a new result in @results. */
+static gboolean
+cuda_replay_one(FsimCudaDriver *driver, FsimTrace *trace, const char *policy, GKeyFile *knobs,
+                Attach *attach, GPtrArray *results, const CudaRunCommon *common, GError **error)
+{
+    FsimCudaReplayResult *result = g_new0(FsimCudaReplayResult, 1);
+    FsimCudaReplayOptions options;
+
+    fsim_cuda_replay_options_init(&options);
+    options.policy = policy;
+    options.config = knobs;
+    options.model = common->model;
+    options.fail_on_oom = common->fail_on_oom;
+    options.paranoid = common->paranoid;
+    options.with_model = common->with_model;
+    options.device.touch = common->touch;
+    options.attach = replay_attach;
+    options.attach_data = attach;
+    g_ptr_array_add(results, result);
+    return fsim_cuda_replay(driver, trace, attach->trace_device, &options, result, error);
+}
+
+/* Say what a run found (its OOM on stderr, its tables unless --json); whether it ran out. */
+static gboolean
+cuda_replay_report(FsimTrace *trace, const FsimCudaReplayResult *result, const char *label,
+                   gboolean json)
+{
+    if (result->oom_message != NULL)
+        g_printerr("fragsim cuda replay: %s: %s: %s\n", fsim_trace_path(trace), label,
+                   result->oom_message);
+    if (!json)
+        replay_print_result(result, label);
+    return result->oom_message != NULL;
+}
+
 /* Longer than ~80 lines for its option table (declarative GOptionEntry rows) and the order in
  * which its outputs, results and driver must be freed; the steps after parsing run in sequence. */
 int
@@ -212,6 +264,7 @@ fsim_cmd_cuda_replay(int argc, char **argv)
     g_autofree char *policy_list = NULL;
     g_autofree char *device_name = NULL;
     g_auto(GStrv) sets = NULL;
+    g_auto(GStrv) alloc_confs = NULL;
     gint trace_device = -1;
     gint gpu = 0;
     gboolean no_model = FALSE;
@@ -226,6 +279,9 @@ fsim_cmd_cuda_replay(int argc, char **argv)
          "Cost model and capacity cap: a preset, a size or a profile from 'fragsim cuda "
          "calibrate' (default: the GPU's free memory, the default costs)",
          "DEVICE"},
+        {"alloc-conf", 'c', 0, G_OPTION_ARG_STRING_ARRAY, &alloc_confs,
+         "A PYTORCH_CUDA_ALLOC_CONF for caching and expandable (repeatable: each is a run)",
+         "STRING"},
         {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Set a policy knob (repeatable)",
          "POLICY.KEY=VALUE"},
         {"trace-device", 0, 0, G_OPTION_ARG_INT, &trace_device,
@@ -249,12 +305,15 @@ fsim_cmd_cuda_replay(int argc, char **argv)
     g_autoptr(FsimCudaDriver) driver = NULL;
     g_autoptr(GPtrArray) results = g_ptr_array_new_with_free_func(replay_result_free);
     g_autoptr(FsimReplayOutputs) outputs = fsim_replay_outputs_new();
-    g_autoptr(GKeyFile) config = g_key_file_new();
+    g_autoptr(GPtrArray) configs = NULL;
+    g_autoptr(GPtrArray) run_configs = g_ptr_array_new_with_free_func(g_free); /* per result */
     g_autoptr(GPtrArray) policies = NULL;
     g_autoptr(FsimTrace) trace = NULL;
     g_autoptr(GArray) devices = NULL;
     FsimDeviceSpec model;
-    Attach attach = {outputs, 0};
+    Attach attach = {outputs, 0, NULL, NULL};
+    CudaRunCommon common;
+    guint n_runs = 0;
     GError *error = NULL;
     int status = FSIM_EXIT_OK;
     gboolean any_oom = FALSE;
@@ -272,12 +331,16 @@ fsim_cmd_cuda_replay(int argc, char **argv)
                                                             : "expected exactly one TRACE");
     if (device_name != NULL && !fsim_device_spec_parse(device_name, &model, &error))
         return fsim_cli_fail("cuda replay", error);
-    if (!fsim_cli_apply_sets(config, (const char *const *)sets, "paged.page_size=20MiB", "device",
-                             &error))
+    configs = fsim_cli_configs((const char *const *)alloc_confs, (const char *const *)sets,
+                               "paged.page_size=20MiB", "device", &error);
+    if (configs == NULL)
         return fsim_cli_fail("cuda replay", error);
     policies = fsim_cli_policies(policy_list, &error);
     if (policies == NULL)
         return fsim_cli_fail("cuda replay", error);
+    for (guint p = 0; p < policies->len; p++)
+        n_runs +=
+            fsim_cli_policy_takes_alloc_conf(g_ptr_array_index(policies, p)) ? configs->len : 1;
     trace = fsim_trace_open(argv[1], &error);
     if (trace == NULL)
         return fsim_cli_fail("cuda replay", error);
@@ -287,8 +350,15 @@ fsim_cmd_cuda_replay(int argc, char **argv)
     driver = fsim_cmd_cuda_open("cuda replay", gpu, &status);
     if (driver == NULL)
         return status;
-    /* each policy is two runs: on the GPU and in the model */
-    if (!fsim_replay_outputs_open(outputs, trace, policies->len * (no_model ? 1 : 2), trace_device,
+    common = (CudaRunCommon){
+        .model = device_name != NULL ? &model : NULL,
+        .fail_on_oom = fail_on_oom,
+        .paranoid = paranoid,
+        .with_model = !no_model,
+        .touch = !no_touch,
+    };
+    /* each (policy, configuration) is two runs: on the GPU and in the model */
+    if (!fsim_replay_outputs_open(outputs, trace, n_runs * (no_model ? 1 : 2), trace_device,
                                   &error))
         return fsim_cli_fail("cuda replay", error);
     if (!json)
@@ -296,31 +366,24 @@ fsim_cmd_cuda_replay(int argc, char **argv)
                 driver->info.name);
     for (guint d = 0; d < devices->len; d++) {
         for (guint p = 0; p < policies->len; p++) {
-            FsimCudaReplayResult *result = g_new0(FsimCudaReplayResult, 1);
-            FsimCudaReplayOptions options;
+            const char *policy = g_ptr_array_index(policies, p);
+            guint n = fsim_cli_policy_takes_alloc_conf(policy) ? configs->len : 1;
 
-            fsim_cuda_replay_options_init(&options);
-            options.policy = g_ptr_array_index(policies, p);
-            options.config = config;
-            options.model = device_name != NULL ? &model : NULL;
-            options.fail_on_oom = fail_on_oom;
-            options.paranoid = paranoid;
-            options.with_model = !no_model;
-            options.device.touch = !no_touch;
-            options.attach = replay_attach;
-            options.attach_data = &attach;
-            attach.trace_device = g_array_index(devices, uint32_t, d);
-            g_ptr_array_add(results, result);
-            if (!fsim_cuda_replay(driver, trace, g_array_index(devices, uint32_t, d), &options,
-                                  result, &error))
-                return fsim_cli_fail("cuda replay", error);
-            if (result->oom_message != NULL) {
-                g_printerr("fragsim cuda replay: %s: %s\n", fsim_trace_path(trace),
-                           result->oom_message);
-                any_oom = TRUE;
+            for (guint c = 0; c < n; c++) {
+                const FsimCliConfig *config = g_ptr_array_index(configs, c);
+                const char *text = n > 1 || configs->len == 1 ? config->text : "";
+                g_autofree char *label = fsim_run_label(policy, text);
+
+                attach.trace_device = g_array_index(devices, uint32_t, d);
+                attach.config = text;
+                attach.label = label;
+                if (!cuda_replay_one(driver, trace, policy, config->knobs, &attach, results,
+                                     &common, &error))
+                    return fsim_cli_fail("cuda replay", error);
+                g_ptr_array_add(run_configs, g_strdup(text));
+                any_oom |= cuda_replay_report(trace, g_ptr_array_index(results, results->len - 1),
+                                              label, json);
             }
-            if (!json)
-                replay_print_result(result);
         }
     }
     if (json) {
@@ -333,7 +396,8 @@ fsim_cmd_cuda_replay(int argc, char **argv)
         json_builder_set_member_name(builder, "runs");
         json_builder_begin_array(builder);
         for (guint i = 0; i < results->len; i++)
-            replay_json_run(builder, g_ptr_array_index(results, i));
+            replay_json_run(builder, g_ptr_array_index(results, i),
+                            g_ptr_array_index(run_configs, i));
         json_builder_end_array(builder);
         json_builder_end_object(builder);
         fsim_cli_print_json(json_builder_get_root(builder));

@@ -137,13 +137,15 @@ validate_print_text(const FsimValidateReport *report)
         const FsimDivergence *div = &d->first_divergence;
         g_autofree char *capacity = fsim_format_size(d->capacity_bytes);
 
-        g_print("device %u: %s%s%s%s on %s (%s)\n", d->device, d->policy,
+        g_print("device %u: %s%s%s%s%s on %s (%s)\n", d->device, d->policy,
                 strcmp(report->platform, "npu") == 0
                     ? (report->platform_detected
                            ? " (torch_npu's allocator: the snapshot's addresses show its padding)"
                            : " (torch_npu's allocator)")
                     : "",
-                *d->alloc_conf != '\0' ? " with " : "", d->alloc_conf, capacity,
+                *d->alloc_conf != '\0' ? " with " : "", d->alloc_conf,
+                report->alloc_conf_given ? " (given with -c, not the recorded settings)" : "",
+                capacity,
                 d->capacity_from_oom ? "reserved at the first OOM + the free memory it reported"
                                      : "the peak of the recorded reserved memory");
         if (div->found) {
@@ -181,7 +183,12 @@ fsim_cmd_validate(int argc, char **argv)
 {
     gboolean json = FALSE;
     g_autofree char *platform = NULL;
+    g_auto(GStrv) alloc_confs = NULL;
     GOptionEntry entries[] = {
+        {"alloc-conf", 'c', 0, G_OPTION_ARG_STRING_ARRAY, &alloc_confs,
+         "Validate with this PYTORCH_CUDA_ALLOC_CONF instead of the settings the snapshot "
+         "recorded (for snapshots that did not record them)",
+         "STRING"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
         {"platform", 0, 0, G_OPTION_ARG_STRING, &platform,
          "cuda or npu: whose allocator recorded the snapshot (default: told from its addresses)",
@@ -200,6 +207,7 @@ fsim_cmd_validate(int argc, char **argv)
         "say expandable_segments) from the state at trace start, with each new segment at the\n"
         "address the driver gave it, and checks every alloc address, segment_alloc,\n"
         "segment_free, segment_map, segment_unmap and oom.\n"
+        "-c replaces the recorded settings (a snapshot that did not record them).\n"
         "Exit status: 0 exact, 1 bad input, 2 usage error, 4 divergence, 5 nothing to validate\n"
         "(the file has no recorded allocator decisions: a snapshot of state only, a text trace,\n"
         "an RMM log).");
@@ -212,10 +220,28 @@ fsim_cmd_validate(int argc, char **argv)
         g_ascii_strcasecmp(platform, "npu") != 0)
         return fsim_cli_usage_error("validate", "--platform: '%s' is neither cuda nor npu",
                                     platform);
+    if (alloc_confs != NULL) {
+        FsimAllocConf conf;
+
+        /* one configuration: validate checks whether the model makes the recorded decisions */
+        if (g_strv_length(alloc_confs) > 1)
+            return fsim_cli_usage_error("validate", "-c: give one configuration (validate "
+                                                    "checks the recording against one)");
+        fsim_alloc_conf_init(&conf);
+        if (!fsim_alloc_conf_parse(&conf, alloc_confs[0], &error)) {
+            g_autofree char *message = g_strdup(error->message);
+
+            g_clear_error(&error);
+            return fsim_cli_usage_error("validate", "-c: %s", message);
+        }
+    }
     {
         g_autoptr(FsimTrace) trace = fsim_trace_open(argv[1], &error);
 
-        report = trace != NULL ? fsim_validate_trace_on(trace, platform, &error) : NULL;
+        report = trace != NULL
+                     ? fsim_validate_trace_with(trace, platform,
+                                                alloc_confs != NULL ? alloc_confs[0] : NULL, &error)
+                     : NULL;
     }
     if (report == NULL && g_error_matches(error, FSIM_ERROR, FSIM_ERROR_USAGE)) {
         /* not a snapshot at all: a text trace or an RMM log */

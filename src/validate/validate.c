@@ -307,10 +307,10 @@ validate_spec(uint64_t capacity, FsimDeviceSpec *spec, GError **error)
 /* Longer than ~80 lines: the set-up of one device's replay, then the loop that merges the
  * recorded OOMs with the reader's events, which share a dozen locals. */
 static gboolean
-validate_device(FsimTrace *trace, uint32_t device, const char *platform, FsimValidateDevice *out,
-                GError **error)
+validate_device(FsimTrace *trace, uint32_t device, const char *platform, const char *given_conf,
+                FsimValidateDevice *out, GError **error)
 {
-    const char *alloc_conf = fsim_trace_alloc_conf(trace);
+    const char *alloc_conf = given_conf != NULL ? given_conf : fsim_trace_alloc_conf(trace);
     const FsimInitialState *state = fsim_trace_initial_state(trace, device);
     gsize n_outcomes = 0;
     const FsimOutcome *outcomes = fsim_trace_outcomes(trace, device, &n_outcomes);
@@ -334,8 +334,8 @@ validate_device(FsimTrace *trace, uint32_t device, const char *platform, FsimVal
     if (!fsim_alloc_conf_parse(&v.conf, alloc_conf, &local_error) ||
         !fsim_alloc_conf_apply(config, alloc_conf, &local_error)) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_UNSUPPORTED,
-                    "%s: the recorded allocator settings are not understood: %s",
-                    fsim_trace_path(trace), local_error->message);
+                    "%s: the %s allocator settings are not understood: %s", fsim_trace_path(trace),
+                    given_conf != NULL ? "given" : "recorded", local_error->message);
         return FALSE;
     }
     g_key_file_set_string(config, "caching", "platform", platform);
@@ -436,12 +436,20 @@ fsim_validate_trace(FsimTrace *trace, GError **error)
 FsimValidateReport *
 fsim_validate_trace_on(FsimTrace *trace, const char *platform, GError **error)
 {
+    return fsim_validate_trace_with(trace, platform, NULL, error);
+}
+
+FsimValidateReport *
+fsim_validate_trace_with(FsimTrace *trace, const char *platform, const char *alloc_conf,
+                         GError **error)
+{
     g_autoptr(FsimValidateReport) report = g_new0(FsimValidateReport, 1);
     gsize n_devices;
     const uint32_t *devices = fsim_trace_devices(trace, &n_devices);
 
     g_return_val_if_fail(trace != NULL, NULL);
     report->path = g_strdup(fsim_trace_path(trace));
+    report->alloc_conf_given = alloc_conf != NULL;
     report->platform_detected = platform == NULL;
     report->platform =
         platform != NULL && g_ascii_strcasecmp(platform, "npu") == 0 ? "npu" : "cuda";
@@ -457,7 +465,7 @@ fsim_validate_trace_on(FsimTrace *trace, const char *platform, GError **error)
 
         g_array_set_size(report->devices, report->devices->len + 1);
         device = &g_array_index(report->devices, FsimValidateDevice, report->devices->len - 1);
-        if (!validate_device(trace, devices[d], report->platform, device, error))
+        if (!validate_device(trace, devices[d], report->platform, alloc_conf, device, error))
             return NULL;
         report->exact &= device->exact;
     }
