@@ -312,7 +312,68 @@ test_every_policy(void)
         g_autoptr(FsimExplanation) e = explain_text(text->str, policies[p]->name, TRUE);
 
         g_assert_cmpuint(e->moments->len, >, 0);
+        g_assert_cmpint(e->described, ==, policies[p]->describe != NULL);
         assert_adds_up(e);
+    }
+}
+
+/* The other policies' own descriptions, worked out by hand on two 1 MiB tensors, the first freed
+ * (line 4), then the second (line 5): with one still live the freed one's memory is pinned (it
+ * shares bfc's region, buddy's region, async's 2 MiB page, the arena of planner and bestfit);
+ * with both freed, the allocators that give memory back (a whole free region for bfc and buddy,
+ * whole unused pages for async) could release it all, the arena policies nothing. */
+static void
+test_other_descriptions(void)
+{
+    static const struct {
+        const char *policy;
+        gboolean releases;
+    } cases[] = {
+        {"bfc", TRUE}, {"buddy", TRUE}, {"async", TRUE}, {"planner", FALSE}, {"bestfit", FALSE}};
+    static const char trace[] = "fragsim-trace v1\n1 alloc 1 1048576 0\n2 alloc 2 1048576 0\n"
+                                "3 free 1 0\n4 free 2 0\n";
+
+    for (gsize c = 0; c < G_N_ELEMENTS(cases); c++) {
+        g_autofree char *dir = NULL;
+        g_autofree char *path = write_trace(trace, &dir);
+        g_autoptr(FsimTrace) t = NULL;
+        g_autoptr(FsimExplanation) e = NULL;
+        g_autoptr(GError) error = NULL;
+        g_autoptr(GArray) at = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+        const uint64_t lines[] = {4, 5};
+        const FsimMoment *one = NULL, *none = NULL;
+        FsimExplainOptions options;
+
+        g_array_append_vals(at, lines, 2);
+        t = fsim_trace_open(path, &error);
+        g_assert_no_error(error);
+        fsim_explain_options_init(&options);
+        options.policy = cases[c].policy;
+        options.at = at;
+        options.paranoid = TRUE;
+        e = fsim_explain_trace(t, &options, &error);
+        g_assert_no_error(error);
+        g_assert_true(e->described);
+        for (guint i = 0; i < e->moments->len; i++) {
+            const FsimMoment *m = g_ptr_array_index(e->moments, i);
+
+            if (m->kind == FSIM_MOMENT_AT && m->event == 4)
+                one = m;
+            if (m->kind == FSIM_MOMENT_AT && m->event == 5)
+                none = m;
+        }
+        g_assert_nonnull(one);
+        g_assert_nonnull(none);
+        g_test_message("%s", cases[c].policy);
+        g_assert_cmpuint(one->breakdown.live_requested_bytes, ==, FSIM_MiB);
+        g_assert_cmpuint(one->breakdown.free_releasable_bytes, ==, 0);
+        g_assert_cmpuint(one->breakdown.free_pinned_bytes, >=, FSIM_MiB);
+        g_assert_cmpuint(none->breakdown.live_requested_bytes, ==, 0);
+        g_assert_cmpuint(none->breakdown.free_pinned_bytes, ==,
+                         cases[c].releases ? 0 : none->reserved_bytes);
+        g_assert_cmpuint(none->breakdown.free_releasable_bytes + none->breakdown.rounding_bytes, ==,
+                         cases[c].releases ? none->reserved_bytes : 0);
+        fsim_test_remove_tree(dir);
     }
 }
 
@@ -536,6 +597,7 @@ main(int argc, char **argv)
     g_test_add_func("/explain/at", test_at);
     g_test_add_func("/explain/cli/json-and-plot", test_cli_json_and_plot);
     g_test_add_func("/explain/every-policy/adds-up", test_every_policy);
+    g_test_add_func("/explain/other-policies/described", test_other_descriptions);
     g_test_add_func("/explain/shared-snapshots/adds-up", test_shared_snapshots);
     g_test_add_func("/explain/constructor-sun/oom-pins-name-python-lines",
                     test_constructor_sun_oom);

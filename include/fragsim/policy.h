@@ -126,6 +126,9 @@ typedef struct {
  * @expandable: a mapped range of a reservation rather than a cudaMalloc'd segment.
  * @page_size: the unit in which the policy maps and unmaps it (an expandable segment's page:
  *     2 MiB small pool, 20 MiB large pool), 0 for a cudaMalloc'd segment.
+ * @free_blocks_only: the policy reports only the free blocks of this segment (it does not keep
+ *     its blocks in use, as a buddy system does not); its blocks in use are the run's live
+ *     allocations inside it, which the caller takes from the engine.
  */
 typedef struct {
     FsimAddr addr;
@@ -134,6 +137,7 @@ typedef struct {
     FsimPool pool;
     gboolean expandable;
     uint64_t page_size;
+    gboolean free_blocks_only;
 } FsimSegmentView;
 
 /**

@@ -75,6 +75,48 @@ collect_live(gpointer data, uint64_t id, const FsimBlock *block, uint64_t reques
     g_array_append_val(live, item);
 }
 
+/* A segment the policy reported with its free blocks only: its blocks in use are the live
+ * allocations inside it.  Rebuilds @walk's blocks with them, in address order. */
+static void
+walk_add_engine_blocks(Walk *walk, const GArray *live)
+{
+    g_autoptr(GArray) blocks = g_array_new(FALSE, FALSE, sizeof(FsimExplainBlock));
+    guint b = 0, j = 0;
+
+    for (guint s = 0; s < walk->segments->len; s++) {
+        const FsimSegmentView *seg = &g_array_index(walk->segments, FsimSegmentView, s);
+        FsimAddr end = seg->addr + seg->size;
+
+        while (j < live->len && g_array_index(live, LiveItem, j).addr < seg->addr)
+            j++;
+        while (b < walk->blocks->len &&
+               g_array_index(walk->blocks, FsimExplainBlock, b).segment == s) {
+            const FsimExplainBlock *reported = &g_array_index(walk->blocks, FsimExplainBlock, b);
+
+            while (seg->free_blocks_only && j < live->len &&
+                   g_array_index(live, LiveItem, j).addr < reported->addr) {
+                const LiveItem *item = &g_array_index(live, LiveItem, j++);
+                FsimExplainBlock block = {
+                    .addr = item->addr, .size = item->size, .segment = s, .site = -1};
+
+                g_array_append_val(blocks, block);
+            }
+            g_array_append_val(blocks, *reported);
+            b++;
+        }
+        while (seg->free_blocks_only && j < live->len &&
+               g_array_index(live, LiveItem, j).addr < end) {
+            const LiveItem *item = &g_array_index(live, LiveItem, j++);
+            FsimExplainBlock block = {
+                .addr = item->addr, .size = item->size, .segment = s, .site = -1};
+
+            g_array_append_val(blocks, block);
+        }
+    }
+    g_array_set_size(walk->blocks, 0);
+    g_array_append_vals(walk->blocks, blocks->data, blocks->len);
+}
+
 /* Segments and blocks from the policy, or from the live table; @owner[i]: the live item of
  * block i (-1 for free blocks). */
 static gboolean
@@ -97,7 +139,13 @@ state_walk(const FsimEngine *engine, GArray *live, Walk *walk, GArray *owner, gb
             walk_block(walk, &view);
         }
     } else {
+        gboolean free_only = FALSE;
+
         policy->ops->describe(policy, &walk_visitor, walk);
+        for (guint i = 0; i < walk->segments->len; i++)
+            free_only |= g_array_index(walk->segments, FsimSegmentView, i).free_blocks_only;
+        if (free_only)
+            walk_add_engine_blocks(walk, live);
     }
     g_array_set_size(owner, walk->blocks->len);
     for (guint i = 0; i < walk->blocks->len; i++) {

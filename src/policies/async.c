@@ -521,6 +521,54 @@ async_check(const FsimPolicy *self, GError **error)
     return TRUE;
 }
 
+/* Each run of mapped pages is a segment (mapped in pages, like an expandable segment); the chunks
+ * in it, a free chunk cut at the run's ends.  A trim unmaps the pages no chunk in use touches, so
+ * a free chunk's whole pages are releasable and its partial pages pinned by the neighbours in
+ * use.  A freed chunk still reserved for its stream (pending) is free to the program but cannot
+ * be trimmed: pinned.  Walks every page: for explain's moments, not per event. */
+static void
+async_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointer data)
+{
+    const Async *pool = (const Async *)self;
+    const uint64_t page = pool->page_size;
+    const Chunk *chunk = pool->first;
+
+    for (gsize p = 0; p < pool->n_pages;) {
+        gsize run = p;
+        uint64_t lo, hi;
+        FsimSegmentView segment = {.expandable = TRUE, .page_size = page};
+
+        if (!pool->page_mapped[p]) {
+            p++;
+            continue;
+        }
+        while (run < pool->n_pages && pool->page_mapped[run])
+            run++;
+        lo = p * page;
+        hi = run * page;
+        segment.addr = pool->va.base + lo;
+        segment.size = hi - lo;
+        visitor->segment(data, &segment);
+        while (chunk != NULL && chunk->offset + chunk->size <= lo)
+            chunk = chunk->next;
+        for (const Chunk *c = chunk; c != NULL && c->offset < hi; c = c->next) {
+            uint64_t begin = MAX(c->offset, lo);
+            uint64_t end = MIN(c->offset + c->size, hi);
+            FsimBlockView block = {
+                .addr = pool->va.base + begin, .size = end - begin, .free = !c->used || c->pending};
+
+            if (!c->used) {
+                uint64_t first = (begin + page - 1) / page * page;
+                uint64_t last = end / page * page;
+
+                block.releasable = last > first ? last - first : 0;
+            }
+            visitor->block(data, &block);
+        }
+        p = run;
+    }
+}
+
 const FsimPolicyOps fsim_policy_async = {
     .name = "async",
     .summary = "cudaMallocAsync's default pool: stream-ordered reuse, trimmed at synchronisation",
@@ -533,4 +581,5 @@ const FsimPolicyOps fsim_policy_async = {
     .empty_cache = async_empty_cache,
     .get_stats = async_get_stats,
     .check = async_check,
+    .describe = async_describe,
 };

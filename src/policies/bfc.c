@@ -481,6 +481,46 @@ bfc_check(const FsimPolicy *self, GError **error)
     return TRUE;
 }
 
+static gint
+bfc_region_by_addr(gconstpointer a, gconstpointer b)
+{
+    const Region *x = *(const Region *const *)a;
+    const Region *y = *(const Region *const *)b;
+
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* Each region is a segment (its size rounded to the device's granularity: the tail is the
+ * rounding no chunk covers).  A region goes back to the device only whole, when nothing in it is
+ * in use and garbage collection is on (DeallocateFreeRegions): a free chunk is releasable when
+ * it is its region's only chunk; any other free chunk is pinned by the chunks in use beside it. */
+static void
+bfc_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointer data)
+{
+    const Bfc *bfc = (const Bfc *)self;
+    g_autoptr(GPtrArray) regions = g_ptr_array_new();
+
+    for (Region *region = bfc->regions; region != NULL; region = region->next)
+        g_ptr_array_add(regions, region);
+    g_ptr_array_sort(regions, bfc_region_by_addr);
+    for (guint i = 0; i < regions->len; i++) {
+        const Region *region = g_ptr_array_index(regions, i);
+        FsimSegmentView segment = {.addr = region->addr,
+                                   .size = fsim_device_round(self->device, region->size),
+                                   .pool = FSIM_POOL_UNKNOWN};
+
+        visitor->segment(data, &segment);
+        for (const Chunk *chunk = region->first; chunk != NULL; chunk = chunk->next) {
+            gboolean whole = chunk == region->first && chunk->next == NULL;
+            FsimBlockView block = {
+                .addr = chunk->addr, .size = chunk->size, .free = chunk->bin >= 0};
+
+            block.releasable = block.free && whole && bfc->garbage_collection ? chunk->size : 0;
+            visitor->block(data, &block);
+        }
+    }
+}
+
 const FsimPolicyOps fsim_policy_bfc = {
     .name = "bfc",
     .summary = "TensorFlow's BFC: 256 B units, power-of-two bins, best fit, regions that grow",
@@ -491,4 +531,5 @@ const FsimPolicyOps fsim_policy_bfc = {
     .dealloc = bfc_dealloc,
     .get_stats = bfc_get_stats,
     .check = bfc_check,
+    .describe = bfc_describe,
 };

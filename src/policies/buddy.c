@@ -55,6 +55,7 @@ typedef struct {
     uint64_t allocated_bytes; /* in regions */
     uint64_t oversize_bytes;  /* direct cudaMallocs, as rounded by the device */
     uint64_t oversize_blocks;
+    GArray *oversize; /* their FsimBlock, for describe(): few, each larger than a region */
     uint64_t num_splits;
     uint64_t num_merges;
     uint64_t num_retries;
@@ -119,6 +120,7 @@ buddy_create(FsimDevice *device, GKeyFile *config, GError **error)
     buddy->min_shift = (guint)g_bit_nth_lsf(min_block, -1);
     buddy->max_order = (guint)max_order;
     buddy->regions = g_ptr_array_new_with_free_func(g_free);
+    buddy->oversize = g_array_new(FALSE, FALSE, sizeof(FsimBlock));
     for (guint k = 0; k <= buddy->max_order; k++)
         buddy->free_lists[k] = g_tree_new_full(free_block_by_addr, NULL, g_free, NULL);
     return &buddy->base;
@@ -132,6 +134,7 @@ buddy_destroy(FsimPolicy *self)
     for (guint k = 0; k <= buddy->max_order; k++)
         g_tree_destroy(buddy->free_lists[k]);
     g_ptr_array_unref(buddy->regions);
+    g_array_unref(buddy->oversize);
     g_free(buddy);
 }
 
@@ -250,6 +253,7 @@ buddy_alloc_oversize(Buddy *buddy, const FsimAllocRequest *req, FsimBlock *out)
     out->cookie = 0;
     buddy->oversize_bytes += out->size;
     buddy->oversize_blocks++;
+    g_array_append_val(buddy->oversize, *out);
     return FSIM_OK;
 }
 
@@ -292,6 +296,12 @@ buddy_dealloc(FsimPolicy *self, const FsimBlock *block, FsimTime now)
         fsim_device_mem_free(self->device, block->addr, block->size);
         buddy->oversize_bytes -= block->size;
         buddy->oversize_blocks--;
+        for (guint i = 0; i < buddy->oversize->len; i++) {
+            if (g_array_index(buddy->oversize, FsimBlock, i).addr == block->addr) {
+                g_array_remove_index_fast(buddy->oversize, i);
+                break;
+            }
+        }
         return;
     }
     order = (guint)g_bit_nth_lsf(block->size, -1) - buddy->min_shift;
@@ -413,6 +423,92 @@ buddy_check(const FsimPolicy *self, GError **error)
     return TRUE;
 }
 
+typedef struct {
+    const Region *region;
+    GArray *blocks; /* FreeBlock of @region */
+} RegionFree;
+
+static gboolean
+buddy_collect_free(gpointer key, gpointer value, gpointer data)
+{
+    const FreeBlock *block = value;
+    RegionFree *rf = data;
+
+    (void)key;
+    if (block->region == rf->region)
+        g_array_append_val(rf->blocks, *block);
+    return FALSE;
+}
+
+static gint
+segment_view_by_addr(gconstpointer a, gconstpointer b)
+{
+    const FsimSegmentView *x = a;
+    const FsimSegmentView *y = b;
+
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* A region is a segment, an oversize block one of its own.  The buddy system keeps only its
+ * free blocks; the blocks in use are the run's live allocations inside (free_blocks_only).  A
+ * region goes back to the device only when wholly free (before an OOM, or empty_cache): its one
+ * free block of the region's order is releasable, every other free block is pinned by the blocks
+ * in use beside it.  Walks every free list per region: for explain's moments, not per event. */
+static void
+buddy_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointer data)
+{
+    const Buddy *buddy = (const Buddy *)self;
+    g_autoptr(GArray) segments = g_array_new(FALSE, FALSE, sizeof(FsimSegmentView));
+    g_autoptr(GArray) blocks = g_array_new(FALSE, FALSE, sizeof(FreeBlock));
+
+    for (guint i = 0; i < buddy->regions->len; i++) {
+        const Region *region = g_ptr_array_index(buddy->regions, i);
+        FsimSegmentView view = {
+            .addr = region->addr,
+            .size = fsim_device_round(self->device, buddy_block_size(buddy, region->order)),
+            .free_blocks_only = TRUE,
+        };
+
+        g_array_append_val(segments, view);
+    }
+    for (guint i = 0; i < buddy->oversize->len; i++) {
+        const FsimBlock *block = &g_array_index(buddy->oversize, FsimBlock, i);
+        FsimSegmentView view = {.addr = block->addr, .size = block->size, .free_blocks_only = TRUE};
+
+        g_array_append_val(segments, view);
+    }
+    g_array_sort(segments, segment_view_by_addr);
+    for (guint i = 0; i < segments->len; i++) {
+        const FsimSegmentView *view = &g_array_index(segments, FsimSegmentView, i);
+        const Region *region = NULL;
+        RegionFree rf;
+
+        visitor->segment(data, view);
+        for (guint r = 0; r < buddy->regions->len && region == NULL; r++) {
+            const Region *candidate = g_ptr_array_index(buddy->regions, r);
+
+            if (candidate->addr == view->addr)
+                region = candidate;
+        }
+        if (region == NULL)
+            continue; /* an oversize block: in use */
+        g_array_set_size(blocks, 0);
+        rf = (RegionFree){region, blocks};
+        for (guint k = 0; k <= region->order; k++)
+            g_tree_foreach(buddy->free_lists[k], buddy_collect_free, &rf);
+        g_array_sort_with_data(blocks, free_block_by_addr, NULL);
+        for (guint b = 0; b < blocks->len; b++) {
+            const FreeBlock *free_block = &g_array_index(blocks, FreeBlock, b);
+            FsimBlockView block = {.addr = free_block->addr,
+                                   .size = buddy_block_size(buddy, free_block->order),
+                                   .free = TRUE};
+
+            block.releasable = free_block->order == region->order ? block.size : 0;
+            visitor->block(data, &block);
+        }
+    }
+}
+
 const FsimPolicyOps fsim_policy_buddy = {
     .name = "buddy",
     .summary = "binary buddy system: power-of-two blocks, split and merge with the buddy",
@@ -424,4 +520,5 @@ const FsimPolicyOps fsim_policy_buddy = {
     .empty_cache = buddy_empty_cache,
     .get_stats = buddy_get_stats,
     .check = buddy_check,
+    .describe = buddy_describe,
 };

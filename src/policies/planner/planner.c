@@ -260,6 +260,30 @@ planner_check(const FsimPolicy *self, GError **error)
     return TRUE;
 }
 
+/* One segment, the mapped part of the arena (as bestfit's); the planner never unmaps, so no free
+ * chunk is releasable.  Chunks are cut at the mapped end. */
+static void
+planner_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointer data)
+{
+    const Planner *planner = (const Planner *)self;
+    FsimSegmentView segment = {.addr = planner->va.base,
+                               .size = planner->mapped_end,
+                               .expandable = TRUE,
+                               .page_size = self->device->spec.granularity};
+
+    if (planner->mapped_end == 0)
+        return;
+    visitor->segment(data, &segment);
+    for (const PlannerChunk *c = planner->arena.first; c != NULL && c->offset < planner->mapped_end;
+         c = c->next) {
+        FsimBlockView block = {.addr = planner->va.base + c->offset,
+                               .size = MIN(c->size, planner->mapped_end - c->offset),
+                               .free = c->free};
+
+        visitor->block(data, &block);
+    }
+}
+
 const FsimPolicyOps fsim_policy_planner = {
     .name = "planner",
     .summary = "offline: the best contiguous plan found knowing every lifetime (XLA, TFLite)",
@@ -270,5 +294,6 @@ const FsimPolicyOps fsim_policy_planner = {
     .dealloc = planner_dealloc,
     .get_stats = planner_get_stats,
     .check = planner_check,
+    .describe = planner_describe,
     .plan = planner_plan,
 };
