@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Replay speed of PyTorch's allocator models (caching, expandable; bestfit for reference) against
+# Replay speed of every online policy (the offline planner needs the whole trace first) against
 # the trace reader alone, in one run per trace (bench-replay: best of 3, wall clock), on two
 # multi-million-event traces generated into bench/data/ (ignored by git):
 #
@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 events=${1:-5000000}
 snapshot=${FRAGSIM_BENCH_SNAPSHOT:-../shared/traces/MercuryB1__SQAttn__cuda_memory_snapshot.pickle}
-policies=(bestfit caching expandable)
+policies=(direct bestfit paged caching expandable bfc buddy async gmlake)
 
 cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/bench -j2 --target bench-replay fragsim >/dev/null
@@ -37,6 +37,7 @@ if [[ -f $snapshot ]]; then
     build/bench/fragsim convert "$snapshot" "$one"
     awk -v target="$events" '
       /^#/ || NF == 0 || $1 == "fragsim-trace" { next }
+      $2 != "alloc" && $2 != "free" && $2 != "free_completed" { next }
       { n++; t[n] = $1; k[n] = $2; id[n] = $3; rest[n] = ($2 == "alloc") ? $4 " " $5 : $4
         if ($3 + 0 > maxid) maxid = $3 + 0; span = $1 }
       END {
