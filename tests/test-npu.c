@@ -77,8 +77,9 @@ test_bad_platform(void)
     g_assert_nonnull(strstr(error->message, "expandable.platform"));
 }
 
-/* The shared NPU snapshot: told NPU by its addresses and exact; forced to CUDA it diverges at
- * once (its first segment is 42 MiB, not 40). */
+/* The shared NPU snapshot: told NPU by its frames (a stack through torch_npu's memory.py), and by
+ * its addresses alone when the frames say nothing; exact; forced to CUDA it diverges at once (its
+ * first segment is 42 MiB, not 40). */
 static void
 test_npu_snapshot(void)
 {
@@ -92,7 +93,18 @@ test_npu_snapshot(void)
         return;
     trace = fsim_trace_open(path, &error);
     g_assert_no_error(error);
-    g_assert_cmpstr(fsim_trace_detect_platform(trace, &error), ==, "npu");
+    g_assert_true(trace->frames_name_torch_npu);
+    {
+        const char *why = NULL;
+
+        g_assert_cmpstr(fsim_trace_detect_platform_why(trace, &why, &error), ==, "npu");
+        g_assert_cmpstr(why, ==, "its frames name torch_npu");
+        trace->frames_name_torch_npu = FALSE; /* the addresses tell as much */
+        g_assert_cmpstr(fsim_trace_detect_platform_why(trace, &why, &error), ==, "npu");
+        g_assert_no_error(error);
+        g_assert_nonnull(strstr(why, "32-byte padding"));
+        trace->frames_name_torch_npu = TRUE;
+    }
     report = fsim_validate_trace(trace, &error);
     g_assert_no_error(error);
     g_assert_cmpstr(report->platform, ==, "npu");
@@ -128,6 +140,7 @@ test_cuda_snapshots(void)
         trace = fsim_trace_open(path, &error);
         g_assert_no_error(error);
         g_assert_cmpstr(fsim_trace_detect_platform(trace, &error), ==, "cuda");
+        g_assert_false(trace->frames_name_torch_npu);
         n++;
     }
     g_assert_cmpuint(n, >=, 1);

@@ -138,12 +138,13 @@ typedef struct FsimStackTable FsimStackTable;
 struct FsimTrace {
     const FsimTraceFormat *format;
     char *path;
-    GArray *devices;        /* uint32_t: device indices that have events, ascending */
-    GPtrArray *states;      /* FsimInitialState* per device index, or NULL */
-    GPtrArray *outcomes;    /* GArray of FsimOutcome per device index, or NULL */
-    GPtrArray *settings;    /* alternating key, value strings, or NULL */
-    char *alloc_conf;       /* nullable */
-    FsimStackTable *stacks; /* the allocation stacks (FsimEvent.stack), or NULL */
+    GArray *devices;                /* uint32_t: device indices that have events, ascending */
+    GPtrArray *states;              /* FsimInitialState* per device index, or NULL */
+    GPtrArray *outcomes;            /* GArray of FsimOutcome per device index, or NULL */
+    GPtrArray *settings;            /* alternating key, value strings, or NULL */
+    char *alloc_conf;               /* nullable */
+    FsimStackTable *stacks;         /* the allocation stacks (FsimEvent.stack), or NULL */
+    gboolean frames_name_torch_npu; /* some recorded frame is in torch_npu's package */
 };
 
 struct FsimTraceStream {

@@ -121,6 +121,7 @@ typedef struct {
  * @platform: `cuda` (PyTorch's allocator) or `npu` (torch_npu's), the model's variant.
  * @platform_detected: @platform was told from the trace (fsim_trace_detect_platform()), not
  *     given.
+ * @platform_why: when detected, what told it (a static phrase).
  * @alloc_conf_given: the model ran with settings the user gave instead of the recorded ones.
  */
 typedef struct {
@@ -129,6 +130,7 @@ typedef struct {
     GArray *devices;
     const char *platform;
     gboolean platform_detected;
+    const char *platform_why;
     gboolean alloc_conf_given;
 } FsimValidateReport;
 
@@ -162,12 +164,17 @@ FsimValidateReport *fsim_validate_trace_with(FsimTrace *trace, const char *platf
  *
  * Which allocator recorded @trace: torch_npu's pads each request by 32 bytes before rounding,
  * which shows in the blocks of the initial state and between allocations recorded one after the
- * other; the platform the most such places agree with, `cuda` when none tells.  Reads every
+ * other; the platform the most such places agree with, `cuda` when none tells.  A stack whose
+ * frames pass through torch_npu's package says `npu` before any address is counted.  Reads every
  * device's stream once.
  *
  * Returns: (nullable): `npu` or `cuda` (static strings), NULL on a read error.
  */
 const char *fsim_trace_detect_platform(FsimTrace *trace, GError **error);
+
+/* The same, with @why set to a static phrase saying what told (`its frames name torch_npu`,
+ * `its addresses show torch_npu's 32-byte padding`). */
+const char *fsim_trace_detect_platform_why(FsimTrace *trace, const char **why, GError **error);
 
 /* fsim_trace_open() and fsim_validate_trace(). */
 FsimValidateReport *fsim_validate_file(const char *path, GError **error);

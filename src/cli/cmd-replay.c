@@ -54,13 +54,15 @@ run_set_error(ReplayRun *run, const GError *error)
 }
 
 /* The platform of the PyTorch models in every configuration: --platform, else `npu` for a
- * PyTorch snapshot recorded by torch_npu (told from its addresses), unless --set chose one. */
+ * PyTorch snapshot recorded by torch_npu (told from its frames or addresses), unless --set chose
+ * one. */
 static gboolean
 replay_choose_platform(FsimTrace *trace, GPtrArray *configs, const char *platform, gboolean json,
                        GError **error)
 {
     static const char *const groups[] = {"caching", "expandable"};
     gboolean forced = platform != NULL;
+    const char *why = NULL;
 
     if (forced && g_ascii_strcasecmp(platform, "cuda") != 0 &&
         g_ascii_strcasecmp(platform, "npu") != 0) {
@@ -71,16 +73,15 @@ replay_choose_platform(FsimTrace *trace, GPtrArray *configs, const char *platfor
     if (!forced) {
         if (strcmp(fsim_trace_format_name(trace), "torch") != 0)
             return TRUE;
-        platform = fsim_trace_detect_platform(trace, error);
+        platform = fsim_trace_detect_platform_why(trace, &why, error);
         if (platform == NULL)
             return FALSE;
         if (strcmp(platform, "npu") != 0)
             return TRUE;
         if (!json)
-            g_printerr("fragsim replay: %s: recorded by torch_npu's allocator (its 32-byte "
-                       "padding shows in the addresses): caching and expandable model it "
-                       "(--platform cuda to override)\n",
-                       fsim_trace_path(trace));
+            g_printerr("fragsim replay: %s: recorded by torch_npu's allocator (%s): caching and "
+                       "expandable model it (--platform cuda to override)\n",
+                       fsim_trace_path(trace), why);
     }
     for (guint c = 0; c < configs->len; c++) {
         FsimCliConfig *config = g_ptr_array_index(configs, c);

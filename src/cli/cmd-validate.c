@@ -136,13 +136,13 @@ validate_print_text(const FsimValidateReport *report)
         const FsimValidateDevice *d = &g_array_index(report->devices, FsimValidateDevice, i);
         const FsimDivergence *div = &d->first_divergence;
         g_autofree char *capacity = fsim_format_size(d->capacity_bytes);
+        g_autofree char *npu =
+            strcmp(report->platform, "npu") != 0 ? g_strdup("")
+            : report->platform_detected
+                ? g_strdup_printf(" (torch_npu's allocator: %s)", report->platform_why)
+                : g_strdup(" (torch_npu's allocator)");
 
-        g_print("device %u: %s%s%s%s%s on %s (%s)\n", d->device, d->policy,
-                strcmp(report->platform, "npu") == 0
-                    ? (report->platform_detected
-                           ? " (torch_npu's allocator: the snapshot's addresses show its padding)"
-                           : " (torch_npu's allocator)")
-                    : "",
+        g_print("device %u: %s%s%s%s%s on %s (%s)\n", d->device, d->policy, npu,
                 *d->alloc_conf != '\0' ? " with " : "", d->alloc_conf,
                 report->alloc_conf_given ? " (given with -c, not the recorded settings)" : "",
                 capacity,

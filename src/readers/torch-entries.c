@@ -231,6 +231,9 @@ torch_read_entry(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *entry
         return FALSE;
     if (a == TORCH_ALLOC || a == TORCH_OOM)
         e.stack = fsim_torch_frames(ld, f.frames);
+    else
+        fsim_torch_frames_scan(ld,
+                               f.frames); /* kept for allocations only; looked at for torch_npu */
     e.time = dev->last_time;
     g_array_append_val(dev->entries, e);
     return TRUE;

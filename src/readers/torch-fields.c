@@ -8,6 +8,7 @@
 #include <glib.h>
 
 #include <stdarg.h>
+#include <string.h>
 
 #include "torch-reader.h"
 
@@ -189,6 +190,32 @@ fsim_torch_is_none(const FsimPickleValue *v)
     return v == NULL || fsim_pickle_type(v) == FSIM_PICKLE_NONE;
 }
 
+/* Whether @filename is in torch_npu's package: the snapshot was recorded by torch_npu. */
+static gboolean
+frame_in_torch_npu(const char *filename)
+{
+    return filename != NULL &&
+           (g_str_has_prefix(filename, "torch_npu/") || strstr(filename, "/torch_npu/") != NULL);
+}
+
+void
+fsim_torch_frames_scan(TorchLoader *ld, const FsimPickleValue *v)
+{
+    gsize n;
+
+    if (ld->trace->base.frames_name_torch_npu || v == NULL ||
+        (fsim_pickle_type(v) != FSIM_PICKLE_LIST && fsim_pickle_type(v) != FSIM_PICKLE_TUPLE))
+        return;
+    n = fsim_pickle_len(v);
+    for (gsize i = 0; i < n && !ld->trace->base.frames_name_torch_npu; i++) {
+        const FsimPickleValue *item = fsim_pickle_item(v, i);
+
+        if (fsim_pickle_type(item) == FSIM_PICKLE_DICT)
+            ld->trace->base.frames_name_torch_npu = frame_in_torch_npu(
+                fsim_pickle_get_str(fsim_pickle_dict_get(item, "filename"), NULL));
+    }
+}
+
 /* A list of dicts of filename, line and name, innermost first (see torch-reader.h). */
 uint32_t
 fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v)
@@ -218,6 +245,7 @@ fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v)
             frame.line = (uint32_t)line;
         if (frame.filename != NULL || frame.name != NULL)
             g_array_append_val(frames, frame);
+        ld->trace->base.frames_name_torch_npu |= frame_in_torch_npu(frame.filename);
     }
     return fsim_trace_add_stack(&ld->trace->base, (const FsimFrame *)(void *)frames->data,
                                 frames->len);

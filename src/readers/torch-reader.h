@@ -168,6 +168,9 @@ gboolean fsim_torch_is_none(const FsimPickleValue *v);
 /* `frames` of an entry or a block, interned in the trace: a stack id, 0 for none or malformed
  * ones (frames are never a reason to refuse a snapshot). */
 uint32_t fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v);
+/* Look at the frames of an entry whose stack is not kept, only to tell a torch_npu recording
+ * (FsimTrace.frames_name_torch_npu). */
+void fsim_torch_frames_scan(TorchLoader *ld, const FsimPickleValue *v);
 
 /* The action named @name (@len bytes), TORCH_UNKNOWN if none. */
 TorchAction fsim_torch_action_from_name(const char *name, gsize len);

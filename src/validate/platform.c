@@ -7,7 +7,8 @@
  * which shows wherever the two roundings differ (a request whose size mod 512 is 0 or above 480):
  * a block of the initial state has the padded size, and two allocations placed one after the
  * other in a segment are the padded size apart.  Each such place counts for one platform or the
- * other; the platform with more places wins, CUDA on a tie (no evidence).
+ * other; the platform with more places wins, CUDA on a tie (no evidence).  Before the addresses,
+ * the frames: a stack that passes through torch_npu's own Python code was recorded by torch_npu.
  */
 #include <glib.h>
 
@@ -71,16 +72,33 @@ platform_scan_device(FsimTrace *trace, uint32_t device, uint64_t *npu, uint64_t 
 }
 
 const char *
-fsim_trace_detect_platform(FsimTrace *trace, GError **error)
+fsim_trace_detect_platform_why(FsimTrace *trace, const char **why, GError **error)
 {
     gsize n_devices;
     const uint32_t *devices = fsim_trace_devices(trace, &n_devices);
     uint64_t npu = 0;
     uint64_t cuda = 0;
 
+    *why = "no sign of torch_npu";
     for (gsize d = 0; d < n_devices; d++) {
         if (!platform_scan_device(trace, devices[d], &npu, &cuda, error))
             return NULL;
     }
-    return npu > cuda ? "npu" : "cuda";
+    if (trace->frames_name_torch_npu) {
+        *why = "its frames name torch_npu";
+        return "npu";
+    }
+    if (npu > cuda) {
+        *why = "its addresses show torch_npu's 32-byte padding";
+        return "npu";
+    }
+    return "cuda";
+}
+
+const char *
+fsim_trace_detect_platform(FsimTrace *trace, GError **error)
+{
+    const char *why;
+
+    return fsim_trace_detect_platform_why(trace, &why, error);
 }

@@ -454,7 +454,7 @@ fsim_validate_trace_with(FsimTrace *trace, const char *platform, const char *all
     report->platform =
         platform != NULL && g_ascii_strcasecmp(platform, "npu") == 0 ? "npu" : "cuda";
     if (platform == NULL) {
-        report->platform = fsim_trace_detect_platform(trace, error);
+        report->platform = fsim_trace_detect_platform_why(trace, &report->platform_why, error);
         if (report->platform == NULL)
             return NULL;
     }
