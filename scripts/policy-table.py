@@ -3,8 +3,9 @@
 """Regenerate the comparison table of docs/policies.md: the capacity each policy needs on each
 shared snapshot and sample trace, beside the lower bound and the offline planner.
 
-The figure is `fragsim fit TRACE --json`'s answer: the smallest device capacity (to the 2 MiB
-granularity) on which the policy replays the trace without an OOM, found by binary search.
+The figure is `fragsim fit TRACE --json`'s `needed_bytes`, the same as `replay`'s: the smallest
+device capacity (to the 2 MiB granularity) on which the policy, and on every larger one, replays
+the trace without an OOM (docs/metrics.md).
 The lower bound is the trace's peak of live requested bytes.
 
 Usage: scripts/policy-table.py [--fragsim BIN] [--shared DIR] [--check] [TRACE...]
@@ -47,7 +48,7 @@ def policy_names(fragsim):
 
 
 def fit(fragsim, trace, policies, errors):
-    """Returns {policy: answer or None} and the lower bound, or None when the trace has no
+    """Returns {policy: needed_bytes or None} and the lower bound, or None when the trace has no
     events.  A policy whose search fails is recorded in @errors and gets None."""
     answers = {}
     lower = 0
@@ -62,7 +63,7 @@ def fit(fragsim, trace, policies, errors):
             answers[policy] = None
             continue
         result = json.loads(run.stdout)["results"][0]
-        answers[policy] = result["answer"]
+        answers[policy] = result["needed_bytes"]
         lower = max(lower, result["peak_requested_bytes"])
     return answers, lower
 
