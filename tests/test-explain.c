@@ -377,6 +377,52 @@ test_other_descriptions(void)
     }
 }
 
+/* A private pool's memory is broken down apart (worked by hand): three 16 MiB blocks captured
+ * into pool 7 (three 16 MiB segments), the first and third freed after the capture: they stay
+ * the pool's, pinned by its reference, 32 MiB; an 8 MiB block outside takes a 20 MiB segment of
+ * the default large pool, 12 MiB of it free and pinned.  The parts of each pool add up to it. */
+static void
+test_pools(void)
+{
+    static const char trace[] =
+        "fragsim-trace v1\n0 pool_begin 7 0\n1 alloc 1 16777216 0\n2 alloc 2 16777216 0\n"
+        "3 alloc 3 16777216 0\n4 pool_end 7 0\n5 free 1 0\n6 free 3 0\n7 alloc 4 8388608 0\n"
+        "8 free 4 0\n";
+    g_autoptr(FsimExplanation) e = explain_text(trace, "caching", TRUE);
+    const FsimMoment *peak = find_moment(e, FSIM_MOMENT_PEAK);
+    const FsimPoolBreakdown *def, *graph;
+    uint64_t total = 0;
+
+    g_assert_cmpuint(peak->pools->len, ==, 2);
+    def = &g_array_index(peak->pools, FsimPoolBreakdown, 0);
+    graph = &g_array_index(peak->pools, FsimPoolBreakdown, 1);
+    g_assert_false(def->private_pool);
+    g_assert_true(graph->private_pool);
+    g_assert_cmpuint(graph->pool_id, ==, 7);
+    g_assert_cmpuint(graph->reserved_bytes, ==, 48 * FSIM_MiB);
+    g_assert_cmpuint(graph->breakdown.live_requested_bytes, ==, 16 * FSIM_MiB);
+    g_assert_cmpuint(graph->breakdown.free_pinned_bytes, ==, 32 * FSIM_MiB);
+    g_assert_cmpuint(graph->breakdown.free_releasable_bytes, ==, 0);
+    g_assert_cmpuint(def->reserved_bytes, ==, 20 * FSIM_MiB);
+    g_assert_cmpuint(def->breakdown.live_requested_bytes, ==, 8 * FSIM_MiB);
+    g_assert_cmpuint(def->breakdown.free_pinned_bytes, ==, 12 * FSIM_MiB);
+    for (guint i = 0; i < peak->pools->len; i++) {
+        const FsimPoolBreakdown *p = &g_array_index(peak->pools, FsimPoolBreakdown, i);
+
+        g_assert_cmpuint(fsim_breakdown_total(&p->breakdown), ==, p->reserved_bytes);
+        total += p->reserved_bytes;
+    }
+    g_assert_cmpuint(total, ==, peak->reserved_bytes);
+
+    /* without a private pool, no per-pool lines */
+    {
+        g_autoptr(FsimExplanation) plain =
+            explain_text("fragsim-trace v1\n1 alloc 1 16777216 0\n2 free 1 0\n", "caching", FALSE);
+
+        g_assert_cmpuint(find_moment(plain, FSIM_MOMENT_PEAK)->pools->len, ==, 0);
+    }
+}
+
 /* Constructor-Sun device 1 ran out of memory under expandable segments: on the recording GPU the
  * model fails the same request, and the pins name the Python lines that allocated them. */
 static void
@@ -598,6 +644,7 @@ main(int argc, char **argv)
     g_test_add_func("/explain/cli/json-and-plot", test_cli_json_and_plot);
     g_test_add_func("/explain/every-policy/adds-up", test_every_policy);
     g_test_add_func("/explain/other-policies/described", test_other_descriptions);
+    g_test_add_func("/explain/pools", test_pools);
     g_test_add_func("/explain/shared-snapshots/adds-up", test_shared_snapshots);
     g_test_add_func("/explain/constructor-sun/oom-pins-name-python-lines",
                     test_constructor_sun_oom);

@@ -130,6 +130,19 @@ typedef struct {
 } FsimAlternative;
 
 /**
+ * FsimPoolBreakdown:
+ * @private_pool: a CUDA graph's or MemPool's pool, named @pool_id; %FALSE for the default pools.
+ *
+ * The part of a moment's reserved memory one pool holds, broken down the same way.
+ */
+typedef struct {
+    gboolean private_pool;
+    uint64_t pool_id;
+    uint64_t reserved_bytes;
+    FsimBreakdown breakdown;
+} FsimPoolBreakdown;
+
+/**
  * FsimMoment:
  * @event: the event's index in the trace (a PyTorch trace entry, a text trace line); -1 for the
  *     state at trace start.
@@ -137,6 +150,8 @@ typedef struct {
  * @blocks: (element-type FsimExplainBlock): their blocks, by address.
  * @pins: (element-type FsimPinSite*): by pinned bytes, largest first.
  * @alternatives: (element-type FsimAlternative*) (nullable).
+ * @pools: (element-type FsimPoolBreakdown): per pool, the default pools first, then the private
+ *     ones by id; empty when the policy has no private pool then.
  */
 typedef struct {
     FsimMomentKind kind;
@@ -151,6 +166,7 @@ typedef struct {
     GArray *blocks;
     GPtrArray *pins;
     GPtrArray *alternatives;
+    GArray *pools;
 } FsimMoment;
 
 /**

@@ -126,6 +126,8 @@ typedef struct {
  * @expandable: a mapped range of a reservation rather than a cudaMalloc'd segment.
  * @page_size: the unit in which the policy maps and unmaps it (an expandable segment's page:
  *     2 MiB small pool, 20 MiB large pool), 0 for a cudaMalloc'd segment.
+ * @private_pool: the segment belongs to a private pool (a CUDA graph's or a MemPool's), the one
+ *     @private_pool_id names (the id of the trace's POOL_* events); %FALSE for the default pools.
  * @free_blocks_only: the policy reports only the free blocks of this segment (it does not keep
  *     its blocks in use, as a buddy system does not); its blocks in use are the run's live
  *     allocations inside it, which the caller takes from the engine.
@@ -137,6 +139,8 @@ typedef struct {
     FsimPool pool;
     gboolean expandable;
     uint64_t page_size;
+    gboolean private_pool;
+    uint64_t private_pool_id;
     gboolean free_blocks_only;
 } FsimSegmentView;
 

@@ -8,6 +8,8 @@
  *                               "free_releasable_bytes", "free_pinned_bytes"},
  *                 "largest_free_bytes", "request": {...} (OOM only),
  *                 "pins": [{"site", "count", "sizes", "live_bytes", "pinned_bytes"}],
+ *                 "pools": [{"pool": "default" | ID, "reserved_bytes", "breakdown"}]
+ *                          (when a private pool holds memory),
  *                 "alternatives": [...] (when asked for)}]}
  */
 #include <glib.h>
@@ -125,6 +127,27 @@ add_alternatives(JsonBuilder *b, const GPtrArray *alternatives)
     json_builder_end_array(b);
 }
 
+static void
+add_pools(JsonBuilder *b, const GArray *pools)
+{
+    json_builder_set_member_name(b, "pools");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < pools->len; i++) {
+        const FsimPoolBreakdown *p = &g_array_index(pools, FsimPoolBreakdown, i);
+
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "pool");
+        if (p->private_pool)
+            json_builder_add_int_value(b, (gint64)p->pool_id);
+        else
+            json_builder_add_string_value(b, "default");
+        add_u64(b, "reserved_bytes", p->reserved_bytes);
+        add_breakdown(b, &p->breakdown);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
 JsonNode *
 fsim_explanation_to_json(const FsimExplanation *e)
 {
@@ -150,6 +173,8 @@ fsim_explanation_to_json(const FsimExplanation *e)
         if (m->has_request)
             add_request(b, &m->request);
         add_pins(b, m->pins);
+        if (m->pools != NULL && m->pools->len > 0)
+            add_pools(b, m->pools);
         if (m->alternatives != NULL)
             add_alternatives(b, m->alternatives);
         json_builder_end_object(b);

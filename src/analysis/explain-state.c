@@ -453,6 +453,64 @@ request_classify(FsimExplainRequest *r, const GArray *segments, const GArray *bl
 
 /* ---- one moment ------------------------------------------------------------------------------ */
 
+static FsimPoolBreakdown *
+pools_entry(GArray *pools, const FsimSegmentView *seg)
+{
+    FsimPoolBreakdown entry = {.private_pool = seg->private_pool,
+                               .pool_id = seg->private_pool ? seg->private_pool_id : 0};
+    guint i = 0;
+
+    /* the default pools first, then the private ones by id */
+    while (i < pools->len) {
+        const FsimPoolBreakdown *p = &g_array_index(pools, FsimPoolBreakdown, i);
+
+        if (p->private_pool == entry.private_pool && p->pool_id == entry.pool_id)
+            return &g_array_index(pools, FsimPoolBreakdown, i);
+        if (p->private_pool > entry.private_pool ||
+            (p->private_pool == entry.private_pool && p->pool_id > entry.pool_id))
+            break;
+        i++;
+    }
+    g_array_insert_val(pools, i, entry);
+    return &g_array_index(pools, FsimPoolBreakdown, i);
+}
+
+/* The moment's breakdown per pool, when some segment is a private pool's; each pool's parts add
+ * up to its segments' bytes, as the moment's do to the reserved bytes. */
+static GArray *
+pools_breakdown(const GArray *segments, const GArray *blocks)
+{
+    GArray *pools = g_array_new(FALSE, TRUE, sizeof(FsimPoolBreakdown));
+    gboolean any = FALSE;
+
+    for (guint s = 0; s < segments->len; s++)
+        any |= g_array_index(segments, FsimSegmentView, s).private_pool;
+    if (!any)
+        return pools;
+    for (guint s = 0; s < segments->len; s++) {
+        const FsimSegmentView *seg = &g_array_index(segments, FsimSegmentView, s);
+        FsimPoolBreakdown *p = pools_entry(pools, seg);
+
+        p->reserved_bytes += seg->size;
+        p->breakdown.rounding_bytes += seg->size; /* less its blocks, below */
+    }
+    for (guint i = 0; i < blocks->len; i++) {
+        const FsimExplainBlock *b = &g_array_index(blocks, FsimExplainBlock, i);
+        FsimPoolBreakdown *p =
+            pools_entry(pools, &g_array_index(segments, FsimSegmentView, b->segment));
+
+        p->breakdown.rounding_bytes -= b->size;
+        if (b->free) {
+            p->breakdown.free_releasable_bytes += b->releasable;
+            p->breakdown.free_pinned_bytes += b->size - b->releasable;
+        } else {
+            p->breakdown.live_requested_bytes += b->requested;
+            p->breakdown.rounding_bytes += b->size - b->requested;
+        }
+    }
+    return pools;
+}
+
 void
 explain_moment_free(FsimMoment *moment)
 {
@@ -462,6 +520,7 @@ explain_moment_free(FsimMoment *moment)
     g_clear_pointer(&moment->blocks, g_array_unref);
     g_clear_pointer(&moment->pins, g_ptr_array_unref);
     g_clear_pointer(&moment->alternatives, g_ptr_array_unref);
+    g_clear_pointer(&moment->pools, g_array_unref);
     g_free(moment->request.reason);
     g_free(moment);
 }
@@ -496,6 +555,7 @@ explain_capture(const FsimEngine *engine, const ExplainSites *sites, const Expla
         moment->largest_free_bytes = stats.largest_free_block;
     }
     pins_attribute(moment->segments, moment->blocks);
+    moment->pools = pools_breakdown(moment->segments, moment->blocks);
     moment->pins = sites != NULL ? pins_group(moment->blocks, owner, live, sites)
                                  : g_ptr_array_new_with_free_func(pin_site_free);
     if (request != NULL) {

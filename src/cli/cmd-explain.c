@@ -116,6 +116,44 @@ print_alternatives(const GPtrArray *alternatives)
     }
 }
 
+/* Per pool when a private pool (a CUDA graph's, a MemPool's) holds memory, and the one whose
+ * free memory is most pinned named: the pool that fragments. */
+static void
+print_pools(const GArray *pools)
+{
+    const FsimPoolBreakdown *worst = NULL;
+
+    if (pools == NULL || pools->len == 0)
+        return;
+    g_print("pools:\n");
+    for (guint i = 0; i < pools->len; i++) {
+        const FsimPoolBreakdown *p = &g_array_index(pools, FsimPoolBreakdown, i);
+        g_autofree char *name = p->private_pool
+                                    ? g_strdup_printf("private pool %" G_GUINT64_FORMAT, p->pool_id)
+                                    : g_strdup("default pools");
+        g_autofree char *reserved = fsim_format_size(p->reserved_bytes);
+        g_autofree char *live = fsim_format_size(p->breakdown.live_requested_bytes);
+        g_autofree char *releasable = fsim_format_size(p->breakdown.free_releasable_bytes);
+        g_autofree char *pinned = fsim_format_size(p->breakdown.free_pinned_bytes);
+
+        g_print("  %-20s %10s reserved: %s live, %s releasable, %s pinned\n", name, reserved, live,
+                releasable, pinned);
+        if (p->breakdown.free_pinned_bytes > 0 &&
+            (worst == NULL || p->breakdown.free_pinned_bytes > worst->breakdown.free_pinned_bytes))
+            worst = p;
+    }
+    if (worst != NULL) {
+        g_autofree char *pinned = fsim_format_size(worst->breakdown.free_pinned_bytes);
+
+        if (worst->private_pool)
+            g_print("private pool %" G_GUINT64_FORMAT " fragments most: %s of its free memory is "
+                    "pinned (a pool's memory goes back only once its graphs or MemPool are gone)\n",
+                    worst->pool_id, pinned);
+        else
+            g_print("the default pools fragment most: %s pinned\n", pinned);
+    }
+}
+
 static void
 print_moment(const FsimMoment *m)
 {
@@ -132,6 +170,7 @@ print_moment(const FsimMoment *m)
     print_breakdown(&m->breakdown, m->reserved_bytes, m->largest_free_bytes);
     if (m->has_request)
         g_print("request: %s\n", m->request.reason);
+    print_pools(m->pools);
     print_pins(m->pins);
     print_alternatives(m->alternatives);
 }

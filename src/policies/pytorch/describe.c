@@ -53,6 +53,8 @@ describe_segment(const Segment *segment, const FsimPolicyVisitor *visitor, gpoin
         .pool = segment->pool->small ? FSIM_POOL_SMALL : FSIM_POOL_LARGE,
         .expandable = segment->expandable,
         .page_size = segment->expandable ? segment->page : 0,
+        .private_pool = segment->pool->owner != NULL,
+        .private_pool_id = segment->pool->owner != NULL ? segment->pool->owner->id : 0,
     };
 
     for (const Block *b = segment->head; b != NULL;) {
