@@ -36,8 +36,10 @@ run_with_fault(const char *policies, const char *setting, gboolean fail_on_oom)
 {
     g_autofree char *dir = g_strdup(g_getenv("FRAGSIM_SOURCE_DIR"));
     g_autofree char *trace = g_build_filename(dir, "traces", "fragmenting.trace", NULL);
-    const char *args[] = {"replay", trace,   "-p",     policies,
-                          "--set",  setting, "--json", fail_on_oom ? "--fail-on-oom" : NULL,
+    /* --no-needed: the faults hit the replay itself; the capacity searches would only repeat it */
+    const char *args[] = {"replay", trace,         "-p",
+                          policies, "--no-needed", "--set",
+                          setting,  "--json",      fail_on_oom ? "--fail-on-oom" : NULL,
                           NULL};
     g_auto(FsimTestRun) r = fsim_test_run_argv(NULL, args);
     g_autoptr(JsonParser) parser = json_parser_new();
