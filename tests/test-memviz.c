@@ -434,6 +434,36 @@ test_cli(void)
     fsim_test_remove_tree(dir);
 }
 
+/* A run with a private pool exports its segments with their `segment_pool_id`: read back, each
+ * allocation is assigned to the pool of the segment that held it, so the export validates
+ * exactly (in the default pool, the 8 MiB request would reuse the freed 16 MiB block instead of
+ * a new segment) and replay reports the pool's memory. */
+static void
+test_private_pool(void)
+{
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *path = g_build_filename(dir, "run.pickle", NULL);
+    g_autofree char *trace = g_build_filename(dir, "t.trace", NULL);
+
+    g_assert_true(g_file_set_contents(
+        trace,
+        "fragsim-trace v1\n0 pool_begin 7 0\n1 alloc 1 16777216 0\n2 alloc 2 16777216 0\n"
+        "3 pool_end 7 0\n4 free 1 0\n5 alloc 3 8388608 0\n",
+        -1, NULL));
+    g_auto(FsimTestRun) run = fsim_test_run("replay", trace, "-p", "caching", "--no-needed",
+                                            "--export-snapshot", path, NULL);
+    g_assert_cmpint(run.status, ==, 0);
+    {
+        g_auto(FsimTestRun) check = fsim_test_run("validate", path, NULL);
+        g_auto(FsimTestRun) again = fsim_test_run("replay", path, "-p", "caching", NULL);
+
+        g_assert_cmpint(check.status, ==, 0);
+        g_assert_cmpint(again.status, ==, 0);
+        g_assert_nonnull(strstr(again.out, "pool 7 32.0 MiB"));
+    }
+    fsim_test_remove_tree(dir);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -453,5 +483,6 @@ main(int argc, char **argv)
     g_test_add_func("/memviz/python", test_python);
     g_test_add_func("/memviz/abandon", test_abandon);
     g_test_add_func("/memviz/cli", test_cli);
+    g_test_add_func("/memviz/private-pool", test_private_pool);
     return g_test_run();
 }

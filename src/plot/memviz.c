@@ -76,6 +76,7 @@ struct FsimMemvizExport {
     GArray *seeds;          /* Segment: the trace's segments at its start, until checked */
     const FsimTrace *trace; /* (nullable) the replayed trace: allocation stacks */
     uint32_t stack;         /* the stack of the allocation being served (segment actions) */
+    GArray *private_pools;  /* PoolRange, by address: private pools' memory at the end */
     gboolean seeds_checked;
     FsimTime now;
 };
@@ -641,6 +642,42 @@ segment_is_small(const Segment *s)
     return size <= 2 * FSIM_MiB;
 }
 
+/* A range of a private pool's memory at the end (describe()), for `segment_pool_id`. */
+typedef struct {
+    FsimAddr start, end;
+    uint64_t pool_id;
+} PoolRange;
+
+static void
+pools_segment(gpointer data, const FsimSegmentView *view)
+{
+    GArray *ranges = data;
+    PoolRange r = {view->addr, view->addr + view->size, view->private_pool_id};
+
+    if (view->private_pool)
+        g_array_append_val(ranges, r);
+}
+
+static void
+pools_block(gpointer data, const FsimBlockView *view)
+{
+    (void)data;
+    (void)view;
+}
+
+/* The private pool holding @addr at the end, 0 for the default pools. */
+static uint64_t
+pool_of(const FsimMemvizExport *x, FsimAddr addr)
+{
+    for (guint i = 0; x->private_pools != NULL && i < x->private_pools->len; i++) {
+        const PoolRange *r = &g_array_index(x->private_pools, PoolRange, i);
+
+        if (addr >= r->start && addr < r->end)
+            return r->pool_id;
+    }
+    return 0;
+}
+
 /* One segment with its blocks; @next is the first block not yet placed (blocks by address). */
 static void
 write_segment(FsimMemvizExport *x, const Segment *s, GArray *blocks, guint *next)
@@ -677,10 +714,11 @@ write_segment(FsimMemvizExport *x, const Segment *s, GArray *blocks, guint *next
     fsim_pickle_writer_uint(w, s->stream);
     fsim_pickle_writer_str(w, "segment_type");
     fsim_pickle_writer_str(w, segment_is_small(s) ? "small" : "large");
+    /* PyTorch's MempoolId_t pair, as the reader folds it (first << 32 | second) */
     fsim_pickle_writer_str(w, "segment_pool_id");
     fsim_pickle_writer_begin_tuple(w);
-    fsim_pickle_writer_int(w, 0);
-    fsim_pickle_writer_int(w, 0);
+    fsim_pickle_writer_int(w, (int64_t)(pool_of(x, s->start) >> 32));
+    fsim_pickle_writer_int(w, (int64_t)(pool_of(x, s->start) & 0xffffffffu));
     fsim_pickle_writer_end_tuple(w);
     fsim_pickle_writer_str(w, "is_expandable");
     fsim_pickle_writer_bool(w, s->expandable);
@@ -754,6 +792,13 @@ fsim_memviz_export_finish(FsimMemvizExport *x, GError **error)
     fsim_pickle_writer_end_list(x->writer); /* device_traces */
     fsim_engine_foreach_live(x->engine, collect_block, state);
     finish_uncovered(x, blocks);
+    if (fsim_engine_policy(x->engine)->ops->describe != NULL) {
+        const FsimPolicy *policy = fsim_engine_policy(x->engine);
+        const FsimPolicyVisitor visitor = {pools_segment, pools_block};
+
+        x->private_pools = g_array_new(FALSE, FALSE, sizeof(PoolRange));
+        policy->ops->describe(policy, &visitor, x->private_pools);
+    }
     g_tree_foreach(x->segments, collect_segment, segments);
     g_tree_foreach(x->mapped, collect_segment, segments);
     g_ptr_array_sort(segments, segment_by_start);
@@ -805,6 +850,7 @@ fsim_memviz_export_free(FsimMemvizExport *x)
     g_clear_pointer(&x->segments, g_tree_unref);
     g_clear_pointer(&x->mapped, g_tree_unref);
     g_clear_pointer(&x->seeds, g_array_unref);
+    g_clear_pointer(&x->private_pools, g_array_unref);
     g_free(x->path);
     g_free(x);
 }
