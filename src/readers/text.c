@@ -63,8 +63,13 @@ typedef struct {
     /* A mapped plain file (then in is NULL and buf holds a copy of the current line): */
     const char *map;
     gsize map_len;
-    gsize map_pos; /* start of the next line */
+    gsize map_pos;      /* start of the next line */
+    gsize map_released; /* the pages before it were handed back (MADV_DONTNEED) */
 } TextStream;
+
+/* Read this far past the last release, the pages behind are handed back: the mapped file's
+ * pages would otherwise stay resident, and the process's memory would grow with the trace. */
+#define TEXT_RELEASE_STEP (8u << 20)
 
 static gboolean
 text_probe(const guint8 *head, gsize len)
@@ -753,6 +758,14 @@ text_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error)
     char *line;
     gsize len;
 
+    if (s->map != NULL && s->map_pos - s->map_released >= TEXT_RELEASE_STEP) {
+        gsize page = (gsize)sysconf(_SC_PAGESIZE);
+        gsize upto = s->map_pos / page * page;
+
+        (void)madvise((void *)(uintptr_t)(s->map + s->map_released), upto - s->map_released,
+                      MADV_DONTNEED);
+        s->map_released = upto;
+    }
     for (;;) {
         gboolean skip;
 
