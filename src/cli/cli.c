@@ -19,7 +19,7 @@ static const FsimCommand commands[] = {
     {"explain", "why reserved memory exceeds live memory, and which allocations pin it",
      fsim_cmd_explain},
     {"info", "describe a trace: format, devices, events per action, final state", fsim_cmd_info},
-    {"convert", "convert a trace to fragsim's text format", fsim_cmd_convert},
+    {"convert", "convert a trace to fragsim's text or binary format", fsim_cmd_convert},
     {"synth", "write a synthetic trace: training steps, an inference server, random", fsim_cmd_synth},
     {"estimate", "closed-form training memory of a model, and whether it fits a GPU", fsim_cmd_estimate},
     {"fit", "smallest device for a trace; largest batch or sequence for a model", fsim_cmd_fit},
@@ -49,7 +49,8 @@ print_main_help(void)
         g_print("  %-10s %s\n", c->name, c->summary);
     g_print("\nRun 'fragsim COMMAND --help' for the options of a command.\n"
             "Exit status: 0 success, 1 bad input or runtime error, 2 usage error,\n"
-            "3 simulated OOM under --fail-on-oom, 4 validation divergence.\n");
+            "3 simulated OOM under --fail-on-oom, 4 validation divergence,\n"
+            "5 nothing to validate, 6 some runs ended in error while the others completed.\n");
 }
 
 int
