@@ -8,8 +8,10 @@ packages=(gcc clang cmake make pkg-config libglib2.0-dev libsqlite3-dev libjson-
           gnuplot-nox)
 if [[ ${1:-} == --tests ]]; then
   # clang-format checks the style; libclang-rt provides clang's sanitizer and fuzzer runtimes;
-  # python3 lets some tests cross-check fragsim's output with Python's own pickle module.
-  packages+=(clang-format libclang-rt-14-dev python3)
+  # python3 lets some tests cross-check fragsim's output with Python's own pickle module;
+  # the labelled tests exercise fragsim with slurm-wlm and munge (a single-node cluster),
+  # parallel (GNU parallel) and chromium (the report, in a headless browser).
+  packages+=(clang-format libclang-rt-14-dev python3 slurm-wlm munge parallel chromium)
 fi
 
 missing=()

@@ -5,7 +5,9 @@
 # (each finds what the other misses), all tests run on both; and, for the warnings only the
 # optimiser finds, a clang RelWithDebInfo and a gcc Release build (built, not tested: the
 # sanitizer runs already test the same code).  All with warnings as errors.  This is what CI
-# runs.
+# runs.  The labelled tests that start outside programs (slurm: a Slurm cluster and GNU
+# parallel; browser: chromium) run once, in the gcc pass; they skip where the machine cannot
+# run them, unless CI=true or FRAGSIM_REQUIRE_LABELLED=1 (.ci/run) makes that a failure.
 # Usage: scripts/test.sh   (from anywhere)
 # Tests that use the real PyTorch snapshots read FRAGSIM_SHARED_TRACES (a directory); when it
 # is unset and ../shared/traces exists beside the project, that one is used.
@@ -35,7 +37,7 @@ echo "== clang, Debug, ASan + UBSan"
 CC=clang cmake -S . -B build/clang-asan -DCMAKE_BUILD_TYPE=Debug -DFRAGSIM_WERROR=ON \
   -DFRAGSIM_SANITIZE=address,undefined >/dev/null
 cmake --build build/clang-asan -j"$jobs"
-ctest --test-dir build/clang-asan --output-on-failure -j"$jobs"
+ctest --test-dir build/clang-asan --output-on-failure -j"$jobs" -LE 'slurm|browser'
 
 echo "== clang, RelWithDebInfo (optimiser warnings only; no tests)"
 CC=clang cmake -S . -B build/clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFRAGSIM_WERROR=ON >/dev/null
