@@ -5,10 +5,13 @@
  * known code and a message naming the record; the writer refuses what it cannot write; and the
  * CLI writes the format (`convert --format binary`, `synth -o X.fsb`) and reads it back.
  */
+#define _DEFAULT_SOURCE /* truncate() */
+
 #include <glib.h>
 #include <glib/gstdio.h>
 
 #include <string.h>
+#include <unistd.h>
 
 #include "fragsim/fragsim.h"
 
@@ -68,6 +71,26 @@ copy_trace(const char *in, const char *out, FsimTraceWriteFormat format)
     g_assert_no_error(error);
 }
 
+/* @bytes compressed with gzip. */
+static GByteArray *
+gzip_bytes(const guint8 *data, gsize len)
+{
+    g_autoptr(GZlibCompressor) compressor = g_zlib_compressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP, 1);
+    GByteArray *out = g_byte_array_sized_new((guint)(len + len / 100 + 1024));
+    g_autoptr(GError) error = NULL;
+    gsize read = 0;
+    gsize written = 0;
+
+    g_byte_array_set_size(out, (guint)(len + len / 100 + 1024));
+    g_assert_cmpint(g_converter_convert(G_CONVERTER(compressor), data, len, out->data, out->len,
+                                        G_CONVERTER_INPUT_AT_END, &read, &written, &error),
+                    ==, G_CONVERTER_FINISHED);
+    g_assert_no_error(error);
+    g_assert_cmpuint(read, ==, len);
+    g_byte_array_set_size(out, (guint)written);
+    return out;
+}
+
 static void
 test_round_trip(gconstpointer data)
 {
@@ -93,6 +116,74 @@ test_round_trip(gconstpointer data)
     got_back = render(back, &error);
     g_assert_no_error(error);
     g_assert_cmpstr(got_back, ==, expected);
+    /* The same events through windows of one, three and 128 records, mapped and compressed. */
+    {
+        g_autofree char *gz = g_build_filename(dir, "t.bin.gz", NULL);
+        g_autofree char *contents = NULL;
+        gsize len = 0;
+        g_autoptr(GByteArray) packed = NULL;
+        static const gsize windows[] = {32, 96, 4096};
+
+        g_assert_true(g_file_get_contents(binary, &contents, &len, NULL));
+        packed = gzip_bytes((const guint8 *)contents, len);
+        g_assert_true(g_file_set_contents(gz, (const char *)packed->data, packed->len, NULL));
+        for (gsize w = 0; w < G_N_ELEMENTS(windows); w++) {
+            g_autofree char *mapped = NULL;
+            g_autofree char *unzipped = NULL;
+
+            fsim_binary_set_window(windows[w]);
+            mapped = render(binary, &error);
+            g_assert_no_error(error);
+            unzipped = render(gz, &error);
+            g_assert_no_error(error);
+            fsim_binary_set_window(0);
+            g_assert_cmpstr(mapped, ==, expected);
+            g_assert_cmpstr(unzipped, ==, expected);
+        }
+    }
+    fsim_test_remove_tree(dir);
+}
+
+/* A file cut short while a stream reads it (another process rewriting it) is an error naming
+ * the record, never a SIGBUS from a mapped page past the end, and never events from a window
+ * the file no longer holds. */
+static void
+test_shrunk_while_read(void)
+{
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *path = g_build_filename(dir, "long.fsb", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimTrace) trace = NULL;
+    g_autoptr(FsimTraceStream) stream = NULL;
+    guint events = 0;
+    FsimEvent ev;
+
+    {
+        g_autoptr(FsimTraceWriter) writer = fsim_trace_writer_open(path, &error);
+
+        g_assert_no_error(error);
+        for (guint i = 0; i < 1000; i++) {
+            FsimEvent a = {.time = i, .kind = FSIM_EV_ALLOC, .id = i + 1, .size = 512};
+
+            g_assert_true(fsim_trace_writer_write(writer, &a, &error));
+        }
+        g_assert_true(fsim_trace_writer_close(g_steal_pointer(&writer), &error));
+    }
+    fsim_binary_set_window(4096); /* 128 records */
+    trace = fsim_trace_open(path, &error);
+    g_assert_no_error(error);
+    stream = fsim_trace_stream_open(trace, 0, &error);
+    g_assert_no_error(error);
+    g_assert_true(fsim_trace_stream_next(stream, &ev, &error));
+    events++;
+    g_assert_cmpint(truncate(path, FSIM_BINARY_HEADER_BYTES + 300 * FSIM_BINARY_RECORD_BYTES), ==,
+                    0);
+    while (fsim_trace_stream_next(stream, &ev, &error))
+        events++;
+    fsim_binary_set_window(0);
+    g_assert_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_TRUNCATED);
+    g_assert_nonnull(strstr(error->message, "record 257 of 1000 is cut short"));
+    g_assert_cmpuint(events, ==, 256);
     fsim_test_remove_tree(dir);
 }
 
@@ -137,9 +228,19 @@ reseal(GByteArray *bytes)
     fsim_binary_store64(bytes->data + FSIM_BINARY_OFF_CHECKSUM, fsim_binary_sum_value(&sum));
 }
 
-/* Read all of @bytes as a trace; the error of the open or of the stream. */
+/* How read_bytes() stores and reads a trace: every check holds for each. */
+typedef enum {
+    READ_PLAIN,       /* mapped, one window */
+    READ_PLAIN_SMALL, /* mapped, a window of two records */
+    READ_GZIP,        /* decompressed, one buffer */
+    READ_GZIP_SMALL,  /* decompressed, a buffer of two records */
+    READ_WAYS,
+} ReadWay;
+
+/* Read all of @bytes as a trace, stored and read @way; the error of the open or of the
+ * stream. */
 static GError *
-read_bytes(const GByteArray *bytes)
+read_bytes_way(const GByteArray *bytes, ReadWay way)
 {
     g_autofree char *dir = fsim_test_tmp_dir();
     g_autofree char *path = g_build_filename(dir, "bad.fsb", NULL);
@@ -148,7 +249,14 @@ read_bytes(const GByteArray *bytes)
     GError *error = NULL;
     FsimEvent ev;
 
-    g_assert_true(g_file_set_contents(path, (const char *)bytes->data, bytes->len, NULL));
+    if (way == READ_GZIP || way == READ_GZIP_SMALL) {
+        g_autoptr(GByteArray) gz = gzip_bytes(bytes->data, bytes->len);
+
+        g_assert_true(g_file_set_contents(path, (const char *)gz->data, gz->len, NULL));
+    } else {
+        g_assert_true(g_file_set_contents(path, (const char *)bytes->data, bytes->len, NULL));
+    }
+    fsim_binary_set_window(way == READ_PLAIN_SMALL || way == READ_GZIP_SMALL ? 64 : 0);
     trace = fsim_trace_open(path, &error);
     if (trace != NULL) {
         stream = fsim_trace_stream_open(trace, 0, &error);
@@ -156,19 +264,30 @@ read_bytes(const GByteArray *bytes)
         while (fsim_trace_stream_next(stream, &ev, &error))
             ;
     }
+    fsim_binary_set_window(0);
     fsim_test_remove_tree(dir);
     return error;
 }
 
+static GError *
+read_bytes(const GByteArray *bytes)
+{
+    return read_bytes_way(bytes, READ_PLAIN);
+}
+
+/* @bytes are refused with @code and a message saying @fragment, however they are stored and
+ * read: the same error from a plain file and a compressed one, in one window or many. */
 static void
 assert_refused(const GByteArray *bytes, int code, const char *fragment)
 {
-    g_autoptr(GError) error = read_bytes(bytes);
+    for (int way = 0; way < READ_WAYS; way++) {
+        g_autoptr(GError) error = read_bytes_way(bytes, way);
 
-    g_assert_error(error, FSIM_TRACE_ERROR, code);
-    if (strstr(error->message, fragment) == NULL)
-        g_error("'%s' does not say '%s'", error->message, fragment);
-    g_assert_true(strstr(error->message, "bad.fsb: ") != NULL);
+        g_assert_error(error, FSIM_TRACE_ERROR, code);
+        if (strstr(error->message, fragment) == NULL)
+            g_error("read way %d: '%s' does not say '%s'", way, error->message, fragment);
+        g_assert_true(strstr(error->message, "bad.fsb: ") != NULL);
+    }
 }
 
 static void
@@ -481,6 +600,7 @@ main(int argc, char **argv)
     g_test_add_func("/reader/binary/bad/header", test_bad_header);
     g_test_add_func("/reader/binary/duplicate-refused-by-engine", test_duplicate_refused_by_engine);
     g_test_add_func("/reader/binary/gzip", test_gzip);
+    g_test_add_func("/reader/binary/shrunk-while-read", test_shrunk_while_read);
     g_test_add_func("/writer/binary/refuses", test_writer_refuses);
     g_test_add_func("/cli/binary", test_cli);
     return g_test_run();

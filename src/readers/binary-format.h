@@ -118,6 +118,11 @@ fsim_binary_sum_value(const FsimBinarySum *sum)
     return sum->a ^ ((sum->b << 32) | (sum->b >> 32));
 }
 
+/* How many bytes of records a binary stream maps or buffers at once (rounded down to whole
+ * records, at least one); 0 restores the default, 8 MiB.  For tests, which make it small so that
+ * short traces cross many windows. */
+void fsim_binary_set_window(gsize bytes);
+
 /* The binary writer behind fsim_trace_writer_open_format(): it takes over @fd (a fresh regular
  * file, positioned at 0) and names @path in its messages. */
 typedef struct FsimBinaryWriter FsimBinaryWriter;

@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The reader of `fragsim-trace binary v1`, the fixed-width twin of the text format
- * (binary-format.h, docs/trace-formats.md).  The file is mapped once when the trace is opened
- * (or, gzip-compressed, decompressed into memory); the header and the stream and string tables
- * are checked there, and each stream then decodes records in place: no allocation and no copy
- * per event, a mark's label points into the mapped string table.  Each record is checked as it
- * is decoded (kind, flags, size, stream index, label offset, time), and the checksum, summed on
- * the way, is compared once the last record has been read, before the end of the stream is
- * reported.  Allocation ids are not tracked here: the engine refuses an id allocated twice,
- * naming the record.
+ * (binary-format.h, docs/trace-formats.md).  It streams with bounded memory: opening a trace
+ * reads its header and the stream and string tables after the records (the only part held in
+ * memory, bounded by the memory budget), and each stream then goes through the records a window
+ * at a time: a plain file is mapped a window at a time (8 MiB, so resident memory does not grow
+ * with the trace), and a gzip-compressed one is decompressed into a buffer of the same size by
+ * each stream (opening decompresses it once to reach the tables).  Records are decoded in
+ * place: no allocation and no copy per event, a mark's label points into the string table.  Each
+ * record is checked as it is decoded (kind, flags, size, stream index, label offset, time), and
+ * the checksum, summed on the way, is compared once the last record has been read, before the
+ * end of the stream is reported.  Allocation ids are not tracked here: the engine refuses an id
+ * allocated twice, naming the record.
  */
-#define _DEFAULT_SOURCE /* MAP_POPULATE */
+#define _DEFAULT_SOURCE /* MAP_POPULATE, pread(), posix_fadvise() */
 
 #include <glib.h>
 
@@ -25,17 +28,38 @@
 #include "binary-format.h"
 #include "readers.h"
 
+/* The records a stream maps or buffers at once: 8 MiB (tests make it smaller; the fuzz build
+ * defines FSIM_BINARY_WINDOW_BYTES, two records, so that small inputs cross many windows). */
+#ifdef FSIM_BINARY_WINDOW_BYTES
+#define BINARY_WINDOW_DEFAULT ((gsize)FSIM_BINARY_WINDOW_BYTES)
+#else
+#define BINARY_WINDOW_DEFAULT ((gsize)8 << 20)
+#endif
+
+static gsize binary_window_bytes = BINARY_WINDOW_DEFAULT;
+
+/* What opening a gzip-compressed trace decompresses at once, on its way to the tables. */
+#define BINARY_GZIP_CHUNK ((gsize)1 << 16)
+
+void
+fsim_binary_set_window(gsize bytes)
+{
+    bytes = bytes == 0 ? BINARY_WINDOW_DEFAULT : bytes;
+    binary_window_bytes = MAX(bytes / FSIM_BINARY_RECORD_BYTES, 1) * FSIM_BINARY_RECORD_BYTES;
+}
+
 typedef struct {
     FsimTrace base;
-    const guint8 *data; /* the whole file */
-    gsize len;
-    void *map; /* data, when it is an mmap() of len bytes; else bytes owns it */
-    GBytes *bytes;
-    const guint8 *records;
+    int fd;        /* a plain file, kept open for the streams; -1 when gzip-compressed */
+    gboolean gzip; /* streams decompress the file again */
+    guint8 header[FSIM_BINARY_HEADER_BYTES];
+    uint64_t len; /* of the file (decompressed) */
     uint64_t n_records;
     uint64_t *streams; /* decoded stream table */
     uint32_t n_streams;
-    const char *strings;
+    guint8 *tables; /* the stream and string tables, as in the file */
+    uint64_t tables_len;
+    const char *strings; /* in tables */
     uint64_t strings_bytes;
     uint64_t checksum;
 } BinaryTrace;
@@ -43,6 +67,13 @@ typedef struct {
 typedef struct {
     FsimTraceStream base;
     const BinaryTrace *trace;
+    GInputStream *in; /* gzip: this stream's own decompression, past the records read */
+    void *map;        /* plain: the mapped window (map_len bytes), or NULL */
+    gsize map_len;
+    guint8 *buf;          /* gzip, or a plain file that cannot be mapped: records read */
+    const guint8 *window; /* records window_first .. window_first + window_count - 1 */
+    uint64_t window_first;
+    uint64_t window_count;
     uint64_t next; /* index of the next record */
     FsimTime time;
     FsimBinarySum sum;
@@ -53,43 +84,6 @@ binary_probe(const guint8 *head, gsize len)
 {
     return len >= FSIM_BINARY_MAGIC_LEN &&
            memcmp(head, FSIM_BINARY_MAGIC, FSIM_BINARY_MAGIC_LEN) == 0;
-}
-
-/* Map @path, or read it whole when it is compressed (or cannot be mapped). */
-static gboolean
-binary_load(BinaryTrace *trace, const char *path, GError **error)
-{
-    struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    guint8 magic[2] = {0};
-
-    if (fd < 0) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: %s", path, g_strerror(errno));
-        return FALSE;
-    }
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
-        pread(fd, magic, 2, 0) == 2 && !(magic[0] == 0x1f && magic[1] == 0x8b)) {
-        int flags = MAP_PRIVATE;
-        void *map;
-
-#ifdef MAP_POPULATE
-        flags |= MAP_POPULATE; /* fault the pages in now, in bulk, rather than one at a time */
-#endif
-        map = mmap(NULL, (size_t)st.st_size, PROT_READ, flags, fd, 0);
-        if (map != MAP_FAILED) {
-            close(fd);
-            (void)madvise(map, (size_t)st.st_size, MADV_SEQUENTIAL);
-            trace->map = map;
-            trace->data = map;
-            trace->len = (gsize)st.st_size;
-            return TRUE;
-        }
-    }
-    close(fd);
-    if (!fsim_input_read_all(path, 0, &trace->bytes, error))
-        return FALSE;
-    trace->data = g_bytes_get_data(trace->bytes, &trace->len);
-    return TRUE;
 }
 
 static gboolean G_GNUC_PRINTF(4, 5)
@@ -105,11 +99,11 @@ static gboolean G_GNUC_PRINTF(4, 5)
     return FALSE;
 }
 
-/* The header's counts against the file's length; the tables. */
+/* The header's counts against the file's length (trace->len). */
 static gboolean
 binary_check_layout(BinaryTrace *trace, const char *path, GError **error)
 {
-    const guint8 *h = trace->data;
+    const guint8 *h = trace->header;
     uint32_t header_bytes = fsim_binary_load32(h + FSIM_BINARY_OFF_HEADER_BYTES);
     uint32_t record_bytes = fsim_binary_load32(h + FSIM_BINARY_OFF_RECORD_BYTES);
     uint64_t strings_padded;
@@ -118,8 +112,8 @@ binary_check_layout(BinaryTrace *trace, const char *path, GError **error)
 
     if (trace->len < FSIM_BINARY_HEADER_BYTES)
         return binary_error(path, error, FSIM_TRACE_ERROR_TRUNCATED,
-                            "the header is cut short (%" G_GSIZE_FORMAT " of %d bytes)", trace->len,
-                            FSIM_BINARY_HEADER_BYTES);
+                            "the header is cut short (%" G_GUINT64_FORMAT " of %d bytes)",
+                            trace->len, FSIM_BINARY_HEADER_BYTES);
     if (header_bytes != FSIM_BINARY_HEADER_BYTES || record_bytes != FSIM_BINARY_RECORD_BYTES ||
         fsim_binary_load32(h + FSIM_BINARY_OFF_RESERVED) != 0)
         return binary_error(path, error, FSIM_TRACE_ERROR_HEADER,
@@ -137,7 +131,7 @@ binary_check_layout(BinaryTrace *trace, const char *path, GError **error)
 
         return binary_error(path, error, FSIM_TRACE_ERROR_TRUNCATED,
                             "record %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
-                            " is cut short: the file ends at byte %" G_GSIZE_FORMAT,
+                            " is cut short: the file ends at byte %" G_GUINT64_FORMAT,
                             complete + 1, trace->n_records, trace->len);
     }
     have -= trace->n_records * FSIM_BINARY_RECORD_BYTES;
@@ -156,19 +150,159 @@ binary_check_layout(BinaryTrace *trace, const char *path, GError **error)
                             " bytes where the header declares %u streams and %" G_GUINT64_FORMAT
                             " bytes of strings (%" G_GUINT64_FORMAT " bytes)",
                             have, trace->n_streams, trace->strings_bytes, tables);
-    trace->records = h + FSIM_BINARY_HEADER_BYTES;
-    {
-        const guint8 *table = trace->records + trace->n_records * FSIM_BINARY_RECORD_BYTES;
+    trace->tables_len = have;
+    return TRUE;
+}
 
-        trace->streams = g_new(uint64_t, MAX(trace->n_streams, 1));
-        for (uint32_t i = 0; i < trace->n_streams; i++)
-            trace->streams[i] = fsim_binary_load64(table + 8 * (gsize)i);
-        trace->strings = (const char *)table + 8 * (gsize)trace->n_streams;
-    }
+/* The tables, once in memory (trace->tables): decode the streams, check the strings. */
+static gboolean
+binary_check_tables(BinaryTrace *trace, const char *path, GError **error)
+{
+    trace->streams = g_new(uint64_t, MAX(trace->n_streams, 1));
+    for (uint32_t i = 0; i < trace->n_streams; i++)
+        trace->streams[i] = fsim_binary_load64(trace->tables + 8 * (gsize)i);
+    trace->strings = (const char *)trace->tables + 8 * (gsize)trace->n_streams;
     if (trace->strings_bytes > 0 && trace->strings[trace->strings_bytes - 1] != '\0')
         return binary_error(path, error, FSIM_TRACE_ERROR_SYNTAX,
                             "the string table does not end with a NUL byte");
     return TRUE;
+}
+
+/* The tables are the one part of a trace held in memory: within the memory budget. */
+static gboolean
+binary_check_budget(const char *path, uint64_t bytes, GError **error)
+{
+    if (bytes <= fsim_memory_budget())
+        return TRUE;
+    return binary_error(path, error, FSIM_TRACE_ERROR_LIMIT,
+                        "the stream and string tables take more than the memory budget of "
+                        "%" G_GSIZE_FORMAT " MiB (--max-memory)",
+                        fsim_memory_budget() >> 20);
+}
+
+/* Read @len bytes at @offset of @fd into @buf; the number read (less at the end of the file),
+ * or -1 with errno. */
+static gssize
+binary_pread(int fd, guint8 *buf, gsize len, uint64_t offset)
+{
+    gsize done = 0;
+
+    while (done < len) {
+        ssize_t n = pread(fd, buf + done, len - done, (off_t)(offset + done));
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            break;
+        done += (gsize)n;
+    }
+    return (gssize)done;
+}
+
+static gboolean
+binary_io_error(const char *path, GError **error)
+{
+    g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: %s", path, g_strerror(errno));
+    return FALSE;
+}
+
+/* A plain file: its length, header and tables, read where they lie. */
+static gboolean
+binary_open_plain(BinaryTrace *trace, const char *path, GError **error)
+{
+    struct stat st;
+    gssize n;
+
+    if (fstat(trace->fd, &st) != 0)
+        return binary_io_error(path, error);
+    if (!S_ISREG(st.st_mode)) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO,
+                    "%s: not a regular file (a binary trace is read where its parts lie, and "
+                    "once per stream)",
+                    path);
+        return FALSE;
+    }
+    (void)posix_fadvise(trace->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    n = binary_pread(trace->fd, trace->header, sizeof(trace->header), 0);
+    if (n < 0)
+        return binary_io_error(path, error);
+    trace->len = (uint64_t)st.st_size;
+    if (!binary_check_layout(trace, path, error) ||
+        !binary_check_budget(path, trace->tables_len, error))
+        return FALSE;
+    trace->tables = g_malloc(MAX(trace->tables_len, 1));
+    n = binary_pread(trace->fd, trace->tables, trace->tables_len,
+                     FSIM_BINARY_HEADER_BYTES + trace->n_records * FSIM_BINARY_RECORD_BYTES);
+    if (n < 0)
+        return binary_io_error(path, error);
+    if ((uint64_t)n != trace->tables_len)
+        return binary_error(path, error, FSIM_TRACE_ERROR_TRUNCATED,
+                            "the tables after the last record are cut short (the file shrank "
+                            "while it was opened)");
+    return binary_check_tables(trace, path, error);
+}
+
+/* Read up to @len bytes of @in into @buf (all of them unless the input ends); FALSE with an
+ * I/O error naming @path. */
+static gboolean
+binary_read_input(GInputStream *in, const char *path, guint8 *buf, gsize len, gsize *got,
+                  GError **error)
+{
+    g_autoptr(GError) local_error = NULL;
+
+    if (g_input_stream_read_all(in, buf, len, got, NULL, &local_error))
+        return TRUE;
+    g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: %s", path, local_error->message);
+    return FALSE;
+}
+
+/* A gzip-compressed file: one pass of decompression to learn its length and keep its tables
+ * (what follows the records the header declares), holding one buffer of the rest. */
+static gboolean
+binary_open_gzip(BinaryTrace *trace, const char *path, GError **error)
+{
+    g_autoptr(GInputStream) in = fsim_input_open(path, error);
+    g_autoptr(GByteArray) tail = g_byte_array_new();
+    g_autofree guint8 *chunk = g_malloc(BINARY_GZIP_CHUNK);
+    uint64_t n_records, records_end;
+    gsize got;
+
+    if (in == NULL ||
+        !binary_read_input(in, path, trace->header, sizeof(trace->header), &got, error))
+        return FALSE;
+    trace->len = got;
+    n_records = fsim_binary_load64(trace->header + FSIM_BINARY_OFF_RECORDS);
+    records_end = n_records <= (G_MAXUINT64 - FSIM_BINARY_HEADER_BYTES) / FSIM_BINARY_RECORD_BYTES
+                      ? FSIM_BINARY_HEADER_BYTES + n_records * FSIM_BINARY_RECORD_BYTES
+                      : G_MAXUINT64;
+    /* Through the records without keeping them (a chunk never crosses their end), then the
+     * tables kept. */
+    while (got == sizeof(trace->header) || got == BINARY_GZIP_CHUNK) {
+        gsize want = BINARY_GZIP_CHUNK;
+
+        if (trace->len < records_end && records_end - trace->len < want)
+            want = (gsize)(records_end - trace->len);
+        if (!binary_read_input(in, path, chunk, want, &got, error))
+            return FALSE;
+        if (trace->len >= records_end) {
+            if (!binary_check_budget(path, (uint64_t)tail->len + got, error))
+                return FALSE;
+            g_byte_array_append(tail, chunk, (guint)got);
+        }
+        trace->len += got;
+        if (got < want)
+            break; /* the end of the input */
+        got = BINARY_GZIP_CHUNK;
+    }
+    if (!binary_check_layout(trace, path, error))
+        return FALSE;
+    if (tail->len != trace->tables_len)
+        return binary_error(path, error, FSIM_TRACE_ERROR_TRUNCATED,
+                            "the tables after the last record are cut short");
+    trace->tables = g_byte_array_free(g_steal_pointer(&tail), FALSE);
+    return binary_check_tables(trace, path, error);
 }
 
 static void
@@ -176,10 +310,10 @@ binary_close(FsimTrace *base)
 {
     BinaryTrace *trace = (BinaryTrace *)base;
 
-    if (trace->map != NULL)
-        munmap(trace->map, trace->len);
-    g_clear_pointer(&trace->bytes, g_bytes_unref);
+    if (trace->fd >= 0)
+        close(trace->fd);
     g_free(trace->streams);
+    g_free(trace->tables);
     g_free(trace);
 }
 
@@ -187,9 +321,22 @@ static FsimTrace *
 binary_open(const char *path, GError **error)
 {
     BinaryTrace *trace = g_new0(BinaryTrace, 1);
+    guint8 magic[2] = {0};
+    gboolean ok;
 
     fsim_trace_init(&trace->base, &fsim_trace_format_binary, path);
-    if (!binary_load(trace, path, error) || !binary_check_layout(trace, path, error)) {
+    trace->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (trace->fd < 0) {
+        ok = binary_io_error(path, error);
+    } else if (binary_pread(trace->fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+        close(trace->fd);
+        trace->fd = -1;
+        trace->gzip = TRUE;
+        ok = binary_open_gzip(trace, path, error);
+    } else {
+        ok = binary_open_plain(trace, path, error);
+    }
+    if (!ok) {
         fsim_trace_close(&trace->base);
         return NULL;
     }
@@ -198,20 +345,120 @@ binary_open(const char *path, GError **error)
 }
 
 static FsimTraceStream *
-binary_stream_open(FsimTrace *trace, uint32_t device, GError **error)
+binary_stream_open(FsimTrace *base, uint32_t device, GError **error)
 {
-    BinaryStream *s = g_new0(BinaryStream, 1);
+    const BinaryTrace *trace = (const BinaryTrace *)base;
+    g_autofree BinaryStream *s = g_new0(BinaryStream, 1);
 
     (void)device;
-    (void)error;
-    s->trace = (const BinaryTrace *)trace;
-    return &s->base;
+    s->trace = trace;
+    if (trace->gzip) {
+        guint8 header[FSIM_BINARY_HEADER_BYTES];
+        gsize got;
+
+        s->in = fsim_input_open(base->path, error);
+        if (s->in == NULL ||
+            !binary_read_input(s->in, base->path, header, sizeof(header), &got, error)) {
+            g_clear_object(&s->in);
+            return NULL;
+        }
+        if (got != sizeof(header) || memcmp(header, trace->header, sizeof(header)) != 0) {
+            g_clear_object(&s->in);
+            binary_error(base->path, error, FSIM_TRACE_ERROR_HEADER,
+                         "the header changed since the file was opened");
+            return NULL;
+        }
+    }
+    return &g_steal_pointer(&s)->base;
 }
 
 static void
 binary_stream_close(FsimTraceStream *stream)
 {
-    g_free(stream);
+    BinaryStream *s = (BinaryStream *)stream;
+
+    if (s->map != NULL)
+        munmap(s->map, s->map_len);
+    g_clear_object(&s->in);
+    g_free(s->buf);
+    g_free(s);
+}
+
+typedef enum {
+    WINDOW_MAPPED,
+    WINDOW_UNMAPPABLE, /* mmap() refused: read the records instead */
+    WINDOW_SHRUNK,     /* the file no longer holds the records */
+} WindowMapping;
+
+/* Map the window of @count records from s->next. */
+static WindowMapping
+binary_map_window(BinaryStream *s, uint64_t count)
+{
+    const BinaryTrace *t = s->trace;
+    uint64_t start = FSIM_BINARY_HEADER_BYTES + s->next * FSIM_BINARY_RECORD_BYTES;
+    uint64_t end = start + count * FSIM_BINARY_RECORD_BYTES;
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t offset = start / page * page;
+    struct stat st;
+    int flags = MAP_PRIVATE;
+    void *map;
+
+    /* Touching a page past the end of a file that shrank would be SIGBUS, not an error. */
+    if (fstat(t->fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return WINDOW_UNMAPPABLE;
+    if ((uint64_t)st.st_size < end)
+        return WINDOW_SHRUNK;
+#ifdef MAP_POPULATE
+    flags |= MAP_POPULATE; /* fault the window's pages in now, in bulk, not one at a time */
+#endif
+    map = mmap(NULL, (size_t)(end - offset), PROT_READ, flags, t->fd, (off_t)offset);
+    if (map == MAP_FAILED)
+        return WINDOW_UNMAPPABLE;
+    if (s->map != NULL)
+        munmap(s->map, s->map_len);
+    s->map = map;
+    s->map_len = (gsize)(end - offset);
+    s->window = (const guint8 *)map + (start - offset);
+    return WINDOW_MAPPED;
+}
+
+/* The next window of records, from s->next: mapped, or read into s->buf. */
+static gboolean
+binary_next_window(BinaryStream *s, GError **error)
+{
+    const BinaryTrace *t = s->trace;
+    const char *path = t->base.path;
+    uint64_t count = MIN(binary_window_bytes / FSIM_BINARY_RECORD_BYTES, t->n_records - s->next);
+    gsize len = (gsize)(count * FSIM_BINARY_RECORD_BYTES);
+    gsize got = 0;
+    WindowMapping mapping = t->gzip ? WINDOW_UNMAPPABLE : binary_map_window(s, count);
+
+    if (mapping == WINDOW_UNMAPPABLE) {
+        if (s->buf == NULL)
+            s->buf = g_malloc(binary_window_bytes);
+        if (t->gzip) {
+            if (!binary_read_input(s->in, path, s->buf, len, &got, error))
+                return FALSE;
+        } else {
+            gssize n = binary_pread(t->fd, s->buf, len,
+                                    FSIM_BINARY_HEADER_BYTES + s->next * FSIM_BINARY_RECORD_BYTES);
+
+            if (n < 0)
+                return binary_io_error(path, error);
+            got = (gsize)n;
+        }
+        s->window = s->buf;
+    } else if (mapping == WINDOW_MAPPED) {
+        got = len;
+    }
+    if (got != len)
+        return binary_error(path, error, FSIM_TRACE_ERROR_TRUNCATED,
+                            "record %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
+                            " is cut short: the file changed since it was opened",
+                            s->next + got / FSIM_BINARY_RECORD_BYTES + 1, t->n_records);
+    s->window_first = s->next;
+    s->window_count = count;
+    return TRUE;
 }
 
 /* What a record of @kind carries besides its kind: an id (or label, or pool) that must be
@@ -287,11 +534,9 @@ static gboolean
 binary_check_sum(BinaryStream *s, GError **error)
 {
     const BinaryTrace *t = s->trace;
-    const guint8 *tables = t->records + t->n_records * FSIM_BINARY_RECORD_BYTES;
-    gsize tables_len = t->len - FSIM_BINARY_HEADER_BYTES - t->n_records * FSIM_BINARY_RECORD_BYTES;
     FsimBinarySum sum = s->sum;
 
-    fsim_binary_sum_bytes(&sum, tables, tables_len);
+    fsim_binary_sum_bytes(&sum, t->tables, t->tables_len);
     if (fsim_binary_sum_value(&sum) == t->checksum)
         return TRUE;
     return binary_error(t->base.path, error, FSIM_TRACE_ERROR_CHECKSUM,
@@ -402,8 +647,12 @@ binary_stream_read(FsimTraceStream *stream, FsimEvent *evs, gsize max, GError **
         }
         return 0;
     }
-    n = MIN((uint64_t)max, t->n_records - next);
-    p = t->records + next * FSIM_BINARY_RECORD_BYTES;
+    if (next >= s->window_first + s->window_count) {
+        if (!binary_next_window(s, error))
+            return 0;
+    }
+    n = MIN((uint64_t)max, s->window_first + s->window_count - next);
+    p = s->window + (next - s->window_first) * FSIM_BINARY_RECORD_BYTES;
     for (uint64_t i = 0; i < n; i++, p += FSIM_BINARY_RECORD_BYTES) {
         /* A few cache lines ahead: the hardware prefetcher alone leaves the loop waiting. */
         __builtin_prefetch(p + 16 * FSIM_BINARY_RECORD_BYTES);
@@ -423,7 +672,7 @@ binary_stream_read(FsimTraceStream *stream, FsimEvent *evs, gsize max, GError **
 
 const FsimTraceFormat fsim_trace_format_binary = {
     .name = "binary",
-    .summary = "fragsim's binary trace (fragsim-trace binary v1): fixed-size records, mapped",
+    .summary = "fragsim's binary trace (fragsim-trace binary v1): fixed-size records, streamed",
     .probe = binary_probe,
     .open = binary_open,
     .close = binary_close,
