@@ -63,7 +63,8 @@ check_reader_error(Ctx *ctx, const GError *error, const char *where)
     CHECK(ctx, error != NULL, "%s failed without an error", where);
     CHECK(ctx, error->message != NULL, "%s: an error without a message", where);
     if (error->domain == FSIM_TRACE_ERROR)
-        CHECK(ctx, error->code >= FSIM_TRACE_ERROR_FAILED && error->code <= FSIM_TRACE_ERROR_TYPE,
+        CHECK(ctx,
+              error->code >= FSIM_TRACE_ERROR_FAILED && error->code <= FSIM_TRACE_ERROR_CHECKSUM,
               "%s: unknown FSIM_TRACE_ERROR code %d: %s", where, error->code, error->message);
     else if (error->domain == FSIM_ERROR)
         CHECK(ctx, error->code >= FSIM_ERROR_FAILED && error->code <= FSIM_ERROR_DIVERGED,
