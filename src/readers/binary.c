@@ -461,6 +461,15 @@ binary_next_window(BinaryStream *s, GError **error)
     return TRUE;
 }
 
+/* The flags a record of each kind may carry, as in the text format: `free_requested` (deferred)
+ * on a free, `recorded_oom` on an alloc or a free, `inferred` on an empty_cache.  Indexed by the
+ * kind byte; unknown kinds carry none. */
+static const guint8 binary_kind_flags[256] = {
+    [FSIM_EV_ALLOC] = FSIM_EVF_RECORDED_OOM,
+    [FSIM_EV_FREE] = FSIM_EVF_DEFERRED | FSIM_EVF_RECORDED_OOM,
+    [FSIM_EV_EMPTY_CACHE] = FSIM_EVF_INFERRED,
+};
+
 /* What a record of @kind carries besides its kind: an id (or label, or pool) that must be
  * nonzero, a stream index, a size. */
 static gboolean
@@ -496,6 +505,12 @@ binary_bad_record(const BinaryStream *s, const guint8 *p, GError **error)
     if ((flags & ~(unsigned)FSIM_BINARY_FLAGS_KNOWN) != 0)
         return binary_error(path, error, FSIM_TRACE_ERROR_SYNTAX,
                             "record %" G_GUINT64_FORMAT ": unknown flags 0x%x", n, flags);
+    if ((flags & ~(unsigned)binary_kind_flags[kind]) != 0)
+        return binary_error(path, error, FSIM_TRACE_ERROR_SYNTAX,
+                            "record %" G_GUINT64_FORMAT
+                            ": flags 0x%x on a record of kind %s (deferred goes only on free, "
+                            "inferred on empty_cache, recorded OOM on alloc and free)",
+                            n, flags & ~(unsigned)binary_kind_flags[kind], name);
     if (s->time + w[0] < s->time)
         return binary_error(path, error, FSIM_TRACE_ERROR_TIME,
                             "record %" G_GUINT64_FORMAT ": the time passes 2^64 ns", n);
@@ -599,8 +614,10 @@ binary_decode(BinaryTables t, const guint8 *p, FsimTime *time, FsimBinarySum *su
     unsigned is_alloc = kind == FSIM_EV_ALLOC;
     unsigned bad;
 
-    /* Without branches on the kind, which a mix of allocs and frees would mispredict. */
-    bad = ((word3 >> 40) & ~(uint64_t)FSIM_BINARY_FLAGS_KNOWN) != 0;
+    /* Without branches on the kind, which a mix of allocs and frees would mispredict: the
+     * reserved bits, and flags the kind may not carry (none for an unknown kind). */
+    bad = (word3 >> 48) != 0;
+    bad |= (((unsigned)(word3 >> 40) & 0xff) & ~(unsigned)binary_kind_flags[kind]) != 0;
     bad |= kind - FSIM_EV_ALLOC > FSIM_BINARY_KIND_LAST - FSIM_EV_ALLOC;
     bad |= *time + delta < *time;
     bad |= is_alloc & (size - 1 >= FSIM_MAX_SIZE);
