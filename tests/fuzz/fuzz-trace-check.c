@@ -17,8 +17,12 @@
  *   ALLOC of a format that maps addresses to ids (snapshots, RMM logs).
  * - An engine (device 1GiB, paranoid, fail_on_oom off) seeded with the initial state accepts the
  *   stream: the only engine error allowed is an initial state larger than the small device, after
- *   which the events are replayed again from an empty state.  Any other engine error (time going
- *   back, an id allocated twice, a bad size, a broken policy invariant) is a broken promise.
+ *   which the events are replayed again from an empty state.  In the text and binary formats the
+ *   pool scopes are the file's own, and in the binary format the ids too: there the engine may
+ *   refuse a pool event out of turn (a scope opened twice, a release of a pool nothing holds) or
+ *   an id allocated twice, naming the event, and is then fed no more.  Any other engine error
+ *   (time going back, a bad size, a broken policy invariant, and those for the other formats,
+ *   whose readers build ids and pools themselves) is a broken promise.
  */
 #include "fuzz-trace-check.h"
 
@@ -323,7 +327,8 @@ read_stream(Ctx *ctx, FsimTrace *trace, uint32_t device, const char *policy,
      * in the text and binary formats the ids are the file's own.  The binary reader leaves ids
      * to the engine, which refuses one allocated twice (then stops being fed). */
     gboolean binary = strcmp(fsim_trace_format_name(trace), "binary") == 0;
-    gboolean fresh_ids = strcmp(fsim_trace_format_name(trace), "text") != 0 && !binary;
+    gboolean text = strcmp(fsim_trace_format_name(trace), "text") == 0;
+    gboolean fresh_ids = !text && !binary;
     g_autoptr(GHashTable) ids = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
 
     memset(summary, 0, sizeof(*summary));
@@ -367,8 +372,10 @@ read_stream(Ctx *ctx, FsimTrace *trace, uint32_t device, const char *policy,
             g_autoptr(GError) local_error = NULL;
             gboolean ok = fsim_engine_process(engine, &ev, &local_error);
 
-            if (!ok && binary &&
-                g_error_matches(local_error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_DUPLICATE))
+            if (!ok && ((binary && g_error_matches(local_error, FSIM_TRACE_ERROR,
+                                                   FSIM_TRACE_ERROR_DUPLICATE)) ||
+                        ((binary || text) && ev.kind >= FSIM_EV_POOL_BEGIN &&
+                         g_error_matches(local_error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_SYNTAX))))
                 g_clear_pointer(&engine, fsim_engine_free);
             else
                 CHECK(ctx, ok, "device %u: engine '%s' stops at event %" G_GUINT64_FORMAT ": %s",
