@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: MIT
+# shellcheck shell=bash
 # Shared by the scale-out tests (sourced, not run): how they skip, fail, wait and clean up.
 #
 # A labelled test may skip only where its machine cannot run it (a package missing, not root, a
@@ -42,9 +43,8 @@ require_inputs() {
   [[ -n ${FRAGSIM_BINARY:-} && -x $FRAGSIM_BINARY ]] || fail "FRAGSIM_BINARY is not an executable: '${FRAGSIM_BINARY:-}'"
   [[ -n ${FRAGSIM_COMPARE_DBS:-} && -x $FRAGSIM_COMPARE_DBS ]] || fail "FRAGSIM_COMPARE_DBS is not an executable: '${FRAGSIM_COMPARE_DBS:-}'"
   [[ -n ${FRAGSIM_SOURCE_DIR:-} && -d $FRAGSIM_SOURCE_DIR ]] || fail "FRAGSIM_SOURCE_DIR is not a directory: '${FRAGSIM_SOURCE_DIR:-}'"
-  FRAGSIM=$FRAGSIM_BINARY
-  COMPARE_DBS=$FRAGSIM_COMPARE_DBS
-  SOURCE_DIR=$FRAGSIM_SOURCE_DIR
+  # shellcheck disable=SC2034 # for the scripts that source this file
+  FRAGSIM=$FRAGSIM_BINARY COMPARE_DBS=$FRAGSIM_COMPARE_DBS SOURCE_DIR=$FRAGSIM_SOURCE_DIR
 }
 
 # make_workdir: a fresh directory in $WORK, readable by all (munged wants its socket's

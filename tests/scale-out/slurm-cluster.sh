@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: MIT
+# shellcheck shell=bash
 # A throw-away single-node Slurm cluster in a directory (sourced, not run): munged with its own
 # key and socket, slurmctld and slurmd in the foreground as background processes of this shell,
 # a slurm.conf without cgroups (proctrack/linuxproc, task/none, no accounting), every state,
