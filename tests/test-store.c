@@ -251,7 +251,10 @@ test_schema_new_metric(void)
         g_assert_no_error(error);
         store_one_run(store, "bestfit", 300, 0, NULL);
     }
-    sql_exec(path, "ALTER TABLE run_metrics DROP COLUMN double_frees");
+    /* As a version 1 database: no views (they would name the column), one metric less. */
+    sql_exec(path, "DROP VIEW run_results; DROP VIEW phase_results; DROP VIEW run_samples; "
+                   "DROP VIEW run_ooms; DROP TABLE run_breakdown; DROP TABLE run_phases; "
+                   "ALTER TABLE run_metrics DROP COLUMN double_frees; PRAGMA user_version = 1");
     {
         /* Read-only: the missing column reads as NULL (0). */
         g_autoptr(FsimStore) store = fsim_store_open(path, FSIM_STORE_READ, NULL, &error);
@@ -271,6 +274,20 @@ test_schema_new_metric(void)
     present = sql_text(path, "SELECT count(*) FROM pragma_table_info('run_metrics') "
                              "WHERE name = 'double_frees'");
     g_assert_cmpstr(present, ==, "1");
+    /* ... and the tables and views of schema version 2, which read it. */
+    g_free(present);
+    present = sql_text(path, "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_schema "
+                             "WHERE name IN ('run_breakdown', 'run_phases', 'run_results', "
+                             "'run_samples', 'run_ooms', 'phase_results') ORDER BY name)");
+    g_assert_cmpstr(present, ==,
+                    "phase_results,run_breakdown,run_ooms,run_phases,run_results,run_samples");
+    g_free(present);
+    present =
+        sql_text(path, "SELECT coalesce(double_frees, 'null') || '/' || events FROM run_results");
+    g_assert_cmpstr(present, ==, "null/300");
+    g_free(present);
+    present = sql_text(path, "PRAGMA user_version");
+    g_assert_cmpstr(present, ==, G_STRINGIFY(FSIM_STORE_SCHEMA_VERSION));
     fsim_test_remove_tree(dir);
 }
 

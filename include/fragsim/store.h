@@ -39,7 +39,7 @@
 G_BEGIN_DECLS
 
 /* The schema version written to `PRAGMA user_version`. */
-#define FSIM_STORE_SCHEMA_VERSION 1
+#define FSIM_STORE_SCHEMA_VERSION 2
 
 /* `PRAGMA application_id` of a fragsim database: "FSIM" in ASCII. */
 #define FSIM_STORE_APPLICATION_ID 0x4653494d
@@ -155,7 +155,7 @@ const char *fsim_store_path(const FsimStore *store);
 
 /**
  * FsimStoreLimits:
- * @max_samples: samples kept per run (0: the default, 10,000).  Events are grouped into
+ * @max_samples: samples kept per run (0: the default, 1,000).  Events are grouped into
  *     consecutive buckets of equal event count, doubled as the run grows so that there are
  *     between @max_samples / 2 and @max_samples + 1 of them; each bucket keeps the minimum and
  *     the maximum of requested, allocated and reserved bytes within it, so every peak survives
@@ -175,7 +175,7 @@ typedef struct {
     guint max_marks;
 } FsimStoreLimits;
 
-#define FSIM_STORE_DEFAULT_SAMPLES 10000
+#define FSIM_STORE_DEFAULT_SAMPLES 1000
 
 /**
  * FsimStoreRunInfo:
@@ -250,6 +250,33 @@ void fsim_store_run_error(FsimStoreRun *run, const char *message);
 /* The metrics fsim_store_run_finish() writes instead of the engine's (copied): the engine's with
  * what later analysis added (needed_bytes, the trace's lower bound). */
 void fsim_store_run_set_metrics(FsimStoreRun *run, const FsimMetrics *metrics);
+
+/**
+ * FsimStoredBreakdown:
+ * @present: whether the run has one (a run replayed by an older fragsim, the `recorded` run of
+ *     a snapshot, a policy that cannot describe its segments: none).
+ * @event_index: the event after which reserved memory first reached its maximum (the peak as
+ *     `fragsim explain` finds it); -1 for the state at trace start.
+ * @time: that event's time.
+ * @reserved_bytes: reserved memory then: the four parts add up to it exactly.
+ * @live_requested_bytes, @rounding_bytes, @free_releasable_bytes, @free_pinned_bytes: the parts,
+ *     as explain.h's #FsimBreakdown defines them.
+ *
+ * The breakdown of reserved memory at the peak of a run (table `run_breakdown`, moment `peak`).
+ */
+typedef struct {
+    gboolean present;
+    int64_t event_index;
+    FsimTime time;
+    uint64_t reserved_bytes;
+    uint64_t live_requested_bytes;
+    uint64_t rounding_bytes;
+    uint64_t free_releasable_bytes;
+    uint64_t free_pinned_bytes;
+} FsimStoredBreakdown;
+
+/* The breakdown at the peak that fsim_store_run_finish() writes (copied). */
+void fsim_store_run_set_breakdown(FsimStoreRun *run, const FsimStoredBreakdown *breakdown);
 
 /* Free a run (NULL is a no-op).  A run neither finished nor failed is marked `failed`. */
 void fsim_store_run_free(FsimStoreRun *run);
@@ -425,6 +452,104 @@ typedef struct {
 
 /* Returns: (element-type FsimStoredSizeBucket): the non-empty buckets, ascending. */
 GArray *fsim_store_sizes(FsimStore *store, int64_t run_id, GError **error);
+
+/**
+ * fsim_store_breakdown:
+ * @out: (out): the run's breakdown at the peak; @out->present is %FALSE when it has none.
+ *
+ * Returns: %FALSE with @error set when the database cannot be read.
+ */
+gboolean fsim_store_breakdown(FsimStore *store, int64_t run_id, FsimStoredBreakdown *out,
+                              GError **error);
+
+/**
+ * FsimStoredPhase:
+ *
+ * The figures of one phase of a run: the events from one `mark` to the next (table
+ * `run_phases`).  @label is the mark that opens it, %NULL for the events before the first mark.
+ * Peaks are maxima over the phase's events (reserved includes peaks inside an event);
+ * @reserved_bytes_end is what the policy held after its last event; @driver_calls counts
+ * cudaMalloc, cudaFree, map and unmap calls (as the metrics device_mallocs to device_unmaps do);
+ * @ooms the simulated OOMs.  A trace without marks has
+ * no phases.  In `phase_results` the first phase opened by a mark is the `warm-up`, the later
+ * ones `steady`.
+ */
+typedef struct {
+    char *label;
+    uint64_t event_index;
+    uint64_t event_index_last;
+    uint64_t events;
+    FsimTime time;
+    FsimTime time_last;
+    uint64_t peak_requested_bytes;
+    uint64_t peak_allocated_bytes;
+    uint64_t peak_reserved_bytes;
+    uint64_t reserved_bytes_end;
+    uint64_t driver_calls;
+    uint64_t ooms;
+} FsimStoredPhase;
+
+/* Returns: (element-type FsimStoredPhase): the run's phases in order; the array frees the
+ * labels.  Empty for a run without marks (or from a database without the table). */
+GArray *fsim_store_phases(FsimStore *store, int64_t run_id, GError **error);
+
+/**
+ * FsimStoredRecommendation:
+ *
+ * A setting `fragsim tune --db` recommends for one trace device on one device (table
+ * `recommendations`): the run of its @config (@run_id) against the default settings' run
+ * (@default_run_id), the capacity it needs and what it saves; @env is the line to set it
+ * (`PYTORCH_CUDA_ALLOC_CONF=...`), @candidates the settings tune tried.
+ */
+typedef struct {
+    int64_t id;
+    char *trace;
+    uint32_t trace_device;
+    char *device;
+    int64_t default_run_id; /* -1: none */
+    int64_t run_id;         /* -1: none */
+    char *config;
+    char *env;
+    int64_t needed_bytes; /* -1: unknown */
+    int64_t saving_bytes; /* -1: unknown */
+    int64_t candidates;   /* -1: unknown */
+    char *created_at;
+} FsimStoredRecommendation;
+
+/* Returns: (element-type FsimStoredRecommendation): tune's recommendations, oldest first (empty
+ * when tune never wrote to the database); the array frees the strings. */
+GArray *fsim_store_recommendations(FsimStore *store, GError **error);
+
+/**
+ * fsim_store_view_names:
+ * @n: (out): their number.
+ *
+ * The stable views of the database (docs/database.md), in the order `export` writes them:
+ * `run_results`, `run_samples`, `run_ooms`, `phase_results`.
+ *
+ * Returns: (transfer none): the names, %NULL-terminated.
+ */
+const char *const *fsim_store_view_names(gsize *n);
+
+/**
+ * fsim_store_export_csv:
+ * @store: a store.
+ * @dir: the directory to write into (created if missing).
+ * @progress: (nullable): called after each view with its name and its rows.
+ * @error: a store error; FSIM_STORE_ERROR_OPEN when a file cannot be written;
+ *     FSIM_STORE_ERROR_FAILED when the database has no views (written by an older fragsim and
+ *     opened read-only).
+ *
+ * Writes each view as `DIR/VIEW.csv` (RFC 4180: a header line, comma-separated fields, fields
+ * with a comma, quote or line break quoted with doubled quotes, CRLF line ends; NULL is an empty
+ * field; reals with 17 significant digits).  Each file is written under a temporary name and
+ * renamed into place.
+ *
+ * Returns: %FALSE with @error set on failure.
+ */
+gboolean fsim_store_export_csv(FsimStore *store, const char *dir,
+                               void (*progress)(gpointer data, const char *view, uint64_t rows),
+                               gpointer data, GError **error);
 
 /**
  * fsim_store_parse_run_ids:

@@ -180,6 +180,38 @@ static const char schema_more_sql[] =
     "         m.excess_over_lower_bound_bytes, m.peak_utilization, m.external_frag_at_peak,\n"
     "         m.ooms, r.created_at\n"
     "  FROM runs r LEFT JOIN run_metrics m ON m.run_id = r.id;\n";
+/* The report's tables (schema version 2): the breakdown of reserved memory at the peak and the
+ * figures of each phase between marks.  IF NOT EXISTS: the same text upgrades a version 1 file. */
+const char store_schema_report_sql[] =
+    "CREATE TABLE IF NOT EXISTS run_breakdown (\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  moment TEXT NOT NULL,\n"
+    "  event_index INTEGER,\n"
+    "  time_ns INTEGER NOT NULL,\n"
+    "  reserved_bytes INTEGER NOT NULL,\n"
+    "  live_requested_bytes INTEGER NOT NULL,\n"
+    "  rounding_bytes INTEGER NOT NULL,\n"
+    "  free_releasable_bytes INTEGER NOT NULL,\n"
+    "  free_pinned_bytes INTEGER NOT NULL,\n"
+    "  PRIMARY KEY (run_id, moment)\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE IF NOT EXISTS run_phases (\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  seq INTEGER NOT NULL,\n"
+    "  label TEXT,\n"
+    "  event_index INTEGER NOT NULL,\n"
+    "  event_index_last INTEGER NOT NULL,\n"
+    "  events INTEGER NOT NULL,\n"
+    "  time_ns INTEGER NOT NULL,\n"
+    "  time_ns_last INTEGER NOT NULL,\n"
+    "  peak_requested_bytes INTEGER NOT NULL,\n"
+    "  peak_allocated_bytes INTEGER NOT NULL,\n"
+    "  peak_reserved_bytes INTEGER NOT NULL,\n"
+    "  reserved_bytes_end INTEGER NOT NULL,\n"
+    "  driver_calls INTEGER NOT NULL,\n"
+    "  ooms INTEGER NOT NULL,\n"
+    "  PRIMARY KEY (run_id, seq)\n"
+    ") WITHOUT ROWID;\n";
 /* clang-format on */
 
 /* ---- statements ---------------------------------------------------------------------------- */
@@ -240,6 +272,23 @@ static const char *const stmt_sql[STMT_COUNT] = {
         "SELECT event_index, time_ns, label FROM marks WHERE run_id = ? ORDER BY seq",
     [STMT_SELECT_SIZES] =
         "SELECT log2, count, bytes FROM sizes WHERE run_id = ? ORDER BY log2",
+    [STMT_INSERT_BREAKDOWN] =
+        "INSERT INTO run_breakdown (run_id, moment, event_index, time_ns, reserved_bytes,"
+        " live_requested_bytes, rounding_bytes, free_releasable_bytes, free_pinned_bytes)"
+        " VALUES (?, 'peak', ?, ?, ?, ?, ?, ?, ?)",
+    [STMT_INSERT_PHASE] =
+        "INSERT INTO run_phases (run_id, seq, label, event_index, event_index_last, events,"
+        " time_ns, time_ns_last, peak_requested_bytes, peak_allocated_bytes, peak_reserved_bytes,"
+        " reserved_bytes_end, driver_calls, ooms)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    [STMT_SELECT_BREAKDOWN] =
+        "SELECT event_index, time_ns, reserved_bytes, live_requested_bytes, rounding_bytes,"
+        " free_releasable_bytes, free_pinned_bytes FROM run_breakdown"
+        " WHERE run_id = ? AND moment = 'peak'",
+    [STMT_SELECT_PHASES] =
+        "SELECT label, event_index, event_index_last, events, time_ns, time_ns_last,"
+        " peak_requested_bytes, peak_allocated_bytes, peak_reserved_bytes, reserved_bytes_end,"
+        " driver_calls, ooms FROM run_phases WHERE run_id = ? ORDER BY seq",
 };
 /* clang-format on */
 
@@ -500,6 +549,8 @@ store_create_schema(FsimStore *store, GError **error)
 
     return store_exec(store, schema_sql, "creating the schema", error) &&
            store_exec(store, schema_more_sql, "creating the schema", error) &&
+           store_exec(store, store_schema_report_sql, "creating the schema", error) &&
+           store_ensure_views(store, error) &&
            store_exec(store, pragmas, "creating the schema", error);
 }
 
@@ -682,15 +733,37 @@ store_create_file(const char *path, const FsimStoreOptions *options, gboolean *l
     return ok;
 }
 
-/* With the write lock held: the identity, the schema of an empty file, new metric columns. */
+/* Which of the tables added after schema version 1 the file has (a version 1 file opened for
+ * reading has none of them: readers then find no breakdowns and no phases). */
+static gboolean
+store_check_tables(FsimStore *store, GError **error)
+{
+    int64_t count = 0;
+
+    if (!store_pragma_int(store,
+                          "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
+                          "('run_breakdown', 'run_phases')",
+                          &count, error))
+        return FALSE;
+    store->has_report_tables = count == 2;
+    return TRUE;
+}
+
+/* With the write lock held: the identity, the schema of an empty file, new metric columns, the
+ * tables and views of later schema versions. */
 static gboolean
 store_setup_locked(FsimStore *store, GError **error)
 {
+    int64_t version = 0;
+
     if (!store->writable)
-        return store_check_identity(store, error) && store_prepare_metrics(store, error);
+        return store_check_identity(store, error) && store_prepare_metrics(store, error) &&
+               store_check_tables(store, error);
     if (!store_exec(store, "BEGIN IMMEDIATE", "locking the database", error))
         return FALSE;
     if (!store_check_identity(store, error) || !store_prepare_metrics(store, error) ||
+        !store_pragma_int(store, "PRAGMA user_version", &version, error) ||
+        !store_upgrade(store, version, error) || !store_check_tables(store, error) ||
         !store_exec(store, "COMMIT", "creating the schema", error)) {
         /* The rollback fails harmlessly when the transaction is already gone. */
         (void)sqlite3_exec(store->db, "ROLLBACK", NULL, NULL, NULL);

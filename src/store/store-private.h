@@ -44,6 +44,10 @@ typedef enum {
     STMT_SELECT_BLOCKS,
     STMT_SELECT_MARKS,
     STMT_SELECT_SIZES,
+    STMT_INSERT_BREAKDOWN,
+    STMT_INSERT_PHASE,
+    STMT_SELECT_BREAKDOWN,
+    STMT_SELECT_PHASES,
     STMT_COUNT,
 } StoreStmt;
 
@@ -55,8 +59,9 @@ struct FsimStore {
     char *select_runs_sql; /* built at open: metric columns the file has, NULL for the others */
     sqlite3_stmt *select_runs;
     sqlite3_stmt *select_run;
-    guint attached;            /* runs not yet freed */
-    gboolean has_error_status; /* the runs table accepts status `error` */
+    guint attached;             /* runs not yet freed */
+    gboolean has_error_status;  /* the runs table accepts status `error` */
+    gboolean has_report_tables; /* run_breakdown and run_phases (schema version 2) */
 };
 
 /* Bind helpers: each keeps the first failing code in *rc and does nothing once it is set. */
@@ -112,5 +117,13 @@ gboolean store_insert_run_row(FsimStore *store, const FsimDeviceSpec *device,
                               GError **error);
 gboolean store_write_metrics(FsimStore *store, int64_t id, const FsimMetrics *metrics,
                              GError **error);
+void store_phase_clear(gpointer data);
+
+/* The tables of schema version 2 (sqlite.c), CREATE ... IF NOT EXISTS. */
+extern const char store_schema_report_sql[];
+/* store-views.c: (re)create the views whose text differs from this fragsim's. */
+gboolean store_ensure_views(FsimStore *store, GError **error);
+/* Bring a writable database of schema @version up to this fragsim's: tables, views, version. */
+gboolean store_upgrade(FsimStore *store, int64_t version, GError **error);
 
 #endif /* FSIM_STORE_PRIVATE_H */

@@ -330,6 +330,139 @@ fsim_store_marks(FsimStore *store, int64_t run_id, GError **error)
 }
 
 static void
+row_breakdown(sqlite3_stmt *stmt, GArray *out)
+{
+    FsimStoredBreakdown b = {
+        .present = TRUE,
+        .event_index = column_opt_i64(stmt, 0),
+        .time = COL_U(1),
+        .reserved_bytes = COL_U(2),
+        .live_requested_bytes = COL_U(3),
+        .rounding_bytes = COL_U(4),
+        .free_releasable_bytes = COL_U(5),
+        .free_pinned_bytes = COL_U(6),
+    };
+
+    g_array_append_val(out, b);
+}
+
+gboolean
+fsim_store_breakdown(FsimStore *store, int64_t run_id, FsimStoredBreakdown *out, GError **error)
+{
+    g_autoptr(GArray) rows = g_array_new(FALSE, FALSE, sizeof(FsimStoredBreakdown));
+
+    memset(out, 0, sizeof(*out));
+    if (!store->has_report_tables)
+        return TRUE;
+    if (!store_select(store, STMT_SELECT_BREAKDOWN, run_id, "reading the breakdown at the peak",
+                      row_breakdown, rows, error))
+        return FALSE;
+    if (rows->len > 0)
+        *out = g_array_index(rows, FsimStoredBreakdown, 0);
+    return TRUE;
+}
+
+static void
+row_phase(sqlite3_stmt *stmt, GArray *out)
+{
+    FsimStoredPhase p = {
+        .label = column_strdup(stmt, 0),
+        .event_index = COL_U(1),
+        .event_index_last = COL_U(2),
+        .events = COL_U(3),
+        .time = COL_U(4),
+        .time_last = COL_U(5),
+        .peak_requested_bytes = COL_U(6),
+        .peak_allocated_bytes = COL_U(7),
+        .peak_reserved_bytes = COL_U(8),
+        .reserved_bytes_end = COL_U(9),
+        .driver_calls = COL_U(10),
+        .ooms = COL_U(11),
+    };
+
+    g_array_append_val(out, p);
+}
+
+GArray *
+fsim_store_phases(FsimStore *store, int64_t run_id, GError **error)
+{
+    g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(FsimStoredPhase));
+
+    g_array_set_clear_func(out, store_phase_clear);
+    if (store->has_report_tables &&
+        !store_select(store, STMT_SELECT_PHASES, run_id, "reading phases", row_phase, out, error))
+        return NULL;
+    return g_steal_pointer(&out);
+}
+
+static void
+recommendation_clear(gpointer data)
+{
+    FsimStoredRecommendation *r = data;
+
+    g_free(r->trace);
+    g_free(r->device);
+    g_free(r->config);
+    g_free(r->env);
+    g_free(r->created_at);
+}
+
+GArray *
+fsim_store_recommendations(FsimStore *store, GError **error)
+{
+    g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(FsimStoredRecommendation));
+    sqlite3_stmt *stmt;
+    gboolean present;
+    int rc;
+
+    g_array_set_clear_func(out, recommendation_clear);
+    /* The table is tune's: present only once tune wrote to this database. */
+    stmt = store_prepare(store,
+                         "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = "
+                         "'recommendations'",
+                         error);
+    if (stmt == NULL)
+        return NULL;
+    present = sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_int(stmt, 0) > 0;
+    (void)sqlite3_finalize(stmt);
+    if (!present)
+        return g_steal_pointer(&out);
+    stmt = store_prepare(store,
+                         "SELECT id, trace, trace_device, device, default_run_id, run_id, config,"
+                         " env, needed_bytes, saving_bytes, candidates, created_at"
+                         " FROM recommendations ORDER BY id",
+                         error);
+    if (stmt == NULL)
+        return NULL;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        FsimStoredRecommendation r = {
+            .id = sqlite3_column_int64(stmt, 0),
+            .trace = column_strdup(stmt, 1),
+            .trace_device = (uint32_t)sqlite3_column_int64(stmt, 2),
+            .device = column_strdup(stmt, 3),
+            .default_run_id = column_opt_i64(stmt, 4),
+            .run_id = column_opt_i64(stmt, 5),
+            .config = column_strdup(stmt, 6),
+            .env = column_strdup(stmt, 7),
+            .needed_bytes = column_opt_i64(stmt, 8),
+            .saving_bytes =
+                sqlite3_column_type(stmt, 9) == SQLITE_NULL ? -1 : sqlite3_column_int64(stmt, 9),
+            .candidates = column_opt_i64(stmt, 10),
+            .created_at = column_strdup(stmt, 11),
+        };
+
+        g_array_append_val(out, r);
+    }
+    if (rc != SQLITE_DONE) {
+        store_fail(store, rc, "reading tune's recommendations", error);
+        (void)sqlite3_finalize(stmt);
+        return NULL;
+    }
+    (void)sqlite3_finalize(stmt);
+    return g_steal_pointer(&out);
+}
+
+static void
 row_size(sqlite3_stmt *stmt, GArray *out)
 {
     FsimStoredSizeBucket b = {(guint)sqlite3_column_int64(stmt, 0), COL_U(1), COL_U(2)};

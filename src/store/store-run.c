@@ -48,6 +48,14 @@ struct FsimStoreRun {
 
     GArray *ooms;  /* FsimOomRecord */
     GArray *marks; /* FsimStoredMark */
+
+    /* phases between marks: the closed ones, and the one the last event belongs to */
+    GArray *phases; /* FsimStoredPhase */
+    FsimStoredPhase phase;
+    gboolean has_phase;
+    gboolean any_mark;
+
+    FsimStoredBreakdown breakdown; /* fsim_store_run_set_breakdown() */
     uint64_t size_count[STORE_SIZE_BUCKETS];
     uint64_t size_bytes[STORE_SIZE_BUCKETS];
 
@@ -62,6 +70,14 @@ store_mark_clear(gpointer data)
     FsimStoredMark *mark = data;
 
     g_clear_pointer(&mark->label, g_free);
+}
+
+void
+store_phase_clear(gpointer data)
+{
+    FsimStoredPhase *phase = data;
+
+    g_clear_pointer(&phase->label, g_free);
 }
 
 static void
@@ -103,7 +119,9 @@ samples_close_bucket(FsimStoreRun *run)
         samples_merge_pairs(run);
 }
 
-static void
+/* Adds the state after @ev to the current bucket.  Returns: the highest reserved bytes the event
+ * reached (its peak inside the event included). */
+static uint64_t
 samples_add(FsimStoreRun *run, const FsimEngine *engine, const FsimEvent *ev)
 {
     const FsimEngineCounters *c = fsim_engine_counters(engine);
@@ -139,6 +157,47 @@ samples_add(FsimStoreRun *run, const FsimEngine *engine, const FsimEvent *ev)
     s->reserved_max = MAX(s->reserved_max, reserved_high);
     if (s->events >= run->width)
         samples_close_bucket(run);
+    return reserved_high;
+}
+
+/* Close the current phase and open one at @index, @time (@label NULL: before the first mark).
+ * Past max_marks phases the last one goes on: the figures stay bounded. */
+static void
+phase_open(FsimStoreRun *run, const char *label, uint64_t index, FsimTime time)
+{
+    FsimStoredPhase *p = &run->phase;
+
+    if (run->has_phase) {
+        if (run->phases->len >= run->limits.max_marks)
+            return;
+        g_array_append_val(run->phases, run->phase);
+    }
+    memset(p, 0, sizeof(*p));
+    p->label = g_strdup(label);
+    p->event_index = p->event_index_last = index;
+    p->time = p->time_last = time;
+    run->has_phase = TRUE;
+}
+
+static void
+phase_add(FsimStoreRun *run, const FsimEngine *engine, const FsimEvent *ev, uint64_t reserved_high)
+{
+    const FsimEngineCounters *c = fsim_engine_counters(engine);
+    FsimStoredPhase *p = &run->phase;
+
+    if (ev->kind == FSIM_EV_MARK) {
+        run->any_mark = TRUE;
+        phase_open(run, ev->label != NULL ? ev->label : "", ev->index, ev->time);
+    } else if (!run->has_phase) {
+        phase_open(run, NULL, ev->index, ev->time);
+    }
+    p->event_index_last = ev->index;
+    p->time_last = ev->time;
+    p->events++;
+    p->peak_requested_bytes = MAX(p->peak_requested_bytes, c->requested_bytes);
+    p->peak_allocated_bytes = MAX(p->peak_allocated_bytes, c->allocated_bytes);
+    p->peak_reserved_bytes = MAX(p->peak_reserved_bytes, MAX(reserved_high, c->reserved_bytes));
+    p->reserved_bytes_end = c->reserved_bytes;
 }
 
 static gboolean
@@ -212,7 +271,7 @@ observe_event(gpointer data, const FsimEngine *engine, const FsimEvent *ev)
     run->any_event = TRUE;
     run->last_index = ev->index;
     run->last_time = ev->time;
-    samples_add(run, engine, ev);
+    phase_add(run, engine, ev, samples_add(run, engine, ev));
     if (ev->kind == FSIM_EV_ALLOC && ev->size > 0) {
         guint log2 = (guint)g_bit_storage(ev->size) - 1;
 
@@ -292,7 +351,12 @@ observe_oom(gpointer data, const FsimEngine *engine, const FsimOomRecord *oom)
     FsimStoreRun *run = data;
 
     (void)engine;
-    if (!run->done && run->ooms->len < run->limits.max_ooms)
+    if (run->done)
+        return;
+    if (!run->has_phase)
+        phase_open(run, NULL, oom->event_index, oom->time);
+    run->phase.ooms++;
+    if (run->ooms->len < run->limits.max_ooms)
         g_array_append_val(run->ooms, *oom);
 }
 
@@ -319,6 +383,11 @@ observe_device_call(gpointer data, const FsimEngine *engine, FsimDeviceCall call
     /* cudaMalloc reserves whole pages: record the memory the device holds. */
     if (call == FSIM_CALL_MEM_ALLOC || call == FSIM_CALL_MEM_FREE)
         size = fsim_device_round(fsim_engine_device(engine), size);
+    if (!run->has_phase)
+        phase_open(run, NULL, c->event_index, c->now);
+    /* the calls the metrics count (device_mallocs ... device_unmaps), not address reservations */
+    if (call != FSIM_CALL_VA_RESERVE && call != FSIM_CALL_VA_RELEASE)
+        run->phase.driver_calls++;
     segments_add(run, (int64_t)c->event_index, c->now, call, addr, size);
 }
 
@@ -410,6 +479,7 @@ fsim_store_attach(FsimStore *store, FsimEngine *engine, const FsimStoreRunInfo *
         return NULL;
     }
     run->store = store;
+
     run->engine = engine;
     run->width = 1;
     run->buckets = g_array_new(FALSE, FALSE, sizeof(FsimStoredSample));
@@ -418,6 +488,8 @@ fsim_store_attach(FsimStore *store, FsimEngine *engine, const FsimStoreRunInfo *
     run->ooms = g_array_new(FALSE, FALSE, sizeof(FsimOomRecord));
     run->marks = g_array_new(FALSE, FALSE, sizeof(FsimStoredMark));
     g_array_set_clear_func(run->marks, store_mark_clear);
+    run->phases = g_array_new(FALSE, FALSE, sizeof(FsimStoredPhase));
+    g_array_set_clear_func(run->phases, store_phase_clear);
     store->attached++;
     fsim_engine_add_observer(engine, &store_observer, run);
     return run;
@@ -642,6 +714,68 @@ write_marks_and_sizes(FsimStoreRun *run, GError **error)
     return TRUE;
 }
 
+/* The phases, when the run met a mark (a trace without marks has none). */
+static gboolean
+write_phases(FsimStoreRun *run, GError **error)
+{
+    FsimStore *store = run->store;
+
+    if (!run->any_mark)
+        return TRUE;
+    if (run->has_phase) {
+        g_array_append_val(run->phases, run->phase);
+        run->has_phase = FALSE; /* the array owns its label now */
+    }
+    for (guint i = 0; i < run->phases->len; i++) {
+        const FsimStoredPhase *p = &g_array_index(run->phases, FsimStoredPhase, i);
+        sqlite3_stmt *stmt = store_stmt(store, STMT_INSERT_PHASE, error);
+        int rc = SQLITE_OK;
+
+        if (stmt == NULL)
+            return FALSE;
+        bind_i64(stmt, 1, run->id, &rc);
+        bind_i64(stmt, 2, i, &rc);
+        bind_text(stmt, 3, p->label, &rc);
+        bind_u64(stmt, 4, p->event_index, &rc);
+        bind_u64(stmt, 5, p->event_index_last, &rc);
+        bind_u64(stmt, 6, p->events, &rc);
+        bind_u64(stmt, 7, p->time, &rc);
+        bind_u64(stmt, 8, p->time_last, &rc);
+        bind_u64(stmt, 9, p->peak_requested_bytes, &rc);
+        bind_u64(stmt, 10, p->peak_allocated_bytes, &rc);
+        bind_u64(stmt, 11, p->peak_reserved_bytes, &rc);
+        bind_u64(stmt, 12, p->reserved_bytes_end, &rc);
+        bind_u64(stmt, 13, p->driver_calls, &rc);
+        bind_u64(stmt, 14, p->ooms, &rc);
+        if (!store_step_done(store, stmt, rc, "writing phases", error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean
+write_breakdown(FsimStoreRun *run, GError **error)
+{
+    const FsimStoredBreakdown *b = &run->breakdown;
+    sqlite3_stmt *stmt;
+    int rc = SQLITE_OK;
+
+    if (!b->present)
+        return TRUE;
+    stmt = store_stmt(run->store, STMT_INSERT_BREAKDOWN, error);
+    if (stmt == NULL)
+        return FALSE;
+    bind_i64(stmt, 1, run->id, &rc);
+    bind_opt_i64(stmt, 2, b->event_index, &rc);
+    bind_u64(stmt, 3, b->time, &rc);
+    bind_u64(stmt, 4, b->reserved_bytes, &rc);
+    bind_u64(stmt, 5, b->live_requested_bytes, &rc);
+    bind_u64(stmt, 6, b->rounding_bytes, &rc);
+    bind_u64(stmt, 7, b->free_releasable_bytes, &rc);
+    bind_u64(stmt, 8, b->free_pinned_bytes, &rc);
+    return store_step_done(run->store, stmt, rc, "writing the breakdown at the peak", error);
+}
+
 static gboolean
 write_status(FsimStoreRun *run, FsimStoreStatus status, GError **error)
 {
@@ -670,6 +804,10 @@ run_release_data(FsimStoreRun *run)
     g_clear_pointer(&run->heap, g_array_unref);
     g_clear_pointer(&run->ooms, g_array_unref);
     g_clear_pointer(&run->marks, g_array_unref);
+    g_clear_pointer(&run->phases, g_array_unref);
+    if (run->has_phase)
+        store_phase_clear(&run->phase);
+    run->has_phase = FALSE;
 }
 
 gboolean
@@ -694,6 +832,7 @@ fsim_store_run_finish(FsimStoreRun *run, FsimStoreStatus status, GError **error)
         ok = write_metrics(run, &local_error) && write_samples(run, &local_error) &&
              write_ooms(run, &local_error) && write_segments(run, &local_error) &&
              write_blocks(run, &local_error) && write_marks_and_sizes(run, &local_error) &&
+             write_phases(run, &local_error) && write_breakdown(run, &local_error) &&
              write_status(run, status, &local_error) &&
              store_run_simple(store, STMT_COMMIT, "committing the run", &local_error);
         /* A failed statement or COMMIT may leave the transaction open (SQLITE_FULL does). */
@@ -751,6 +890,12 @@ fsim_store_run_set_metrics(FsimStoreRun *run, const FsimMetrics *metrics)
 {
     run->metrics = *metrics;
     run->has_metrics = TRUE;
+}
+
+void
+fsim_store_run_set_breakdown(FsimStoreRun *run, const FsimStoredBreakdown *breakdown)
+{
+    run->breakdown = *breakdown;
 }
 
 void
