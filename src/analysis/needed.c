@@ -74,24 +74,29 @@ fsim_event_log_length(const FsimEventLog *log)
     return log->events->len;
 }
 
+void
+fsim_event_log_get(const FsimEventLog *log, gsize i, FsimEvent *ev)
+{
+    const LogEvent *e = &g_array_index(log->events, LogEvent, i);
+
+    memset(ev, 0, sizeof(*ev));
+    ev->time = e->time;
+    ev->index = e->index;
+    ev->id = e->id;
+    ev->size = e->size;
+    ev->stream = e->stream;
+    ev->device = log->device;
+    ev->flags = e->flags;
+    ev->kind = (FsimEventKind)e->kind;
+}
+
 gboolean
 fsim_event_log_replay(const FsimEventLog *log, FsimEngine *engine, GError **error)
 {
-    const LogEvent *events = (const LogEvent *)(const void *)log->events->data;
-
     for (guint i = 0; i < log->events->len; i++) {
-        const LogEvent *e = &events[i];
-        FsimEvent ev = {
-            .time = e->time,
-            .index = e->index,
-            .id = e->id,
-            .size = e->size,
-            .stream = e->stream,
-            .device = log->device,
-            .flags = e->flags,
-            .kind = (FsimEventKind)e->kind,
-        };
+        FsimEvent ev;
 
+        fsim_event_log_get(log, i, &ev);
         if (!fsim_engine_process(engine, &ev, error)) {
             (void)fsim_engine_finish(engine, NULL);
             return FALSE;

@@ -66,6 +66,9 @@ gboolean fsim_release_is_retry(const FsimOutcome *outcomes, gsize n, uint64_t in
 /* The number of events kept. */
 gsize fsim_event_log_length(const FsimEventLog *log);
 
+/* Sets *@ev to event @i (< fsim_event_log_length()) as fsim_event_log_replay() feeds it. */
+void fsim_event_log_get(const FsimEventLog *log, gsize i, FsimEvent *ev);
+
 /**
  * fsim_event_log_replay:
  *

@@ -18,6 +18,7 @@
 #include "fragsim/validate.h"
 
 #include "analysis/needed.h"
+#include "analysis/peak.h"
 #include "analysis/recorded.h"
 #include "cli.h"
 #include "configs.h"
@@ -197,6 +198,30 @@ replay_needed(GPtrArray *runs, const FsimEventLog *log, const FsimInitialState *
     }
 }
 
+/* The breakdown of reserved memory at each run's peak, for the database (analysis/peak.h): a
+ * partial replay of @log per run.  A breakdown that cannot be taken is left out with a warning:
+ * the run's other results stand. */
+static void
+replay_breakdowns(GPtrArray *runs, const FsimEventLog *log, FsimReplayOutputs *outputs)
+{
+    for (guint i = 0; i < runs->len; i++) {
+        ReplayRun *run = g_ptr_array_index(runs, i);
+        FsimStoredBreakdown breakdown;
+        g_autoptr(GError) error = NULL;
+
+        if (run->status == REPLAY_ERROR || run->engine == NULL)
+            continue;
+        if (!fsim_peak_breakdown(log, fsim_engine_config(run->engine), run->peak.reserved,
+                                 &breakdown, &error)) {
+            g_printerr("fragsim replay: warning: %s: no breakdown at the peak: %s\n", run->label,
+                       error->message);
+            continue;
+        }
+        if (breakdown.present)
+            fsim_replay_outputs_breakdown(outputs, run->engine, &breakdown);
+    }
+}
+
 /* The lower bound is the trace's: the peak of live requested bytes with every request served,
  * the same for every run (a run with OOMs served fewer). */
 static void
@@ -317,6 +342,8 @@ replay_make_runs(FsimTrace *trace, uint32_t device, GPtrArray *policies, GPtrArr
             if (!fsim_replay_outputs_attach(outputs, run->engine, device, run->config, run->label,
                                             error))
                 return FALSE;
+            if (fsim_replay_outputs_has_db(outputs))
+                fsim_peak_watch_attach(&run->peak, run->engine);
             g_ptr_array_add(device_runs, run);
         }
     }
@@ -424,7 +451,9 @@ fsim_cmd_replay(int argc, char **argv)
     for (gsize d = 0; d < n_devices; d++) {
         g_autoptr(GPtrArray) device_runs = g_ptr_array_new();
         g_autoptr(FsimLifetimes) lifetimes = NULL;
-        g_autoptr(FsimEventLog) log = no_needed ? NULL : fsim_event_log_new(devices[d]);
+        g_autoptr(FsimEventLog) log = no_needed && !fsim_replay_outputs_has_db(outputs)
+                                          ? NULL
+                                          : fsim_event_log_new(devices[d]);
         guint first = runs->len;
 
         if (trace_device >= 0 && devices[d] != (uint32_t)trace_device)
@@ -443,9 +472,11 @@ fsim_cmd_replay(int argc, char **argv)
                               paranoid, outputs, runs, device_runs, &error) ||
             !replay_device(trace, devices[d], device_runs, inferred_releases, log, &error))
             return fsim_cli_fail("replay", error);
-        if (log != NULL)
+        if (!no_needed)
             replay_needed(device_runs, log, fsim_trace_initial_state(trace, devices[d]), lifetimes,
                           paranoid);
+        if (fsim_replay_outputs_has_db(outputs))
+            replay_breakdowns(device_runs, log, outputs);
         g_ptr_array_remove_range(device_runs, 0, device_runs->len);
         for (guint i = first; i < runs->len; i++)
             g_ptr_array_add(device_runs, g_ptr_array_index(runs, i));

@@ -57,7 +57,7 @@ fsim_replay_outputs_new(void)
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &outputs->db_path,
          "Append the runs to this results database (created if missing)", "FILE"},
         {"samples", 0, 0, G_OPTION_ARG_INT, &outputs->samples,
-         "Samples kept per run in the database (default 10000; peaks are always exact)", "N"},
+         "Samples kept per run in the database (default 1000; peaks are always exact)", "N"},
         {"export-snapshot", 0, 0, G_OPTION_ARG_FILENAME, &outputs->export_path,
          "Write the run as a PyTorch memory snapshot for pytorch.org/memory_viz (one policy, one "
          "trace device)",
@@ -245,6 +245,24 @@ fsim_replay_outputs_row(const FsimReplayOutputs *outputs, const ReplayRun *run)
             return out->id;
     }
     return run->engine != NULL ? fsim_replay_outputs_run_id(outputs, run->engine) : -1;
+}
+
+gboolean
+fsim_replay_outputs_has_db(const FsimReplayOutputs *outputs)
+{
+    return outputs->db_path != NULL;
+}
+
+void
+fsim_replay_outputs_breakdown(FsimReplayOutputs *outputs, const FsimEngine *engine,
+                              const FsimStoredBreakdown *breakdown)
+{
+    for (guint i = 0; i < outputs->runs->len; i++) {
+        OutputRun *run = &g_array_index(outputs->runs, OutputRun, i);
+
+        if (run->engine == engine && run->run != NULL)
+            fsim_store_run_set_breakdown(run->run, breakdown);
+    }
 }
 
 int64_t

@@ -61,6 +61,13 @@ void fsim_replay_outputs_result(FsimReplayOutputs *outputs, const FsimEngine *en
                                 const FsimMetrics *metrics, const char *error);
 
 /* The database id of @engine's run, or -1 without --db. */
+/* Whether the runs go to a results database (--db). */
+gboolean fsim_replay_outputs_has_db(const FsimReplayOutputs *outputs);
+
+/* The breakdown at the peak of @engine's run, written with it. */
+void fsim_replay_outputs_breakdown(FsimReplayOutputs *outputs, const FsimEngine *engine,
+                                   const FsimStoredBreakdown *breakdown);
+
 int64_t fsim_replay_outputs_run_id(const FsimReplayOutputs *outputs, const FsimEngine *engine);
 
 /* Write a run that has no engine (the `recorded` row, or a run whose engine could not be

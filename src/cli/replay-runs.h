@@ -9,6 +9,8 @@
 
 #include "fragsim/fragsim.h"
 
+#include "analysis/peak.h"
+
 G_BEGIN_DECLS
 
 typedef enum {
@@ -43,6 +45,7 @@ typedef struct {
     uint64_t needed_replays;
     uint64_t served_peak_requested; /* peak requested of a run without OOM, 0 = unknown */
     gboolean recorded_capacity;     /* the recorded row: its capacity is implied by an OOM */
+    FsimPeakWatch peak;             /* with --db: the largest reserved bytes after an event */
 } ReplayRun;
 
 const char *replay_status_name(ReplayStatus status);
