@@ -25,6 +25,7 @@ static const FsimCommand commands[] = {
     {"fit", "smallest device for a trace; largest batch or sequence for a model", fsim_cmd_fit},
     {"plot", "plot stored runs with gnuplot: timelines, fragmentation, address maps", fsim_cmd_plot},
     {"report", "write an HTML report of stored runs: plots, metrics, traces, devices", fsim_cmd_report},
+    {"export", "write the results database's views as CSV files (pandas, R)", fsim_cmd_export},
     {"policies", "list the allocator policies and their knobs", fsim_cmd_policies},
     {"devices", "list the device presets", fsim_cmd_devices},
     {"cuda", "run policies on a real GPU, replay natively, calibrate the device model", fsim_cmd_cuda},
