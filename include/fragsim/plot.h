@@ -77,8 +77,9 @@ typedef struct {
 /**
  * FsimPlotGroup:
  *
- * Runs compared in one plot: same trace, trace device and device.  @runs are borrowed from the
- * array given to fsim_plot_group_runs().
+ * Runs compared in one plot: same trace, trace device and device; a snapshot's `recorded` run
+ * (what the recording did, on the recording's own device) joins every group of its trace device.
+ * @runs are borrowed from the array given to fsim_plot_group_runs().
  */
 typedef struct {
     guint number; /* 1, 2, ... */

@@ -30,6 +30,34 @@ fsim_plot_file_free(FsimPlotFile *file)
     g_free(file);
 }
 
+/* Adds @run to the group of its trace, trace device and device, made when it is the first. */
+static void
+group_add(GPtrArray *groups, GHashTable *index, FsimStoredRun *run)
+{
+    /* Lengths first, so that no trace or device name can collide with another pair. */
+    g_autofree char *printable = g_strdup_printf(
+        "%" G_GSIZE_FORMAT ":%s|%u|%" G_GSIZE_FORMAT ":%s|%" G_GUINT64_FORMAT, strlen(run->trace),
+        run->trace, run->trace_device, strlen(run->device), run->device, run->capacity_bytes);
+    gpointer found;
+    FsimPlotGroup *group;
+
+    if (g_hash_table_lookup_extended(index, printable, NULL, &found)) {
+        group = groups->pdata[GPOINTER_TO_UINT(found)];
+    } else {
+        group = g_new0(FsimPlotGroup, 1);
+        group->number = groups->len + 1;
+        group->trace = run->trace;
+        group->trace_format = run->trace_format;
+        group->trace_device = run->trace_device;
+        group->device = run->device;
+        group->capacity_bytes = run->capacity_bytes;
+        group->runs = g_ptr_array_new();
+        g_hash_table_insert(index, g_steal_pointer(&printable), GUINT_TO_POINTER(groups->len));
+        g_ptr_array_add(groups, group);
+    }
+    g_ptr_array_add(group->runs, run);
+}
+
 GPtrArray *
 fsim_plot_group_runs(GPtrArray *runs)
 {
@@ -38,29 +66,20 @@ fsim_plot_group_runs(GPtrArray *runs)
 
     for (guint i = 0; i < runs->len; i++) {
         FsimStoredRun *run = runs->pdata[i];
-        /* Lengths first, so that no trace or device name can collide with another pair. */
-        g_autofree char *printable =
-            g_strdup_printf("%" G_GSIZE_FORMAT ":%s|%u|%" G_GSIZE_FORMAT ":%s|%" G_GUINT64_FORMAT,
-                            strlen(run->trace), run->trace, run->trace_device, strlen(run->device),
-                            run->device, run->capacity_bytes);
-        gpointer found;
-        FsimPlotGroup *group;
+        gboolean joined = FALSE;
 
-        if (g_hash_table_lookup_extended(index, printable, NULL, &found)) {
-            group = groups->pdata[GPOINTER_TO_UINT(found)];
-        } else {
-            group = g_new0(FsimPlotGroup, 1);
-            group->number = groups->len + 1;
-            group->trace = run->trace;
-            group->trace_format = run->trace_format;
-            group->trace_device = run->trace_device;
-            group->device = run->device;
-            group->capacity_bytes = run->capacity_bytes;
-            group->runs = g_ptr_array_new();
-            g_hash_table_insert(index, g_steal_pointer(&printable), GUINT_TO_POINTER(groups->len));
-            g_ptr_array_add(groups, group);
+        /* What a snapshot's recording did (`recorded`: its device is the recording's) belongs
+         * beside the models' runs of the same trace device, on whichever device they ran. */
+        for (guint g = 0; g_strcmp0(run->policy, "recorded") == 0 && g < groups->len; g++) {
+            FsimPlotGroup *group = groups->pdata[g];
+
+            if (strcmp(group->trace, run->trace) == 0 && group->trace_device == run->trace_device) {
+                g_ptr_array_add(group->runs, run);
+                joined = TRUE;
+            }
         }
-        g_ptr_array_add(group->runs, run);
+        if (!joined)
+            group_add(groups, index, run);
     }
     return groups;
 }

@@ -3,9 +3,13 @@
  * The HTML report: one self-contained page (inline CSS, no script, no fonts or anything else
  * from the network) that references only the images it wrote beside it.  See plot.h.
  *
- * Per group of comparable runs (one trace on one device): the trace and the device, the policy
- * table with a one-line verdict, the plots, and every metric in a collapsed table.  Runs without
- * data are listed at the end, so an interrupted replay is visible rather than silently missing.
+ * The page answers first: at the top one sentence per comparison (one trace device on one
+ * device) says which setting to use and why; each comparison then leads with that sentence, the
+ * capacity each run needs with where its memory goes at the peak (report-answer.c), and keeps
+ * the trace, the device, every metric and the plots in its details (report-details.c).  Runs
+ * without data are listed at the end, so an interrupted replay is visible rather than silently
+ * missing.  The page is made of the sections listed in `sections` below, in order; another part
+ * of fragsim adds its own section there.
  */
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -15,6 +19,8 @@
 
 #include "fragsim/metrics.h"
 #include "fragsim/plot.h"
+
+#include "report-private.h"
 
 static const char report_css[] =
     ":root{--fg:#1d2330;--muted:#5f6b7a;--line:#dfe3e8;--bg:#f6f7f9;--card:#fff;"
@@ -71,17 +77,33 @@ static const char report_css[] =
     "footer{color:var(--muted);font-size:13px;padding:10px 0 40px}\n"
     "code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:13px;"
     "background:#eef0f3;padding:1px 5px;border-radius:4px}\n"
+    ".scroll{overflow-x:auto;max-width:100%}\n"
+    "ul.answers{margin:18px 0 0;padding:0;list-style:none}\n"
+    "ul.answers li{margin:8px 0;padding:10px 14px;background:#fff;color:var(--fg);"
+    "border-radius:6px;font-size:14px}\n"
+    "ul.answers a{color:var(--accent);font-weight:600;text-decoration:none}\n"
+    "table.needs td.barcell{min-width:220px;width:30%}\n"
+    ".bar{display:flex;height:14px;border-radius:3px;overflow:hidden;background:#eee;"
+    "min-width:2px}\n"
+    ".bar span{display:block;height:100%}\n"
+    ".live,.key.live{background:#4a7fc1}.round,.key.round{background:#f2b134}"
+    ".free,.key.free{background:#7cc47f}.pin,.key.pin{background:#d9534f}"
+    ".none{background:#c8ccd2}\n"
+    ".key{display:inline-block;width:10px;height:10px;border-radius:2px;margin:0 3px 0 8px}\n"
+    "details.more{margin-top:24px;border-top:1px solid var(--line);padding-top:10px}\n"
+    "details.more>summary{font-size:15px}\n"
     "@media (max-width:900px){.facts,.maps{grid-template-columns:1fr}}\n";
 
-static void
-esc(GString *out, const char *text)
+void
+report_esc(GString *out, const char *text)
 {
     g_autofree char *escaped = g_markup_escape_text(text != NULL ? text : "", -1);
 
     g_string_append(out, escaped);
 }
 
-static void G_GNUC_PRINTF(2, 3) escf(GString *out, const char *format, ...)
+void
+report_escf(GString *out, const char *format, ...)
 {
     g_autofree char *text = NULL;
     va_list args;
@@ -89,11 +111,11 @@ static void G_GNUC_PRINTF(2, 3) escf(GString *out, const char *format, ...)
     va_start(args, format);
     text = g_strdup_vprintf(format, args);
     va_end(args);
-    esc(out, text);
+    report_esc(out, text);
 }
 
-static char *
-format_time_ns(uint64_t ns)
+char *
+report_format_time_ns(uint64_t ns)
 {
     if (ns >= 1000000000)
         return g_strdup_printf("%.2f s", (double)ns / 1e9);
@@ -104,421 +126,158 @@ format_time_ns(uint64_t ns)
     return g_strdup_printf("%" G_GUINT64_FORMAT " ns", ns);
 }
 
-static void
-dl_item(GString *out, const char *term, const char *value)
-{
-    g_string_append(out, "<dt>");
-    esc(out, term);
-    g_string_append(out, "</dt><dd>");
-    esc(out, value);
-    g_string_append(out, "</dd>\n");
-}
-
-static void
-td_num(GString *out, const char *text)
+void
+report_td_num(GString *out, const char *text)
 {
     g_string_append(out, "<td class=\"n\">");
-    esc(out, text);
+    report_esc(out, text);
     g_string_append(out, "</td>");
 }
 
-static double
-excess_ratio(const FsimMetrics *m)
-{
-    return m->lower_bound_bytes > 0
-               ? (double)m->excess_over_lower_bound_bytes / (double)m->lower_bound_bytes
-               : 0.0;
-}
-
-/* What runs are ranked by: the capacity they need, or their peak reserved memory where the
- * database has no needed_bytes (replay --no-needed, or an older fragsim). */
-static uint64_t
-run_key(const FsimStoredRun *run)
+uint64_t
+report_run_key(const FsimStoredRun *run)
 {
     return run->metrics.needed_bytes >= 0 ? (uint64_t)run->metrics.needed_bytes
                                           : run->metrics.peak_reserved_bytes;
 }
 
-/* The index of the first run that needs the least memory among those without OOMs. */
-static gint
-best_run(const FsimPlotGroup *group)
+gboolean
+report_is_recorded(const FsimStoredRun *run)
 {
-    gint best = -1;
-
-    for (guint i = 0; i < group->runs->len; i++) {
-        const FsimStoredRun *run = group->runs->pdata[i];
-        const FsimStoredRun *b = best >= 0 ? group->runs->pdata[best] : NULL;
-
-        if (run->metrics.ooms > 0 || run->status != FSIM_STORE_COMPLETE)
-            continue;
-        if (b == NULL || run_key(run) < run_key(b))
-            best = (gint)i;
-    }
-    return best;
+    return g_strcmp0(run->policy, "recorded") == 0;
 }
 
-/* Whether run @i ties with the best one (several policies often reach the same peak). */
-static gboolean
-is_best(const FsimPlotGroup *group, gint best, guint i)
+char *
+report_run_name(const FsimStoredRun *run)
 {
-    const FsimStoredRun *run = group->runs->pdata[i];
-    const FsimStoredRun *b;
-
-    if (best < 0)
-        return FALSE;
-    b = group->runs->pdata[best];
-    return run->metrics.ooms == 0 && run->status == FSIM_STORE_COMPLETE &&
-           run_key(run) == run_key(b);
+    if (run->label != NULL && *run->label != '\0')
+        return g_strdup(run->label);
+    return fsim_run_label(run->policy, run->config);
 }
 
-/* How far @key lies above @m's lower bound, as a fraction. */
-static double
-above_lower(const FsimMetrics *m, uint64_t key)
-{
-    return m->lower_bound_bytes > 0 && key > m->lower_bound_bytes
-               ? (double)(key - m->lower_bound_bytes) / (double)m->lower_bound_bytes
-               : 0.0;
-}
+/* ---- the sections --------------------------------------------------------------------------- */
 
-static void
-write_verdict(GString *out, const FsimPlotGroup *group)
-{
-    gint best = best_run(group);
-    const FsimStoredRun *worst = NULL;
-    guint with_ooms = 0;
-
-    for (guint i = 0; i < group->runs->len; i++) {
-        const FsimStoredRun *run = group->runs->pdata[i];
-
-        with_ooms += run->metrics.ooms > 0;
-        if (worst == NULL || run_key(run) > run_key(worst))
-            worst = run;
-    }
-    g_string_append(out, "<p class=\"verdict\">");
-    if (best >= 0) {
-        const FsimStoredRun *b = group->runs->pdata[best];
-        g_autofree char *size = fsim_format_size(run_key(b));
-
-        g_string_append(out, b->metrics.needed_bytes >= 0
-                                 ? "Needs the least memory: <strong>"
-                                 : "Lowest peak reserved memory: <strong>");
-        for (guint i = 0, shown = 0; i < group->runs->len; i++) {
-            if (!is_best(group, best, i))
-                continue;
-            if (shown++ > 0)
-                g_string_append(out, ", ");
-            esc(out, ((const FsimStoredRun *)group->runs->pdata[i])->label);
-        }
-        g_string_append(out, "</strong> ");
-        escf(out, "(%s, %.1f%% above the lower bound)", size,
-             100.0 * above_lower(&b->metrics, run_key(b)));
-        if (worst != NULL && run_key(worst) > run_key(b)) {
-            g_autofree char *wsize = fsim_format_size(run_key(worst));
-
-            g_string_append(out, "; the most: <strong>");
-            esc(out, worst->label);
-            g_string_append(out, "</strong> ");
-            escf(out, "(%s, %.1f%% above)", wsize,
-                 100.0 * above_lower(&worst->metrics, run_key(worst)));
-        }
-        g_string_append(out, ".");
-    } else {
-        g_string_append(out, "Every policy ran out of memory on this device.");
-    }
-    if (with_ooms > 0)
-        escf(out, " %u of %u runs had simulated OOMs.", with_ooms, group->runs->len);
-    g_string_append(out, "</p>\n");
-}
-
-static void
-write_facts(GString *out, FsimStore *store, const FsimPlotGroup *group)
-{
-    const FsimStoredRun *first = group->runs->pdata[0];
-    const FsimMetrics *m = &first->metrics;
-    g_autoptr(GArray) samples = fsim_store_samples(store, first->id, NULL);
-    FsimTime duration = 0;
-    g_autofree char *events = fsim_format_count(m->events);
-    g_autofree char *allocs = fsim_format_count(m->allocs);
-    g_autofree char *frees = fsim_format_count(m->frees);
-    g_autofree char *lower = fsim_format_size(m->lower_bound_bytes);
-    g_autofree char *capacity = fsim_format_size(first->capacity_bytes);
-    g_autofree char *total = fsim_format_size(first->total_bytes);
-    g_autofree char *page = fsim_format_size(first->granularity);
-    g_autofree char *device_index = g_strdup_printf("%u", first->trace_device);
-    g_autofree char *time = NULL;
-
-    if (samples != NULL && samples->len > 0)
-        duration = g_array_index(samples, FsimStoredSample, samples->len - 1).time_last;
-    time = duration > 0 ? format_time_ns(duration) : g_strdup("no timestamps");
-    g_string_append(out, "<div class=\"facts\">\n<div class=\"card\"><h4>Trace</h4><dl>\n");
-    dl_item(out, "file", first->trace);
-    dl_item(out, "format", first->trace_format);
-    dl_item(out, "device in the trace", device_index);
-    dl_item(out, "events", events);
-    dl_item(out, "allocations", allocs);
-    dl_item(out, "frees", frees);
-    dl_item(out, "peak requested (lower bound)", lower);
-    dl_item(out, "duration", time);
-    if (m->unmatched_frees > 0) {
-        g_autofree char *unmatched = fsim_format_count(m->unmatched_frees);
-
-        dl_item(out, "frees of unknown blocks", unmatched);
-    }
-    g_string_append(out, "</dl></div>\n<div class=\"card\"><h4>Device</h4><dl>\n");
-    dl_item(out, "device", first->device);
-    if (first->device_description != NULL && *first->device_description != '\0')
-        dl_item(out, "model", first->device_description);
-    dl_item(out, "usable memory", capacity);
-    dl_item(out, "memory as sold", total);
-    dl_item(out, "page size", page);
-    g_string_append(out, "</dl></div>\n</div>\n");
-}
-
-static void
-write_policy_table(GString *out, const FsimPlotGroup *group)
-{
-    /* the metrics' own labels (src/core/metrics.c), and one column that is not a metric */
-    const char *const headers[] = {
-        fsim_metric_label("needed_bytes"),
-        fsim_metric_label("peak_reserved_bytes"),
-        fsim_metric_label("excess_over_lower_bound_bytes"),
-        fsim_metric_label("peak_allocated_bytes"),
-        fsim_metric_label("peak_utilization"),
-        fsim_metric_label("external_frag_at_peak"),
-        fsim_metric_label("min_utilization"),
-        fsim_metric_label("ooms"),
-        "driver calls",
-        fsim_metric_label("modelled_alloc_time_ns"),
-    };
-    gint best = best_run(group);
-
-    g_string_append(out, "<table>\n<thead><tr><th>run</th>");
-    for (gsize i = 0; i < G_N_ELEMENTS(headers); i++)
-        g_string_append_printf(out, "<th class=\"n\">%s</th>", headers[i]);
-    g_string_append(out, "</tr></thead>\n<tbody>\n");
-    for (guint i = 0; i < group->runs->len; i++) {
-        const FsimStoredRun *run = group->runs->pdata[i];
-        const FsimMetrics *m = &run->metrics;
-        g_autofree char *needed =
-            m->needed_bytes >= 0 ? fsim_format_size((uint64_t)m->needed_bytes) : g_strdup("-");
-        g_autofree char *reserved = fsim_format_size(m->peak_reserved_bytes);
-        g_autofree char *excess = fsim_format_size(m->excess_over_lower_bound_bytes);
-        g_autofree char *allocated = fsim_format_size(m->peak_allocated_bytes);
-        g_autofree char *excess_text =
-            g_strdup_printf("%s (%.1f%%)", excess, 100.0 * excess_ratio(m));
-        g_autofree char *util = g_strdup_printf("%.1f%%", 100.0 * m->peak_utilization);
-        g_autofree char *ext = g_strdup_printf("%.1f%%", 100.0 * m->external_frag_at_peak);
-        g_autofree char *minu = g_strdup_printf("%.1f%%", 100.0 * m->min_utilization);
-        g_autofree char *ooms = fsim_format_count(m->ooms);
-        g_autofree char *calls = fsim_format_count(m->device_mallocs + m->device_frees +
-                                                   m->device_maps + m->device_unmaps);
-        g_autofree char *time = format_time_ns(m->modelled_alloc_time_ns);
-        gboolean lowest = is_best(group, best, i);
-        const char *class = lowest ? " class=\"best\"" : m->ooms > 0 ? " class=\"oom\"" : "";
-
-        g_string_append_printf(out, "<tr%s><td>", class);
-        esc(out, run->label);
-        g_string_append_printf(out, " <span class=\"tag\">run %" G_GINT64_FORMAT "</span>",
-                               run->id);
-        if (run->status == FSIM_STORE_OOM)
-            g_string_append(out, " <span class=\"tag bad\">stopped at first OOM</span>");
-        if (lowest && group->runs->len > 1)
-            g_string_append(out, " <span class=\"tag good\">lowest</span>");
-        if (run->knobs != NULL && *run->knobs != '\0') {
-            g_autofree char *knobs = g_strdup(run->knobs);
-
-            g_strdelimit(knobs, "\n", ' ');
-            g_string_append(out, "<br><code>");
-            esc(out, g_strstrip(knobs));
-            g_string_append(out, "</code>");
-        }
-        g_string_append(out, "</td>");
-        td_num(out, needed);
-        td_num(out, reserved);
-        td_num(out, excess_text);
-        td_num(out, allocated);
-        td_num(out, util);
-        td_num(out, ext);
-        td_num(out, minu);
-        td_num(out, ooms);
-        td_num(out, calls);
-        td_num(out, time);
-        g_string_append(out, "</tr>\n");
-    }
-    g_string_append(out, "</tbody></table>\n");
-    for (guint i = 0; i < group->runs->len; i++) {
-        if (((const FsimStoredRun *)group->runs->pdata[i])->metrics.ooms == 0)
-            continue;
-        g_string_append(out, "<p class=\"note\">A run with OOMs needs more than its device has "
-                             "(needs); the lower bound is the trace's, the same for every "
-                             "run.</p>\n");
-        break;
-    }
-}
-
-static void
-write_metric_cell(GString *out, const FsimMetrics *m, const FsimMetricInfo *info)
-{
-    double value = fsim_metric_get_double(m, info);
-    g_autofree char *text = NULL;
-
-    if (info->kind == FSIM_METRIC_DOUBLE)
-        text = g_strdup_printf("%.4g", value);
-    else if (info->kind == FSIM_METRIC_OPTIONAL_I64 && value < 0)
-        text = g_strdup("none");
-    else if (g_str_has_suffix(info->name, "_bytes") || strcmp(info->name, "lower_bound_bytes") == 0)
-        text = g_strdup_printf("%.0f", value);
-    else
-        text = g_strdup_printf("%.0f", value);
-    td_num(out, text);
-}
-
-static void
-write_all_metrics(GString *out, const FsimPlotGroup *group)
-{
-    gsize n;
-    const FsimMetricInfo *info = fsim_metrics_list(&n);
-
-    g_string_append(out, "<details><summary>Every metric (docs/metrics.md)</summary>\n<table>\n"
-                         "<thead><tr><th>metric</th>");
-    for (guint i = 0; i < group->runs->len; i++) {
-        const FsimStoredRun *run = group->runs->pdata[i];
-
-        g_string_append(out, "<th class=\"n\">");
-        esc(out, run->label);
-        g_string_append_printf(out, " (run %" G_GINT64_FORMAT ")</th>", run->id);
-    }
-    g_string_append(out, "<th>meaning</th></tr></thead>\n<tbody>\n");
-    for (gsize k = 0; k < n; k++) {
-        g_string_append(out, "<tr><td class=\"metric\">");
-        esc(out, info[k].name);
-        g_string_append(out, "</td>");
-        for (guint i = 0; i < group->runs->len; i++)
-            write_metric_cell(out, &((const FsimStoredRun *)group->runs->pdata[i])->metrics,
-                              &info[k]);
-        g_string_append(out, "<td class=\"doc\">");
-        esc(out, info[k].summary);
-        g_string_append(out, "</td></tr>\n");
-    }
-    g_string_append(out, "</tbody></table></details>\n");
-}
-
-static const FsimPlotFile *
-find_plot(GPtrArray *files, guint group, const char *kind, int64_t run)
-{
-    for (guint i = 0; files != NULL && i < files->len; i++) {
-        const FsimPlotFile *file = files->pdata[i];
-
-        if (file->group == group && strcmp(file->kind, kind) == 0 && file->run == run)
-            return file;
-    }
-    return NULL;
-}
-
-static void
-write_figure(GString *out, const FsimPlotFile *file, const char *caption)
-{
-    if (file == NULL)
-        return;
-    g_string_append(out, "<figure><a href=\"");
-    esc(out, file->image);
-    g_string_append(out, "\"><img src=\"");
-    esc(out, file->image);
-    g_string_append(out, "\" alt=\"");
-    esc(out, file->title);
-    g_string_append(out, "\"></a><figcaption>");
-    esc(out, caption);
-    g_string_append(out, " (data: ");
-    esc(out, file->data);
-    g_string_append(out, ")</figcaption></figure>\n");
-}
-
-static void
-write_group(GString *out, FsimStore *store, const FsimPlotGroup *group, GPtrArray *files)
+static char *
+group_title(const FsimPlotGroup *group)
 {
     g_autofree char *base = g_path_get_basename(group->trace);
     g_autofree char *capacity = fsim_format_size(group->capacity_bytes);
 
-    g_string_append_printf(out, "<section class=\"group\" id=\"group-%u\">\n<h2>", group->number);
-    esc(out, base);
-    g_string_append(out, " on ");
-    esc(out, group->device);
-    escf(out, " (%s)", capacity);
-    g_string_append(out, "<span class=\"path\">");
-    esc(out, group->trace);
-    escf(out, ", trace device %u", group->trace_device);
-    g_string_append(out, "</span></h2>\n");
-    write_verdict(out, group);
-    write_facts(out, store, group);
-    g_string_append(out, "<h3>Policies</h3>\n");
-    write_policy_table(out, group);
-    write_all_metrics(out, group);
-    if (files != NULL) {
-        g_string_append(out, "<h3>Plots</h3>\n");
-        write_figure(out, find_plot(files, group->number, "compare", -1),
-                     "Peak reserved memory per policy; the dashed line is the lower bound (the "
-                     "peak of requested memory), which no allocator can beat.");
-        write_figure(out, find_plot(files, group->number, "timeline", -1),
-                     "Reserved (solid) and allocated (dotted) memory over time, one colour per "
-                     "policy; grey: what the program requested.");
-        write_figure(out, find_plot(files, group->number, "fragmentation", -1),
-                     "Fragmentation over time: memory reserved beyond the request, and the share "
-                     "of reserved memory not allocated.");
-        write_figure(out, find_plot(files, group->number, "sizes", -1),
-                     "Request sizes of the trace, in power-of-two classes.");
-        g_string_append(out, "<h3>Address maps</h3>\n<div class=\"maps\">\n");
-        for (guint i = 0; i < group->runs->len; i++) {
-            const FsimStoredRun *run = group->runs->pdata[i];
-            g_autofree char *caption =
-                g_strdup_printf("%s (run %" G_GINT64_FORMAT "): segments in grey, allocations in "
-                                "colour, OOMs in red.",
-                                run->label, run->id);
+    return g_strdup_printf("%s, trace device %u, on %s (%s)", base, group->trace_device,
+                           group->device, capacity);
+}
 
-            write_figure(out, find_plot(files, group->number, "address-map", run->id), caption);
-        }
-        g_string_append(out, "</div>\n");
+/* The answers first: one sentence per comparison, linked to it. */
+static gboolean
+write_answers(GString *out, const ReportContext *ctx, GError **error)
+{
+    g_string_append(out, "<ul class=\"answers\">\n");
+    for (guint i = 0; i < ctx->groups->len; i++) {
+        const FsimPlotGroup *group = ctx->groups->pdata[i];
+        g_autofree char *title = group_title(group);
+        g_autofree char *sentence = report_answer_sentence(ctx, group, error);
+
+        if (sentence == NULL)
+            return FALSE;
+        g_string_append_printf(out, "<li><a href=\"#group-%u\">", group->number);
+        report_esc(out, title);
+        g_string_append(out, "</a>: ");
+        report_esc(out, sentence);
+        g_string_append(out, "</li>\n");
     }
-    g_string_append(out, "</section>\n");
+    g_string_append(out, "</ul>\n");
+    return TRUE;
+}
+
+static gboolean
+write_groups(GString *out, const ReportContext *ctx, GError **error)
+{
+    for (guint i = 0; i < ctx->groups->len; i++) {
+        const FsimPlotGroup *group = ctx->groups->pdata[i];
+        g_autofree char *base = g_path_get_basename(group->trace);
+        g_autofree char *capacity = fsim_format_size(group->capacity_bytes);
+
+        g_string_append_printf(out, "<section class=\"group\" id=\"group-%u\">\n<h2>",
+                               group->number);
+        report_esc(out, base);
+        report_escf(out, ", trace device %u, on %s (%s)", group->trace_device, group->device,
+                    capacity);
+        g_string_append(out, "<span class=\"path\">");
+        report_esc(out, group->trace);
+        g_string_append(out, "</span></h2>\n");
+        if (!report_write_answer(out, ctx, group, error) ||
+            !report_write_details(out, ctx, group, error))
+            return FALSE;
+        g_string_append(out, "</section>\n");
+    }
+    return TRUE;
+}
+
+/* The sections of the page's main part, in order. */
+static const ReportSection sections[] = {
+    write_groups,
+    report_write_incomplete,
+};
+
+/* ---- the page ------------------------------------------------------------------------------- */
+
+static void
+write_head(GString *out, const ReportContext *ctx, const char *db_name)
+{
+    g_autoptr(GDateTime) now = g_date_time_new_now_utc();
+    g_autofree char *stamp = g_date_time_format(now, "%Y-%m-%d %H:%M UTC");
+
+    g_string_append(out,
+                    "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+                    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+                    "<title>fragsim report: ");
+    report_esc(out, db_name);
+    g_string_append(out, "</title>\n<style>\n");
+    g_string_append(out, report_css);
+    g_string_append(out, "</style>\n</head>\n<body>\n<header class=\"top\"><div class=\"wrap\">\n"
+                         "<h1>fragsim report</h1>\n<p>");
+    report_escf(out, "%u runs of %s in %u comparison%s · generated %s by fragsim %s",
+                ctx->runs->len, db_name, ctx->groups->len, ctx->groups->len == 1 ? "" : "s", stamp,
+                FSIM_VERSION);
+    g_string_append(out, "</p>\n");
 }
 
 static void
-write_incomplete(GString *out, GPtrArray *all_runs)
+write_foot(GString *out, const char *db_name, gboolean plots)
 {
-    guint count = 0;
+    g_string_append(out, "<footer>Every number comes from the results database <code>");
+    report_esc(out, db_name);
+    g_string_append(out, "</code>: <code>sqlite3 ");
+    report_esc(out, db_name);
+    g_string_append(out, " 'SELECT * FROM run_results'</code>, or <code>fragsim export --db ");
+    report_esc(out, db_name);
+    g_string_append(out, " --csv DIR</code> for CSV files. ");
+    if (plots)
+        g_string_append(out, "The plots' data files (<code>*.dat</code>) and gnuplot templates "
+                             "(<code>*.gp</code>) are beside this page; edit them and run "
+                             "<code>plots.sh</code> to draw the plots again. ");
+    g_string_append(out, "Metrics: docs/metrics.md; the database: docs/database.md in the "
+                         "fragsim sources.</footer>\n</main>\n</body>\n</html>\n");
+}
 
-    for (guint i = 0; all_runs != NULL && i < all_runs->len; i++)
-        count += !fsim_stored_run_has_data(all_runs->pdata[i]);
-    if (count == 0)
-        return;
-    g_string_append(out, "<section class=\"group\" id=\"incomplete\">\n<h2>Runs without "
-                         "results</h2>\n<p>These runs were started but never finished: their "
-                         "process was interrupted or killed, or they failed. They have no data "
-                         "and are left out above.</p>\n<table><thead><tr><th>run</th><th>trace"
-                         "</th><th>policy</th><th>device</th><th>status</th><th>started</th>"
-                         "<th>why</th></tr></thead><tbody>\n");
-    for (guint i = 0; i < all_runs->len; i++) {
-        const FsimStoredRun *run = all_runs->pdata[i];
-
-        if (fsim_stored_run_has_data(run))
-            continue;
-        g_string_append_printf(out, "<tr><td class=\"n\">%" G_GINT64_FORMAT "</td><td>", run->id);
-        esc(out, run->trace);
-        g_string_append(out, "</td><td>");
-        esc(out, run->label);
-        g_string_append(out, "</td><td>");
-        esc(out, run->device);
-        g_string_append(out, "</td><td>");
-        esc(out,
-            run->status == FSIM_STORE_RUNNING ? "incomplete" : fsim_store_status_name(run->status));
-        g_string_append(out, "</td><td>");
-        esc(out, run->created_at);
-        g_string_append(out, "</td><td>");
-        esc(out, run->message != NULL
-                     ? run->message
-                     : "interrupted (or still running when the report was written)");
-        g_string_append(out, "</td></tr>\n");
+static gboolean
+write_page(GString *out, const ReportContext *ctx, const char *db_name, const GError *plot_error,
+           GError **error)
+{
+    write_head(out, ctx, db_name);
+    if (!write_answers(out, ctx, error))
+        return FALSE;
+    g_string_append(out, "</div></header>\n<main class=\"wrap\">\n");
+    if (ctx->files == NULL && plot_error != NULL) {
+        g_string_append(out, "<div class=\"notice\"><strong>No plots:</strong> ");
+        report_esc(out, plot_error->message);
+        g_string_append(out, "</div>\n");
     }
-    g_string_append(out, "</tbody></table>\n</section>\n");
+    for (gsize i = 0; i < G_N_ELEMENTS(sections); i++)
+        if (!sections[i](out, ctx, error))
+            return FALSE;
+    write_foot(out, db_name, ctx->files != NULL);
+    return TRUE;
 }
 
 gboolean
@@ -527,13 +286,13 @@ fsim_report_write(FsimStore *store, GPtrArray *runs, GPtrArray *all_runs, const 
 {
     g_autoptr(GPtrArray) groups = NULL;
     g_autoptr(GPtrArray) files = NULL;
+    g_autoptr(GArray) recommendations = NULL;
     g_autoptr(GError) plot_error = NULL;
+    g_autoptr(GError) local_error = NULL;
     g_autoptr(GString) out = g_string_new(NULL);
-    g_autoptr(GDateTime) now = g_date_time_new_now_utc();
-    g_autofree char *stamp = g_date_time_format(now, "%Y-%m-%d %H:%M UTC");
     g_autofree char *db_name = g_path_get_basename(fsim_store_path(store));
     g_autofree char *index = g_build_filename(out_dir, "index.html", NULL);
-    g_autoptr(GError) local_error = NULL;
+    ReportContext ctx = {.store = store, .runs = runs, .all_runs = all_runs};
 
     g_return_val_if_fail(store != NULL && runs != NULL && out_dir != NULL, FALSE);
     if (g_mkdir_with_parents(out_dir, 0755) != 0) {
@@ -553,49 +312,19 @@ fsim_report_write(FsimStore *store, GPtrArray *runs, GPtrArray *all_runs, const 
         if (warning != NULL)
             *warning = g_strdup(plot_error->message);
     }
+    /* tune's table is optional: a database it never wrote to has none */
+    recommendations = fsim_store_recommendations(store, &local_error);
+    if (recommendations == NULL) {
+        g_warning("%s: tune's recommendations left out: %s", fsim_store_path(store),
+                  local_error->message);
+        g_clear_error(&local_error);
+    }
     groups = fsim_plot_group_runs(runs);
-    g_string_append(out,
-                    "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-                    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-                    "<title>fragsim report: ");
-    esc(out, db_name);
-    g_string_append(out, "</title>\n<style>\n");
-    g_string_append(out, report_css);
-    g_string_append(out, "</style>\n</head>\n<body>\n<header class=\"top\"><div class=\"wrap\">\n"
-                         "<h1>fragsim report</h1>\n<p>");
-    escf(out, "%u runs of %s in %u comparison%s · generated %s by fragsim %s", runs->len, db_name,
-         groups->len, groups->len == 1 ? "" : "s", stamp, FSIM_VERSION);
-    g_string_append(out, "</p>\n<nav class=\"toc\">");
-    for (guint i = 0; i < groups->len; i++) {
-        const FsimPlotGroup *group = groups->pdata[i];
-        g_autofree char *base = g_path_get_basename(group->trace);
-
-        g_string_append_printf(out, "<a href=\"#group-%u\">", group->number);
-        esc(out, base);
-        g_string_append(out, " · ");
-        esc(out, group->device);
-        g_string_append(out, "</a>");
-    }
-    g_string_append(out, "</nav>\n</div></header>\n<main class=\"wrap\">\n");
-    if (files == NULL) {
-        g_string_append(out, "<div class=\"notice\"><strong>No plots:</strong> ");
-        esc(out, plot_error->message);
-        g_string_append(out, "</div>\n");
-    }
-    for (guint i = 0; i < groups->len; i++)
-        write_group(out, store, groups->pdata[i], files);
-    write_incomplete(out, all_runs);
-    g_string_append(out, "<footer>Every number comes from the results database <code>");
-    esc(out, db_name);
-    g_string_append(out, "</code> (<code>sqlite3 ");
-    esc(out, db_name);
-    g_string_append(out, " 'SELECT * FROM run_summary'</code>). ");
-    if (files != NULL)
-        g_string_append(out, "The plots' data files (<code>*.dat</code>) and gnuplot templates "
-                             "(<code>*.gp</code>) are beside this page; edit them and run "
-                             "<code>plots.sh</code> to draw the plots again. ");
-    g_string_append(out, "Metrics: docs/metrics.md in the fragsim sources.</footer>\n</main>\n"
-                         "</body>\n</html>\n");
+    ctx.groups = groups;
+    ctx.files = files;
+    ctx.recommendations = recommendations;
+    if (!write_page(out, &ctx, db_name, plot_error, error))
+        return FALSE;
     /* g_file_set_contents writes a temporary file and renames it into place. */
     if (!g_file_set_contents(index, out->str, (gssize)out->len, &local_error)) {
         g_set_error(error, FSIM_PLOT_ERROR, FSIM_PLOT_ERROR_IO, "%s", local_error->message);
