@@ -60,7 +60,7 @@ fsim_cmd_export(int argc, char **argv)
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "The results database (required)", "FILE"},
         {"csv", 0, 0, G_OPTION_ARG_FILENAME, &csv_dir,
          "Directory for one CSV file per view (created if missing; required)", "DIR"},
-        {NULL},
+        G_OPTION_ENTRY_NULL,
     };
     int status;
 
