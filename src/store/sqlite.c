@@ -211,7 +211,15 @@ const char store_schema_report_sql[] =
     "  driver_calls INTEGER NOT NULL,\n"
     "  ooms INTEGER NOT NULL,\n"
     "  PRIMARY KEY (run_id, seq)\n"
-    ") WITHOUT ROWID;\n";
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE IF NOT EXISTS run_packed (\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  kind TEXT NOT NULL CHECK (kind IN ('blocks', 'segments')),\n"
+    "  seq INTEGER NOT NULL,\n"
+    "  rows INTEGER NOT NULL,\n"
+    "  data BLOB NOT NULL,\n"
+    "  PRIMARY KEY (run_id, kind, seq)\n"
+    ");\n";
 /* clang-format on */
 
 /* ---- statements ---------------------------------------------------------------------------- */
@@ -285,6 +293,10 @@ static const char *const stmt_sql[STMT_COUNT] = {
         "SELECT event_index, time_ns, reserved_bytes, live_requested_bytes, rounding_bytes,"
         " free_releasable_bytes, free_pinned_bytes FROM run_breakdown"
         " WHERE run_id = ? AND moment = 'peak'",
+    [STMT_INSERT_PACKED] =
+        "INSERT INTO run_packed (run_id, kind, seq, rows, data) VALUES (?, ?, ?, ?, ?)",
+    [STMT_SELECT_PACKED] =
+        "SELECT rows, data FROM run_packed WHERE run_id = ? AND kind = ? ORDER BY seq",
     [STMT_SELECT_PHASES] =
         "SELECT label, event_index, event_index_last, events, time_ns, time_ns_last,"
         " peak_requested_bytes, peak_allocated_bytes, peak_reserved_bytes, reserved_bytes_end,"
@@ -742,10 +754,10 @@ store_check_tables(FsimStore *store, GError **error)
 
     if (!store_pragma_int(store,
                           "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
-                          "('run_breakdown', 'run_phases')",
+                          "('run_breakdown', 'run_phases', 'run_packed')",
                           &count, error))
         return FALSE;
-    store->has_report_tables = count == 2;
+    store->has_report_tables = count == 3;
     return TRUE;
 }
 

@@ -22,7 +22,8 @@
 #define STORE_DEFAULT_MARKS           10000
 #define STORE_DEFAULT_BUSY_MS         10000
 #define STORE_SIZE_BUCKETS            64
-#define RUN_COLUMNS                   24 /* the metric columns follow */
+#define RUN_COLUMNS                   24   /* the metric columns follow */
+#define STORE_PACK_CHUNK              4096 /* rows per packed BLOB */
 
 typedef enum {
     STMT_BEGIN,
@@ -48,6 +49,8 @@ typedef enum {
     STMT_INSERT_PHASE,
     STMT_SELECT_BREAKDOWN,
     STMT_SELECT_PHASES,
+    STMT_INSERT_PACKED,
+    STMT_SELECT_PACKED,
     STMT_COUNT,
 } StoreStmt;
 
@@ -61,7 +64,7 @@ struct FsimStore {
     sqlite3_stmt *select_run;
     guint attached;             /* runs not yet freed */
     gboolean has_error_status;  /* the runs table accepts status `error` */
-    gboolean has_report_tables; /* run_breakdown and run_phases (schema version 2) */
+    gboolean has_report_tables; /* run_breakdown, run_phases, run_packed (schema version 2) */
 };
 
 /* Bind helpers: each keeps the first failing code in *rc and does nothing once it is set. */
@@ -123,6 +126,12 @@ void store_phase_clear(gpointer data);
 extern const char store_schema_report_sql[];
 /* store-views.c: (re)create the views whose text differs from this fragsim's. */
 gboolean store_ensure_views(FsimStore *store, GError **error);
+/* store-pack.c: blocks and segment actions as varints of differences (run_packed). */
+void store_pack_blocks(const FsimStoredBlock *blocks, guint n, GByteArray *out);
+gboolean store_unpack_blocks(const void *data, gsize len, guint rows, GArray *out);
+void store_pack_segments(const FsimStoredSegment *segments, guint n, GByteArray *out);
+gboolean store_unpack_segments(const void *data, gsize len, guint rows, GArray *out);
+
 /* Bring a writable database of schema @version up to this fragsim's: tables, views, version. */
 gboolean store_upgrade(FsimStore *store, int64_t version, GError **error);
 

@@ -268,13 +268,51 @@ row_segment(sqlite3_stmt *stmt, GArray *out)
     g_array_append_val(out, s);
 }
 
+/* Append the packed rows of @kind of run @run_id (none in a database of schema version 1). */
+static gboolean
+read_packed(FsimStore *store, int64_t run_id, const char *kind,
+            gboolean (*unpack)(const void *data, gsize len, guint rows, GArray *out), GArray *out,
+            GError **error)
+{
+    sqlite3_stmt *stmt;
+    int rc = SQLITE_OK;
+
+    if (!store->has_report_tables)
+        return TRUE;
+    stmt = store_stmt(store, STMT_SELECT_PACKED, error);
+    if (stmt == NULL)
+        return FALSE;
+    bind_i64(stmt, 1, run_id, &rc);
+    bind_text(stmt, 2, kind, &rc);
+    if (rc != SQLITE_OK)
+        return store_fail(store, rc, "reading packed data", error);
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        const void *data = sqlite3_column_blob(stmt, 1);
+        gsize len = (gsize)sqlite3_column_bytes(stmt, 1);
+        int64_t rows = sqlite3_column_int64(stmt, 0);
+
+        if (rows < 0 || rows > STORE_PACK_CHUNK || !unpack(data, len, (guint)rows, out)) {
+            (void)sqlite3_reset(stmt);
+            g_set_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_FAILED,
+                        "%s: run %" G_GINT64_FORMAT ": its %s are damaged (run_packed)",
+                        store->path, run_id, kind);
+            return FALSE;
+        }
+    }
+    if (rc != SQLITE_DONE)
+        return store_fail(store, rc, "reading packed data", error);
+    (void)sqlite3_reset(stmt);
+    return TRUE;
+}
+
 GArray *
 fsim_store_segments(FsimStore *store, int64_t run_id, GError **error)
 {
     g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(FsimStoredSegment));
 
     if (!store_select(store, STMT_SELECT_SEGMENTS, run_id, "reading segment actions", row_segment,
-                      out, error))
+                      out, error) ||
+        !read_packed(store, run_id, "segments", store_unpack_segments, out, error))
         return NULL;
     return g_steal_pointer(&out);
 }
@@ -303,7 +341,8 @@ fsim_store_blocks(FsimStore *store, int64_t run_id, GError **error)
     g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(FsimStoredBlock));
 
     if (!store_select(store, STMT_SELECT_BLOCKS, run_id, "reading block lifetimes", row_block, out,
-                      error))
+                      error) ||
+        !read_packed(store, run_id, "blocks", store_unpack_blocks, out, error))
         return NULL;
     return g_steal_pointer(&out);
 }

@@ -598,26 +598,36 @@ write_ooms(FsimStoreRun *run, GError **error)
     return TRUE;
 }
 
+/* One packed chunk of @rows rows of @kind (store-pack.c). */
+static gboolean
+write_packed_chunk(FsimStoreRun *run, const char *kind, guint seq, guint rows,
+                   const GByteArray *data, GError **error)
+{
+    sqlite3_stmt *stmt = store_stmt(run->store, STMT_INSERT_PACKED, error);
+    int rc = SQLITE_OK;
+
+    if (stmt == NULL)
+        return FALSE;
+    bind_i64(stmt, 1, run->id, &rc);
+    bind_text(stmt, 2, kind, &rc);
+    bind_i64(stmt, 3, seq, &rc);
+    bind_i64(stmt, 4, rows, &rc);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_blob(stmt, 5, data->data, (int)data->len, SQLITE_TRANSIENT);
+    return store_step_done(run->store, stmt, rc, "writing packed data", error);
+}
+
 static gboolean
 write_segments(FsimStoreRun *run, GError **error)
 {
-    FsimStore *store = run->store;
+    guint n = run->segments->len;
 
-    for (guint i = 0; i < run->segments->len; i++) {
-        const FsimStoredSegment *s = &g_array_index(run->segments, FsimStoredSegment, i);
-        sqlite3_stmt *stmt = store_stmt(store, STMT_INSERT_SEGMENT, error);
-        int rc = SQLITE_OK;
+    for (guint start = 0, seq = 0; start < n; start += STORE_PACK_CHUNK, seq++) {
+        guint count = MIN(STORE_PACK_CHUNK, n - start);
+        g_autoptr(GByteArray) data = g_byte_array_new();
 
-        if (stmt == NULL)
-            return FALSE;
-        bind_i64(stmt, 1, run->id, &rc);
-        bind_i64(stmt, 2, i, &rc);
-        bind_opt_i64(stmt, 3, s->event_index, &rc);
-        bind_u64(stmt, 4, s->time, &rc);
-        bind_text(stmt, 5, fsim_store_action_name(s->action), &rc);
-        bind_u64(stmt, 6, s->addr, &rc);
-        bind_u64(stmt, 7, s->size, &rc);
-        if (!store_step_done(store, stmt, rc, "writing segment actions", error))
+        store_pack_segments(&g_array_index(run->segments, FsimStoredSegment, start), count, data);
+        if (!write_packed_chunk(run, "segments", seq, count, data, error))
             return FALSE;
     }
     return TRUE;
@@ -646,30 +656,20 @@ offer_live(gpointer data, const FsimLiveAlloc *alloc)
 static gboolean
 write_blocks(FsimStoreRun *run, GError **error)
 {
-    FsimStore *store = run->store;
+    g_autoptr(GArray) blocks = NULL;
 
     /* Blocks still alive compete with the others, their lifetime running to the end. */
     fsim_engine_foreach_live_alloc(run->engine, offer_live, run);
     g_array_sort(run->heap, heap_by_alloc);
-    for (guint i = 0; i < run->heap->len; i++) {
-        const FsimStoredBlock *b = &g_array_index(run->heap, HeapBlock, i).block;
-        sqlite3_stmt *stmt = store_stmt(store, STMT_INSERT_BLOCK, error);
-        int rc = SQLITE_OK;
+    blocks = g_array_sized_new(FALSE, FALSE, sizeof(FsimStoredBlock), run->heap->len);
+    for (guint i = 0; i < run->heap->len; i++)
+        g_array_append_val(blocks, g_array_index(run->heap, HeapBlock, i).block);
+    for (guint start = 0, seq = 0; start < blocks->len; start += STORE_PACK_CHUNK, seq++) {
+        guint count = MIN(STORE_PACK_CHUNK, blocks->len - start);
+        g_autoptr(GByteArray) data = g_byte_array_new();
 
-        if (stmt == NULL)
-            return FALSE;
-        bind_i64(stmt, 1, run->id, &rc);
-        bind_i64(stmt, 2, i, &rc);
-        bind_u64(stmt, 3, b->id, &rc);
-        bind_u64(stmt, 4, b->addr, &rc);
-        bind_u64(stmt, 5, b->size, &rc);
-        bind_u64(stmt, 6, b->requested, &rc);
-        bind_u64(stmt, 7, b->stream, &rc);
-        bind_opt_i64(stmt, 8, b->alloc_event, &rc);
-        bind_u64(stmt, 9, b->alloc_time, &rc);
-        bind_opt_i64(stmt, 10, b->free_event, &rc);
-        bind_u64(stmt, 11, b->free_time, &rc);
-        if (!store_step_done(store, stmt, rc, "writing block lifetimes", error))
+        store_pack_blocks(&g_array_index(blocks, FsimStoredBlock, start), count, data);
+        if (!write_packed_chunk(run, "blocks", seq, count, data, error))
             return FALSE;
     }
     return TRUE;
