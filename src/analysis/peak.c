@@ -66,12 +66,42 @@ capture(const FsimEngine *engine, const FsimEvent *ev, FsimStoredBreakdown *out,
     return TRUE;
 }
 
-gboolean
-fsim_peak_breakdown(const FsimEventLog *log, const FsimRunConfig *config, uint64_t peak_reserved,
-                    FsimStoredBreakdown *out, GError **error)
+/* The events to replay: from a decoded log, or read again from the trace. */
+typedef struct {
+    const FsimEventLog *log;
+    gsize next;
+    FsimTraceStream *stream;
+    const FsimOutcome *outcomes;
+    gsize n_outcomes;
+    gboolean inferred_releases;
+} Source;
+
+/* The next event as `replay` feeds it; FALSE at the end (or with @error set). */
+static gboolean
+source_next(Source *s, FsimEvent *ev, GError **error)
+{
+    if (s->log != NULL) {
+        if (s->next >= fsim_event_log_length(s->log))
+            return FALSE;
+        fsim_event_log_get(s->log, s->next++, ev);
+        return TRUE;
+    }
+    while (fsim_trace_stream_next(s->stream, ev, error)) {
+        if (ev->kind == FSIM_EV_EMPTY_CACHE && (ev->flags & FSIM_EVF_INFERRED) != 0 &&
+            !s->inferred_releases && fsim_release_is_retry(s->outcomes, s->n_outcomes, ev->index))
+            continue;
+        return TRUE;
+    }
+    return FALSE;
+}
+
+static gboolean
+peak_breakdown(Source *source, const FsimRunConfig *config, uint64_t peak_reserved,
+               FsimStoredBreakdown *out, GError **error)
 {
     g_autoptr(FsimEngine) engine = NULL;
-    gsize n = fsim_event_log_length(log);
+    GError *read_error = NULL;
+    FsimEvent ev;
 
     memset(out, 0, sizeof(*out));
     engine = fsim_engine_new(config, error);
@@ -79,11 +109,9 @@ fsim_peak_breakdown(const FsimEventLog *log, const FsimRunConfig *config, uint64
         return FALSE;
     if ((uint64_t)fsim_engine_device(engine)->reserved.current >= peak_reserved)
         return capture(engine, NULL, out, error);
-    for (gsize i = 0; i < n; i++) {
+    while (source_next(source, &ev, &read_error)) {
         g_autoptr(GError) local_error = NULL;
-        FsimEvent ev;
 
-        fsim_event_log_get(log, i, &ev);
         if (!fsim_engine_process(engine, &ev, &local_error)) {
             if (g_error_matches(local_error, FSIM_ERROR, FSIM_ERROR_OOM))
                 return TRUE; /* stopped at an OOM before the peak: it cannot be met again */
@@ -93,5 +121,32 @@ fsim_peak_breakdown(const FsimEventLog *log, const FsimRunConfig *config, uint64
         if ((uint64_t)fsim_engine_device(engine)->reserved.current >= peak_reserved)
             return capture(engine, &ev, out, error);
     }
+    if (read_error != NULL) {
+        g_propagate_error(error, read_error);
+        return FALSE;
+    }
     return TRUE;
+}
+
+gboolean
+fsim_peak_breakdown(const FsimEventLog *log, const FsimRunConfig *config, uint64_t peak_reserved,
+                    FsimStoredBreakdown *out, GError **error)
+{
+    Source source = {.log = log};
+
+    return peak_breakdown(&source, config, peak_reserved, out, error);
+}
+
+gboolean
+fsim_peak_breakdown_trace(FsimTrace *trace, uint32_t device, gboolean inferred_releases,
+                          const FsimRunConfig *config, uint64_t peak_reserved,
+                          FsimStoredBreakdown *out, GError **error)
+{
+    g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, device, error);
+    Source source = {.stream = stream, .inferred_releases = inferred_releases};
+
+    if (stream == NULL)
+        return FALSE;
+    source.outcomes = fsim_trace_outcomes(trace, device, &source.n_outcomes);
+    return peak_breakdown(&source, config, peak_reserved, out, error);
 }

@@ -44,4 +44,10 @@ void fsim_peak_watch_attach(FsimPeakWatch *watch, FsimEngine *engine);
 gboolean fsim_peak_breakdown(const FsimEventLog *log, const FsimRunConfig *config,
                              uint64_t peak_reserved, FsimStoredBreakdown *out, GError **error);
 
+/* fsim_peak_breakdown() reading the events again from @trace's @device, as `replay` feeds them
+ * (@inferred_releases as there): for runs without a decoded log (`replay --no-needed`). */
+gboolean fsim_peak_breakdown_trace(FsimTrace *trace, uint32_t device, gboolean inferred_releases,
+                                   const FsimRunConfig *config, uint64_t peak_reserved,
+                                   FsimStoredBreakdown *out, GError **error);
+
 G_END_DECLS

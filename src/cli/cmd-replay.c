@@ -202,7 +202,8 @@ replay_needed(GPtrArray *runs, const FsimEventLog *log, const FsimInitialState *
  * partial replay of @log per run.  A breakdown that cannot be taken is left out with a warning:
  * the run's other results stand. */
 static void
-replay_breakdowns(GPtrArray *runs, const FsimEventLog *log, FsimReplayOutputs *outputs)
+replay_breakdowns(GPtrArray *runs, const FsimEventLog *log, FsimTrace *trace, uint32_t device,
+                  gboolean inferred_releases, FsimReplayOutputs *outputs)
 {
     for (guint i = 0; i < runs->len; i++) {
         ReplayRun *run = g_ptr_array_index(runs, i);
@@ -211,8 +212,11 @@ replay_breakdowns(GPtrArray *runs, const FsimEventLog *log, FsimReplayOutputs *o
 
         if (run->status == REPLAY_ERROR || run->engine == NULL)
             continue;
-        if (!fsim_peak_breakdown(log, fsim_engine_config(run->engine), run->peak.reserved,
-                                 &breakdown, &error)) {
+        if (log != NULL ? !fsim_peak_breakdown(log, fsim_engine_config(run->engine),
+                                               run->peak.reserved, &breakdown, &error)
+                        : !fsim_peak_breakdown_trace(trace, device, inferred_releases,
+                                                     fsim_engine_config(run->engine),
+                                                     run->peak.reserved, &breakdown, &error)) {
             g_printerr("fragsim replay: warning: %s: no breakdown at the peak: %s\n", run->label,
                        error->message);
             continue;
@@ -451,9 +455,7 @@ fsim_cmd_replay(int argc, char **argv)
     for (gsize d = 0; d < n_devices; d++) {
         g_autoptr(GPtrArray) device_runs = g_ptr_array_new();
         g_autoptr(FsimLifetimes) lifetimes = NULL;
-        g_autoptr(FsimEventLog) log = no_needed && !fsim_replay_outputs_has_db(outputs)
-                                          ? NULL
-                                          : fsim_event_log_new(devices[d]);
+        g_autoptr(FsimEventLog) log = no_needed ? NULL : fsim_event_log_new(devices[d]);
         guint first = runs->len;
 
         if (trace_device >= 0 && devices[d] != (uint32_t)trace_device)
@@ -476,7 +478,7 @@ fsim_cmd_replay(int argc, char **argv)
             replay_needed(device_runs, log, fsim_trace_initial_state(trace, devices[d]), lifetimes,
                           paranoid);
         if (fsim_replay_outputs_has_db(outputs))
-            replay_breakdowns(device_runs, log, outputs);
+            replay_breakdowns(device_runs, log, trace, devices[d], inferred_releases, outputs);
         g_ptr_array_remove_range(device_runs, 0, device_runs->len);
         for (guint i = first; i < runs->len; i++)
             g_ptr_array_add(device_runs, g_ptr_array_index(runs, i));
