@@ -1,47 +1,62 @@
 # SPDX-License-Identifier: MIT
-# fragsim: address map of one run, like PyTorch's segment timeline: time on x, device address on
-# y; segments (memory the allocator holds) in grey, allocations in colour, OOMs in red.
+# fragsim: the address map of one run at one moment (its peak, an OOM): one horizontal bar per
+# segment, or per page of mapped memory (expandable segments), to scale, coloured by what its
+# bytes are: live (requested by a live block), rounding, free releasable (a whole free segment or
+# page: the allocator can give it back) and free pinned (free, but sharing its segment or page
+# with a live block).  The live blocks that pin the most free memory are outlined.
 #
-# gnuplot -c address-map.gp DATA OUT FORMAT TITLE XLABEL UNIT COUNTS TOP
-#   DATA    one rectangle a line (x0 x1 y0 y1 colour, colour as an integer 0xRRGGBB) in block
-#           0: cudaMalloc segments, 1: ranges mapped into reservations (expandable segments,
-#           pages), 2: allocations; block 3: the x of each OOM.  Addresses are in UNIT, with the
-#           gaps between segments removed.
-#   TITLE   the title (enhanced text, already escaped); XLABEL the x axis label
-#   COUNTS  "segments mapped allocations ooms": how many lines of each block are real (an empty
-#           block has one placeholder line)
-#   TOP     the highest address (in UNIT)
+# gnuplot -c address-map.gp DATA OUT FORMAT TITLE UNIT COUNTS XMAX LEGEND
+#   DATA    block 0: "x0 x1 y0 y1 class" (offset in the row, in UNIT; class 0 live, 1 rounding,
+#           2 releasable, 3 pinned); block 1: outlines "x0 x1 y0 y1 0"; block 2: "y name"
+#   TITLE   the title (enhanced text, already escaped); UNIT the memory unit of x
+#   COUNTS  "ROWS NAMED": rows drawn, and 1 to name each on the y axis
+#   XMAX    the widest row, in UNIT
+#   LEGEND  the legend's five entries, each double-quoted
+reset
 DATA = ARG1
-COUNTS = ARG7
-NS = int(word(COUNTS, 1))
-NM = int(word(COUNTS, 2))
-NB = int(word(COUNTS, 3))
-NO = int(word(COUNTS, 4))
-TOP = real(ARG8)
-if (TOP <= 0) { TOP = 1 }
+ROWS = int(word(ARG6, 1))
+NAMED = int(word(ARG6, 2))
+XMAX = real(ARG7)
+if (XMAX <= 0) { XMAX = 1 }
+LEGEND = ARG8
+entry(i) = word(LEGEND, i)
+HEIGHT = 230 + 13 * ROWS
+if (HEIGHT < 480) { HEIGHT = 480 }
 if (ARG3 eq "svg") {
-    set terminal svg size 1200,720 dynamic enhanced font "sans,12" background rgb "white"
+    set terminal svg size 1200,HEIGHT dynamic enhanced font "sans,12" background rgb "white"
 } else {
-    set terminal pngcairo size 1200,720 enhanced font "sans,11" background rgb "white"
+    set terminal pngcairo size 1200,HEIGHT enhanced font "sans,11" background rgb "white"
 }
 set output ARG2
-set title ARG4 font ",13"
-set xlabel ARG5
-set ylabel sprintf("device address (%s, gaps between segments removed)", ARG6)
+set title ARG4 font ",12"
+set xlabel sprintf("offset in the segment or page (%s)", ARG5)
+set format x "%g"
 set border 3 lc rgb "#555555"
-set tics nomirror out
-set autoscale xfix
-set yrange [0:TOP * 1.02]
-set key outside below center horizontal samplen 2
+set xtics nomirror out
+set grid xtics lc rgb "#e8e8e8" lw 1 dt 1
+set xrange [0:XMAX * 1.01]
+set yrange [-0.6:(ROWS > 0 ? ROWS : 1) - 0.4]
+if (NAMED) {
+    set ytics nomirror scale 0 font ",9"
+    set ylabel "segments and pages, by address"
+} else {
+    unset ytics
+    set ylabel sprintf("%d segments and pages, by address (top: lowest)", ROWS)
+}
+set key outside below center horizontal maxrows 2 samplen 2 width 2 noenhanced
+set palette maxcolors 4
+set palette defined (0 "#4e79a7", 1 "#f2b134", 2 "#8cd17d", 3 "#e15759")
+set cbrange [-0.5:3.5]
+unset colorbox
 plot \
-    DATA index 0 using (($1+$2)/2):(($3+$4)/2):1:2:3:4 with boxxyerror \
-        fs solid 0.25 border lc rgb "#9a9a9a" lc rgb "#c8c8c8" \
-        title (NS > 0 ? "cudaMalloc segments (memory held)" : ""), \
+    DATA index 0 using (($1+$2)/2):(($3+$4)/2):1:2:3:4:5 with boxxyerror \
+        fs solid 1.0 noborder lc palette notitle, \
     DATA index 1 using (($1+$2)/2):(($3+$4)/2):1:2:3:4 with boxxyerror \
-        fs solid 0.25 noborder lc rgb "#b8b8b8" \
-        title (NM > 0 ? "mapped memory (memory held)" : ""), \
-    DATA index 2 using (($1+$2)/2):(($3+$4)/2):1:2:3:4:5 with boxxyerror \
-        fs solid 0.9 noborder lc rgb variable notitle, \
-    NaN with boxes fs solid 0.9 lc rgb "#4e79a7" title (NB > 0 ? "allocations" : ""), \
-    DATA index 3 using 1:(NO > 0 ? TOP * 1.02 : NaN) with impulses lw 1.5 lc rgb "#d62728" \
-        title (NO > 0 ? "simulated OOM" : "")
+        fs empty border lc rgb "#111111" lc rgb "#111111" lw 1.5 notitle, \
+    DATA index 2 using (0):1:ytic(2) with dots lc rgb "white" notitle, \
+    NaN with boxes fs solid 1.0 lc rgb "#4e79a7" title entry(1), \
+    NaN with boxes fs solid 1.0 lc rgb "#f2b134" title entry(2), \
+    NaN with boxes fs solid 1.0 lc rgb "#8cd17d" title entry(3), \
+    NaN with boxes fs solid 1.0 lc rgb "#e15759" title entry(4), \
+    NaN with boxes fs empty border lc rgb "#111111" lw 1.5 title entry(5)
+unset output

@@ -4,14 +4,15 @@
 # gnuplot -c sizes.gp DATA OUT FORMAT TITLE
 #   DATA   one line per size class [2^k, 2^(k+1)): k label requests percent_of_bytes
 #   TITLE  the title (enhanced text, already escaped)
+reset
 DATA = ARG1
 if (ARG3 eq "svg") {
-    set terminal svg size 1100,560 dynamic enhanced font "sans,12" background rgb "white"
+    set terminal svg size 1200,600 dynamic enhanced font "sans,12" background rgb "white"
 } else {
-    set terminal pngcairo size 1100,560 enhanced font "sans,11" background rgb "white"
+    set terminal pngcairo size 1200,600 enhanced font "sans,11" background rgb "white"
 }
 set output ARG2
-set title ARG4 font ",14"
+set title ARG4 font ",12"
 set xlabel "request size (at least)"
 set ylabel "requests"
 set y2label "share of requested bytes (%)"
@@ -29,3 +30,4 @@ set key top left Left reverse opaque box lc rgb "#cccccc"
 plot DATA using 0:3:xtic(2) with boxes lc rgb "#4e79a7" title "requests", \
      DATA using 0:4 axes x1y2 with linespoints lw 2 pt 7 ps 0.8 lc rgb "#e15759" \
          title "share of requested bytes"
+unset output

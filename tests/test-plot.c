@@ -228,8 +228,11 @@ check_outputs(const char *out, GPtrArray *files, const char *ext)
     static const char *const kinds[] = {"timeline", "fragmentation", "compare", "sizes",
                                         "address-map"};
 
-    /* Per group: timeline, fragmentation, compare, sizes; per run: an address map. */
-    g_assert_cmpuint(files->len, ==, 2 * 4 + 5);
+    guint per_kind[G_N_ELEMENTS(kinds)] = {0};
+    guint peaks = 0;
+
+    /* Per group: timeline, fragmentation, compare, sizes; per run: an address map at its peak,
+     * and one at each of its first OOMs. */
     for (guint i = 0; i < files->len; i++) {
         const FsimPlotFile *file = files->pdata[i];
         g_autofree char *image = g_build_filename(out, file->image, NULL);
@@ -240,7 +243,19 @@ check_outputs(const char *out, GPtrArray *files, const char *ext)
         g_assert_true(g_file_test(data, G_FILE_TEST_IS_REGULAR));
         if (strcmp(ext, ".png") == 0)
             g_assert_true(has_png_magic(image));
+        for (gsize k = 0; k < G_N_ELEMENTS(kinds); k++)
+            per_kind[k] += strcmp(file->kind, kinds[k]) == 0;
+        if (strcmp(file->kind, "address-map") == 0) {
+            g_assert_cmpint(file->run, >, 0);
+            g_assert_nonnull(file->moment);
+            peaks += strcmp(file->moment, "peak") == 0;
+        }
     }
+    for (gsize k = 0; k < 4; k++)
+        g_assert_cmpuint(per_kind[k], ==, 2);
+    g_assert_cmpuint(peaks, ==, 5);
+    g_assert_cmpuint(per_kind[4], >, 5); /* runs 4 and 5 ran out of memory */
+    g_assert_cmpuint(files->len, ==, 8 + per_kind[4]);
     for (gsize k = 0; k < G_N_ELEMENTS(kinds); k++) {
         g_autofree char *name = g_strconcat(kinds[k], ".gp", NULL);
         g_autofree char *copy = g_build_filename(out, name, NULL);
@@ -250,7 +265,8 @@ check_outputs(const char *out, GPtrArray *files, const char *ext)
     g_assert_true(g_file_test(script, G_FILE_TEST_IS_EXECUTABLE));
     g_assert_true(g_file_get_contents(script, &commands, NULL, NULL));
     g_assert_nonnull(strstr(commands, "gnuplot -c timeline.gp samples-1.dat timeline-1"));
-    g_assert_nonnull(strstr(commands, "address-map.gp address-map-run5.dat"));
+    g_assert_nonnull(strstr(commands, "address-map.gp address-map-run5-peak.dat"));
+    g_assert_nonnull(strstr(commands, "address-map.gp address-map-run5-oom-1.dat"));
 }
 
 /* A data file's value, printed with 7 significant digits. */
@@ -303,7 +319,7 @@ check_samples_data(FsimStore *store, const char *out, const char *file, const in
         g_ptr_array_add(all, a);
     }
     divisor = unit_divisor(peak, &unit);
-    header = g_strdup_printf("# x: time (ms); memory in %s.", unit);
+    header = g_strdup_printf("# x: time from the trace's start (ms); memory in %s.", unit);
     g_assert_true(g_file_get_contents(path, &contents, NULL, NULL));
     g_assert_nonnull(strstr(contents, header));
     lines = g_strsplit(contents, "\n", -1);
@@ -389,7 +405,9 @@ check_ooms_data(FsimStore *store, const char *out, const char *file, const int64
     g_assert_true(lines[l] == NULL || lines[l][0] == '\0');
 }
 
-/* compare-N.dat: per run, its peak reserved memory, the part of it up to the lower bound, OOMs. */
+/* compare-N.dat: per run, the capacity it needs (needed_bytes); a run that ran out of memory
+ * drawn failed (kind 1) at least as long as its device, never as a short bar; a run without
+ * needed_bytes as its peak reserved (kind 4). */
 static void
 check_compare_data(FsimStore *store, const char *out, const char *file, const int64_t *ids,
                    guint n_ids)
@@ -399,7 +417,7 @@ check_compare_data(FsimStore *store, const char *out, const char *file, const in
     g_autofree char *path = g_build_filename(out, file, NULL);
     g_autofree char *contents = NULL;
     g_auto(GStrv) lines = NULL;
-    uint64_t lower = 0, peak = 0;
+    uint64_t lower = 0, right = 0;
     const char *unit;
     double divisor;
     guint r = 0;
@@ -409,34 +427,41 @@ check_compare_data(FsimStore *store, const char *out, const char *file, const in
         const FsimStoredRun *run = runs->pdata[i];
 
         lower = MAX(lower, run->metrics.lower_bound_bytes);
-        peak = MAX(peak, run->metrics.peak_reserved_bytes);
+        right = MAX(right,
+                    run->metrics.ooms > 0 ? run->capacity_bytes : run->metrics.peak_reserved_bytes);
+        right = MAX(right, run->capacity_bytes / 4);
     }
-    divisor = unit_divisor(MAX(peak, lower), &unit);
+    divisor = unit_divisor(MAX(right, lower), &unit);
     g_assert_true(g_file_get_contents(path, &contents, NULL, NULL));
     lines = g_strsplit(contents, "\n", -1);
     for (guint l = 0; lines[l] != NULL; l++) {
         const FsimStoredRun *run;
         const char *rest;
-        double up_to_lower, reserved;
-        guint64 ooms;
+        double bar;
+        guint64 kind;
         char *end;
 
         if (lines[l][0] == '#' || lines[l][0] == '\0')
             continue;
         g_assert_cmpuint(r, <, runs->len);
         run = runs->pdata[r];
+        g_assert_cmpint(run->metrics.needed_bytes, ==, -1); /* not computed here */
         g_assert_cmpint(g_ascii_strtoll(lines[l], NULL, 10), ==, n_ids - 1 - r);
         /* after the quoted label */
         rest = strchr(lines[l], '"');
         g_assert_nonnull(rest);
         rest = strchr(rest + 1, '"');
         g_assert_nonnull(rest);
-        up_to_lower = g_ascii_strtod(rest + 1, &end);
-        reserved = g_ascii_strtod(end, &end);
-        ooms = g_ascii_strtoull(end, &end, 10);
-        assert_value(up_to_lower, (double)MIN(run->metrics.peak_reserved_bytes, lower) / divisor);
-        assert_value(reserved, (double)run->metrics.peak_reserved_bytes / divisor);
-        g_assert_cmpuint(ooms, ==, run->metrics.ooms);
+        bar = g_ascii_strtod(rest + 1, &end);
+        kind = g_ascii_strtoull(end, &end, 10);
+        if (run->metrics.ooms > 0) {
+            g_assert_cmpuint(kind, ==, 1);
+            assert_value(bar, (double)run->capacity_bytes / divisor);
+            g_assert_nonnull(strstr(lines[l], "FAILED: OOM at event "));
+        } else {
+            g_assert_cmpuint(kind, ==, 4);
+            assert_value(bar, (double)run->metrics.peak_reserved_bytes / divisor);
+        }
         r++;
     }
     g_assert_cmpuint(r, ==, n_ids);
@@ -522,8 +547,9 @@ check_timeline_template(const char *out)
     g_assert_true(g_file_get_contents(script, &commands, NULL, NULL));
     /* group 2: two runs, bestfit red and paged purple, with OOMs */
     g_assert_nonnull(strstr(commands, "gnuplot -c timeline.gp samples-2.dat timeline-2.png png "
-                                      "'Memory over time: other.trace on 256MiB (256 MiB)' "
-                                      "'time (ms)' MiB 2 "));
+                                      "'Memory over time\nother.trace on 256MiB (256 MiB)\nruns: "
+                                      "bestfit, paged' 'time from the trace'\\''s start (ms)' "
+                                      "MiB 2 "));
     g_assert_nonnull(strstr(commands, " ooms-2.dat\n"));
 }
 
@@ -565,7 +591,7 @@ test_render_png(void)
         g_autofree char *path = g_build_filename(out, "compare-2.dat", NULL);
 
         g_assert_true(g_file_get_contents(path, &compare, NULL, NULL));
-        g_assert_nonnull(strstr(compare, "simulated OOM"));
+        g_assert_nonnull(strstr(compare, "FAILED: OOM"));
     }
     fsim_test_remove_tree(dir);
 }
@@ -652,7 +678,7 @@ test_cli(void)
 
         r = fsim_test_run("plot", "--db", db, "--run", "4-5", "-o", out, NULL);
         g_assert_cmpint(r.status, ==, 0);
-        g_assert_nonnull(strstr(r.out, "6 plots of 2 runs"));
+        g_assert_nonnull(strstr(r.out, " plots of 2 runs"));
         g_assert_true(has_png_magic(image));
         fsim_test_run_clear(&r);
     }

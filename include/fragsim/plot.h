@@ -67,11 +67,15 @@ gboolean fsim_plot_format_from_name(const char *name, FsimPlotFormat *out);
  * @gnuplot: (nullable): the gnuplot program to run; %NULL to look for `gnuplot` in PATH.
  * @templates_dir: (nullable): where the templates are; %NULL for the search described above.
  * @format: image format.
+ * @progress: (nullable): called from the calling thread as plots are drawn (@done of @total).
+ * @progress_data: its data.
  */
 typedef struct {
     const char *gnuplot;
     const char *templates_dir;
     FsimPlotFormat format;
+    void (*progress)(gpointer data, guint done, guint total);
+    gpointer progress_data;
 } FsimPlotOptions;
 
 /**
@@ -110,12 +114,14 @@ GPtrArray *fsim_plot_group_runs(GPtrArray *runs);
  * directory.
  */
 typedef struct {
-    char *kind;  /* `timeline`, `fragmentation`, `compare`, `address-map`, `sizes` */
-    char *image; /* `timeline.png` */
-    char *data;  /* `samples.dat` */
-    char *title; /* a caption for humans */
-    guint group; /* FsimPlotGroup.number */
-    int64_t run; /* the run of an address map, else -1 */
+    char *kind;   /* `timeline`, `fragmentation`, `compare`, `address-map`, `sizes` */
+    char *image;  /* `timeline.png` */
+    char *data;   /* `samples.dat` */
+    char *title;  /* a caption for humans */
+    guint group;  /* FsimPlotGroup.number */
+    int64_t run;  /* the run of an address map, else -1 */
+    GArray *runs; /* int64_t: the runs it draws */
+    char *moment; /* an address map's moment: `peak`, `oom-1`...; else NULL */
 } FsimPlotFile;
 
 void fsim_plot_file_free(FsimPlotFile *file);
@@ -139,9 +145,11 @@ GPtrArray *fsim_plot_select_runs(FsimStore *store, GArray *ids, GError **error);
  * @options: (nullable): options; %NULL for PNG and gnuplot from PATH.
  * @error: a plot or store error.
  *
- * Writes every plot of @runs into @out_dir.  An image is written only once gnuplot succeeded;
- * when it fails, the image is removed and the error carries gnuplot's message and the command
- * to rerun it.
+ * Writes every plot of @runs into @out_dir, with `plots.sh` (the gnuplot commands that draw
+ * them again) and `plots.json` (`[{"file", "kind", "runs": [ids], "title"}]`, one entry per
+ * image).  An image is kept only once gnuplot succeeded; when it fails, the error carries
+ * gnuplot's message and the command to rerun it.  An address map is drawn at each run's peak
+ * (listed first) and at its first OOMs.
  *
  * Returns: (transfer full) (element-type FsimPlotFile) (nullable): the images written.
  */

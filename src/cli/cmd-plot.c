@@ -3,8 +3,9 @@
  * fragsim plot --db FILE [--run IDS] -o DIR [--format png|svg] [--gnuplot PATH]
  *
  * Draws the standard plots of stored runs with gnuplot: timeline, fragmentation, compare and
- * sizes per group of comparable runs, and an address map per run.  The data files, the
- * templates and plots.sh (the commands) are written next to the images.
+ * sizes per group of comparable runs, and address maps per run (at its peak and its OOMs).  The
+ * data files, the templates, plots.sh (the commands) and plots.json (the list of images) are
+ * written next to the images.  A progress bar shows on a terminal.
  */
 #include <glib.h>
 
@@ -13,9 +14,20 @@
 
 #include "cli.h"
 
+static void
+plot_progress(gpointer data, guint done, guint total)
+{
+    FsimProgress **progress = data;
+
+    if (*progress == NULL)
+        *progress = fsim_progress_new("plot", total);
+    fsim_progress_update(*progress, done);
+}
+
 static int
 plot_run(FsimCliPlotArgs *args)
 {
+    g_autoptr(FsimProgress) progress = NULL;
     g_autoptr(FsimStore) store = NULL;
     g_autoptr(GArray) ids = NULL;
     g_autoptr(GPtrArray) runs = NULL;
@@ -25,7 +37,10 @@ plot_run(FsimCliPlotArgs *args)
     runs = fsim_cli_select_runs(args->db_path, args->run_list, &store, &ids, &error);
     if (runs == NULL)
         return fsim_cli_fail("plot", error);
+    args->options.progress = plot_progress;
+    args->options.progress_data = &progress;
     files = fsim_plot_render(store, runs, args->out_dir, &args->options, &error);
+    g_clear_pointer(&progress, fsim_progress_free);
     if (files == NULL)
         return fsim_cli_fail("plot", error);
     for (guint i = 0; i < files->len; i++) {

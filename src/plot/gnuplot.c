@@ -161,106 +161,6 @@ fsim_plot_write_file(const Plotter *p, const char *name, const GString *contents
     return TRUE;
 }
 
-/* Copy plots/<kind>.gp next to the images (once). */
-static gboolean
-copy_template(Plotter *p, const char *kind, GError **error)
-{
-    g_autofree char *name = g_strconcat(kind, ".gp", NULL);
-    g_autofree char *from = g_build_filename(p->templates, name, NULL);
-    g_autofree char *to = g_build_filename(p->out_dir, name, NULL);
-    g_autofree char *contents = NULL;
-    g_autoptr(GError) local_error = NULL;
-    gsize length;
-
-    if (g_hash_table_contains(p->copied, kind))
-        return TRUE;
-    if (!g_file_get_contents(from, &contents, &length, &local_error) ||
-        !g_file_set_contents(to, contents, (gssize)length, &local_error)) {
-        g_set_error(error, FSIM_PLOT_ERROR, FSIM_PLOT_ERROR_IO, "%s", local_error->message);
-        return FALSE;
-    }
-    g_hash_table_add(p->copied, g_strdup(kind));
-    return TRUE;
-}
-
-/* The last lines of gnuplot's stderr, for the error message. */
-static char *
-tail_lines(const char *text, guint n)
-{
-    g_auto(GStrv) lines = g_strsplit(text != NULL ? text : "", "\n", -1);
-    g_autoptr(GPtrArray) kept = g_ptr_array_new();
-    g_autoptr(GString) out = g_string_new(NULL);
-
-    for (guint i = g_strv_length(lines); i > 0 && kept->len < n; i--)
-        if (*g_strstrip(lines[i - 1]) != '\0')
-            g_ptr_array_add(kept, lines[i - 1]);
-    for (guint i = kept->len; i > 0; i--)
-        g_string_append_printf(out, "%s%s", (const char *)kept->pdata[i - 1], i > 1 ? "\n" : "");
-    return g_string_free(g_steal_pointer(&out), FALSE);
-}
-
-/*
- * Run `gnuplot -c KIND.gp DATA IMAGE FORMAT ARGS...` in the output directory and record the
- * command in plots.sh and the image in the result.
- */
-gboolean
-fsim_plot_run_gnuplot(Plotter *p, const char *kind, const char *data, const char *image,
-                      const char *title, guint group, int64_t run, const char *const *args,
-                      GError **error)
-{
-    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
-    g_autoptr(GString) command = g_string_new(NULL);
-    g_autofree char *template = g_strconcat(kind, ".gp", NULL);
-    g_autofree char *image_path = g_build_filename(p->out_dir, image, NULL);
-    g_autofree char *out = NULL;
-    g_autofree char *err = NULL;
-    g_autoptr(GError) local_error = NULL;
-    int status = 0;
-    FsimPlotFile *file;
-
-    if (!copy_template(p, kind, error))
-        return FALSE;
-    g_ptr_array_add(argv, g_strdup(p->gnuplot));
-    g_ptr_array_add(argv, g_strdup("-c"));
-    g_ptr_array_add(argv, g_strdup(template));
-    g_ptr_array_add(argv, g_strdup(data));
-    g_ptr_array_add(argv, g_strdup(image));
-    g_ptr_array_add(argv, g_strdup(fsim_plot_format_name(p->format)));
-    for (gsize i = 0; args[i] != NULL; i++)
-        g_ptr_array_add(argv, g_strdup(args[i]));
-    for (guint i = 0; i < argv->len; i++) {
-        g_autofree char *q = fsim_format_shell_word(i == 0 ? "gnuplot" : argv->pdata[i]);
-
-        g_string_append_printf(command, "%s%s", i > 0 ? " " : "", q);
-    }
-    g_ptr_array_add(argv, NULL);
-    g_string_append_printf(p->script, "%s\n", command->str);
-    (void)g_unlink(image_path);
-    if (!g_spawn_sync(p->out_dir, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
-                      &err, &status, &local_error) ||
-        !g_spawn_check_wait_status(status, &local_error) ||
-        !g_file_test(image_path, G_FILE_TEST_IS_REGULAR)) {
-        g_autofree char *tail = tail_lines(err, 6);
-
-        (void)g_unlink(image_path);
-        g_set_error(error, FSIM_PLOT_ERROR, FSIM_PLOT_ERROR_FAILED,
-                    "gnuplot failed drawing %s/%s (%s)%s%s\nto retry: cd %s && %s", p->out_dir,
-                    image, local_error != NULL ? local_error->message : "no image written",
-                    *tail != '\0' ? ":\n" : "", tail, p->out_dir, command->str);
-        return FALSE;
-    }
-    if (err != NULL && *err != '\0')
-        g_debug("gnuplot %s: %s", kind, err);
-    file = g_new0(FsimPlotFile, 1);
-    file->kind = g_strdup(kind);
-    file->image = g_strdup(image);
-    file->data = g_strdup(data);
-    file->title = g_strdup(title);
-    file->group = group;
-    file->run = run;
-    g_ptr_array_add(p->files, file);
-    return TRUE;
-}
 /* ---- entry point --------------------------------------------------------------------------- */
 
 static void
@@ -268,36 +168,12 @@ plotter_clear(Plotter *p)
 {
     g_clear_pointer(&p->gnuplot, g_free);
     g_clear_pointer(&p->templates, g_free);
-    if (p->script != NULL)
-        g_string_free(g_steal_pointer(&p->script), TRUE);
     g_clear_pointer(&p->copied, g_hash_table_unref);
-    g_clear_pointer(&p->files, g_ptr_array_unref);
+    g_clear_pointer(&p->jobs, g_ptr_array_unref);
+    g_clear_pointer(&p->all_runs, g_ptr_array_unref);
 }
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Plotter, plotter_clear)
-
-static gboolean
-write_script(const Plotter *p, GError **error)
-{
-    g_autoptr(GString) out = g_string_new(NULL);
-    g_autofree char *path = g_build_filename(p->out_dir, "plots.sh", NULL);
-
-    g_string_append(out, "#!/bin/sh\n"
-                         "# Draws the plots of this directory again from their data files "
-                         "(*.dat) and templates (*.gp),\n"
-                         "# written by 'fragsim plot'.  Edit either, then run this script.\n"
-                         "cd \"$(dirname \"$0\")\" || exit 1\nset -e\n");
-    g_string_append(out, p->script->str);
-    if (!fsim_plot_write_file(p, "plots.sh", out, error))
-        return FALSE;
-    if (g_chmod(path, 0755) != 0) {
-        int saved = errno;
-
-        g_set_error(error, FSIM_PLOT_ERROR, FSIM_PLOT_ERROR_IO, "%s: %s", path, g_strerror(saved));
-        return FALSE;
-    }
-    return TRUE;
-}
 
 GPtrArray *
 fsim_plot_render(FsimStore *store, GPtrArray *runs, const char *out_dir,
@@ -327,9 +203,12 @@ fsim_plot_render(FsimStore *store, GPtrArray *runs, const char *out_dir,
                     "%s: cannot create the output directory: %s", out_dir, g_strerror(saved));
         return NULL;
     }
-    p.script = g_string_new(NULL);
+    p.options = options;
     p.copied = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-    p.files = g_ptr_array_new_with_free_func((GDestroyNotify)fsim_plot_file_free);
+    p.jobs = g_ptr_array_new_with_free_func((GDestroyNotify)fsim_plot_job_free);
+    p.all_runs = fsim_store_runs(store, NULL, 0, error);
+    if (p.all_runs == NULL)
+        return NULL;
     groups = fsim_plot_group_runs(runs);
     for (guint i = 0; i < groups->len; i++) {
         const FsimPlotGroup *group = groups->pdata[i];
@@ -339,19 +218,20 @@ fsim_plot_render(FsimStore *store, GPtrArray *runs, const char *out_dir,
         gboolean ok;
 
         g.suffix = suffix;
+        for (guint j = 0; j < groups->len; j++) {
+            const FsimPlotGroup *other = groups->pdata[j];
+
+            g.multi_device |= other->trace_device != group->trace_device &&
+                              strcmp(other->trace, group->trace) == 0;
+        }
         ok = fsim_plot_group_data_load(&p, group, &g, error) &&
              fsim_plot_timelines(&p, &g, error) && fsim_plot_compare(&p, &g, error) &&
              fsim_plot_sizes(&p, &g, error);
         for (guint r = 0; ok && r < group->runs->len; r++)
             ok = fsim_plot_address_map(&p, &g, r, error);
         fsim_plot_group_data_clear(&g);
-        if (!ok) {
-            /* Keep the commands written so far, so the failing one can be retried by hand. */
-            (void)write_script(&p, NULL);
+        if (!ok)
             return NULL;
-        }
     }
-    if (!write_script(&p, error))
-        return NULL;
-    return g_steal_pointer(&p.files);
+    return fsim_plot_draw(&p, error);
 }

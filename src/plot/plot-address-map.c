@@ -1,313 +1,345 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Plots: the address map of a run: segments and blocks over time, their addresses compacted
- * so that the gaps between segments take no room.
+ * Plots: the address maps of a run.  At the run's peak (the moment it held the most memory) and
+ * at each of its first OOMs, one horizontal bar per segment (or per page of mapped memory), to
+ * scale, coloured by what its bytes are (plot-moment.c): live, rounding, free releasable, free
+ * pinned; the live blocks that pin the most free memory are outlined.
+ *
+ * Beyond MAX_ROWS rows, those with the most free memory (pinned first) are drawn, in address
+ * order, and the title says how many are left out.
  */
 #include <glib.h>
 
+#include <string.h>
+
 #include "plotter.h"
 
-typedef struct {
-    double x0, x1;
-    FsimAddr a0, a1;
-    guint32 colour;
-} Rect;
+#define MAX_ROWS     80
+#define MAX_LABELLED 40 /* rows named on the y axis, beyond which the names would collide */
+#define MAX_OOM_MAPS 4
+#define MAX_PINS     8
 
+/* A row drawn: consecutive rows of the moment (one segment, or up to `pages` contiguous
+ * pages of mapped memory). */
 typedef struct {
-    FsimAddr start, end;
-    double x0;
-    guint32 mapped; /* a range mapped into a reservation, not a cudaMalloc segment */
-} Piece;
+    guint first, count;
+    FsimAddr addr;
+    uint64_t size, pinned, releasable;
+} Drawn;
 
 static gint
-addr_compare(gconstpointer a, gconstpointer b, gpointer unused)
+drawn_by_waste(gconstpointer a, gconstpointer b)
 {
-    const FsimAddr *x = a;
-    const FsimAddr *y = b;
+    const Drawn *x = a;
+    const Drawn *y = b;
 
-    (void)unused;
-    return *x < *y ? -1 : *x > *y ? 1 : 0;
+    if (x->pinned != y->pinned)
+        return x->pinned > y->pinned ? -1 : 1;
+    if (x->releasable != y->releasable)
+        return x->releasable > y->releasable ? -1 : 1;
+    return x->first < y->first ? -1 : 1;
 }
-
-static void
-piece_open(GTree *pieces, FsimAddr start, FsimAddr end, double x0, guint32 mapped)
-{
-    Piece *piece = g_new(Piece, 1);
-
-    piece->start = start;
-    piece->end = end;
-    piece->x0 = x0;
-    piece->mapped = mapped;
-    g_tree_replace(pieces, &piece->start, piece);
-}
-
-/* Close the parts of open pieces inside [start, end) at @x, as rectangles; remainders stay open
- * with their original start. */
-static void
-pieces_close(GTree *pieces, GArray *rects, FsimAddr start, FsimAddr end, double x)
-{
-    g_autoptr(GPtrArray) hit = g_ptr_array_new();
-    GTreeNode *node = g_tree_lower_bound(pieces, &start);
-    GTreeNode *prev = node != NULL ? g_tree_node_previous(node) : g_tree_node_last(pieces);
-
-    if (prev != NULL && ((Piece *)g_tree_node_value(prev))->end > start)
-        g_ptr_array_add(hit, g_tree_node_value(prev));
-    for (; node != NULL && ((Piece *)g_tree_node_value(node))->start < end;
-         node = g_tree_node_next(node))
-        g_ptr_array_add(hit, g_tree_node_value(node));
-    for (guint i = 0; i < hit->len; i++) {
-        Piece piece = *(Piece *)hit->pdata[i];
-        Rect rect = {piece.x0, x, MAX(piece.start, start), MIN(piece.end, end), piece.mapped};
-
-        g_array_append_val(rects, rect);
-        g_tree_remove(pieces, &piece.start);
-        if (piece.start < start)
-            piece_open(pieces, piece.start, start, piece.x0, piece.mapped);
-        if (piece.end > end)
-            piece_open(pieces, end, piece.end, piece.x0, piece.mapped);
-    }
-}
-
-static gboolean
-collect_open_piece(gpointer key, gpointer value, gpointer data)
-{
-    const Piece *piece = value;
-    GArray *rects = ((gpointer *)data)[0];
-    const double *x_end = ((gpointer *)data)[1];
-    Rect rect = {piece->x0, *x_end, piece->start, piece->end, piece->mapped};
-
-    (void)key;
-    g_array_append_val(rects, rect);
-    return FALSE;
-}
-
-/* Segment lifetimes as rectangles, from the segment-level device actions; their colour field
- * says 1 for mapped ranges, 0 for cudaMalloc (and seeded) segments. */
-static GArray *
-segment_rects(GArray *actions, const XAxis *axis)
-{
-    GArray *rects = g_array_new(FALSE, FALSE, sizeof(Rect));
-    g_autoptr(GTree) pieces = g_tree_new_full(addr_compare, NULL, NULL, g_free);
-    double x_end = axis->end;
-    gpointer data[2] = {rects, &x_end};
-
-    for (guint i = 0; i < actions->len; i++) {
-        const FsimStoredSegment *s = &g_array_index(actions, FsimStoredSegment, i);
-        double x = s->action == FSIM_STORE_ACTION_SEED
-                       ? axis->start
-                       : fsim_plot_x_of(axis, s->time, s->event_index);
-
-        switch (s->action) {
-        case FSIM_STORE_ACTION_SEED:
-        case FSIM_CALL_MEM_ALLOC:
-        case FSIM_CALL_MAP:
-            pieces_close(pieces, rects, s->addr, s->addr + s->size, x);
-            piece_open(pieces, s->addr, s->addr + s->size, x, s->action == FSIM_CALL_MAP);
-            break;
-        case FSIM_CALL_MEM_FREE:
-        case FSIM_CALL_UNMAP:
-            pieces_close(pieces, rects, s->addr, s->addr + s->size, x);
-            break;
-        default:
-            /* Address reservations hold no memory. */
-            break;
-        }
-    }
-    g_tree_foreach(pieces, collect_open_piece, data);
-    return rects;
-}
-
-typedef struct {
-    FsimAddr start, end;
-    uint64_t offset; /* of start in the compacted axis */
-} Span;
 
 static gint
-rect_by_start(gconstpointer a, gconstpointer b)
+drawn_by_address(gconstpointer a, gconstpointer b)
 {
-    const Rect *x = a;
-    const Rect *y = b;
+    const Drawn *x = a;
+    const Drawn *y = b;
 
-    return x->a0 < y->a0 ? -1 : x->a0 > y->a0 ? 1 : 0;
+    return x->first < y->first ? -1 : x->first > y->first;
 }
 
-/* The union of every range drawn, in address order, each placed right after the previous: the
- * y axis of an address map with the gaps between segments removed. */
-static GArray *
-compact_axis(GArray *segs, GArray *blocks, uint64_t *total)
-{
-    g_autoptr(GArray) all = g_array_new(FALSE, FALSE, sizeof(Rect));
-    GArray *spans = g_array_new(FALSE, FALSE, sizeof(Span));
-
-    g_array_append_vals(all, segs->data, segs->len);
-    g_array_append_vals(all, blocks->data, blocks->len);
-    g_array_sort(all, rect_by_start);
-    *total = 0;
-    for (guint i = 0; i < all->len; i++) {
-        const Rect *r = &g_array_index(all, Rect, i);
-        Span *last = spans->len > 0 ? &g_array_index(spans, Span, spans->len - 1) : NULL;
-
-        if (r->a1 <= r->a0)
-            continue;
-        if (last != NULL && r->a0 <= last->end) {
-            if (r->a1 > last->end) {
-                *total += r->a1 - last->end;
-                last->end = r->a1;
-            }
-            continue;
-        }
-        {
-            Span span = {r->a0, r->a1, *total};
-
-            *total += r->a1 - r->a0;
-            g_array_append_val(spans, span);
-        }
-    }
-    return spans;
-}
-
-static uint64_t
-compact(const GArray *spans, FsimAddr addr)
-{
-    guint lo = 0, hi = spans->len;
-
-    /* The last span starting at or before addr. */
-    while (lo + 1 < hi) {
-        guint mid = (lo + hi) / 2;
-
-        if (g_array_index(spans, Span, mid).start <= addr)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    if (spans->len == 0)
-        return 0;
-    {
-        const Span *s = &g_array_index(spans, Span, lo);
-
-        return s->offset + (addr > s->start ? MIN(addr, s->end) - s->start : 0);
-    }
-}
-
-static const guint32 block_colours[] = {
-    0x4e79a7, 0xf28e2b, 0x59a14f, 0xb07aa1, 0x76b7b2, 0xedc948,
-    0xff9da7, 0x9c755f, 0xe15759, 0x86bcb6, 0x8cd17d, 0xbab0ac,
-};
-
-/* Write the rectangles (only those whose colour is @only, unless it is -1); returns how many. */
+/* The pages a drawn row holds: 1, or more when the pages alone would exceed MAX_ROWS rows. */
 static guint
-write_rects(GString *out, const GArray *rects, const GArray *spans, double unit, gint64 only)
+pages_per_row(const FsimPlotMoment *m)
 {
-    guint written = 0;
+    guint pages = 0, segments;
 
-    for (guint i = 0; i < rects->len; i++) {
-        const Rect *r = &g_array_index(rects, Rect, i);
+    for (guint r = 0; r < m->rows->len; r++)
+        pages += g_array_index(m->rows, FsimMapRow, r).page;
+    segments = m->rows->len - pages;
+    if (segments + pages <= MAX_ROWS || pages == 0)
+        return 1;
+    return (pages + MAX(MAX_ROWS / 2, MAX_ROWS - MIN(segments, MAX_ROWS)) - 1) /
+           MAX(MAX_ROWS / 2, MAX_ROWS - MIN(segments, MAX_ROWS));
+}
 
-        if (only >= 0 && r->colour != (guint32)only)
-            continue;
-        written++;
-        fsim_plot_num(out, r->x0);
-        g_string_append_c(out, ' ');
-        fsim_plot_num(out, MAX(r->x1, r->x0));
-        g_string_append_c(out, ' ');
-        fsim_plot_num(out, (double)compact(spans, r->a0) / unit);
-        g_string_append_c(out, ' ');
-        fsim_plot_num(out, (double)(compact(spans, r->a0) + (r->a1 - r->a0)) / unit);
-        g_string_append_printf(out, " %u\n", r->colour);
+/* The rows drawn, in address order: every segment, pages packed @per to a row; beyond MAX_ROWS
+ * those with the most free memory. */
+static GArray *
+drawn_rows(const FsimPlotMoment *m, guint per, guint *total)
+{
+    GArray *drawn = g_array_new(FALSE, FALSE, sizeof(Drawn));
+
+    for (guint r = 0; r < m->rows->len; r++) {
+        const FsimMapRow *row = &g_array_index(m->rows, FsimMapRow, r);
+        Drawn *last = drawn->len > 0 ? &g_array_index(drawn, Drawn, drawn->len - 1) : NULL;
+
+        if (last != NULL && row->page && last->count < per &&
+            g_array_index(m->rows, FsimMapRow, last->first).page &&
+            last->addr + last->size == row->addr) {
+            last->count++;
+        } else {
+            Drawn d = {r, 1, row->addr, 0, 0, 0};
+
+            g_array_append_val(drawn, d);
+            last = &g_array_index(drawn, Drawn, drawn->len - 1);
+        }
+        last->size += row->size;
+        last->pinned += row->pinned;
+        last->releasable += row->releasable;
+    }
+    *total = drawn->len;
+    if (drawn->len > MAX_ROWS) {
+        g_array_sort(drawn, drawn_by_waste);
+        g_array_set_size(drawn, MAX_ROWS);
+        g_array_sort(drawn, drawn_by_address);
+    }
+    return drawn;
+}
+
+static void
+rect(GString *out, uint64_t x0, uint64_t x1, double y, double unit, int cls)
+{
+    fsim_plot_num(out, (double)x0 / unit);
+    g_string_append_c(out, ' ');
+    fsim_plot_num(out, (double)x1 / unit);
+    g_string_append_printf(out, " %.2f %.2f %d\n", y - 0.4, y + 0.4, cls);
+}
+
+static void
+write_pins(GString *out, const FsimPlotMoment *m, const GArray *drawn, double unit)
+{
+    guint n = drawn->len, written = 0;
+
+    for (guint k = 0; k < MIN(m->pins->len, MAX_PINS); k++) {
+        const FsimMapPin *pin = &g_array_index(m->pins, FsimMapPin, k);
+
+        for (guint i = 0; i < n; i++) {
+            const Drawn *d = &g_array_index(drawn, Drawn, i);
+            FsimAddr a0 = MAX(pin->addr, d->addr);
+            FsimAddr a1 = MIN(pin->addr + pin->size, d->addr + d->size);
+
+            if (a1 > a0) {
+                rect(out, a0 - d->addr, a1 - d->addr, (double)(n - 1 - i), unit, 0);
+                written++;
+            }
+        }
     }
     if (written == 0)
         g_string_append(out, "0 0 0 0 0\n");
-    return written;
 }
 
-/* Longer than ~80 lines: loads the run's segments and blocks, compacts the address axis and
- * writes the data and the command in one pass over the same locals. */
+/* The data file: block 0 the pieces, block 1 the outlines of the biggest pins, block 2 the row
+ * names (y label). */
+static void
+write_moment(GString *out, const FsimPlotMoment *m, const GArray *drawn, double unit)
+{
+    guint n = drawn->len, written = 0;
+
+    for (guint i = 0; i < n; i++) {
+        const Drawn *d = &g_array_index(drawn, Drawn, i);
+
+        for (guint r = d->first; r < d->first + d->count; r++) {
+            const FsimMapRow *row = &g_array_index(m->rows, FsimMapRow, r);
+            uint64_t shift = row->addr - d->addr;
+
+            for (guint k = 0; k < row->n_pieces; k++) {
+                const FsimMapPiece *piece =
+                    &g_array_index(m->pieces, FsimMapPiece, row->first_piece + k);
+
+                rect(out, shift + piece->offset, shift + piece->offset + piece->size,
+                     (double)(n - 1 - i), unit, (int)piece->cls);
+                written++;
+            }
+        }
+    }
+    if (written == 0)
+        g_string_append(out, "0 0 0 0 0\n");
+    g_string_append(out, "\n\n");
+    write_pins(out, m, drawn, unit);
+    g_string_append(out, "\n\n");
+    for (guint i = 0; i < n; i++) {
+        const Drawn *d = &g_array_index(drawn, Drawn, i);
+        gboolean page = g_array_index(m->rows, FsimMapRow, d->first).page;
+        g_autofree char *size = fsim_format_size(d->size);
+        g_autofree char *name = !page          ? g_strdup_printf("segment %s", size)
+                                : d->count > 1 ? g_strdup_printf("%u pages, %s", d->count, size)
+                                               : g_strdup_printf("page %s", size);
+
+        g_string_append_printf(out, "%u ", n - 1 - i);
+        fsim_plot_quoted(out, name);
+        g_string_append_c(out, '\n');
+    }
+    if (n == 0)
+        g_string_append(out, "0 \"\"\n");
+}
+
+/* "3 segments and 40 pages" */
+static char *
+rows_text(const FsimPlotMoment *m)
+{
+    guint pages = 0, segments;
+
+    for (guint r = 0; r < m->rows->len; r++)
+        pages += g_array_index(m->rows, FsimMapRow, r).page;
+    segments = m->rows->len - pages;
+    if (pages == 0)
+        return g_strdup_printf("%u segment%s", segments, segments == 1 ? "" : "s");
+    if (segments == 0)
+        return g_strdup_printf("%u page%s", pages, pages == 1 ? "" : "s");
+    return g_strdup_printf("%u segment%s and %u page%s", segments, segments == 1 ? "" : "s", pages,
+                           pages == 1 ? "" : "s");
+}
+
+/* The time of @event: that of its last device action, else of its sample bucket. */
+static FsimTime
+event_time(const GArray *actions, const GArray *samples, int64_t event)
+{
+    for (guint i = actions->len; i > 0; i--) {
+        const FsimStoredSegment *s = &g_array_index(actions, FsimStoredSegment, i - 1);
+
+        if (s->event_index == event && s->action != FSIM_STORE_ACTION_SEED)
+            return s->time;
+    }
+    for (guint i = 0; i < samples->len; i++) {
+        const FsimStoredSample *x = &g_array_index(samples, FsimStoredSample, i);
+
+        if (event >= 0 && (uint64_t)event <= x->event_index_last)
+            return x->time_last;
+    }
+    return 0;
+}
+
+static char *
+moment_when(const GroupData *g, int64_t event, FsimTime time)
+{
+    if (event < 0)
+        return g_strdup("at the trace's start");
+    if (!g->x.use_time)
+        return g_strdup_printf("after event %" G_GINT64_FORMAT, event);
+    return g_strdup_printf("after event %" G_GINT64_FORMAT ", %.4g %s from the start", event,
+                           fsim_plot_x_of(&g->x, time, event), g->x.unit);
+}
+
+typedef struct {
+    const GArray *actions;
+    const GArray *blocks;
+    const GArray *samples;
+    const FsimStoredRun *run;
+    gboolean never_releases;
+} RunData;
+
+/* Draw the map of @d at @event; @what names the moment (`at the peak`...), @slug the file. */
+static gboolean
+map_at(Plotter *p, const GroupData *g, const RunData *d, int64_t event, const char *what,
+       const char *slug, GError **error)
+{
+    const FsimStoredRun *run = d->run;
+    g_autoptr(FsimPlotMoment) m =
+        fsim_plot_moment_new(d->actions, d->blocks, event, run->granularity, d->never_releases);
+    guint per = pages_per_row(m), total;
+    g_autoptr(GArray) drawn = drawn_rows(m, per, &total);
+    g_autoptr(GString) out = g_string_new(NULL);
+    g_autofree char *stem =
+        g_strdup_printf("address-map-run%" G_GINT64_FORMAT "-%s", run->id, slug);
+    g_autofree char *data = g_strconcat(stem, ".dat", NULL);
+    g_autofree char *image = g_strdup_printf("%s.%s", stem, fsim_plot_format_name(p->format));
+    g_autofree char *when = moment_when(g, event, event_time(d->actions, d->samples, event));
+    g_autofree char *reserved = fsim_format_size(m->reserved);
+    g_autofree char *heading = NULL, *title = NULL, *shown = NULL, *legend = NULL;
+    g_autofree char *left_out = NULL, *approx = NULL, *rows = NULL;
+    uint64_t widest = 1;
+    MemUnit unit;
+    char xmax[G_ASCII_DTOSTR_BUF_SIZE];
+    g_autofree char *counts = NULL;
+
+    for (guint i = 0; i < drawn->len; i++)
+        widest = MAX(widest, g_array_index(drawn, Drawn, i).size);
+    unit = fsim_plot_mem_unit_for(widest);
+    g_string_append_printf(out,
+                           "# fragsim plot data: address map of run %" G_GINT64_FORMAT " (%s) %s "
+                           "(%s): one row per segment or page.\n# block 0: x0 x1 y0 y1 class "
+                           "(offset in the row in %s; 0 live, 1 rounding, 2 free releasable, 3 "
+                           "free pinned);\n# block 1: the live blocks that pin the most free "
+                           "memory; block 2: y and the row's name.\n",
+                           run->id, run->label, what, when, unit.name);
+    write_moment(out, m, drawn, unit.divisor);
+    if (!fsim_plot_write_file(p, data, out, error))
+        return FALSE;
+    if (total > drawn->len)
+        left_out = g_strdup_printf("%s; the %u rows of %u with the most free memory",
+                                   per > 1 ? "; pages packed in rows" : "", drawn->len, total);
+    else if (per > 1)
+        left_out = g_strdup_printf("; up to %u pages a row", per);
+    if (run->blocks_stored < run->blocks)
+        approx = g_strdup_printf("; from the %" G_GUINT64_FORMAT " largest of %" G_GUINT64_FORMAT
+                                 " allocations",
+                                 run->blocks_stored, run->blocks);
+    rows = rows_text(m);
+    heading = g_strdup_printf("Address map %s (%s): %s reserved in %s%s%s", what, when, reserved,
+                              rows, left_out != NULL ? left_out : "", approx != NULL ? approx : "");
+    title = fsim_plot_title(g, heading, run);
+    shown = fsim_plot_shown_title(title, FSIM_PLOT_TITLE_WIDTH);
+    {
+        g_autofree char *live = fsim_format_size(m->live);
+        g_autofree char *rounding = fsim_format_size(m->rounding);
+        g_autofree char *releasable = fsim_format_size(m->releasable);
+        g_autofree char *pinned = fsim_format_size(m->pinned);
+
+        legend = g_strdup_printf("\"live (requested): %s\" \"rounding: %s\" \"free, releasable: "
+                                 "%s\" \"free, pinned: %s\" \"the %u live blocks that pin the "
+                                 "most (outlined)\"",
+                                 live, rounding, releasable, pinned, MIN(m->pins->len, MAX_PINS));
+    }
+    g_ascii_formatd(xmax, sizeof(xmax), "%.7g", (double)widest / unit.divisor);
+    counts = g_strdup_printf("%u %u", drawn->len, drawn->len <= MAX_LABELLED ? 1 : 0);
+    {
+        const char *args[] = {shown, unit.name, counts, xmax, legend, NULL};
+
+        if (!fsim_plot_run_gnuplot(p, "address-map", data, image, title, g, run->id, args, error))
+            return FALSE;
+        ((PlotJob *)p->jobs->pdata[p->jobs->len - 1])->moment = g_strdup(slug);
+        return TRUE;
+    }
+}
+
 gboolean
 fsim_plot_address_map(Plotter *p, const GroupData *g, guint index, GError **error)
 {
     const FsimStoredRun *run = g->group->runs->pdata[index];
     g_autoptr(GArray) actions = fsim_store_segments(p->store, run->id, error);
     g_autoptr(GArray) blocks = NULL;
-    g_autoptr(GArray) segs = NULL;
-    g_autoptr(GArray) block_rects = NULL;
-    g_autoptr(GArray) spans = NULL;
-    g_autoptr(GString) out = g_string_new(NULL);
-    g_autofree char *stem = g_strdup_printf("address-map-run%" G_GINT64_FORMAT, run->id);
-    g_autofree char *data = g_strconcat(stem, ".dat", NULL);
-    g_autofree char *image = g_strdup_printf("%s.%s", stem, fsim_plot_format_name(p->format));
-    g_autofree char *policy = fsim_plot_escape(run->policy);
-    g_autofree char *title = NULL;
-    g_autofree char *counts = NULL;
-    g_autofree char *caption = NULL;
-    char top[G_ASCII_DTOSTR_BUF_SIZE];
     GArray *ooms = g->ooms->pdata[index];
-    uint64_t total;
-    guint n_malloc, n_mapped;
-    MemUnit unit;
+    RunData d;
+    int64_t last = G_MININT64;
+    guint drawn = 0;
 
     if (actions == NULL)
         return FALSE;
     blocks = fsim_store_blocks(p->store, run->id, error);
     if (blocks == NULL)
         return FALSE;
-    segs = segment_rects(actions, &g->x);
-    block_rects = g_array_new(FALSE, FALSE, sizeof(Rect));
-    for (guint i = 0; i < blocks->len; i++) {
-        const FsimStoredBlock *b = &g_array_index(blocks, FsimStoredBlock, i);
-        Rect rect = {
-            b->alloc_event < 0 ? g->x.start : fsim_plot_x_of(&g->x, b->alloc_time, b->alloc_event),
-            b->free_event < 0 ? g->x.end : fsim_plot_x_of(&g->x, b->free_time, b->free_event),
-            b->addr,
-            b->addr + b->size,
-            block_colours[b->id % G_N_ELEMENTS(block_colours)],
-        };
-
-        g_array_append_val(block_rects, rect);
-    }
-    spans = compact_axis(segs, block_rects, &total);
-    unit = fsim_plot_mem_unit_for(total);
-    g_string_append_printf(
-        out,
-        "# fragsim plot data: address map of run %" G_GINT64_FORMAT " (%s).\n# x: %s; y: device "
-        "address in %s, with the gaps between segments removed.\n# block 0: cudaMalloc "
-        "segments (x0 x1 y0 y1 0); block 1: mapped ranges (x0 x1 y0 y1 1);\n# block 2: the "
-        "%" G_GUINT64_FORMAT " largest of %" G_GUINT64_FORMAT " allocations (x0 x1 y0 y1 colour); "
-        "block 3: OOMs (x).\n",
-        run->id, run->policy, g->x.label, unit.name, run->blocks_stored, run->blocks);
-    n_malloc = write_rects(out, segs, spans, unit.divisor, 0);
-    g_string_append(out, "\n\n");
-    n_mapped = write_rects(out, segs, spans, unit.divisor, 1);
-    g_string_append(out, "\n\n");
-    write_rects(out, block_rects, spans, unit.divisor, -1);
-    g_string_append(out, "\n\n");
-    for (guint i = 0; i < ooms->len; i++) {
-        const FsimOomRecord *o = &g_array_index(ooms, FsimOomRecord, i);
-
-        fsim_plot_num(out, fsim_plot_x_of(&g->x, o->time, (int64_t)o->event_index));
-        g_string_append_c(out, '\n');
-    }
-    if (ooms->len == 0)
-        g_string_append(out, "0\n");
-    if (!fsim_plot_write_file(p, data, out, error))
+    if (actions->len == 0 && blocks->len == 0)
+        return TRUE; /* nothing held, ever (the recording's own row) */
+    d = (RunData){actions, blocks, g->samples->pdata[index], run,
+                  /* Only PyTorch's allocator says what it would give back (docs/explain.md). */
+                  strcmp(run->policy, "caching") != 0 && strcmp(run->policy, "expandable") != 0};
+    if (!map_at(p, g, &d, fsim_plot_peak_event(actions, d.samples), "at the peak", "peak", error))
         return FALSE;
-    if (run->blocks_stored < run->blocks)
-        caption = g_strdup_printf("the %" G_GUINT64_FORMAT " largest of %" G_GUINT64_FORMAT
-                                  " allocations; gaps between segments removed",
-                                  run->blocks_stored, run->blocks);
-    else
-        caption = g_strdup_printf("%" G_GUINT64_FORMAT " allocations; gaps between segments "
-                                  "removed",
-                                  run->blocks);
-    title = g_strdup_printf("Address map: run %" G_GINT64_FORMAT " (%s), %s on %s\n%s", run->id,
-                            policy, g->trace_name, g->device_name, caption);
-    counts = g_strdup_printf("%u %u %u %u", n_malloc, n_mapped, block_rects->len, ooms->len);
-    g_ascii_formatd(top, sizeof(top), "%.7g", (double)total / unit.divisor);
-    {
-        const char *args[] = {title, g->x.label, unit.name, counts, top, NULL};
-        g_autofree char *human =
-            g_strdup_printf("Address map of run %" G_GINT64_FORMAT " (%s)", run->id, run->policy);
+    for (guint i = 0; i < ooms->len && drawn < MAX_OOM_MAPS; i++) {
+        const FsimOomRecord *o = &g_array_index(ooms, FsimOomRecord, i);
+        g_autofree char *size = NULL, *what = NULL, *slug = NULL;
 
-        return fsim_plot_run_gnuplot(p, "address-map", data, image, human, g->group->number,
-                                     run->id, args, error);
+        if ((int64_t)o->event_index == last)
+            continue;
+        last = (int64_t)o->event_index;
+        drawn++;
+        size = fsim_format_size(o->size);
+        what = g_strdup_printf("at OOM %u of %u (a request of %s failed)", drawn, ooms->len, size);
+        slug = g_strdup_printf("oom-%u", drawn);
+        if (!map_at(p, g, &d, (int64_t)o->event_index, what, slug, error))
+            return FALSE;
     }
+    return TRUE;
 }

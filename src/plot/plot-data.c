@@ -24,7 +24,7 @@ double
 fsim_plot_x_of(const XAxis *axis, FsimTime time, int64_t event_index)
 {
     if (axis->use_time)
-        return (double)time / axis->divisor;
+        return time <= axis->origin ? 0.0 : (double)(time - axis->origin) / axis->divisor;
     return (double)(event_index < 0 ? 0 : event_index);
 }
 
@@ -119,12 +119,45 @@ fsim_plot_group_data_clear(GroupData *g)
     g_clear_pointer(&g->colours, g_array_unref);
     g_clear_pointer(&g->trace_name, g_free);
     g_clear_pointer(&g->device_name, g_free);
+    g_clear_pointer(&g->where, g_free);
+}
+
+/* The x axis of the group: time from the trace's start in s, ms or µs, else event indices. */
+static void
+choose_x_axis(GroupData *g, FsimTime first_time, FsimTime last_time, uint64_t last_index)
+{
+    FsimTime span = last_time > first_time ? last_time - first_time : 0;
+
+    g->x.use_time = last_time > 0 && span > 0;
+    g->x.origin = g->x.use_time ? first_time : 0;
+    if (!g->x.use_time) {
+        g->x.divisor = 1;
+        g->x.label = "event index";
+        g->x.unit = "";
+        g->x.end = (double)last_index;
+    } else {
+        if (span >= 2 * (FsimTime)1000000000) {
+            g->x.divisor = 1e9;
+            g->x.label = "time from the trace's start (s)";
+            g->x.unit = "s";
+        } else if (span >= 2000000) {
+            g->x.divisor = 1e6;
+            g->x.label = "time from the trace's start (ms)";
+            g->x.unit = "ms";
+        } else {
+            g->x.divisor = 1e3;
+            g->x.label = "time from the trace's start (µs)";
+            g->x.unit = "µs";
+        }
+        g->x.end = (double)span / g->x.divisor;
+    }
+    g->x.start = 0;
 }
 
 gboolean
 fsim_plot_group_data_load(Plotter *p, const FsimPlotGroup *group, GroupData *g, GError **error)
 {
-    FsimTime last_time = 0;
+    FsimTime first_time = G_MAXINT64, last_time = 0;
     uint64_t last_index = 0, peak = 0;
     g_autofree char *base = g_path_get_basename(group->trace);
     g_autofree char *capacity = fsim_format_size(group->capacity_bytes);
@@ -134,8 +167,12 @@ fsim_plot_group_data_load(Plotter *p, const FsimPlotGroup *group, GroupData *g, 
     g->samples = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
     g->ooms = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
     g->colours = group_colours(group);
-    g->trace_name = fsim_plot_escape(base);
-    g->device_name = fsim_plot_escape(device);
+    g->trace_name = g_strdup(base);
+    g->device_name = g_strdup(device);
+    if (g->multi_device || group->trace_device != 0)
+        g->where = g_strdup_printf("%s, trace device %u, on %s", base, group->trace_device, device);
+    else
+        g->where = g_strdup_printf("%s on %s", base, device);
     for (guint i = 0; i < group->runs->len; i++) {
         const FsimStoredRun *run = group->runs->pdata[i];
         GArray *samples = fsim_store_samples(p->store, run->id, error);
@@ -151,32 +188,98 @@ fsim_plot_group_data_load(Plotter *p, const FsimPlotGroup *group, GroupData *g, 
         for (guint s = 0; s < samples->len; s++) {
             const FsimStoredSample *sample = &g_array_index(samples, FsimStoredSample, s);
 
+            first_time = MIN(first_time, sample->time);
             last_time = MAX(last_time, sample->time_last);
             last_index = MAX(last_index, sample->event_index_last);
             peak = MAX(peak, sample->reserved_max);
         }
     }
-    g->x.use_time = last_time > 0;
-    if (!g->x.use_time) {
-        g->x.divisor = 1;
-        g->x.label = "event index";
-        g->x.end = (double)last_index;
-    } else {
-        if (last_time >= 1000000000) {
-            g->x.divisor = 1e9;
-            g->x.label = "time (s)";
-        } else if (last_time >= 1000000) {
-            g->x.divisor = 1e6;
-            g->x.label = "time (ms)";
-        } else {
-            g->x.divisor = 1e3;
-            g->x.label = "time (µs)";
-        }
-        g->x.end = (double)last_time / g->x.divisor;
-    }
-    g->x.start = 0;
+    choose_x_axis(g, first_time == G_MAXINT64 ? 0 : first_time, last_time, last_index);
     g->unit = fsim_plot_mem_unit_for(peak);
     return TRUE;
+}
+
+char *
+fsim_plot_wrap(const char *text, guint width)
+{
+    GString *out = g_string_new(NULL);
+    const char *line = text;
+
+    width = MAX(width, 16);
+    while (g_utf8_strlen(line, -1) > (glong)width) {
+        const char *cut = NULL;
+        const char *c = line;
+
+        /* The last space (or the space after a comma) within the width. */
+        for (guint n = 0; *c != '\0' && n <= width; n++, c = g_utf8_next_char(c))
+            if (*c == ' ' && n > width / 3)
+                cut = c;
+        if (cut == NULL) {
+            /* One long word (a file name): cut it at the width, after a '_' or '-' if any. */
+            c = line;
+            for (guint n = 0; n < width; n++, c = g_utf8_next_char(c))
+                if ((*c == '_' || *c == '-' || *c == '.' || *c == ',') && n > width / 2)
+                    cut = c + 1;
+            if (cut == NULL)
+                cut = c;
+            g_string_append_len(out, line, cut - line);
+            g_string_append_c(out, '\n');
+            line = cut;
+            continue;
+        }
+        g_string_append_len(out, line, cut - line);
+        g_string_append_c(out, '\n');
+        line = cut + 1;
+    }
+    g_string_append(out, line);
+    return g_string_free(out, FALSE);
+}
+
+/* The labels of the group's runs, joined by ", ". */
+static char *
+group_labels(const GroupData *g)
+{
+    g_autoptr(GString) out = g_string_new(NULL);
+
+    for (guint i = 0; i < g->group->runs->len; i++) {
+        g_autofree char *label = fsim_plot_run_label(g->group, g->group->runs->pdata[i]);
+
+        g_string_append_printf(out, "%s%s", i > 0 ? ", " : "", label);
+    }
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+char *
+fsim_plot_title(const GroupData *g, const char *what, const FsimStoredRun *run)
+{
+    if (run != NULL) {
+        g_autofree char *label = fsim_plot_run_label(g->group, run);
+
+        return g_strdup_printf("%s\n%s\nrun %" G_GINT64_FORMAT ": %s", what, g->where, run->id,
+                               label);
+    } else {
+        g_autofree char *labels = group_labels(g);
+
+        if (g_utf8_strlen(labels, -1) + 6 <= 2 * FSIM_PLOT_TITLE_WIDTH)
+            return g_strdup_printf("%s\n%s\nruns: %s", what, g->where, labels);
+        return g_strdup_printf("%s\n%s\n%u runs (see the legend)", what, g->where,
+                               g->group->runs->len);
+    }
+}
+
+char *
+fsim_plot_shown_title(const char *title, guint width)
+{
+    g_auto(GStrv) lines = g_strsplit(title, "\n", -1);
+    g_autoptr(GString) out = g_string_new(NULL);
+
+    for (guint i = 0; lines[i] != NULL; i++) {
+        g_autofree char *wrapped = fsim_plot_wrap(lines[i], width);
+        g_autofree char *escaped = fsim_plot_escape(wrapped);
+
+        g_string_append_printf(out, "%s%s", i > 0 ? "\n" : "", escaped);
+    }
+    return g_string_free(g_steal_pointer(&out), FALSE);
 }
 
 char *

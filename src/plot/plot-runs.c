@@ -27,6 +27,9 @@ fsim_plot_file_free(FsimPlotFile *file)
     g_free(file->image);
     g_free(file->data);
     g_free(file->title);
+    g_free(file->moment);
+    if (file->runs != NULL)
+        g_array_unref(file->runs);
     g_free(file);
 }
 

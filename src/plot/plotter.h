@@ -2,12 +2,19 @@
 /*
  * The plotter's private header: what the files of src/plot/ that draw with gnuplot share.
  *
- *   gnuplot.c           finding gnuplot and the templates, writing files, running gnuplot,
- *                       plots.sh, the entry point fsim_plot_render()
+ *   gnuplot.c           finding gnuplot and the templates, writing files, the entry point
+ *                       fsim_plot_render()
+ *   plot-batch.c        the queue of plots drawn by a few gnuplot processes, plots.sh, plots.json
  *   plot-runs.c         selecting stored runs and grouping them (one group per trace and device)
- *   plot-data.c         axes and units, colours, a group's samples and OOMs, its data files
+ *   plot-data.c         axes and units, colours, titles, a group's samples and OOMs, data files
  *   plot-charts.c       the timeline, comparison and size-histogram plots
- *   plot-address-map.c  the address map of each run
+ *   plot-moment.c       a run's memory at one moment, classified (live, releasable, pinned)
+ *   plot-address-map.c  the address maps of each run, at its peak and at its OOMs
+ *
+ * Plots are queued while their data files are written, then drawn together: each gnuplot
+ * process runs a script of `call "KIND.gp" ARGS...` lines (one process start instead of one per
+ * plot), several processes at once.  plots.sh keeps one `gnuplot -c KIND.gp ARGS...` line per
+ * plot, which draws the same image.
  */
 #pragma once
 
@@ -20,8 +27,10 @@ G_BEGIN_DECLS
 
 typedef struct {
     gboolean use_time; /* else event index */
+    FsimTime origin;   /* the trace's first time: x = 0 */
     double divisor;    /* ns per unit */
     const char *label;
+    const char *unit;  /* "s", "ms", "µs" or "" for event indices */
     double start, end; /* in axis units */
 } XAxis;
 
@@ -30,15 +39,29 @@ typedef struct {
     const char *name;
 } MemUnit;
 
+/* A plot waiting to be drawn. */
+typedef struct {
+    char *kind;
+    char *data;
+    char *image;
+    char *title;  /* the plot's title, plain text, on one line */
+    char *moment; /* an address map's moment (`peak`, `oom-1`...), else NULL */
+    char **args;  /* the template's arguments after DATA OUT FORMAT */
+    guint group;
+    int64_t run;  /* the run of a per-run plot, else -1 */
+    GArray *runs; /* int64_t: the runs drawn */
+} PlotJob;
+
 typedef struct {
     FsimStore *store;
     const char *out_dir;
     char *gnuplot;
     char *templates;
     FsimPlotFormat format;
-    GString *script; /* plots.sh */
+    const FsimPlotOptions *options; /* nullable */
     GHashTable *copied;
-    GPtrArray *files;
+    GPtrArray *jobs;     /* PlotJob */
+    GPtrArray *all_runs; /* every run of the database (for failed runs of a group), nullable */
 } Plotter;
 
 typedef struct {
@@ -49,8 +72,10 @@ typedef struct {
     GArray *colours;    /* const char * per run */
     XAxis x;
     MemUnit unit;
-    char *trace_name;  /* basename, escaped */
-    char *device_name; /* escaped */
+    char *trace_name;      /* basename */
+    char *device_name;     /* "DEVICE (CAPACITY)" */
+    char *where;           /* "TRACE, trace device N, on DEVICE (CAPACITY)" */
+    gboolean multi_device; /* other groups plot other devices of the same trace */
 } GroupData;
 
 #define RUN_COLOUR(g, r) g_array_index((g)->colours, const char *, (r))
@@ -100,6 +125,22 @@ void fsim_plot_num(GString *out, double value);
 /* GiB, MiB or KiB: the unit of an axis up to @max_bytes. */
 MemUnit fsim_plot_mem_unit_for(uint64_t max_bytes);
 
+/* Characters per title line on the standard canvas (1200 pixels). */
+#define FSIM_PLOT_TITLE_WIDTH 120
+
+/*
+ * A plot title, plain text: @what on the first line, then the group's trace, trace device (when
+ * it matters) and device, then @run's id and label (or, for a group plot, the runs' labels when
+ * they fit on two lines).  Templates get it wrapped and escaped (plot-charts.c).
+ */
+char *fsim_plot_title(const GroupData *g, const char *what, const FsimStoredRun *run);
+
+/* @title wrapped to @width characters a line and escaped for enhanced text. */
+char *fsim_plot_shown_title(const char *title, guint width);
+
+/* Wrap @text (one line) at spaces and ", " to lines of at most @width characters. */
+char *fsim_plot_wrap(const char *text, guint width);
+
 /* ---- plot-charts.c: the timeline, comparison and size plots ---------------------------------- */
 
 gboolean fsim_plot_timelines(Plotter *p, const GroupData *g, GError **error);
@@ -109,20 +150,79 @@ gboolean fsim_plot_compare(Plotter *p, const GroupData *g, GError **error);
 
 gboolean fsim_plot_sizes(Plotter *p, const GroupData *g, GError **error);
 
-/* ---- plot-address-map.c: address maps -------------------------------------------------------- */
+/* ---- plot-moment.c: the memory of a run at one moment ---------------------------------------- */
 
-/* The address map of run @index of the group. */
-gboolean fsim_plot_address_map(Plotter *p, const GroupData *g, guint index, GError **error);
+typedef enum {
+    FSIM_MAP_LIVE,       /* requested by a live block */
+    FSIM_MAP_ROUNDING,   /* the rest of a live block */
+    FSIM_MAP_RELEASABLE, /* free, in a row without live bytes */
+    FSIM_MAP_PINNED,     /* free, sharing its row with a live block */
+} FsimMapClass;
 
-/* ---- gnuplot.c: files and gnuplot runs ------------------------------------------------------- */
+typedef struct {
+    uint64_t offset; /* from the row's start */
+    uint64_t size;
+    FsimMapClass cls;
+} FsimMapPiece;
+
+/* A segment, or a page of mapped memory (@page). */
+typedef struct {
+    FsimAddr addr;
+    uint64_t size;
+    gboolean page;
+    uint64_t live, rounding, releasable, pinned;
+    guint first_piece, n_pieces; /* in FsimPlotMoment.pieces, by offset */
+} FsimMapRow;
+
+/* A live block and the free bytes charged to it. */
+typedef struct {
+    FsimAddr addr;
+    uint64_t size;
+    uint64_t pinned;
+} FsimMapPin;
+
+typedef struct {
+    int64_t event;  /* the state after this event; -1: at trace start */
+    GArray *rows;   /* FsimMapRow, by address */
+    GArray *pieces; /* FsimMapPiece */
+    GArray *pins;   /* FsimMapPin, the most pinned first; only blocks that pin something */
+    uint64_t reserved, live, rounding, releasable, pinned;
+} FsimPlotMoment;
 
 /*
- * Run `gnuplot -c KIND.gp DATA IMAGE FORMAT ARGS...` in the output directory and record the
- * command in plots.sh and the image in the result.
+ * The memory held after @event, from a run's stored segment actions (fsim_store_segments()) and
+ * block lifetimes (fsim_store_blocks()), classified (see plot-moment.c).  @granularity is the
+ * device's page size, for mapped memory outside a known reservation; @never_releases counts
+ * every free byte as pinned.
+ */
+FsimPlotMoment *fsim_plot_moment_new(const GArray *actions, const GArray *blocks, int64_t event,
+                                     uint64_t granularity, gboolean never_releases);
+void fsim_plot_moment_free(FsimPlotMoment *moment);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimPlotMoment, fsim_plot_moment_free)
+
+/* The first event after which the run held the most memory (from its device actions; from its
+ * @samples when it has none); -1 when that is the trace's start. */
+int64_t fsim_plot_peak_event(const GArray *actions, const GArray *samples);
+
+/* ---- plot-address-map.c: address maps -------------------------------------------------------- */
+
+/* The address maps of run @index of the group: at its peak and at its first OOMs. */
+gboolean fsim_plot_address_map(Plotter *p, const GroupData *g, guint index, GError **error);
+
+/* ---- plot-batch.c: drawing the queued plots -------------------------------------------------- */
+
+/*
+ * Queue `gnuplot -c KIND.gp DATA IMAGE FORMAT ARGS...` (drawn by fsim_plot_draw()).  @run is the
+ * run of a per-run plot (-1 for a group plot, which draws the group's runs).
  */
 gboolean fsim_plot_run_gnuplot(Plotter *p, const char *kind, const char *data, const char *image,
-                               const char *title, guint group, int64_t run, const char *const *args,
-                               GError **error);
+                               const char *title, const GroupData *g, int64_t run,
+                               const char *const *args, GError **error);
+
+/* Draw every queued plot, write plots.sh and plots.json; returns the images (FsimPlotFile). */
+GPtrArray *fsim_plot_draw(Plotter *p, GError **error);
+
+void fsim_plot_job_free(PlotJob *job);
 
 /* Write @contents to @name in the output directory. */
 gboolean fsim_plot_write_file(const Plotter *p, const char *name, const GString *contents,
