@@ -21,6 +21,7 @@
  */
 #include <glib.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "plotter.h"
@@ -210,6 +211,15 @@ live_compare(gconstpointer a, gconstpointer b)
     return x->addr < y->addr ? -1 : x->addr > y->addr ? 1 : 0;
 }
 
+static int
+piece_compare(const void *a, const void *b)
+{
+    const FsimMapPiece *x = a;
+    const FsimMapPiece *y = b;
+
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
 static void
 piece_add(FsimPlotMoment *m, FsimMapRow *row, uint64_t x0, uint64_t x1, FsimMapClass cls)
 {
@@ -307,6 +317,9 @@ fill_row(FsimPlotMoment *m, guint r, GArray *live, guint *first, gboolean never_
         }
         charge(pins, prev, next, gap->end - gap->start);
     }
+    if (row->n_pieces > 1)
+        qsort(&g_array_index(m->pieces, FsimMapPiece, row->first_piece), row->n_pieces,
+              sizeof(FsimMapPiece), piece_compare);
 }
 
 static gint
