@@ -49,19 +49,45 @@ drawn_by_address(gconstpointer a, gconstpointer b)
     return x->first < y->first ? -1 : x->first > y->first;
 }
 
-/* The pages a drawn row holds: 1, or more when the pages alone would exceed MAX_ROWS rows. */
+/* How many rows the pages take, @per to a row (a row never spans two mappings). */
+static guint
+page_rows(const FsimPlotMoment *m, guint per)
+{
+    guint rows = 0, in_row = 0;
+    FsimAddr end = 0;
+
+    for (guint r = 0; r < m->rows->len; r++) {
+        const FsimMapRow *row = &g_array_index(m->rows, FsimMapRow, r);
+
+        if (!row->page)
+            continue;
+        if (in_row == 0 || in_row == per || row->addr != end) {
+            rows++;
+            in_row = 0;
+        }
+        in_row++;
+        end = row->addr + row->size;
+    }
+    return rows;
+}
+
+/* The pages a drawn row holds: 1, or as many as it takes for the pages to fit in what MAX_ROWS
+ * leaves to the segments (at least half of it). */
 static guint
 pages_per_row(const FsimPlotMoment *m)
 {
-    guint pages = 0, segments;
+    guint pages = 0, segments, room, per = 1;
 
     for (guint r = 0; r < m->rows->len; r++)
         pages += g_array_index(m->rows, FsimMapRow, r).page;
     segments = m->rows->len - pages;
-    if (segments + pages <= MAX_ROWS || pages == 0)
+    room = MAX(MAX_ROWS / 2, MAX_ROWS - MIN(segments, MAX_ROWS));
+    if (pages == 0 || segments + pages <= MAX_ROWS)
         return 1;
-    return (pages + MAX(MAX_ROWS / 2, MAX_ROWS - MIN(segments, MAX_ROWS)) - 1) /
-           MAX(MAX_ROWS / 2, MAX_ROWS - MIN(segments, MAX_ROWS));
+    per = MAX(1, pages / room);
+    while (per < pages && page_rows(m, per) > room)
+        per += MAX(1, per / 8);
+    return per;
 }
 
 /* The rows drawn, in address order: every segment, pages packed @per to a row; beyond MAX_ROWS
@@ -132,14 +158,49 @@ write_pins(GString *out, const FsimPlotMoment *m, const GArray *drawn, double un
 
 /* The data file: block 0 the pieces, block 1 the outlines of the biggest pins, block 2 the row
  * names (y label). */
+/* Rectangles of one row, adjacent ones of a class merged (no seams between pages). */
+typedef struct {
+    GString *out;
+    double y, unit;
+    uint64_t x0, x1;
+    int cls;
+    guint written;
+} Strip;
+
+static void
+strip_flush(Strip *s)
+{
+    if (s->x1 > s->x0) {
+        rect(s->out, s->x0, s->x1, s->y, s->unit, s->cls);
+        s->written++;
+    }
+    s->x0 = s->x1 = 0;
+}
+
+static void
+strip_add(Strip *s, uint64_t x0, uint64_t x1, int cls)
+{
+    if (s->x1 > s->x0 && (s->x1 != x0 || s->cls != cls))
+        strip_flush(s);
+    if (s->x1 <= s->x0) {
+        s->x0 = x0;
+        s->cls = cls;
+    }
+    s->x1 = x1;
+}
+
+/* The data file: block 0 the pieces, block 1 the outlines of the biggest pins, block 2 the row
+ * names (y label). */
 static void
 write_moment(GString *out, const FsimPlotMoment *m, const GArray *drawn, double unit)
 {
-    guint n = drawn->len, written = 0;
+    guint n = drawn->len;
+    Strip strip = {out, 0, unit, 0, 0, 0, 0};
 
     for (guint i = 0; i < n; i++) {
         const Drawn *d = &g_array_index(drawn, Drawn, i);
 
+        strip.y = (double)(n - 1 - i);
         for (guint r = d->first; r < d->first + d->count; r++) {
             const FsimMapRow *row = &g_array_index(m->rows, FsimMapRow, r);
             uint64_t shift = row->addr - d->addr;
@@ -148,13 +209,13 @@ write_moment(GString *out, const FsimPlotMoment *m, const GArray *drawn, double 
                 const FsimMapPiece *piece =
                     &g_array_index(m->pieces, FsimMapPiece, row->first_piece + k);
 
-                rect(out, shift + piece->offset, shift + piece->offset + piece->size,
-                     (double)(n - 1 - i), unit, (int)piece->cls);
-                written++;
+                strip_add(&strip, shift + piece->offset, shift + piece->offset + piece->size,
+                          (int)piece->cls);
             }
         }
+        strip_flush(&strip);
     }
-    if (written == 0)
+    if (strip.written == 0)
         g_string_append(out, "0 0 0 0 0\n");
     g_string_append(out, "\n\n");
     write_pins(out, m, drawn, unit);

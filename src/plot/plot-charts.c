@@ -208,7 +208,7 @@ fsim_plot_compare(Plotter *p, const GroupData *g, GError **error)
     else
         strcpy(capacity_text, "-");
     {
-        g_autofree char *device = fsim_plot_escape(g->device_name);
+        g_autofree char *device = fsim_plot_escape(g->group->device);
         g_autofree char *kinds = g_strdup_printf("%d %d %d", any_failed, any_recorded, any_error);
         const char *args[] = {shown, unit.name, lower_text, capacity_text, device, kinds, NULL};
 

@@ -122,6 +122,10 @@ fsim_plot_group_data_clear(GroupData *g)
     g_clear_pointer(&g->where, g_free);
 }
 
+/* A snapshot without `time_us` is read on a clock of 1 µs per entry (docs/trace-formats.md):
+ * such times say nothing, so the x axis is then the event index. */
+#define TORCH_CLOCK_STEP 1000
+
 /* The x axis of the group: time from the trace's start in s, ms or µs, else event indices. */
 static void
 choose_x_axis(GroupData *g, FsimTime first_time, FsimTime last_time, uint64_t last_index)
@@ -159,6 +163,7 @@ fsim_plot_group_data_load(Plotter *p, const FsimPlotGroup *group, GroupData *g, 
 {
     FsimTime first_time = G_MAXINT64, last_time = 0;
     uint64_t last_index = 0, peak = 0;
+    gboolean synthetic = TRUE; /* times that are only a count of events (untimed snapshots) */
     g_autofree char *base = g_path_get_basename(group->trace);
     g_autofree char *capacity = fsim_format_size(group->capacity_bytes);
     g_autofree char *device = g_strdup_printf("%s (%s)", group->device, capacity);
@@ -188,12 +193,16 @@ fsim_plot_group_data_load(Plotter *p, const FsimPlotGroup *group, GroupData *g, 
         for (guint s = 0; s < samples->len; s++) {
             const FsimStoredSample *sample = &g_array_index(samples, FsimStoredSample, s);
 
+            synthetic &= sample->time == (FsimTime)sample->event_index * TORCH_CLOCK_STEP &&
+                         sample->time_last == (FsimTime)sample->event_index_last * TORCH_CLOCK_STEP;
             first_time = MIN(first_time, sample->time);
             last_time = MAX(last_time, sample->time_last);
             last_index = MAX(last_index, sample->event_index_last);
             peak = MAX(peak, sample->reserved_max);
         }
     }
+    if (synthetic)
+        last_time = 0;
     choose_x_axis(g, first_time == G_MAXINT64 ? 0 : first_time, last_time, last_index);
     g->unit = fsim_plot_mem_unit_for(peak);
     return TRUE;
