@@ -14,14 +14,15 @@
 
 #include "cli.h"
 
+/* The bar counts thousandths: the work's total changes once the plots are known. */
 static void
 plot_progress(gpointer data, guint done, guint total)
 {
     FsimProgress **progress = data;
 
     if (*progress == NULL)
-        *progress = fsim_progress_new("plot", total);
-    fsim_progress_update(*progress, done);
+        *progress = fsim_progress_new("plot", 1000);
+    fsim_progress_update(*progress, (uint64_t)done * 1000 / MAX(total, 1));
 }
 
 static int

@@ -181,6 +181,7 @@ fsim_plot_render(FsimStore *store, GPtrArray *runs, const char *out_dir,
 {
     g_auto(Plotter) p = {0};
     g_autoptr(GPtrArray) groups = NULL;
+    guint prepared = 0;
 
     g_return_val_if_fail(store != NULL && runs != NULL && out_dir != NULL, NULL);
     if (runs->len == 0) {
@@ -227,8 +228,11 @@ fsim_plot_render(FsimStore *store, GPtrArray *runs, const char *out_dir,
         ok = fsim_plot_group_data_load(&p, group, &g, error) &&
              fsim_plot_timelines(&p, &g, error) && fsim_plot_compare(&p, &g, error) &&
              fsim_plot_sizes(&p, &g, error);
-        for (guint r = 0; ok && r < group->runs->len; r++)
+        for (guint r = 0; ok && r < group->runs->len; r++) {
             ok = fsim_plot_address_map(&p, &g, r, error);
+            /* Preparing is the first half of the work (drawing the second). */
+            fsim_plot_progress(&p, ++prepared, 2 * runs->len);
+        }
         fsim_plot_group_data_clear(&g);
         if (!ok)
             return NULL;

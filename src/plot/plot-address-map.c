@@ -337,6 +337,10 @@ map_at(Plotter *p, const GroupData *g, const RunData *d, int64_t event, const ch
         approx = g_strdup_printf("; from the %" G_GUINT64_FORMAT " largest of %" G_GUINT64_FORMAT
                                  " allocations",
                                  run->blocks_stored, run->blocks);
+    else if (run->segment_actions_stored < run->segment_actions)
+        approx = g_strdup_printf("; from the first %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
+                                 " device actions",
+                                 run->segment_actions_stored, run->segment_actions);
     rows = rows_text(m);
     heading = g_strdup_printf("Address map %s (%s): %s reserved in %s%s%s", what, when, reserved,
                               rows, left_out != NULL ? left_out : "", approx != NULL ? approx : "");
@@ -373,8 +377,9 @@ fsim_plot_address_map(Plotter *p, const GroupData *g, guint index, GError **erro
     g_autoptr(GArray) blocks = NULL;
     GArray *ooms = g->ooms->pdata[index];
     RunData d;
-    int64_t last = G_MININT64;
+    int64_t last = G_MININT64, peak;
     guint drawn = 0;
+    g_autoptr(GArray) empty = g_array_new(FALSE, FALSE, sizeof(FsimStoredSegment));
 
     if (actions == NULL)
         return FALSE;
@@ -386,7 +391,10 @@ fsim_plot_address_map(Plotter *p, const GroupData *g, guint index, GError **erro
     d = (RunData){actions, blocks, g->samples->pdata[index], run,
                   /* Only PyTorch's allocator says what it would give back (docs/explain.md). */
                   strcmp(run->policy, "caching") != 0 && strcmp(run->policy, "expandable") != 0};
-    if (!map_at(p, g, &d, fsim_plot_peak_event(actions, d.samples), "at the peak", "peak", error))
+    /* With only the first device actions stored, the samples know the peak better. */
+    peak = fsim_plot_peak_event(
+        run->segment_actions_stored < run->segment_actions ? empty : actions, d.samples);
+    if (!map_at(p, g, &d, peak, "at the peak", "peak", error))
         return FALSE;
     for (guint i = 0; i < ooms->len && drawn < MAX_OOM_MAPS; i++) {
         const FsimOomRecord *o = &g_array_index(ooms, FsimOomRecord, i);

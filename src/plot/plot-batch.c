@@ -63,6 +63,13 @@ copy_template(Plotter *p, const char *kind, GError **error)
     return TRUE;
 }
 
+void
+fsim_plot_progress(const Plotter *p, guint done, guint total)
+{
+    if (p->options != NULL && p->options->progress != NULL && total > 0)
+        p->options->progress(p->options->progress_data, done, total);
+}
+
 gboolean
 fsim_plot_run_gnuplot(Plotter *p, const char *kind, const char *data, const char *image,
                       const char *title, const GroupData *g, int64_t run, const char *const *args,
@@ -293,8 +300,8 @@ run_batches(const Plotter *p, GError **error)
         const Batch *batch = g_async_queue_pop(done);
 
         drawn += batch->plots;
-        if (p->options != NULL && p->options->progress != NULL)
-            p->options->progress(p->options->progress_data, drawn, p->jobs->len);
+        /* The second half of the work: drawing (the first is preparing the data). */
+        fsim_plot_progress(p, p->jobs->len + drawn, 2 * p->jobs->len);
     }
     g_thread_pool_free(pool, FALSE, TRUE);
     for (guint i = 0; i < p->jobs->len; i++) {

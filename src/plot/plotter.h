@@ -224,6 +224,9 @@ GPtrArray *fsim_plot_draw(Plotter *p, GError **error);
 
 void fsim_plot_job_free(PlotJob *job);
 
+/* Tell the caller's progress callback, if any. */
+void fsim_plot_progress(const Plotter *p, guint done, guint total);
+
 /* Write @contents to @name in the output directory. */
 gboolean fsim_plot_write_file(const Plotter *p, const char *name, const GString *contents,
                               GError **error);
