@@ -39,8 +39,8 @@ set border 1 lc rgb "#555555"
 set xtics nomirror out
 set ytics noenhanced scale 0 font ",11"
 set grid xtics lc rgb "#e8e8e8" lw 1 dt 1
-# Room on the right for the text beside the longest bar.
-set xrange [0:RIGHT * 1.75]
+# Room on the right for the text beside the longest bar (two short lines at most).
+set xrange [0:RIGHT * 1.6]
 set yrange [-0.7:N - 0.3]
 set key outside below center horizontal maxcols 2 samplen 2 width 1 noenhanced
 set arrow 1 from first LOWER, graph 0 to first LOWER, graph 1 nohead lw 1.5 dt 2 lc rgb "black" front
@@ -52,7 +52,9 @@ CAPTITLE = (CAPACITY ne "-") ? sprintf("%s: %.3g %s usable", ARG8, real(CAPACITY
 ok(k, v) = (k == 0 || k == 4) ? v : NaN
 failed(k, v) = (k == 1) ? v : NaN
 recorded(k, v) = (k == 3) ? v : NaN
-TEXTX(bar) = (bar > LOWER ? bar : LOWER)
+# The text starts right of the bar, and of the lines it would cross.
+CAPX = (CAPACITY ne "-") ? real(CAPACITY) : 0
+TEXTX(bar) = (bar > LOWER ? (bar > CAPX ? bar : CAPX) : (LOWER > CAPX ? LOWER : CAPX))
 plot DATA using (0):1:ytic(2) with dots lc rgb "white" notitle, \
      DATA using (0):1:(0):(ok($4, $3)):($1 - 0.32):($1 + 0.32):5 with boxxyerror \
          fs solid 0.85 noborder lc rgb variable notitle, \
@@ -66,6 +68,6 @@ plot DATA using (0):1:ytic(2) with dots lc rgb "white" notitle, \
      DATA using ($4 == 2 ? 0 : NaN):1 with points pt 2 ps 2 lw 2 lc rgb "#d62728" \
          title (HAS_ERROR ? "error: the run could not be carried out" : ""), \
      NaN with lines lw 1.5 dt 2 lc rgb "black" \
-         title sprintf("lower bound (peak requested): %.3g %s", LOWER, UNIT), \
+         title sprintf("lower bound (peak requested): %.3g %s; (+N%%): how far above it", LOWER, UNIT), \
      NaN with lines lw 2 lc rgb "#d62728" title CAPTITLE
 unset output

@@ -457,7 +457,7 @@ check_compare_data(FsimStore *store, const char *out, const char *file, const in
         if (run->metrics.ooms > 0) {
             g_assert_cmpuint(kind, ==, 1);
             assert_value(bar, (double)run->capacity_bytes / divisor);
-            g_assert_nonnull(strstr(lines[l], "FAILED: OOM at event "));
+            g_assert_nonnull(strstr(lines[l], "FAILED on 256 MiB: OOM at event "));
         } else {
             g_assert_cmpuint(kind, ==, 4);
             assert_value(bar, (double)run->metrics.peak_reserved_bytes / divisor);
@@ -591,7 +591,7 @@ test_render_png(void)
         g_autofree char *path = g_build_filename(out, "compare-2.dat", NULL);
 
         g_assert_true(g_file_get_contents(path, &compare, NULL, NULL));
-        g_assert_nonnull(strstr(compare, "FAILED: OOM"));
+        g_assert_nonnull(strstr(compare, "FAILED on "));
     }
     fsim_test_remove_tree(dir);
 }

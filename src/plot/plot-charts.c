@@ -122,29 +122,34 @@ bar_text(const FsimStoredRun *run, guint kind, uint64_t lower)
     g_autofree char *over = NULL;
 
     if (lower > 0 && kind != BAR_ERROR)
-        over =
-            g_strdup_printf(" (%+.1f%% over the lower bound)",
-                            100.0 * ((double)bar_bytes(run, kind) - (double)lower) / (double)lower);
+        over = g_strdup_printf(
+            " (%+.1f%%)", 100.0 * ((double)bar_bytes(run, kind) - (double)lower) / (double)lower);
+    else
+        over = g_strdup("");
     switch (kind) {
     case BAR_NEEDS:
         return g_strdup_printf("needs %s%s", size, over);
     case BAR_RESERVED:
-        return g_strdup_printf("reserved %s at its peak (needs: not computed)%s", size, over);
+        return g_strdup_printf("reserved %s%s\n(needs: not computed)", size, over);
     case BAR_RECORDED:
-        return g_strdup_printf("recorded: the GPU reserved %s at its peak%s", size, over);
+        return g_strdup_printf("recorded: %s reserved%s", size, over);
     case BAR_FAILED: {
         g_autofree char *cap = fsim_format_size(run->capacity_bytes);
         g_autofree char *when =
             m->first_oom_event >= 0
                 ? g_strdup_printf(" at event %" G_GINT64_FORMAT, m->first_oom_event)
                 : g_strdup("");
+
         if (m->needed_bytes >= 0)
-            return g_strdup_printf("FAILED: OOM%s on %s; needs %s", when, cap, size);
-        return g_strdup_printf("FAILED: OOM%s on %s; needs more", when, cap);
+            return g_strdup_printf("FAILED on %s: OOM%s\nneeds %s%s", cap, when, size, over);
+        return g_strdup_printf("FAILED on %s: OOM%s\nneeds more", cap, when);
     }
-    default:
-        return g_strdup_printf(
+    default: {
+        g_autofree char *why = g_strdup_printf(
             "ERROR: %s", run->message != NULL ? run->message : fsim_store_status_name(run->status));
+
+        return fsim_plot_wrap(why, 40);
+    }
     }
 }
 
@@ -186,7 +191,9 @@ fsim_plot_compare(Plotter *p, const GroupData *g, GError **error)
     for (guint r = 0; r < rows->len; r++) {
         const CompareRow *row = &g_array_index(rows, CompareRow, r);
         guint kind = bar_kind(row->run);
-        g_autofree char *label = fsim_plot_run_label(g->group, row->run);
+        g_autofree char *full = fsim_plot_run_label(g->group, row->run);
+        /* A long configuration on a few short lines, not a margin that squeezes the bars. */
+        g_autofree char *label = fsim_plot_wrap(full, 32);
         g_autofree char *text = bar_text(row->run, kind, lower);
 
         /* The first run at the top. */

@@ -227,7 +227,7 @@ fsim_plot_wrap(const char *text, guint width)
             /* One long word (a file name): cut it at the width, after a '_' or '-' if any. */
             c = line;
             for (guint n = 0; n < width; n++, c = g_utf8_next_char(c))
-                if ((*c == '_' || *c == '-' || *c == '.' || *c == ',') && n > width / 2)
+                if ((*c == '_' || *c == '-' || *c == ',') && n > width / 2)
                     cut = c + 1;
             if (cut == NULL)
                 cut = c;
