@@ -220,13 +220,13 @@ fsim_plot_wrap(const char *text, guint width)
         const char *c = line;
 
         /* The last space (or the space after a comma) within the width. */
-        for (guint n = 0; *c != '\0' && n <= width; n++, c = g_utf8_next_char(c))
+        for (guint n = 0; *c != '\0' && n <= width; n++, c += g_utf8_skip[*(const guchar *)c])
             if (*c == ' ' && n > width / 3)
                 cut = c;
         if (cut == NULL) {
             /* One long word (a file name): cut it at the width, after a '_' or '-' if any. */
             c = line;
-            for (guint n = 0; n < width; n++, c = g_utf8_next_char(c))
+            for (guint n = 0; n < width; n++, c += g_utf8_skip[*(const guchar *)c])
                 if ((*c == '_' || *c == '-' || *c == ',') && n > width / 2)
                     cut = c + 1;
             if (cut == NULL)
