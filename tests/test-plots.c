@@ -316,7 +316,14 @@ test_index_and_titles(void)
     runs = fsim_plot_select_runs(store, NULL, &error);
     g_assert_no_error(error);
     g_assert_cmpuint(runs->len, ==, 3);
-    files = fsim_plot_render(store, runs, out, &options, &error);
+    /* An output directory relative to the current one (gnuplot runs inside it). */
+    {
+        g_autofree char *cwd = g_get_current_dir();
+
+        g_assert_cmpint(g_chdir(dir), ==, 0);
+        files = fsim_plot_render(store, runs, "svg", &options, &error);
+        g_assert_cmpint(g_chdir(cwd), ==, 0);
+    }
     g_assert_no_error(error);
     index = read_index(parser, out);
     g_assert_cmpuint(json_array_get_length(index), ==, files->len);

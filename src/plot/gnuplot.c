@@ -75,9 +75,10 @@ fsim_plot_find_gnuplot(const char *override, GError **error)
 
     if (override != NULL && *override != '\0') {
         if (strchr(override, G_DIR_SEPARATOR) != NULL) {
+            /* Absolute: gnuplot runs in the output directory. */
             if (g_file_test(override, G_FILE_TEST_IS_EXECUTABLE) &&
                 !g_file_test(override, G_FILE_TEST_IS_DIR))
-                return g_strdup(override);
+                return g_canonicalize_filename(override, NULL);
             path = NULL;
         } else {
             path = g_find_program_in_path(override);

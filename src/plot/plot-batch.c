@@ -175,6 +175,7 @@ append_call(GString *out, const Plotter *p, const PlotJob *job)
 
 typedef struct {
     char *script; /* path */
+    char *name;   /* in the output directory, where gnuplot runs */
     guint plots;
     gboolean ok;
 } Batch;
@@ -190,7 +191,7 @@ batch_run(gpointer data, gpointer user_data)
 {
     Batch *batch = data;
     Workers *w = user_data;
-    char *argv[] = {w->gnuplot, batch->script, NULL};
+    char *argv[] = {w->gnuplot, batch->name, NULL};
     g_autofree char *err = NULL;
     int status = 0;
 
@@ -259,6 +260,7 @@ write_batches(const Plotter *p, guint workers, GError **error)
 
         batch->plots = MIN(first + per, n) - first;
         batch->script = g_build_filename(p->out_dir, name, NULL);
+        batch->name = g_strdup(name);
         g_ptr_array_add(batches, batch);
         for (guint j = first; j < MIN(first + per, n); j++)
             append_call(script, p, p->jobs->pdata[j]);
@@ -277,6 +279,7 @@ batch_free(gpointer data)
 
     (void)g_unlink(batch->script);
     g_free(batch->script);
+    g_free(batch->name);
     g_free(batch);
 }
 
