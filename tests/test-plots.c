@@ -429,6 +429,29 @@ test_trace_device_titles(void)
     }
     for (guint d = 0; d < 3; d++)
         g_assert_cmpuint(seen[d], >=, 5);
+    /* The recorded run of each device is drawn as such (kind 3); device 1's ran out of memory. */
+    {
+        guint recorded = 0, recorded_oom = 0;
+
+        for (guint n = 1; n <= 3; n++) {
+            g_autofree char *name = g_strdup_printf("compare-%u.dat", n);
+            g_autofree char *path = g_build_filename(out, name, NULL);
+            g_autofree char *text = NULL;
+            g_auto(GStrv) lines = NULL;
+
+            g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+            lines = g_strsplit(text, "\n", -1);
+            for (guint l = 0; lines[l] != NULL; l++) {
+                if (strstr(lines[l], "\"recorded\" ") == NULL)
+                    continue;
+                g_assert_nonnull(strstr(lines[l], " 3 "));
+                recorded++;
+                recorded_oom += strstr(lines[l], "the recording ran out of memory") != NULL;
+            }
+        }
+        g_assert_cmpuint(recorded, ==, 3);
+        g_assert_cmpuint(recorded_oom, ==, 1);
+    }
     fsim_test_remove_tree(dir);
 }
 

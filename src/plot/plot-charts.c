@@ -132,7 +132,8 @@ bar_text(const FsimStoredRun *run, guint kind, uint64_t lower)
     case BAR_RESERVED:
         return g_strdup_printf("reserved %s%s\n(needs: not computed)", size, over);
     case BAR_RECORDED:
-        return g_strdup_printf("recorded: %s reserved%s", size, over);
+        return g_strdup_printf("recorded: %s reserved%s%s", size, over,
+                               m->ooms > 0 ? "\nand the recording ran out of memory" : "");
     case BAR_FAILED: {
         g_autofree char *cap = fsim_format_size(run->capacity_bytes);
         g_autofree char *when =
