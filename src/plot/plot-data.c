@@ -337,7 +337,8 @@ fsim_plot_write_samples(const Plotter *p, const GroupData *g, const char *name, 
                                "# run %" G_GINT64_FORMAT "\nx reserved allocated requested "
                                "overhead frag ",
                                run->id);
-        fsim_plot_quoted(out, label);
+        /* A run without samples (a recording's own row) has no line: no legend entry either. */
+        fsim_plot_quoted(out, samples->len > 0 ? label : "");
         g_string_append_c(out, '\n');
         for (guint s = 0; s < samples->len; s++) {
             const FsimStoredSample *x = &g_array_index(samples, FsimStoredSample, s);
