@@ -128,7 +128,9 @@ test_answer_change(void)
                                  NULL});
     html = read_report(db, out, FALSE);
     check_tables(html);
-    g_assert_cmpuint(count(html, "Use caching expandable_segments:True: it needs"), ==, 2);
+    g_assert_cmpuint(count(html, "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (run "
+                                 "caching expandable_segments:True): it needs"),
+                     ==, 2);
     g_assert_cmpuint(count(html, "of free memory that live blocks pin"), ==, 2);
     /* the recording itself, beside the models */
     g_assert_cmpuint(count(html, "the recording itself reserved"), ==, 2);

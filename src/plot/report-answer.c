@@ -91,6 +91,19 @@ answer_find(const ReportContext *ctx, const FsimPlotGroup *group, Answer *a)
         a->other = NULL;
 }
 
+/* How a user sets @run's configuration: PYTORCH_CUDA_ALLOC_CONF=... (the `expandable` policy is
+ * PyTorch's expandable_segments:True). */
+static char *
+setting_text(const FsimStoredRun *run)
+{
+    const char *config = run->config != NULL ? run->config : "";
+
+    if (strcmp(run->policy, "expandable") == 0 && strstr(config, "expandable_segments") == NULL)
+        return g_strdup_printf("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True%s%s",
+                               *config != '\0' ? "," : "", config);
+    return g_strdup_printf("PYTORCH_CUDA_ALLOC_CONF=%s", config);
+}
+
 /* Why @best needs less than @baseline, from their breakdowns at the peak ("" when they do not
  * say). */
 static char *
@@ -148,11 +161,12 @@ report_answer_sentence(const ReportContext *ctx, const FsimPlotGroup *group, GEr
         g_autofree char *saving = fsim_format_size(base - best);
         g_autofree char *base_size = fsim_format_size(base);
         g_autofree char *why = answer_why(ctx, a.best, a.baseline);
+        g_autofree char *setting = setting_text(a.best);
 
         g_string_append_printf(s,
-                               "Use %s: it needs %s, %s (%.0f%%) less than PyTorch's default "
-                               "settings (%s)%s",
-                               a.best->label, needed, saving,
+                               "Set %s (run %s): it needs %s, %s (%.0f%%) less than PyTorch's "
+                               "default settings (%s)%s",
+                               setting, a.best->label, needed, saving,
                                100.0 * (double)(base - best) / (double)base, base_size, why);
     } else if (a.best != NULL) {
         g_autofree char *needed = fsim_format_size(report_run_key(a.best));
