@@ -321,6 +321,17 @@ fsim_cli_print_json(JsonNode *node)
     json_node_unref(node);
 }
 
+/* The bar counts thousandths: the work's total changes once the plots are known. */
+void
+fsim_cli_plot_progress(gpointer data, guint done, guint total)
+{
+    FsimProgress **progress = data;
+
+    if (*progress == NULL)
+        *progress = fsim_progress_new("plot", 1000);
+    fsim_progress_update(*progress, (uint64_t)done * 1000 / MAX(total, 1));
+}
+
 void
 fsim_cli_plot_args_add(GOptionContext *context, FsimCliPlotArgs *args, const char *out_help)
 {

@@ -170,6 +170,9 @@ void fsim_cli_plot_args_add(GOptionContext *context, FsimCliPlotArgs *args, cons
 int fsim_cli_plot_args_parse(GOptionContext *context, const char *command, FsimCliPlotArgs *args,
                              int *argc, char ***argv);
 void fsim_cli_plot_args_clear(FsimCliPlotArgs *args);
+/* FsimPlotOptions.progress for plot and report: @data is a (FsimProgress **), NULL at first; the
+ * bar appears on a terminal only (fsim_progress_new()). */
+void fsim_cli_plot_progress(gpointer data, guint done, guint total);
 
 /* Print @node as one JSON object on stdout (pretty when stdout is a terminal), newline ended.
  * Consumes @node. */

@@ -14,17 +14,6 @@
 
 #include "cli.h"
 
-/* The bar counts thousandths: the work's total changes once the plots are known. */
-static void
-plot_progress(gpointer data, guint done, guint total)
-{
-    FsimProgress **progress = data;
-
-    if (*progress == NULL)
-        *progress = fsim_progress_new("plot", 1000);
-    fsim_progress_update(*progress, (uint64_t)done * 1000 / MAX(total, 1));
-}
-
 static int
 plot_run(FsimCliPlotArgs *args)
 {
@@ -38,7 +27,7 @@ plot_run(FsimCliPlotArgs *args)
     runs = fsim_cli_select_runs(args->db_path, args->run_list, &store, &ids, &error);
     if (runs == NULL)
         return fsim_cli_fail("plot", error);
-    args->options.progress = plot_progress;
+    args->options.progress = fsim_cli_plot_progress;
     args->options.progress_data = &progress;
     files = fsim_plot_render(store, runs, args->out_dir, &args->options, &error);
     g_clear_pointer(&progress, fsim_progress_free);

@@ -4,7 +4,8 @@
  *
  * Writes DIR/index.html, a self-contained page with the plots (drawn beside it), the metric
  * table per policy, the trace and the device of every group of comparable runs.  Without
- * gnuplot the page is written without plots, with a warning.
+ * gnuplot the page is written without plots, with a warning.  A progress bar shows on a
+ * terminal while the plots are drawn.
  */
 #include <glib.h>
 
@@ -16,6 +17,7 @@
 static int
 report_run(FsimCliPlotArgs *args)
 {
+    g_autoptr(FsimProgress) progress = NULL;
     g_autoptr(FsimStore) store = NULL;
     g_autoptr(GArray) ids = NULL;
     g_autoptr(GPtrArray) runs = NULL;
@@ -23,6 +25,7 @@ report_run(FsimCliPlotArgs *args)
     g_autofree char *warning = NULL;
     g_autofree char *index = NULL;
     GError *error = NULL;
+    gboolean ok;
 
     runs = fsim_cli_select_runs(args->db_path, args->run_list, &store, &ids, &error);
     if (runs == NULL)
@@ -30,8 +33,12 @@ report_run(FsimCliPlotArgs *args)
     all_runs = fsim_store_runs(store, NULL, 0, &error);
     if (all_runs == NULL)
         return fsim_cli_fail("report", error);
-    if (!fsim_report_write(store, runs, ids == NULL ? all_runs : NULL, args->out_dir,
-                           &args->options, &warning, &error))
+    args->options.progress = fsim_cli_plot_progress;
+    args->options.progress_data = &progress;
+    ok = fsim_report_write(store, runs, ids == NULL ? all_runs : NULL, args->out_dir,
+                           &args->options, &warning, &error);
+    g_clear_pointer(&progress, fsim_progress_free);
+    if (!ok)
         return fsim_cli_fail("report", error);
     if (warning != NULL)
         g_printerr("fragsim report: warning: the report has no plots: %s\n", warning);
