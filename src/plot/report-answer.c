@@ -187,6 +187,20 @@ report_answer_sentence(const ReportContext *ctx, const FsimPlotGroup *group, GEr
 
         g_string_append_printf(s, "; another allocator, %s, would need %s", a.other->label, needed);
     }
+    {
+        /* a setting that needs more than the card has: say so, or the sentence reads as a fit */
+        const FsimStoredRun *chosen = a.tune == NULL && a.best != NULL ? a.best : NULL;
+
+        if (chosen != NULL && has_needed(chosen) &&
+            (uint64_t)chosen->metrics.needed_bytes > chosen->capacity_bytes) {
+            g_autofree char *capacity = fsim_format_size(chosen->capacity_bytes);
+
+            g_string_append_printf(s,
+                                   ". Even so it does not fit the %s (%s usable): no setting "
+                                   "tried fits this card",
+                                   chosen->device, capacity);
+        }
+    }
     g_string_append_printf(s,
                            ". No allocator can do with less than %s (the most memory the "
                            "program ever had live)",
