@@ -90,6 +90,18 @@ fsim_event_log_get(const FsimEventLog *log, gsize i, FsimEvent *ev)
     ev->kind = (FsimEventKind)e->kind;
 }
 
+void
+fsim_event_log_foreach_alloc(const FsimEventLog *log, void (*func)(uint64_t size, gpointer data),
+                             gpointer data)
+{
+    const LogEvent *events = (const LogEvent *)(const void *)log->events->data;
+
+    for (guint i = 0; i < log->events->len; i++) {
+        if (events[i].kind == FSIM_EV_ALLOC)
+            func(events[i].size, data);
+    }
+}
+
 gboolean
 fsim_event_log_replay(const FsimEventLog *log, FsimEngine *engine, GError **error)
 {

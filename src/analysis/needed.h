@@ -68,6 +68,10 @@ gsize fsim_event_log_length(const FsimEventLog *log);
 
 /* Sets *@ev to event @i (< fsim_event_log_length()) as fsim_event_log_replay() feeds it. */
 void fsim_event_log_get(const FsimEventLog *log, gsize i, FsimEvent *ev);
+/* Call @func with the requested size of every ALLOC of @log, in order (what `tune` draws its
+ * candidate settings from). */
+void fsim_event_log_foreach_alloc(const FsimEventLog *log,
+                                  void (*func)(uint64_t size, gpointer data), gpointer data);
 
 /**
  * fsim_event_log_replay:

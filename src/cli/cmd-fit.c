@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fragsim fit TRACE [-p POLICIES] [-d DEVICE] [--json]
+ * fragsim fit TRACE... [-p POLICIES] [-d DEVICE] [--trace-device N] [--json]
  * fragsim fit MODEL|--model NAME|--params N [MODEL OPTIONS] [--target batch|seq|device]
  *             [-p POLICIES] [-d DEVICE] [--json]
  *
@@ -9,6 +9,10 @@
  * For a model: the largest micro-batch (--target batch) or sequence length (--target seq, to 64
  * tokens) whose synthetic training trace replays on DEVICE without an OOM under each policy.  The
  * model's trace is generated in memory and pushed straight into the engines; nothing is written.
+ *
+ * Several TRACEs (the ranks of one distributed job), or a trace of several devices, are one job:
+ * it fits only where every rank fits, so its answer is the largest of its ranks' (the worst rank),
+ * reported with that rank and the spread across ranks.
  *
  * Every search assumes that fitting is monotonic (more memory or a smaller batch never turns a
  * fit into an OOM), which holds for the policies fragsim models up to their rounding.
@@ -50,6 +54,14 @@ typedef struct {
     FsimMetrics metrics;
 } Trial;
 
+/* One rank of a job: a trace and one of its devices. */
+typedef struct {
+    const char *path;
+    FsimTrace *trace; /* borrowed from the job's list */
+    uint32_t trace_device;
+    FsimLifetimes *lifetimes; /* for offline policies, or NULL */
+} Rank;
+
 typedef struct {
     const char *policy;
     const char *config; /* canonical alloc conf, "" = default */
@@ -58,12 +70,22 @@ typedef struct {
     uint64_t answer;
     Trial trial; /* the run at the answer (or the failing one when nothing fits) */
     uint64_t runs;
+    uint64_t *rank_answers; /* a job of several ranks: each one's answer, else NULL */
+    guint worst;            /* the rank whose answer is the job's */
+    uint64_t spread;        /* the largest answer less the smallest */
 } Result;
 
 static void
 result_clear(gpointer data)
 {
     g_free(((Result *)data)->label);
+    g_free(((Result *)data)->rank_answers);
+}
+
+static void
+rank_clear(gpointer data)
+{
+    g_clear_pointer(&((Rank *)data)->lifetimes, fsim_lifetimes_free);
 }
 
 /* Replay @src (with @batch and @seq in model mode) through @policy on @spec. */
@@ -176,6 +198,41 @@ fit_device(const Source *src, const FsimDeviceSpec *spec, Result *r, GError **er
     return TRUE;
 }
 
+/* needed_bytes of a job: the worst of its ranks' (each found by fit_device()). */
+static gboolean
+fit_job(Source *src, GArray *ranks, const FsimDeviceSpec *spec, Result *r, GError **error)
+{
+    uint64_t least = G_MAXUINT64;
+
+    if (ranks->len > 1)
+        r->rank_answers = g_new0(uint64_t, ranks->len);
+    for (guint i = 0; i < ranks->len; i++) {
+        const Rank *rank = &g_array_index(ranks, Rank, i);
+        Result one = *r;
+
+        src->trace = rank->trace;
+        src->trace_device = rank->trace_device;
+        src->lifetimes = rank->lifetimes;
+        one.runs = 0;
+        if (!fit_device(src, spec, &one, error)) {
+            if (ranks->len > 1)
+                g_prefix_error(error, "%s device %u: ", rank->path, rank->trace_device);
+            return FALSE;
+        }
+        if (r->rank_answers != NULL)
+            r->rank_answers[i] = one.answer;
+        r->runs += one.runs;
+        least = MIN(least, one.answer);
+        if (i == 0 || one.answer > r->answer) {
+            r->answer = one.answer;
+            r->trial = one.trial;
+            r->worst = i;
+        }
+    }
+    r->spread = r->answer - least;
+    return TRUE;
+}
+
 /* One trial of fit_dimension() at a batch or sequence of @value; a configuration too large to
  * exist (fsim_train_config_check() refuses it) does not fit. */
 static gboolean
@@ -274,8 +331,28 @@ fit_format_answer(Target target, uint64_t answer)
     return g_strdup_printf("%" G_GUINT64_FORMAT, answer);
 }
 
+/* The members of a job's result: its worst rank, the spread and each rank's answer. */
 static void
-fit_print_json(Target target, const Result *results, guint n)
+fit_json_ranks(JsonBuilder *builder, const Result *r, GArray *ranks)
+{
+    fsim_cli_json_int(builder, "worst_rank", r->worst);
+    fsim_cli_json_int(builder, "spread_bytes", (int64_t)r->spread);
+    json_builder_set_member_name(builder, "ranks");
+    json_builder_begin_array(builder);
+    for (guint i = 0; i < ranks->len; i++) {
+        const Rank *rank = &g_array_index(ranks, Rank, i);
+
+        json_builder_begin_object(builder);
+        fsim_cli_json_string(builder, "trace", rank->path);
+        fsim_cli_json_int(builder, "trace_device", rank->trace_device);
+        fsim_cli_json_int(builder, "needed_bytes", (int64_t)r->rank_answers[i]);
+        json_builder_end_object(builder);
+    }
+    json_builder_end_array(builder);
+}
+
+static void
+fit_print_json(Target target, const Result *results, guint n, GArray *ranks)
 {
     g_autoptr(JsonBuilder) builder = json_builder_new();
     json_builder_begin_object(builder);
@@ -306,6 +383,8 @@ fit_print_json(Target target, const Result *results, guint n)
         json_builder_add_int_value(builder, (gint64)r->trial.metrics.peak_requested_bytes);
         json_builder_set_member_name(builder, "runs");
         json_builder_add_int_value(builder, (gint64)r->runs);
+        if (r->rank_answers != NULL)
+            fit_json_ranks(builder, r, ranks);
         json_builder_end_object(builder);
     }
     json_builder_end_array(builder);
@@ -345,6 +424,67 @@ fit_print_table(Target target, const Result *results, guint n)
     fsim_table_print(table);
 }
 
+/* Under the table of a job: which rank decides each run's answer, and the spread. */
+static void
+fit_print_ranks(const Result *results, guint n, GArray *ranks)
+{
+    for (guint i = 0; i < n; i++) {
+        const Result *r = &results[i];
+        const Rank *worst = &g_array_index(ranks, Rank, r->worst);
+        g_autofree char *answer = fsim_format_size(r->answer);
+        g_autofree char *spread = fsim_format_size(r->spread);
+
+        g_print("%s: the job needs %s, what %s device %u needs; its %u ranks spread over %s\n",
+                r->label, answer, worst->path, worst->trace_device, ranks->len, spread);
+    }
+}
+
+/* Open the job's traces (@paths, @n of them) and list their ranks: --trace-device @only of each
+ * when >= 0, else every device with events.  The PyTorch models take the platform the traces
+ * show (torch_npu's or CUDA's), as `replay` does. */
+static gboolean
+fit_open_ranks(char **paths, int n, gint only, GPtrArray *configs, gboolean json, GPtrArray *traces,
+               GArray *ranks, GError **error)
+{
+    const char *platform = NULL;
+
+    for (int i = 0; i < n; i++) {
+        FsimTrace *trace = fsim_trace_open(paths[i], error);
+        const char *this_platform;
+        const uint32_t *devices;
+        gsize n_devices;
+
+        if (trace == NULL)
+            return FALSE;
+        g_ptr_array_add(traces, trace);
+        devices = fsim_trace_devices(trace, &n_devices);
+        if (n_devices == 0 || (only >= 0 && !fsim_cli_trace_has_device(trace, (uint32_t)only))) {
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "%s has no events%s", paths[i],
+                        only >= 0 ? " on that --trace-device" : "");
+            return FALSE;
+        }
+        if (!fsim_cli_trace_platform(trace, NULL, "fit", json, &this_platform, error))
+            return FALSE;
+        if (platform != NULL && strcmp(platform, this_platform) != 0) {
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                        "%s was recorded on %s, %s on %s: fit the ranks of one platform together",
+                        paths[i], this_platform, paths[0], platform);
+            return FALSE;
+        }
+        platform = this_platform;
+        for (gsize d = 0; d < n_devices; d++) {
+            Rank rank = {.path = paths[i], .trace = trace, .trace_device = devices[d]};
+
+            if (only < 0 || devices[d] == (uint32_t)only)
+                g_array_append_val(ranks, rank);
+        }
+    }
+    if (strcmp(platform, "npu") == 0)
+        return fsim_cli_choose_platform(g_ptr_array_index(traces, 0), configs, platform, "fit",
+                                        TRUE, error);
+    return TRUE;
+}
+
 int
 fsim_cmd_fit(int argc, char **argv)
 {
@@ -370,18 +510,21 @@ fsim_cmd_fit(int argc, char **argv)
          "A PYTORCH_CUDA_ALLOC_CONF for caching and expandable (repeatable: each is a run)",
          "STRING"},
         {"trace-device", 0, 0, G_OPTION_ARG_INT, &trace_device,
-         "The device of a multi-GPU trace (default: the first with events)", "N"},
+         "Fit only this device of each trace (default: every device with events, the ranks "
+         "of one job)",
+         "N"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
         {"paranoid", 0, 0, G_OPTION_ARG_NONE, &paranoid,
          "Check the policy's invariants after every operation (slow)", NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    g_autoptr(GOptionContext) context =
-        g_option_context_new("TRACE|MODEL - the smallest device, or the largest batch or sequence");
+    g_autoptr(GOptionContext) context = g_option_context_new(
+        "TRACE...|MODEL - the smallest device, or the largest batch or sequence");
     g_autoptr(GPtrArray) policies = NULL;
     g_autoptr(GPtrArray) configs = NULL;
     g_autoptr(GArray) results = g_array_new(FALSE, TRUE, sizeof(Result));
-    g_autoptr(FsimTrace) trace = NULL;
+    g_autoptr(GPtrArray) traces = g_ptr_array_new_with_free_func((GDestroyNotify)fsim_trace_close);
+    g_autoptr(GArray) ranks = g_array_new(FALSE, TRUE, sizeof(Rank));
     GError *error = NULL;
     Source src = {0};
     FsimDeviceSpec spec;
@@ -395,7 +538,9 @@ fsim_cmd_fit(int argc, char **argv)
         "A trace: needed_bytes, the least capacity (to the device granularity, 2 MiB) on which\n"
         "the run, and on every larger one, has no OOM: what 'replay' reports (docs/metrics.md).\n"
         "A model: the largest micro-batch (or sequence, to 64 tokens) whose synthetic training\n"
-        "trace replays without an OOM, generated in memory (two steps at least).\n\n",
+        "trace replays without an OOM, generated in memory (two steps at least).\n"
+        "Several TRACEs (a distributed job's ranks) or a trace of several devices: the job fits\n"
+        "where every rank fits, so it needs what its worst rank needs.\n\n",
         fsim_train_options_help(),
         "\n\nExamples: fragsim fit traces/fragmenting.trace\n"
         "          fragsim fit llama2-7b --lora --checkpointing full -d rtx4090-24gb\n",
@@ -403,11 +548,16 @@ fsim_cmd_fit(int argc, char **argv)
     g_option_context_set_description(context, description);
     if (!fsim_cli_parse_train(context, "fit", &options, &json, &argc, &argv, &status))
         return status;
-    if (argc > 2) {
-        fsim_train_options_clear(&options);
-        return fsim_cli_usage_error("fit", "expected one TRACE or MODEL, got '%s' too", argv[2]);
+    for (int i = 2; i < argc; i++) {
+        /* more than one operand: the traces of one job */
+        if (!g_file_test(argv[i], G_FILE_TEST_EXISTS) ||
+            !g_file_test(argv[1], G_FILE_TEST_EXISTS)) {
+            fsim_train_options_clear(&options);
+            return fsim_cli_usage_error("fit", "expected one MODEL or TRACE files, got '%s' too",
+                                        argv[i]);
+        }
     }
-    const char *what = argc == 2 ? argv[1] : NULL;
+    const char *what = argc >= 2 ? argv[1] : NULL;
     gboolean is_trace =
         what && g_file_test(what, G_FILE_TEST_EXISTS) && fsim_model_lookup(what) == NULL;
     gboolean ok = TRUE;
@@ -447,32 +597,21 @@ fsim_cmd_fit(int argc, char **argv)
      * steady state of the second step on */
     if (src.train.steps < 2)
         src.train.steps = 2;
-    if (is_trace) {
-        gsize n_devices;
-        trace = fsim_trace_open(what, &error);
-        if (trace == NULL)
-            return fsim_cli_fail("fit", error);
-        const uint32_t *devices = fsim_trace_devices(trace, &n_devices);
-        if (n_devices == 0)
-            return fsim_cli_usage_error("fit", "%s has no events", what);
-        src.trace = trace;
-        src.trace_device = devices[0];
-        if (trace_device >= 0) {
-            if (!fsim_cli_trace_has_device(trace, (uint32_t)trace_device))
-                return fsim_cli_usage_error("fit", "%s has no events on device %d", what,
-                                            trace_device);
-            src.trace_device = (uint32_t)trace_device;
-        }
-    }
+    g_array_set_clear_func(ranks, rank_clear);
+    if (is_trace &&
+        !fit_open_ranks(argv + 1, argc - 1, trace_device, configs, json, traces, ranks, &error))
+        return fsim_cli_fail("fit", error);
+    for (guint r = 0; r < ranks->len; r++) {
+        Rank *rank = &g_array_index(ranks, Rank, r);
 
-    g_autoptr(FsimLifetimes) lifetimes = NULL;
-    for (guint i = 0; i < policies->len && src.trace != NULL && lifetimes == NULL; i++) {
-        if (fsim_policy_is_offline(g_ptr_array_index(policies, i))) {
-            /* an offline policy plans from the lifetimes: one pass over the trace first */
-            lifetimes = fsim_lifetimes_from_trace(src.trace, src.trace_device, &error);
-            if (lifetimes == NULL)
-                return fsim_cli_fail("fit", error);
-            src.lifetimes = lifetimes;
+        for (guint i = 0; i < policies->len && rank->lifetimes == NULL; i++) {
+            if (fsim_policy_is_offline(g_ptr_array_index(policies, i))) {
+                /* an offline policy plans from the lifetimes: one pass over the trace first */
+                rank->lifetimes =
+                    fsim_lifetimes_from_trace(rank->trace, rank->trace_device, &error);
+                if (rank->lifetimes == NULL)
+                    return fsim_cli_fail("fit", error);
+            }
         }
     }
     g_array_set_clear_func(results, result_clear);
@@ -488,21 +627,27 @@ fsim_cmd_fit(int argc, char **argv)
             src.knobs = config->knobs;
             g_array_append_val(results, r);
             Result *at = &g_array_index(results, Result, results->len - 1);
-            ok = target == TARGET_DEVICE ? fit_device(&src, &spec, at, &error)
-                                         : fit_dimension(&src, &spec, target, at, &error);
+            ok = is_trace                  ? fit_job(&src, ranks, &spec, at, &error)
+                 : target == TARGET_DEVICE ? fit_device(&src, &spec, at, &error)
+                                           : fit_dimension(&src, &spec, target, at, &error);
             if (!ok)
                 return fsim_cli_fail("fit", error);
         }
     }
 
     if (json) {
-        fit_print_json(target, (const Result *)(const void *)results->data, results->len);
+        fit_print_json(target, (const Result *)(const void *)results->data, results->len, ranks);
         return FSIM_EXIT_OK;
     }
     g_autofree char *granularity = fsim_format_size(spec.granularity);
     if (is_trace) {
-        g_print("%s: the smallest device each policy replays it on without an OOM (to %s)\n", what,
-                granularity);
+        if (ranks->len > 1)
+            g_print("A job of %u ranks (%d traces): the smallest device on which each policy "
+                    "replays every rank without an OOM (to %s)\n",
+                    ranks->len, argc - 1, granularity);
+        else
+            g_print("%s: the smallest device each policy replays it on without an OOM (to %s)\n",
+                    what, granularity);
     } else {
         g_autofree char *about = fsim_train_config_describe(&src.train);
         g_autofree char *capacity = fsim_format_size(spec.capacity_bytes);
@@ -515,6 +660,8 @@ fsim_cmd_fit(int argc, char **argv)
                     (double)spec.capacity_bytes / 1e9);
     }
     fit_print_table(target, (const Result *)(const void *)results->data, results->len);
+    if (ranks->len > 1)
+        fit_print_ranks((const Result *)(const void *)results->data, results->len, ranks);
     if (!is_trace && target != TARGET_DEVICE) {
         uint64_t est = fit_estimate(&src.train, &spec, target);
         g_autofree char *answer = fit_format_answer(target, est);

@@ -54,48 +54,6 @@ run_set_error(ReplayRun *run, const GError *error)
     run->error = g_strdup(message);
 }
 
-/* The platform of the PyTorch models in every configuration: --platform, else `npu` for a
- * PyTorch snapshot recorded by torch_npu (told from its frames or addresses), unless --set chose
- * one. */
-static gboolean
-replay_choose_platform(FsimTrace *trace, GPtrArray *configs, const char *platform, gboolean json,
-                       GError **error)
-{
-    static const char *const groups[] = {"caching", "expandable"};
-    gboolean forced = platform != NULL;
-    const char *why = NULL;
-
-    if (forced && g_ascii_strcasecmp(platform, "cuda") != 0 &&
-        g_ascii_strcasecmp(platform, "npu") != 0) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "--platform: '%s' is neither cuda nor npu",
-                    platform);
-        return FALSE;
-    }
-    if (!forced) {
-        if (strcmp(fsim_trace_format_name(trace), "torch") != 0)
-            return TRUE;
-        platform = fsim_trace_detect_platform_why(trace, &why, error);
-        if (platform == NULL)
-            return FALSE;
-        if (strcmp(platform, "npu") != 0)
-            return TRUE;
-        if (!json)
-            g_printerr("fragsim replay: %s: recorded by torch_npu's allocator (%s): caching and "
-                       "expandable model it (--platform cuda to override)\n",
-                       fsim_trace_path(trace), why);
-    }
-    for (guint c = 0; c < configs->len; c++) {
-        FsimCliConfig *config = g_ptr_array_index(configs, c);
-
-        for (gsize g = 0; g < G_N_ELEMENTS(groups); g++) {
-            /* --set POLICY.platform wins over what the trace shows */
-            if (forced || !g_key_file_has_key(config->knobs, groups[g], "platform", NULL))
-                g_key_file_set_string(config->knobs, groups[g], "platform", platform);
-        }
-    }
-    return TRUE;
-}
-
 /* Replay one device of the trace through every run in @runs (those of that device), keeping
  * the events in @log (nullable) for the needed-capacity searches.  Empty_cache events the reader
  * inferred from recorded release bursts run, except those that look like PyTorch's retry before
@@ -442,7 +400,7 @@ fsim_cmd_replay(int argc, char **argv)
     trace = fsim_trace_open(argv[1], &error);
     if (trace == NULL)
         return fsim_cli_fail("replay", error);
-    if (!replay_choose_platform(trace, configs, platform, json, &error))
+    if (!fsim_cli_choose_platform(trace, configs, platform, "replay", json, &error))
         return fsim_cli_fail("replay", error);
     devices = fsim_trace_devices(trace, &n_devices);
     if (trace_device >= 0 && !fsim_cli_trace_has_device(trace, (uint32_t)trace_device))

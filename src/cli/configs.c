@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fragsim/alloc-conf.h"
+#include "fragsim/validate.h"
 
 #include "cli.h"
 
@@ -75,4 +76,59 @@ gboolean
 fsim_cli_policy_takes_alloc_conf(const char *policy)
 {
     return strcmp(policy, "caching") == 0 || strcmp(policy, "expandable") == 0;
+}
+
+gboolean
+fsim_cli_trace_platform(FsimTrace *trace, const char *forced, const char *command, gboolean quiet,
+                        const char **out, GError **error)
+{
+    const char *platform;
+    const char *why = NULL;
+
+    *out = "cuda";
+    if (forced != NULL) {
+        if (g_ascii_strcasecmp(forced, "cuda") != 0 && g_ascii_strcasecmp(forced, "npu") != 0) {
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                        "--platform: '%s' is neither cuda nor npu", forced);
+            return FALSE;
+        }
+        *out = g_ascii_strcasecmp(forced, "npu") == 0 ? "npu" : "cuda";
+        return TRUE;
+    }
+    if (strcmp(fsim_trace_format_name(trace), "torch") != 0)
+        return TRUE;
+    platform = fsim_trace_detect_platform_why(trace, &why, error);
+    if (platform == NULL)
+        return FALSE;
+    if (strcmp(platform, "npu") != 0)
+        return TRUE;
+    if (!quiet)
+        g_printerr("fragsim %s: %s: recorded by torch_npu's allocator (%s): caching and expandable "
+                   "model it (--platform cuda to override)\n",
+                   command, fsim_trace_path(trace), why);
+    *out = "npu";
+    return TRUE;
+}
+
+gboolean
+fsim_cli_choose_platform(FsimTrace *trace, GPtrArray *configs, const char *forced,
+                         const char *command, gboolean quiet, GError **error)
+{
+    static const char *const groups[] = {"caching", "expandable"};
+    const char *platform;
+
+    if (!fsim_cli_trace_platform(trace, forced, command, quiet, &platform, error))
+        return FALSE;
+    if (forced == NULL && strcmp(platform, "cuda") == 0)
+        return TRUE;
+    for (guint c = 0; c < configs->len; c++) {
+        FsimCliConfig *config = g_ptr_array_index(configs, c);
+
+        for (gsize g = 0; g < G_N_ELEMENTS(groups); g++) {
+            /* --set POLICY.platform wins over what the trace shows */
+            if (forced != NULL || !g_key_file_has_key(config->knobs, groups[g], "platform", NULL))
+                g_key_file_set_string(config->knobs, groups[g], "platform", platform);
+        }
+    }
+    return TRUE;
 }

@@ -7,6 +7,8 @@
 
 #include <glib.h>
 
+#include "fragsim/fragsim.h"
+
 G_BEGIN_DECLS
 
 /**
@@ -37,5 +39,28 @@ GPtrArray *fsim_cli_configs(const char *const *alloc_confs, const char *const *s
 /* Whether @policy reads PYTORCH_CUDA_ALLOC_CONF (caching, expandable): other policies make one
  * run, with config "", whatever the `-c` list. */
 gboolean fsim_cli_policy_takes_alloc_conf(const char *policy);
+
+/**
+ * fsim_cli_trace_platform:
+ * @forced: (nullable): `--platform`, when given.
+ * @command: the command, for the note.
+ * @quiet: print no note (under --json).
+ * @out: (out): "cuda" or "npu".
+ * @error: FSIM_ERROR_USAGE for a @forced that is neither; an error of reading @trace.
+ *
+ * The platform of the PyTorch models for @trace: @forced, else `npu` for a PyTorch snapshot
+ * recorded by torch_npu (told from its addresses, with a note on stderr), else `cuda`.
+ */
+gboolean fsim_cli_trace_platform(FsimTrace *trace, const char *forced, const char *command,
+                                 gboolean quiet, const char **out, GError **error);
+
+/**
+ * fsim_cli_choose_platform:
+ *
+ * fsim_cli_trace_platform(), written into every configuration of @configs that is not `cuda`
+ * (a `--set POLICY.platform` is kept unless @forced is given).
+ */
+gboolean fsim_cli_choose_platform(FsimTrace *trace, GPtrArray *configs, const char *forced,
+                                  const char *command, gboolean quiet, GError **error);
 
 G_END_DECLS

@@ -220,6 +220,23 @@ const char store_schema_report_sql[] =
     "  data BLOB NOT NULL,\n"
     "  PRIMARY KEY (run_id, kind, seq)\n"
     ");\n";
+/* -- tune: the setting `fragsim tune --db` recommends (runs.id of its default and of the setting) */
+static const char schema_tune_sql[] =
+    "CREATE TABLE IF NOT EXISTS recommendations (\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  trace TEXT,\n"
+    "  trace_device INTEGER,\n"
+    "  device TEXT,\n"
+    "  default_run_id INTEGER,\n"
+    "  run_id INTEGER,\n"
+    "  config TEXT,\n"
+    "  env TEXT,\n"
+    "  needed_bytes INTEGER,\n"
+    "  saving_bytes INTEGER,\n"
+    "  candidates INTEGER,\n"
+    "  created_at TEXT\n"
+    ");\n";
+/* -- end of tune */
 /* clang-format on */
 
 /* ---- statements ---------------------------------------------------------------------------- */
@@ -562,8 +579,17 @@ store_create_schema(FsimStore *store, GError **error)
     return store_exec(store, schema_sql, "creating the schema", error) &&
            store_exec(store, schema_more_sql, "creating the schema", error) &&
            store_exec(store, store_schema_report_sql, "creating the schema", error) &&
+           store_exec(store, schema_tune_sql, "creating the schema", error) &&
            store_ensure_views(store, error) &&
            store_exec(store, pragmas, "creating the schema", error);
+}
+
+/* -- tune: a writer adds the recommendations table to an older database (store_upgrade() then
+ * marks it with this version). */
+static gboolean
+store_upgrade_tune(FsimStore *store, GError **error)
+{
+    return store_exec(store, schema_tune_sql, "adding the recommendations table", error);
 }
 
 /* Decides whether the file is a fragsim database; creates the schema in an empty one when
@@ -775,7 +801,8 @@ store_setup_locked(FsimStore *store, GError **error)
         return FALSE;
     if (!store_check_identity(store, error) || !store_prepare_metrics(store, error) ||
         !store_pragma_int(store, "PRAGMA user_version", &version, error) ||
-        !store_upgrade(store, version, error) || !store_check_tables(store, error) ||
+        !store_upgrade_tune(store, error) || !store_upgrade(store, version, error) ||
+        !store_check_tables(store, error) ||
         !store_exec(store, "COMMIT", "creating the schema", error)) {
         /* The rollback fails harmlessly when the transaction is already gone. */
         (void)sqlite3_exec(store->db, "ROLLBACK", NULL, NULL, NULL);
