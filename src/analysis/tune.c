@@ -516,10 +516,13 @@ describe_divisions(GString *text, const FsimAllocConf *conf)
             else if (end == FSIM_ALLOC_CONF_INTERVALS)
                 g_string_append_printf(
                     text, "; sizes from %s up rounded to 1/%u of their power of two", from, value);
+            else if (i == 0)
+                g_string_append_printf(
+                    text, "; sizes below %s rounded to 1/%u of their power of two", to, value);
             else
                 g_string_append_printf(
-                    text, "; sizes %s%s below %s rounded to 1/%u of their power of two",
-                    i == 0 ? "" : "from ", i == 0 ? "" : from, to, value);
+                    text, "; sizes from %s below %s rounded to 1/%u of their power of two", from,
+                    to, value);
         }
         i = end;
     }

@@ -64,7 +64,8 @@ print_header(const TuneJob *job, const FsimTuneResult *result)
     if (job->ranks->len == 1)
         g_print("%s, trace device %u, ", job_rank(job, 0)->trace, job_rank(job, 0)->trace_device);
     else
-        g_print("a job of %u ranks (%u traces), ", job->ranks->len, job->paths->len);
+        g_print("a job of %u ranks (%u trace%s), ", job->ranks->len, job->paths->len,
+                job->paths->len == 1 ? "" : "s");
     g_print("costs on %s (%s usable), to %s\n", job->device.name, capacity, granularity);
     g_print("%u settings searched in full, %u more ruled out by one replay each%s, in %.2f s\n",
             result->candidates->len, result->screened_out,
@@ -73,19 +74,19 @@ print_header(const TuneJob *job, const FsimTuneResult *result)
         g_print("The time budget ran out: these are the best settings found so far.\n");
 }
 
-/* "needs X (worst rank: ..., spread Y)" for a job of several ranks. */
+/* "@verb X (decided by RANK; the ranks spread over Y)" (the rest for a job of several ranks). */
 static char *
-describe_need(const TuneJob *job, const FsimTuneCandidate *c)
+describe_need(const TuneJob *job, const FsimTuneCandidate *c, const char *verb)
 {
     g_autofree char *needs = fsim_format_size(c->needed_bytes);
     g_autofree char *worst = NULL;
     g_autofree char *spread = NULL;
 
     if (job->ranks->len == 1)
-        return g_strdup_printf("needs %s", needs);
+        return g_strdup_printf("%s %s", verb, needs);
     worst = rank_name(job, c->worst);
     spread = fsim_format_size(c->spread_bytes);
-    return g_strdup_printf("needs %s (decided by %s; the ranks spread over %s)", needs, worst,
+    return g_strdup_printf("%s %s (decided by %s; the ranks spread over %s)", verb, needs, worst,
                            spread);
 }
 
@@ -94,7 +95,7 @@ print_baseline(const TuneJob *job, const FsimTuneResult *result)
 {
     const FsimTuneCandidate *d = result->default_candidate;
     const FsimMetrics *m = &d->ranks[d->worst].metrics;
-    g_autofree char *need = describe_need(job, d);
+    g_autofree char *need = describe_need(job, d, "needs");
     g_autofree char *requested = fsim_format_size(m->peak_requested_bytes);
     g_autofree char *time = format_time_ns(d->cost_ns);
 
@@ -102,7 +103,7 @@ print_baseline(const TuneJob *job, const FsimTuneResult *result)
             "%" G_GUINT64_FORMAT " driver calls.\n",
             need, requested, job->device.name, time, d->driver_calls);
     if (result->recorded != NULL) {
-        g_autofree char *rec = describe_need(job, result->recorded);
+        g_autofree char *rec = describe_need(job, result->recorded, "need");
 
         g_print("The recorded settings (%s) %s.\n", result->recorded->config, rec);
     }
