@@ -155,7 +155,8 @@ test_answer_tune(void)
                                  "garbage_collection_threshold:0.6", "--db", db, NULL});
     /* as `tune --db` writes it */
     sql = g_strdup_printf(
-        "CREATE TABLE recommendations (id INTEGER PRIMARY KEY, trace TEXT, trace_device INTEGER, "
+        "CREATE TABLE IF NOT EXISTS recommendations (id INTEGER PRIMARY KEY, trace TEXT, "
+        "trace_device INTEGER, "
         "device TEXT, default_run_id INTEGER, run_id INTEGER, config TEXT, env TEXT, needed_bytes "
         "INTEGER, saving_bytes INTEGER, candidates INTEGER, created_at TEXT); INSERT INTO "
         "recommendations VALUES (1, '%s', 0, 'h100-80gb', 1, 2, "

@@ -296,9 +296,9 @@ test_db(void)
     g_autofree char *path = fsim_test_trace_path("tune-pinned.trace");
     g_autoptr(GError) error = NULL;
     g_autoptr(FsimStore) store = NULL;
-    g_autoptr(GPtrArray) rows = NULL;
+    g_autoptr(GArray) rows = NULL;
     g_autoptr(GPtrArray) runs = NULL;
-    const FsimStoreRecommendation *r;
+    const FsimStoredRecommendation *r;
     JsonObject *rec;
 
     if (!fsim_test_have_binary())
@@ -309,12 +309,12 @@ test_db(void)
     rows = fsim_store_recommendations(store, &error);
     g_assert_no_error(error);
     g_assert_cmpuint(rows->len, ==, 1);
-    r = g_ptr_array_index(rows, 0);
+    r = &g_array_index(rows, FsimStoredRecommendation, 0);
     g_assert_cmpstr(r->trace, ==, path);
     g_assert_cmpstr(r->device, ==, FSIM_DEVICE_DEFAULT);
     g_assert_cmpstr(r->config, ==, json_object_get_string_member(rec, "config"));
-    g_assert_cmpint((int64_t)r->needed_bytes, ==, 128 * MIB);
-    g_assert_cmpint((int64_t)r->saving_bytes, ==, 48 * MIB);
+    g_assert_cmpint(r->needed_bytes, ==, 128 * MIB);
+    g_assert_cmpint(r->saving_bytes, ==, 48 * MIB);
     g_assert_cmpint(r->run_id, ==, json_object_get_int_member(rec, "run_id"));
     g_assert_cmpint(r->default_run_id, ==, json_object_get_int_member(rec, "default_run_id"));
     g_assert_cmpint(r->default_run_id, !=, r->run_id);

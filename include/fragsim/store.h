@@ -562,44 +562,9 @@ gboolean fsim_store_parse_run_ids(const char *text, GArray **out, GError **error
 /* ---- recommendations (`fragsim tune --db`) ------------------------------------------------ */
 
 /**
- * FsimStoreRecommendation:
- * @id: the row's id (filled by fsim_store_add_recommendation(); read back by
- *     fsim_store_recommendations()).
- * @trace, @trace_device: the trace (the rank that decides the job's capacity under @config).
- * @device: the chosen device's name (whose granularity and costs the search used).
- * @default_run_id: `runs.id` of PyTorch's default settings on that trace, replayed on @device.
- * @run_id: `runs.id` of the recommended settings (= @default_run_id to keep the default).
- * @config: the canonical alloc conf recommended ("" = keep the default); @env: the line to paste
- *     (`PYTORCH_CUDA_ALLOC_CONF=...`).
- * @needed_bytes: the job's needed capacity under @config; @saving_bytes: what it saves over the
- *     default's.
- * @candidates: the settings searched in full.
- * @created_at: when it was written (ISO 8601, UTC).
- *
- * One row of the `recommendations` table.  Strings are owned by the struct when read back.
- */
-typedef struct {
-    int64_t id;
-    char *trace;
-    uint32_t trace_device;
-    char *device;
-    int64_t default_run_id;
-    int64_t run_id;
-    char *config;
-    char *env;
-    uint64_t needed_bytes;
-    uint64_t saving_bytes;
-    uint64_t candidates;
-    char *created_at;
-} FsimStoreRecommendation;
-
-void fsim_store_recommendation_free(FsimStoreRecommendation *recommendation);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimStoreRecommendation, fsim_store_recommendation_free)
-
-/**
  * FsimStoreRecommendationInfo:
- * What fsim_store_add_recommendation() writes: the members of #FsimStoreRecommendation but @id
- * and @created_at, borrowed.
+ * What fsim_store_add_recommendation() writes: the members of #FsimStoredRecommendation but @id
+ * and @created_at (the time of writing), borrowed.
  */
 typedef struct {
     const char *trace;
@@ -625,13 +590,5 @@ typedef struct {
 gboolean fsim_store_add_recommendation(FsimStore *store,
                                        const FsimStoreRecommendationInfo *recommendation,
                                        int64_t *id, GError **error);
-
-/**
- * fsim_store_recommendations:
- *
- * Returns: (transfer full) (element-type FsimStoreRecommendation) (nullable): every row, by id;
- * empty for a database written before the table existed.
- */
-GPtrArray *fsim_store_recommendations(FsimStore *store, GError **error);
 
 G_END_DECLS
