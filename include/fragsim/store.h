@@ -188,6 +188,9 @@ typedef struct {
  * @label: (nullable): the run's label (policy and config); %NULL = fsim_run_label().
  * @seed: the random seed of a generated trace, or -1 for none.
  * @limits: (nullable): the data limits; %NULL for the defaults.
+ * @trace_sha256: (nullable): the SHA-256 of the trace file in lowercase hex (sweeps set it),
+ *     how `merge` knows the same job wherever its trace lay; %NULL: not computed.
+ * @job: (nullable): the name of the sweep job (a group of ranks) the trace belongs to.
  *
  * What the `runs` row records besides the device, which is taken from the engine.
  */
@@ -201,6 +204,8 @@ typedef struct {
     const char *label;
     int64_t seed;
     const FsimStoreLimits *limits;
+    const char *trace_sha256;
+    const char *job;
 } FsimStoreRunInfo;
 
 /**
@@ -303,6 +308,64 @@ gboolean fsim_store_add_run(FsimStore *store, const FsimDeviceSpec *device,
                             const FsimMetrics *metrics, const char *message, int64_t *id,
                             GError **error);
 
+/**
+ * fsim_store_record_error_run:
+ * @store: a store opened with %FSIM_STORE_WRITE.
+ * @info: the run as fsim_store_attach() would record it.
+ * @device: the device the run was to use.
+ * @message: why it could not be carried out.
+ * @error: a store error.
+ *
+ * Records a run that could not be carried out at all, so that no engine could be attached (the
+ * trace cannot be read, the policy cannot be set up on the device, the sweep worker running it
+ * died): status `error`, @message, no data.  When rows of the same run (trace_sha256, or the
+ * trace when that is %NULL; trace device, policy, config, device name and job) are still
+ * `running`, which is what a worker killed in the middle leaves, those rows are marked `error`
+ * instead of adding one (fsim_store_add_run() always adds one).  One transaction.
+ *
+ * Returns: %FALSE with @error set on failure.
+ */
+gboolean fsim_store_record_error_run(FsimStore *store, const FsimStoreRunInfo *info,
+                                     const FsimDeviceSpec *device, const char *message,
+                                     GError **error);
+
+/**
+ * FsimStoreMergeStats:
+ * @runs_copied: runs copied into the output, with everything keyed by their id.
+ * @runs_skipped: runs left out because the output already had the same run (see
+ *     fsim_store_merge()).
+ * @rows_copied: rows copied from the tables under `runs`, over all tables.
+ */
+typedef struct {
+    uint64_t runs_copied;
+    uint64_t runs_skipped;
+    uint64_t rows_copied;
+} FsimStoreMergeStats;
+
+/**
+ * fsim_store_merge:
+ * @out: the database to merge into; created when missing.
+ * @inputs: (array length=n_inputs): the databases to merge from.
+ * @n_inputs: their number.
+ * @stats: (out) (optional): what was copied.
+ * @error: %FSIM_STORE_ERROR_NOT_FRAGSIM or %FSIM_STORE_ERROR_NEWER naming an input that is not a
+ *     fragsim database or was written by a newer fragsim, %FSIM_STORE_ERROR_OPEN for a missing
+ *     one, or another store error.
+ *
+ * Appends every run of every input to @out, in input order and then by id, with new ids, and
+ * every row of every table that refers to `runs` (a column `run_id`, or a foreign key to
+ * `runs`), the tables' common columns copied whatever other programs or later versions added.
+ * A run whose job @out already has (the same trace_sha256, or trace path when the run has no
+ * hash, trace device, policy, config, device and fragsim version: the same input twice, or an
+ * overlapping shard) is skipped, as are runs still `running`.  Every input is checked before
+ * @out is opened, and everything is written in one transaction: on any failure @out is left as
+ * it was (not even created).
+ *
+ * Returns: %FALSE with @error set on failure.
+ */
+gboolean fsim_store_merge(const char *out, const char *const *inputs, gsize n_inputs,
+                          FsimStoreMergeStats *stats, GError **error);
+
 /* ---- reading ------------------------------------------------------------------------------ */
 
 /**
@@ -323,9 +386,11 @@ typedef struct {
     uint64_t total_bytes;
     uint64_t granularity;
     char *knobs;
-    char *config; /* canonical PYTORCH_CUDA_ALLOC_CONF, "" = default */
-    char *label;  /* policy and config, as tables and legends show the run */
-    int64_t seed; /* -1: none */
+    char *config;       /* canonical PYTORCH_CUDA_ALLOC_CONF, "" = default */
+    char *label;        /* policy and config, as tables and legends show the run */
+    char *trace_sha256; /* nullable: the trace file's SHA-256 (hex), set by sweeps */
+    char *job;          /* nullable: the sweep job (group of ranks) of the trace */
+    int64_t seed;       /* -1: none */
     FsimStoreStatus status;
     char *message; /* nullable */
     char *created_at;

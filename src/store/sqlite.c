@@ -237,6 +237,13 @@ static const char schema_tune_sql[] =
     "  created_at TEXT\n"
     ");\n";
 /* -- end of tune */
+/* Schema version 2, sweeps: each run's job identity.  trace_sha256 is the SHA-256 of the trace
+ * file (hex), what `merge` recognises a job by wherever the file lay; job is the name of the
+ * sweep job the trace is a rank of (`jobs=NAME:GLOB`), NULL outside one.  Added to an older
+ * database on open, like the metric columns (store_prepare_runs()). */
+static const char schema_sweep_sql[] =
+    "ALTER TABLE runs ADD COLUMN trace_sha256 TEXT;\n"
+    "ALTER TABLE runs ADD COLUMN job TEXT;\n";
 /* clang-format on */
 
 /* ---- statements ---------------------------------------------------------------------------- */
@@ -249,8 +256,8 @@ static const char *const stmt_sql[STMT_COUNT] = {
     [STMT_INSERT_RUN] =
         "INSERT INTO runs (trace, trace_format, trace_device, policy, device, device_description,"
         " capacity_bytes, total_bytes, granularity_bytes, knobs, seed, status, created_at,"
-        " fragsim_version, max_samples, config, label)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+        " fragsim_version, max_samples, config, label, trace_sha256, job)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
     [STMT_FINISH_RUN] =
         "UPDATE runs SET status = ?, finished_at = ?, segment_actions = ?,"
         " segment_actions_stored = ?, blocks = ?, blocks_stored = ? WHERE id = ?",
@@ -499,29 +506,50 @@ static const char run_columns_sql[] =
     " r.created_at, r.finished_at, r.fragsim_version, r.segment_actions,"
     " r.segment_actions_stored, r.blocks, r.blocks_stored, m.run_id";
 
-/* The runs columns added after schema version 1 (config, label): added when writable, read as
- * '' otherwise; and whether the status check allows `error`. */
+/* The runs columns added to version 1 (config, label: read as '' when missing) and by version 2
+ * (trace_sha256, job: NULL when missing; schema_sweep_sql): added when writable, and the file
+ * then marked version 2; and whether the status check allows `error`. */
 static gboolean
 store_prepare_runs(FsimStore *store, GString *sql, GError **error)
 {
-    static const char *const added[] = {"config", "label"};
+    static const struct {
+        const char *name;
+        const char *type;
+        const char *missing;
+    } added[] = {
+        {"config", "TEXT NOT NULL DEFAULT ''", "''"},
+        {"label", "TEXT NOT NULL DEFAULT ''", "''"},
+        {"trace_sha256", "TEXT", "NULL"},
+        {"job", "TEXT", "NULL"},
+    };
     g_autoptr(GHashTable) columns = store_table_columns(store, "runs", error);
     sqlite3_stmt *stmt;
+    gboolean upgraded = FALSE;
 
     if (columns == NULL)
         return FALSE;
     for (gsize i = 0; i < G_N_ELEMENTS(added); i++) {
-        gboolean present = g_hash_table_contains(columns, added[i]);
+        gboolean present = g_hash_table_contains(columns, added[i].name);
 
         if (!present && store->writable) {
-            g_autofree char *alter = g_strdup_printf(
-                "ALTER TABLE runs ADD COLUMN %s TEXT NOT NULL DEFAULT ''", added[i]);
+            g_autofree char *alter =
+                g_strdup_printf("ALTER TABLE runs ADD COLUMN %s %s", added[i].name, added[i].type);
 
             if (!store_exec(store, alter, "adding a runs column", error))
                 return FALSE;
-            present = TRUE;
+            present = upgraded = TRUE;
         }
-        g_string_append_printf(sql, present ? ", r.%s" : ", '' AS %s", added[i]);
+        if (present)
+            g_string_append_printf(sql, ", r.%s", added[i].name);
+        else
+            g_string_append_printf(sql, ", %s AS %s", added[i].missing, added[i].name);
+    }
+    if (upgraded) {
+        g_autofree char *version =
+            g_strdup_printf("PRAGMA user_version = %d", FSIM_STORE_SCHEMA_VERSION);
+
+        if (!store_exec(store, version, "upgrading the schema", error))
+            return FALSE;
     }
     stmt = store_prepare(store,
                          "SELECT count(*) FROM sqlite_schema WHERE name = 'runs'"
@@ -580,6 +608,7 @@ store_create_schema(FsimStore *store, GError **error)
            store_exec(store, schema_more_sql, "creating the schema", error) &&
            store_exec(store, store_schema_report_sql, "creating the schema", error) &&
            store_exec(store, schema_tune_sql, "creating the schema", error) &&
+           store_exec(store, schema_sweep_sql, "creating the schema", error) &&
            store_ensure_views(store, error) &&
            store_exec(store, pragmas, "creating the schema", error);
 }

@@ -22,7 +22,7 @@
 #define STORE_DEFAULT_MARKS           10000
 #define STORE_DEFAULT_BUSY_MS         10000
 #define STORE_SIZE_BUCKETS            64
-#define RUN_COLUMNS                   24   /* the metric columns follow */
+#define RUN_COLUMNS                   26   /* the metric columns follow */
 #define STORE_PACK_CHUNK              4096 /* rows per packed BLOB */
 
 typedef enum {

@@ -29,6 +29,8 @@ fsim_stored_run_free(FsimStoredRun *run)
     g_free(run->knobs);
     g_free(run->config);
     g_free(run->label);
+    g_free(run->trace_sha256);
+    g_free(run->job);
     g_free(run->message);
     g_free(run->created_at);
     g_free(run->finished_at);
@@ -87,6 +89,8 @@ stored_run_from_row(sqlite3_stmt *stmt)
     run->has_metrics = sqlite3_column_type(stmt, 21) != SQLITE_NULL;
     run->config = column_strdup(stmt, 22);
     run->label = column_strdup(stmt, 23);
+    run->trace_sha256 = column_strdup(stmt, 24);
+    run->job = column_strdup(stmt, 25);
     if (run->config == NULL)
         run->config = g_strdup("");
     if (run->trace == NULL)

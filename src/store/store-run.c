@@ -443,6 +443,8 @@ store_insert_run_row(FsimStore *store, const FsimDeviceSpec *device, const FsimS
     bind_i64(stmt, 14, max_samples, &rc);
     bind_text(stmt, 15, info->config != NULL ? info->config : "", &rc);
     bind_text(stmt, 16, info->label != NULL ? info->label : info->policy, &rc);
+    bind_text(stmt, 17, info->trace_sha256, &rc);
+    bind_text(stmt, 18, info->job, &rc);
     if (!store_step_done(store, stmt, rc, "recording a new run", error))
         return FALSE;
     *id = sqlite3_last_insert_rowid(store->db);
