@@ -24,6 +24,8 @@ static const FsimCommand commands[] = {
     {"estimate", "closed-form training memory of a model, and whether it fits a GPU", fsim_cmd_estimate},
     {"fit", "smallest device for a trace; largest batch or sequence for a model", fsim_cmd_fit},
     {"tune", "the PYTORCH_CUDA_ALLOC_CONF on which a job needs the least memory", fsim_cmd_tune},
+    {"sweep", "run a grid of replays from a spec, in parallel or as one shard of many", fsim_cmd_sweep},
+    {"merge", "merge results databases (the shards of a sweep) into one", fsim_cmd_merge},
     {"plot", "plot stored runs with gnuplot: timelines, fragmentation, address maps", fsim_cmd_plot},
     {"report", "write an HTML report of stored runs: plots, metrics, traces, devices", fsim_cmd_report},
     {"export", "write the results database's views as CSV files (pandas, R)", fsim_cmd_export},

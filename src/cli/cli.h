@@ -236,6 +236,8 @@ int fsim_cmd_plot(int argc, char **argv);
 int fsim_cmd_report(int argc, char **argv);
 int fsim_cmd_export(int argc, char **argv);
 int fsim_cmd_tune(int argc, char **argv);
+int fsim_cmd_sweep(int argc, char **argv);
+int fsim_cmd_merge(int argc, char **argv);
 
 /* Print the model presets (`--list-models`) as a table, or one JSON object. */
 void fsim_cli_print_models(gboolean json);
