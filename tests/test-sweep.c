@@ -453,6 +453,27 @@ test_job_groups(void)
         g_assert_cmpint(run.status, ==, 0);
     }
     g_assert_cmpint(sql_int(db, "SELECT count(*) FROM runs WHERE job = 'train'"), ==, 2);
+    /* the report's grid: the job's worst rank, and the plain trace as a job of its own */
+    {
+        g_autofree char *out = g_build_filename(dir, "report", NULL);
+        g_autofree char *index = g_build_filename(out, "index.html", NULL);
+        g_autofree char *html = NULL;
+        g_autofree char *gnuplot = g_find_program_in_path("gnuplot");
+        g_auto(FsimTestRun) run = fsim_test_run("report", "--db", db, "-o", out, NULL);
+
+        g_assert_cmpint(run.status, ==, 0);
+        g_assert_true(g_file_get_contents(index, &html, NULL, NULL));
+        g_assert_nonnull(strstr(html, "<h2>Sweep: the capacity each job needs"));
+        g_assert_nonnull(strstr(html, "<tr><td>train</td>"));
+        g_assert_nonnull(strstr(html, "worst rank: golden-"));
+        g_assert_nonnull(strstr(html, "ok-design-example.trace</td>"));
+        g_assert_nonnull(strstr(html, "<th>best setting</th>"));
+        if (gnuplot != NULL) {
+            g_autofree char *plot = g_build_filename(out, "sweep-needed-1.png", NULL);
+
+            g_assert_true(g_file_test(plot, G_FILE_TEST_IS_REGULAR));
+        }
+    }
     g_assert_cmpint(sql_int(db, "SELECT count(*) FROM runs WHERE job IS NULL AND trace LIKE "
                                 "'%ok-design-example.trace'"),
                     ==, 1);

@@ -22,6 +22,8 @@ typedef struct {
     GPtrArray *groups;       /* FsimPlotGroup */
     GPtrArray *files;        /* FsimPlotFile (nullable): no plots */
     GArray *recommendations; /* FsimStoredRecommendation: `tune`'s, empty when it never ran */
+    const char *out_dir;     /* where the page and its plots go */
+    const FsimPlotOptions *options; /* nullable: the plot options */
 } ReportContext;
 
 /* One section of the page, in order; a part of fragsim adds its own with a line in report.c. */

@@ -21,6 +21,7 @@
 #include "fragsim/plot.h"
 
 #include "report-private.h"
+#include "report-sweep.h"
 
 static const char report_css[] =
     ":root{--fg:#1d2330;--muted:#5f6b7a;--line:#dfe3e8;--bg:#f6f7f9;--card:#fff;"
@@ -215,6 +216,7 @@ write_groups(GString *out, const ReportContext *ctx, GError **error)
 
 /* The sections of the page's main part, in order. */
 static const ReportSection sections[] = {
+    report_write_sweep,
     write_groups,
     report_write_incomplete,
 };
@@ -292,7 +294,8 @@ fsim_report_write(FsimStore *store, GPtrArray *runs, GPtrArray *all_runs, const 
     g_autoptr(GString) out = g_string_new(NULL);
     g_autofree char *db_name = g_path_get_basename(fsim_store_path(store));
     g_autofree char *index = g_build_filename(out_dir, "index.html", NULL);
-    ReportContext ctx = {.store = store, .runs = runs, .all_runs = all_runs};
+    ReportContext ctx = {
+        .store = store, .runs = runs, .all_runs = all_runs, .out_dir = out_dir, .options = options};
 
     g_return_val_if_fail(store != NULL && runs != NULL && out_dir != NULL, FALSE);
     if (g_mkdir_with_parents(out_dir, 0755) != 0) {
