@@ -432,6 +432,69 @@ test_failing_jobs(void)
     fsim_test_remove_tree(dir);
 }
 
+/* A version 1 database (no job identity columns) gets them, and version 2, when a sweep writes
+ * into it; merged into a new database, its runs keep every value and tables other parts of
+ * fragsim add (any table referring to runs) come along with new run ids. */
+static void
+test_upgrade_and_generic_tables(void)
+{
+    g_autofree char *dir = NULL;
+    g_autofree char *spec = NULL;
+    g_autofree char *old = NULL;
+    g_autofree char *out = NULL;
+
+    if (!fsim_test_have_binary())
+        return;
+    dir = fsim_test_tmp_dir();
+    spec = write_spec(dir, "one.ini",
+                      "traces=@DATA@/golden-oom.trace\npolicies=bestfit;paged\ndevices=2GiB\n");
+    old = g_build_filename(dir, "old.db", NULL);
+    out = g_build_filename(dir, "out.db", NULL);
+    {
+        g_auto(FsimTestRun) run = fsim_test_run("sweep", spec, "--db", old, "--shard", "1/2", NULL);
+
+        g_assert_cmpint(run.status, ==, 0);
+    }
+    /* what fragsim wrote before schema version 2 */
+    sql_exec(old, "ALTER TABLE runs DROP COLUMN trace_sha256; ALTER TABLE runs DROP COLUMN job;"
+                  " PRAGMA user_version = 1");
+    {
+        g_auto(FsimTestRun) run = fsim_test_run("sweep", spec, "--db", old, "--shard", "2/2", NULL);
+
+        g_assert_cmpint(run.status, ==, 0);
+    }
+    g_assert_cmpint(sql_int(old, "PRAGMA user_version"), ==, FSIM_STORE_SCHEMA_VERSION);
+    g_assert_cmpint(sql_int(old, "SELECT count(*) FROM runs WHERE trace_sha256 IS NULL"), ==, 1);
+    g_assert_cmpint(sql_int(old, "SELECT count(*) FROM runs WHERE trace_sha256 IS NOT NULL"), ==,
+                    1);
+    /* a table another part of fragsim might add, in the input and in the output */
+    sql_exec(old, "CREATE TABLE notes (run_id INTEGER REFERENCES runs(id), note TEXT);"
+                  " INSERT INTO notes SELECT id, 'note of ' || policy FROM runs");
+    {
+        g_auto(FsimTestRun) a = fsim_test_run("merge", out, old, NULL);
+
+        g_assert_cmpint(a.status, ==, 0);
+    }
+    sql_exec(out, "DELETE FROM run_metrics; DELETE FROM samples; DELETE FROM blocks;"
+                  " DELETE FROM segments; DELETE FROM sizes; DELETE FROM marks; DELETE FROM ooms;"
+                  " DELETE FROM runs;"
+                  " CREATE TABLE notes (run_id INTEGER REFERENCES runs(id), note TEXT)");
+    {
+        g_auto(FsimTestRun) b = fsim_test_run("merge", out, old, NULL);
+        g_autofree char *a_dump = NULL;
+        g_autofree char *b_dump = NULL;
+
+        g_assert_cmpint(b.status, ==, 0);
+        g_assert_cmpint(sql_int(out, "SELECT count(*) FROM notes n JOIN runs r ON r.id ="
+                                     " n.run_id WHERE n.note = 'note of ' || r.policy"),
+                        ==, 2);
+        a_dump = dump_db(old);
+        b_dump = dump_db(out);
+        g_assert_cmpstr(a_dump, ==, b_dump);
+    }
+    fsim_test_remove_tree(dir);
+}
+
 /* jobs=NAME:GLOB: the runs of those traces carry the job's name. */
 static void
 test_job_groups(void)
@@ -491,5 +554,6 @@ main(int argc, char **argv)
     g_test_add_func("/sweep/failing-jobs", test_failing_jobs);
     g_test_add_func("/sweep/job-groups", test_job_groups);
     g_test_add_func("/merge/refuses", test_merge_refuses);
+    g_test_add_func("/merge/upgrade-and-generic-tables", test_upgrade_and_generic_tables);
     return g_test_run();
 }
