@@ -527,8 +527,9 @@ test_job_groups(void)
         g_assert_cmpint(run.status, ==, 0);
         g_assert_true(g_file_get_contents(index, &html, NULL, NULL));
         g_assert_nonnull(strstr(html, "<h2>Sweep: the capacity each job needs"));
-        g_assert_nonnull(strstr(html, "<tr><td>train</td>"));
+        g_assert_nonnull(strstr(html, "<tr><td title=\"train\">train</td>"));
         g_assert_nonnull(strstr(html, "worst rank: golden-"));
+        g_assert_nonnull(strstr(html, ".trace device 0; spread"));
         g_assert_nonnull(strstr(html, "ok-design-example.trace</td>"));
         g_assert_nonnull(strstr(html, "<th>best setting</th>"));
         if (gnuplot != NULL) {

@@ -184,8 +184,9 @@ best_setting(const SweepTable *table, guint job)
     return best;
 }
 
+/* A cell of job @job. */
 static void
-write_cell(GString *out, const SweepCell *cell, gboolean best)
+write_cell(GString *out, const char *job, const SweepCell *cell, gboolean best)
 {
     g_autofree char *worst = NULL;
 
@@ -206,9 +207,13 @@ write_cell(GString *out, const SweepCell *cell, gboolean best)
         g_autofree char *base = g_path_get_basename(cell->worst_at);
         g_autofree char *spread = fsim_format_size(cell->worst - cell->best);
 
+        /* the ranks of a trace of its own are its devices; those of a group, its files */
         g_string_append(out, "<br><small>worst rank: ");
-        html(out, base);
-        g_string_append_printf(out, " (device %u); spread ", cell->worst_device);
+        if (strcmp(job, cell->worst_at) != 0) {
+            html(out, base);
+            g_string_append_c(out, ' ');
+        }
+        g_string_append_printf(out, "device %u; spread ", cell->worst_device);
         html(out, spread);
         g_string_append(out, "</small>");
     }
@@ -228,11 +233,17 @@ write_table(GString *out, const SweepTable *table)
     for (guint j = 0; j < table->jobs->len; j++) {
         gint best = best_setting(table, j);
 
-        g_string_append(out, "<tr><td>");
-        html(out, table->jobs->pdata[j]);
+        const char *job = table->jobs->pdata[j];
+        g_autofree char *base = g_path_get_basename(job);
+
+        /* a trace by its file name, its path in the tooltip */
+        g_string_append(out, "<tr><td title=\"");
+        html(out, job);
+        g_string_append(out, "\">");
+        html(out, base);
         g_string_append(out, "</td>");
         for (guint s = 0; s < table->settings->len; s++)
-            write_cell(out, table_cell(table, j, s), (gint)s == best);
+            write_cell(out, job, table_cell(table, j, s), (gint)s == best);
         g_string_append(out, "<td>");
         html(out, best >= 0 ? (const char *)table->settings->pdata[best] : "–");
         g_string_append(out, "</td></tr>\n");
