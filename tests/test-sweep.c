@@ -120,8 +120,9 @@ compare_lines(gconstpointer a, gconstpointer b)
 static char *
 dump_db(const char *path)
 {
-    static const char *const tables[] = {"runs",     "run_metrics", "samples", "ooms",
-                                         "segments", "blocks",      "marks",   "sizes"};
+    static const char *const tables[] = {"runs",          "run_metrics", "samples",   "ooms",
+                                         "segments",      "blocks",      "marks",     "sizes",
+                                         "run_breakdown", "run_phases",  "run_packed"};
     g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
     sqlite3 *db = NULL;
 
