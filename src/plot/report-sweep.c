@@ -280,14 +280,73 @@ plot_data(const SweepTable *table, MemUnit unit)
     return data;
 }
 
+/* What the section's plots need: gnuplot, the template, the output directory and format, and
+ * the commands run (added to the report's plots.sh).  The section draws its plots itself, one
+ * gnuplot run each, after the report's own plots are drawn. */
+typedef struct {
+    const char *out_dir;
+    char *gnuplot;
+    char *templates;
+    FsimPlotFormat format;
+    GString *script;
+} SweepPlotter;
+
+/* Runs `gnuplot -c sweep-needed.gp DATA IMAGE FORMAT ARGS...` in the output directory. */
+static gboolean
+run_gnuplot(SweepPlotter *p, const char *data, const char *image, const char *const *args,
+            GError **error)
+{
+    g_autofree char *source = g_build_filename(p->templates, "sweep-needed.gp", NULL);
+    g_autofree char *copy = g_build_filename(p->out_dir, "sweep-needed.gp", NULL);
+    g_autofree char *template = NULL;
+    g_autofree char *image_path = g_build_filename(p->out_dir, image, NULL);
+    g_autofree char *err = NULL;
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GString) command = g_string_new(NULL);
+    gsize length = 0;
+    int status = 0;
+
+    /* the template beside the plot, so plots.sh can draw it again */
+    if (!g_file_get_contents(source, &template, &length, error) ||
+        !g_file_set_contents(copy, template, (gssize)length, error))
+        return FALSE;
+    g_ptr_array_add(argv, g_strdup(p->gnuplot));
+    g_ptr_array_add(argv, g_strdup("-c"));
+    g_ptr_array_add(argv, g_strdup("sweep-needed.gp"));
+    g_ptr_array_add(argv, g_strdup(data));
+    g_ptr_array_add(argv, g_strdup(image));
+    g_ptr_array_add(argv, g_strdup(fsim_plot_format_name(p->format)));
+    for (gsize i = 0; args[i] != NULL; i++)
+        g_ptr_array_add(argv, g_strdup(args[i]));
+    for (guint i = 0; i < argv->len; i++) {
+        g_autofree char *word = fsim_format_shell_word(i == 0 ? "gnuplot" : argv->pdata[i]);
+
+        g_string_append_printf(command, "%s%s", i > 0 ? " " : "", word);
+    }
+    g_string_append_printf(p->script, "%s\n", command->str);
+    g_ptr_array_add(argv, NULL);
+    (void)g_unlink(image_path);
+    if (!g_spawn_sync(p->out_dir, (char **)argv->pdata, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL,
+                      NULL, NULL, &err, &status, error) ||
+        !g_spawn_check_wait_status(status, error))
+        return FALSE;
+    if (!g_file_test(image_path, G_FILE_TEST_IS_REGULAR)) {
+        g_set_error(error, FSIM_PLOT_ERROR, FSIM_PLOT_ERROR_FAILED, "gnuplot wrote no %s: %s",
+                    image, err != NULL ? err : "");
+        return FALSE;
+    }
+    return TRUE;
+}
+
 /* Draws the plot of table @number; returns its image name, or NULL (the reason in @error). */
 static char *
-plot_table(Plotter *p, const SweepTable *table, guint number, GError **error)
+plot_table(SweepPlotter *p, const SweepTable *table, guint number, GError **error)
 {
     uint64_t max = 1, min = G_MAXUINT64;
     MemUnit unit;
     g_autoptr(GString) data = NULL;
     g_autofree char *data_name = g_strdup_printf("sweep-needed-%u.dat", number);
+    g_autofree char *data_path = g_build_filename(p->out_dir, data_name, NULL);
     g_autofree char *image =
         g_strdup_printf("sweep-needed-%u.%s", number, fsim_plot_format_name(p->format));
     g_autofree char *title = NULL;
@@ -309,7 +368,7 @@ plot_table(Plotter *p, const SweepTable *table, guint number, GError **error)
     }
     unit = fsim_plot_mem_unit_for(max);
     data = plot_data(table, unit);
-    if (!fsim_plot_write_file(p, data_name, data, error))
+    if (!g_file_set_contents(data_path, data->str, (gssize)data->len, error))
         return NULL;
     title = g_strdup_printf("Needed capacity per setting on %s", escaped);
     args[0] = title;
@@ -319,14 +378,14 @@ plot_table(Plotter *p, const SweepTable *table, guint number, GError **error)
     /* jobs of very different sizes share the plot on a logarithmic axis */
     args[4] = min != G_MAXUINT64 && max / min >= 8 ? "1" : "0";
     args[5] = NULL;
-    if (!fsim_plot_run_gnuplot(p, "sweep-needed", data_name, image, title, 0, -1, args, error))
+    if (!run_gnuplot(p, data_name, image, args, error))
         return NULL;
     return g_steal_pointer(&image);
 }
 
-/* Adds the section's gnuplot commands to the report's plots.sh. */
+/* Adds the section's gnuplot commands to the report's plots.sh, when there is one. */
 static void
-append_script(const Plotter *p)
+append_script(const SweepPlotter *p)
 {
     g_autofree char *path = g_build_filename(p->out_dir, "plots.sh", NULL);
     g_autofree char *text = NULL;
@@ -346,7 +405,7 @@ report_write_sweep(GString *out, const ReportContext *ctx, GError **error)
     g_autoptr(GPtrArray) tables = runs != NULL ? sweep_tables(runs) : NULL;
     const FsimPlotOptions *options = ctx->options;
     g_autoptr(GError) plot_error = NULL;
-    Plotter p = {0};
+    SweepPlotter p = {0};
 
     (void)error;
     if (tables == NULL)
@@ -358,8 +417,6 @@ report_write_sweep(GString *out, const ReportContext *ctx, GError **error)
         p.templates =
             fsim_plot_find_templates(options != NULL ? options->templates_dir : NULL, &plot_error);
     p.script = g_string_new(NULL);
-    p.copied = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-    p.files = g_ptr_array_new_with_free_func((GDestroyNotify)fsim_plot_file_free);
     g_string_append(out, "<section class=\"group\" id=\"sweep\">\n<h2>Sweep: the capacity each "
                          "job needs under each setting</h2>\n<p class=\"note\">Each cell is the "
                          "least device capacity on which the job runs without an OOM "
@@ -394,7 +451,5 @@ report_write_sweep(GString *out, const ReportContext *ctx, GError **error)
     g_free(p.gnuplot);
     g_free(p.templates);
     g_string_free(p.script, TRUE);
-    g_hash_table_unref(p.copied);
-    g_ptr_array_unref(p.files);
     return TRUE;
 }
