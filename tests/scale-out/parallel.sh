@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Scale-out with GNU parallel, for real: run parts of the work as parallel jobs on the sshlogin
-# ":" (this machine, two job slots, no ssh needed), each into its own database, and check that
-# together they hold exactly the runs (every metric) of the same work done locally in one
-# process.  CTest runs it (label slurm) with FRAGSIM_BINARY, FRAGSIM_COMPARE_DBS and
+# shellcheck source-path=SCRIPTDIR
+# Scale-out with GNU parallel, for real: run scripts/parallel-sweep.sh on sweep.ini with the
+# sshlogin "2/:" (this machine, two job slots, no ssh needed): 3 shards, each `fragsim sweep
+# --shard I/3` into its own database, then merged and reported; and check that the merged
+# database holds exactly the runs (every metric, every stored row) of the same sweep run here
+# in one piece.  CTest runs it (label slurm) with FRAGSIM_BINARY, FRAGSIM_COMPARE_DBS and
 # FRAGSIM_SOURCE_DIR set; it skips (77) without GNU parallel, a failure where CI=true or
 # FRAGSIM_REQUIRE_LABELLED=1.  FRAGSIM_KEEP_TMP=1 keeps its directory.
 set -euo pipefail
@@ -18,25 +20,25 @@ make_workdir
 trap remove_workdir EXIT
 trap 'exit 1' INT TERM
 
-cd "$SOURCE_DIR"
-traces=(traces/small-device-oom.trace traces/multi-stream.trace traces/fragmenting.trace)
-policies=caching,bestfit,paged
-n=${#traces[@]}
-out=$WORK/out
-mkdir -p "$out"
-
-for t in "${traces[@]}"; do
-  "$FRAGSIM" replay "$t" -p "$policies" --db "$WORK/local.db" >/dev/null
-done
+spec=$SOURCE_DIR/tests/scale-out/sweep.ini
+shards=3
+cd "$WORK"
+start=$EPOCHREALTIME
+"$FRAGSIM" sweep "$spec" --db "$WORK/local.db" -j 2 >/dev/null || fail "the local sweep failed"
+echo "local sweep: $(elapsed "$start") s" >&2
 
 start=$EPOCHREALTIME
-parallel --sshlogin 2/: --halt now,fail=1 "$FRAGSIM" replay {} -p "$policies" \
-  --db "$out/part-{#}.db" '>/dev/null' ::: "${traces[@]}" || fail "a parallel job failed"
-echo "$n jobs on 2 slots: $(elapsed "$start") s" >&2
-
-if "$COMPARE_DBS" "$WORK/local.db" -- "$out/part-1.db" >/dev/null; then
-  fail "compare-dbs found one part equal to the whole"
+if ! "$SOURCE_DIR/scripts/parallel-sweep.sh" -n "$shards" -S 2/: --fragsim "$FRAGSIM" "$spec" \
+  "$WORK/out" </dev/null; then
+  for f in "$WORK"/out/logs/*.out; do show_file "$f"; done
+  fail "scripts/parallel-sweep.sh failed"
 fi
-parts=()
-for ((i = 1; i <= n; i++)); do parts+=("$out/part-$i.db"); done
-"$COMPARE_DBS" "$WORK/local.db" -- "${parts[@]}" || fail "the parallel runs differ from the local ones"
+echo "$shards shards on 2 slots, then merge and report: $(elapsed "$start") s" >&2
+
+[[ -s $WORK/out/report/index.html ]] || fail "parallel-sweep.sh wrote no report"
+# One shard alone is not the whole sweep: the comparison can fail.
+if "$COMPARE_DBS" "$WORK/local.db" -- "$WORK/out/part-1.db" >/dev/null; then
+  fail "compare-dbs found one shard equal to the whole sweep"
+fi
+"$COMPARE_DBS" "$WORK/local.db" -- "$WORK/out/results.db" ||
+  fail "the merged shards differ from the sweep run in one piece"
