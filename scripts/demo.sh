@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Set up, build, and run the demo: replay the sample traces through every policy, print the
-# comparisons, and write a results database, plots and an HTML report under out/.
+# comparisons, ask tune for a setting, and write a results database, plots and an HTML report
+# under out/.
 # Usage: scripts/demo.sh   (from anywhere)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,9 @@ for trace in traces/fragmenting.trace traces/multi-stream.trace; do
 done
 echo "The same OOM-prone training step on a 16 GB T4:"
 "$fragsim" replay traces/small-device-oom.trace -d t4-16gb --db out/results.db
+echo
+echo "Which PYTORCH_CUDA_ALLOC_CONF should the decoding sample use?"
+"$fragsim" tune traces/fragmenting.trace --db out/results.db
 echo
 "$fragsim" plot --db out/results.db -o out/plots
 "$fragsim" report --db out/results.db -o out/report
