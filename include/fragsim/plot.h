@@ -69,6 +69,10 @@ gboolean fsim_plot_format_from_name(const char *name, FsimPlotFormat *out);
  * @format: image format.
  * @progress: (nullable): called from the calling thread as plots are drawn (@done of @total).
  * @progress_data: its data.
+ * @max_address_maps: when non-zero, at most this many runs of a group of comparable runs get
+ *     address maps: those that need the least capacity, and PyTorch's default (`caching` with no
+ *     settings) when the group has it.  A sweep's report sets it, where a map per run would cost
+ *     minutes and say little.
  */
 typedef struct {
     const char *gnuplot;
@@ -76,6 +80,7 @@ typedef struct {
     FsimPlotFormat format;
     void (*progress)(gpointer data, guint done, guint total);
     gpointer progress_data;
+    guint max_address_maps;
 } FsimPlotOptions;
 
 /**

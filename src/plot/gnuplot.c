@@ -176,6 +176,33 @@ plotter_clear(Plotter *p)
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Plotter, plotter_clear)
 
+/* Whether run @index of @group gets address maps under options->max_address_maps: the runs
+ * that need the least (then by id), and PyTorch's default settings. */
+static gboolean
+address_map_wanted(const FsimPlotGroup *group, guint index, const FsimPlotOptions *options)
+{
+    const FsimStoredRun *run = group->runs->pdata[index];
+    guint better = 0;
+
+    if (options == NULL || options->max_address_maps == 0 ||
+        group->runs->len <= options->max_address_maps)
+        return TRUE;
+    if (strcmp(run->policy, "caching") == 0 && *run->config == '\0')
+        return TRUE;
+    if (!run->has_metrics || run->metrics.needed_bytes < 0)
+        return FALSE;
+    for (guint i = 0; i < group->runs->len; i++) {
+        const FsimStoredRun *other = group->runs->pdata[i];
+
+        if (i == index || !other->has_metrics || other->metrics.needed_bytes < 0)
+            continue;
+        if (other->metrics.needed_bytes < run->metrics.needed_bytes ||
+            (other->metrics.needed_bytes == run->metrics.needed_bytes && other->id < run->id))
+            better++;
+    }
+    return better < options->max_address_maps;
+}
+
 GPtrArray *
 fsim_plot_render(FsimStore *store, GPtrArray *runs, const char *out_dir,
                  const FsimPlotOptions *options, GError **error)
@@ -230,7 +257,7 @@ fsim_plot_render(FsimStore *store, GPtrArray *runs, const char *out_dir,
              fsim_plot_timelines(&p, &g, error) && fsim_plot_compare(&p, &g, error) &&
              fsim_plot_sizes(&p, &g, error);
         for (guint r = 0; ok && r < group->runs->len; r++) {
-            ok = fsim_plot_address_map(&p, &g, r, error);
+            ok = !address_map_wanted(group, r, options) || fsim_plot_address_map(&p, &g, r, error);
             /* Preparing is the first half of the work (drawing the second). */
             fsim_plot_progress(&p, ++prepared, 2 * runs->len);
         }

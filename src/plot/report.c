@@ -282,6 +282,10 @@ write_page(GString *out, const ReportContext *ctx, const char *db_name, const GE
     return TRUE;
 }
 
+/* Up to this many runs, every run gets its address maps; beyond, the best few per group. */
+#define REPORT_ALL_MAPS_UP_TO 60
+#define REPORT_MAPS_PER_GROUP 3
+
 gboolean
 fsim_report_write(FsimStore *store, GPtrArray *runs, GPtrArray *all_runs, const char *out_dir,
                   const FsimPlotOptions *options, char **warning, GError **error)
@@ -305,7 +309,15 @@ fsim_report_write(FsimStore *store, GPtrArray *runs, GPtrArray *all_runs, const 
                     "%s: cannot create the output directory: %s", out_dir, g_strerror(saved));
         return FALSE;
     }
-    files = fsim_plot_render(store, runs, out_dir, options, &plot_error);
+    {
+        /* A sweep's database holds hundreds of runs: an address map for each would cost minutes
+         * and say little; the best few of each comparison and the default are drawn. */
+        FsimPlotOptions opts = options != NULL ? *options : (FsimPlotOptions){0};
+
+        if (runs->len > REPORT_ALL_MAPS_UP_TO && opts.max_address_maps == 0)
+            opts.max_address_maps = REPORT_MAPS_PER_GROUP;
+        files = fsim_plot_render(store, runs, out_dir, &opts, &plot_error);
+    }
     if (files == NULL) {
         /* Without gnuplot (or when it fails) the tables are still worth having. */
         if (plot_error->domain != FSIM_PLOT_ERROR || plot_error->code == FSIM_PLOT_ERROR_IO) {
