@@ -686,11 +686,12 @@ store_connect(FsimStore *store, const char *file, int open_flags, const FsimStor
                     (open_flags & SQLITE_OPEN_CREATE) ? "create" : "open", reason);
         return FALSE;
     }
+    store->busy_timeout_ms = options != NULL && options->busy_timeout_ms != 0
+                                 ? options->busy_timeout_ms
+                                 : STORE_DEFAULT_BUSY_MS;
     rc = sqlite3_extended_result_codes(store->db, 1);
     if (rc == SQLITE_OK)
-        rc = sqlite3_busy_timeout(store->db, options != NULL && options->busy_timeout_ms != 0
-                                                 ? (int)options->busy_timeout_ms
-                                                 : STORE_DEFAULT_BUSY_MS);
+        rc = sqlite3_busy_timeout(store->db, (int)store->busy_timeout_ms);
     if (rc != SQLITE_OK)
         return store_fail(store, rc, "configuring the connection", error);
     if (options != NULL && options->max_page_count != 0) {
@@ -703,27 +704,41 @@ store_connect(FsimStore *store, const char *file, int open_flags, const FsimStor
     return TRUE;
 }
 
-/* Runs @sql (PRAGMA journal_mode = ...), which answers with one row. */
+/* Runs @sql (PRAGMA journal_mode = ...), which answers with one row.  Switching a file to WAL
+ * needs a moment with no other connection reading it, and SQLite answers SQLITE_BUSY at once,
+ * without its busy handler, when waiting could deadlock (another connection of a concurrent
+ * writer holds a lock it is about to upgrade): the switch is retried here, with short sleeps,
+ * for as long as the busy timeout allows. */
 static gboolean
 store_journal_mode(FsimStore *store, const char *sql, GError **error)
 {
-    sqlite3_stmt *stmt = store_prepare(store, sql, error);
+    gint64 deadline = g_get_monotonic_time() + (gint64)store->busy_timeout_ms * 1000;
+    guint sleep_us = 1000;
     int rc;
 
-    if (stmt == NULL)
-        return FALSE;
-    rc = sqlite3_step(stmt);
-    if (rc != SQLITE_ROW) {
-        store_fail(store, rc, "switching to WAL journalling", error);
+    for (;;) {
+        sqlite3_stmt *stmt = store_prepare(store, sql, error);
+
+        if (stmt == NULL)
+            return FALSE;
+        rc = sqlite3_step(stmt);
+        if (rc == SQLITE_ROW) {
+            if (g_ascii_strcasecmp((const char *)sqlite3_column_text(stmt, 0), "wal") != 0)
+                g_debug("%s: journal mode %s, not wal", store->path, sqlite3_column_text(stmt, 0));
+            rc = sqlite3_finalize(stmt);
+            if (rc != SQLITE_OK)
+                return store_fail(store, rc, "switching to WAL journalling", error);
+            return TRUE;
+        }
         (void)sqlite3_finalize(stmt);
-        return FALSE;
+        if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+            break;
+        if (g_get_monotonic_time() >= deadline)
+            break;
+        g_usleep(sleep_us);
+        sleep_us = MIN(sleep_us * 2, 50000);
     }
-    if (g_ascii_strcasecmp((const char *)sqlite3_column_text(stmt, 0), "wal") != 0)
-        g_debug("%s: journal mode %s, not wal", store->path, sqlite3_column_text(stmt, 0));
-    rc = sqlite3_finalize(stmt);
-    if (rc != SQLITE_OK)
-        return store_fail(store, rc, "switching to WAL journalling", error);
-    return TRUE;
+    return store_fail(store, rc, "switching to WAL journalling", error);
 }
 
 /* Removes a database file this process created under a private name, with its companions. */

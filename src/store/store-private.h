@@ -64,6 +64,7 @@ struct FsimStore {
     sqlite3_stmt *select_run;
     guint attached;             /* runs not yet freed */
     gboolean has_error_status;  /* the runs table accepts status `error` */
+    guint busy_timeout_ms;      /* how long to wait for another writer */
     gboolean has_report_tables; /* run_breakdown, run_phases, run_packed (schema version 2) */
 };
 
