@@ -324,6 +324,17 @@ fsim_cli_print_json(JsonNode *node)
     json_node_unref(node);
 }
 
+/* A modelled time: s, ms or us, as the comparison tables show it. */
+char *
+fsim_cli_format_time_ns(uint64_t ns)
+{
+    if (ns >= 1000000000)
+        return g_strdup_printf("%.2f s", (double)ns / 1e9);
+    if (ns >= 1000000)
+        return g_strdup_printf("%.1f ms", (double)ns / 1e6);
+    return g_strdup_printf("%.1f us", (double)ns / 1e3);
+}
+
 /* The bar counts thousandths: the work's total changes once the plots are known. */
 void
 fsim_cli_plot_progress(gpointer data, guint done, guint total)

@@ -174,6 +174,9 @@ void fsim_cli_plot_args_clear(FsimCliPlotArgs *args);
  * bar appears on a terminal only (fsim_progress_new()). */
 void fsim_cli_plot_progress(gpointer data, guint done, guint total);
 
+/* A modelled time as the tables show it: "4.1 ms", "2.69 s", "250.2 us" (caller frees). */
+char *fsim_cli_format_time_ns(uint64_t ns);
+
 /* Print @node as one JSON object on stdout (pretty when stdout is a terminal), newline ended.
  * Consumes @node. */
 void fsim_cli_print_json(JsonNode *node);

@@ -69,16 +69,6 @@ replay_print_json(const char *path, GPtrArray *runs,
     fsim_cli_print_json(json_builder_get_root(builder));
 }
 
-static char *
-format_time_ns(uint64_t ns)
-{
-    if (ns >= 1000000000)
-        return g_strdup_printf("%.2f s", (double)ns / 1e9);
-    if (ns >= 1000000)
-        return g_strdup_printf("%.1f ms", (double)ns / 1e6);
-    return g_strdup_printf("%.1f us", (double)ns / 1e3);
-}
-
 /* When the recording itself ran out of memory, say which runs would have too. */
 static void
 print_recorded_ooms(GPtrArray *runs)
@@ -120,7 +110,7 @@ table_add_run(FsimTable *table, const ReplayRun *run, guint n_columns)
     g_autofree char *allocated = fsim_format_size(m->peak_allocated_bytes);
     g_autofree char *lower = fsim_format_size(m->lower_bound_bytes);
     g_autofree char *excess = fsim_format_size(m->excess_over_lower_bound_bytes);
-    g_autofree char *time = format_time_ns(m->modelled_alloc_time_ns);
+    g_autofree char *time = fsim_cli_format_time_ns(m->modelled_alloc_time_ns);
 
     fsim_table_add(table, run->label);
     if (run->status == REPLAY_ERROR) {

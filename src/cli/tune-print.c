@@ -19,16 +19,6 @@ tune_env_line(const char *config)
     return g_strdup_printf("PYTORCH_CUDA_ALLOC_CONF=%s", word);
 }
 
-static char *
-format_time_ns(uint64_t ns)
-{
-    if (ns >= 1000000000)
-        return g_strdup_printf("%.2f s", (double)ns / 1e9);
-    if (ns >= 1000000)
-        return g_strdup_printf("%.1f ms", (double)ns / 1e6);
-    return g_strdup_printf("%.1f us", (double)ns / 1e3);
-}
-
 static const FsimTuneRank *
 job_rank(const TuneJob *job, guint index)
 {
@@ -97,7 +87,7 @@ print_baseline(const TuneJob *job, const FsimTuneResult *result)
     const FsimMetrics *m = &d->ranks[d->worst].metrics;
     g_autofree char *need = describe_need(job, d, "needs");
     g_autofree char *requested = fsim_format_size(m->peak_requested_bytes);
-    g_autofree char *time = format_time_ns(d->cost_ns);
+    g_autofree char *time = fsim_cli_format_time_ns(d->cost_ns);
 
     g_print("\nPyTorch's default %s: its peak of live requests is %s; on %s it spends %s in "
             "%" G_GUINT64_FORMAT " driver calls.\n",
@@ -157,7 +147,7 @@ print_candidates(const FsimTuneResult *result)
         const FsimTuneCandidate *c = g_ptr_array_index(shown, i);
         g_autofree char *needs = fsim_format_size(c->needed_bytes);
         g_autofree char *saves = fsim_format_size(saving(result, c));
-        g_autofree char *time = format_time_ns(c->cost_ns);
+        g_autofree char *time = fsim_cli_format_time_ns(c->cost_ns);
 
         fsim_table_addf(table, "%u", i + 1);
         fsim_table_add(table, c->config[0] != '\0' ? c->config : "(PyTorch's default)");
