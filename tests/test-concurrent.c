@@ -17,23 +17,6 @@
 #define WRITERS 8
 #define ROUNDS  50
 
-static char *
-sql_text(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-    sqlite3_stmt *stmt = NULL;
-    char *result = NULL;
-
-    g_assert_cmpint(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), ==, SQLITE_OK);
-    g_assert_cmpint(sqlite3_busy_timeout(db, 10000), ==, SQLITE_OK);
-    g_assert_cmpint(sqlite3_prepare_v2(db, sql, -1, &stmt, NULL), ==, SQLITE_OK);
-    if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) != NULL)
-        result = g_strdup((const char *)sqlite3_column_text(stmt, 0));
-    g_assert_cmpint(sqlite3_finalize(stmt), ==, SQLITE_OK);
-    g_assert_cmpint(sqlite3_close(db), ==, SQLITE_OK);
-    return result;
-}
-
 /* Starts WRITERS replays of @trace into @db at once and waits for them all; each must succeed. */
 static void
 run_writers(const char *trace, const char *db)
@@ -101,9 +84,9 @@ test_writers(void)
             g_assert_true(g_file_set_contents(db, "", 0, NULL));
         run_writers(trace, db);
         g_assert_true(g_file_test(db, G_FILE_TEST_IS_REGULAR));
-        count = sql_text(db, "SELECT count(*) FROM runs WHERE status = 'complete'");
+        count = fsim_test_sql_text(db, "SELECT count(*) FROM runs WHERE status = 'complete'");
         g_assert_cmpstr(count, ==, G_STRINGIFY(WRITERS));
-        check = sql_text(db, "PRAGMA integrity_check");
+        check = fsim_test_sql_text(db, "PRAGMA integrity_check");
         g_assert_cmpstr(check, ==, "ok");
         assert_only_database(dir);
     }

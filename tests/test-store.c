@@ -150,36 +150,6 @@ get_run(FsimStore *store, int64_t id)
     return g_ptr_array_steal_index(runs, 0);
 }
 
-/* Run a SQL query on a file with the SQLite API directly, returning the first column of the
- * first row as text (NULL when no row). */
-static char *
-sql_text(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-    sqlite3_stmt *stmt = NULL;
-    char *result = NULL;
-
-    g_assert_cmpint(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), ==, SQLITE_OK);
-    g_assert_cmpint(sqlite3_busy_timeout(db, 10000), ==, SQLITE_OK);
-    g_assert_cmpint(sqlite3_prepare_v2(db, sql, -1, &stmt, NULL), ==, SQLITE_OK);
-    if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) != NULL)
-        result = g_strdup((const char *)sqlite3_column_text(stmt, 0));
-    g_assert_cmpint(sqlite3_finalize(stmt), ==, SQLITE_OK);
-    g_assert_cmpint(sqlite3_close(db), ==, SQLITE_OK);
-    return result;
-}
-
-static void
-sql_exec(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-
-    g_assert_cmpint(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL),
-                    ==, SQLITE_OK);
-    g_assert_cmpint(sqlite3_exec(db, sql, NULL, NULL, NULL), ==, SQLITE_OK);
-    g_assert_cmpint(sqlite3_close(db), ==, SQLITE_OK);
-}
-
 /* ---- schema and identity ------------------------------------------------------------------- */
 
 static void
@@ -203,16 +173,17 @@ test_schema(void)
         g_assert_no_error(error);
         g_assert_nonnull(store);
     }
-    version = sql_text(path, "PRAGMA user_version");
+    version = fsim_test_sql_text(path, "PRAGMA user_version");
     g_assert_cmpstr(version, ==, G_STRINGIFY(FSIM_STORE_SCHEMA_VERSION));
-    app = sql_text(path, "PRAGMA application_id");
+    app = fsim_test_sql_text(path, "PRAGMA application_id");
     expected = g_strdup_printf("%d", FSIM_STORE_APPLICATION_ID);
     g_assert_cmpstr(app, ==, expected);
-    mode = sql_text(path, "PRAGMA journal_mode");
+    mode = fsim_test_sql_text(path, "PRAGMA journal_mode");
     g_assert_cmpstr(mode, ==, "wal");
     /* run_metrics has exactly the FSIM_METRICS names after run_id, in order. */
-    columns = sql_text(path, "SELECT group_concat(name, ',') FROM "
-                             "(SELECT name FROM pragma_table_info('run_metrics') ORDER BY cid)");
+    columns = fsim_test_sql_text(
+        path, "SELECT group_concat(name, ',') FROM "
+              "(SELECT name FROM pragma_table_info('run_metrics') ORDER BY cid)");
     g_string_append(names, "run_id");
     for (gsize i = 0; i < n; i++)
         g_string_append_printf(names, ",%s", info[i].name);
@@ -252,9 +223,10 @@ test_schema_new_metric(void)
         store_one_run(store, "bestfit", 300, 0, NULL);
     }
     /* As a version 1 database: no views (they would name the column), one metric less. */
-    sql_exec(path, "DROP VIEW run_results; DROP VIEW phase_results; DROP VIEW run_samples; "
-                   "DROP VIEW run_ooms; DROP TABLE run_breakdown; DROP TABLE run_phases; "
-                   "ALTER TABLE run_metrics DROP COLUMN double_frees; PRAGMA user_version = 1");
+    fsim_test_sql_exec(path,
+                       "DROP VIEW run_results; DROP VIEW phase_results; DROP VIEW run_samples; "
+                       "DROP VIEW run_ooms; DROP TABLE run_breakdown; DROP TABLE run_phases; "
+                       "ALTER TABLE run_metrics DROP COLUMN double_frees; PRAGMA user_version = 1");
     {
         /* Read-only: the missing column reads as NULL (0). */
         g_autoptr(FsimStore) store = fsim_store_open(path, FSIM_STORE_READ, NULL, &error);
@@ -271,22 +243,23 @@ test_schema_new_metric(void)
         g_assert_no_error(error);
         g_assert_nonnull(store);
     }
-    present = sql_text(path, "SELECT count(*) FROM pragma_table_info('run_metrics') "
-                             "WHERE name = 'double_frees'");
+    present = fsim_test_sql_text(path, "SELECT count(*) FROM pragma_table_info('run_metrics') "
+                                       "WHERE name = 'double_frees'");
     g_assert_cmpstr(present, ==, "1");
     /* ... and the tables and views of schema version 2, which read it. */
     g_free(present);
-    present = sql_text(path, "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_schema "
-                             "WHERE name IN ('run_breakdown', 'run_phases', 'run_results', "
-                             "'run_samples', 'run_ooms', 'phase_results') ORDER BY name)");
+    present = fsim_test_sql_text(
+        path, "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_schema "
+              "WHERE name IN ('run_breakdown', 'run_phases', 'run_results', "
+              "'run_samples', 'run_ooms', 'phase_results') ORDER BY name)");
     g_assert_cmpstr(present, ==,
                     "phase_results,run_breakdown,run_ooms,run_phases,run_results,run_samples");
     g_free(present);
-    present =
-        sql_text(path, "SELECT coalesce(double_frees, 'null') || '/' || events FROM run_results");
+    present = fsim_test_sql_text(
+        path, "SELECT coalesce(double_frees, 'null') || '/' || events FROM run_results");
     g_assert_cmpstr(present, ==, "null/300");
     g_free(present);
-    present = sql_text(path, "PRAGMA user_version");
+    present = fsim_test_sql_text(path, "PRAGMA user_version");
     g_assert_cmpstr(present, ==, G_STRINGIFY(FSIM_STORE_SCHEMA_VERSION));
     fsim_test_remove_tree(dir);
 }
@@ -331,7 +304,8 @@ test_not_fragsim(void)
     g_clear_error(&error);
 
     /* Another program's SQLite database: refused, and left byte for byte as it was. */
-    sql_exec(other, "CREATE TABLE contacts (name TEXT); INSERT INTO contacts VALUES ('ada');");
+    fsim_test_sql_exec(other,
+                       "CREATE TABLE contacts (name TEXT); INSERT INTO contacts VALUES ('ada');");
     g_assert_true(g_file_get_contents(other, &contents, &length, NULL));
     g_assert_true(g_file_set_contents(copy, contents, (gssize)length, NULL));
     store = fsim_store_open(other, FSIM_STORE_WRITE, NULL, &error);
@@ -361,7 +335,7 @@ test_newer(void)
     store = fsim_store_open(path, FSIM_STORE_WRITE, NULL, &error);
     g_assert_no_error(error);
     fsim_store_close(store);
-    sql_exec(path, "PRAGMA user_version = 99");
+    fsim_test_sql_exec(path, "PRAGMA user_version = 99");
     store = fsim_store_open(path, FSIM_STORE_WRITE, NULL, &error);
     g_assert_null(store);
     g_assert_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_NEWER);
@@ -1061,7 +1035,7 @@ test_full_disk(void)
     }
     {
         /* The schema fits in a few pages; the run's data does not fit in a few more. */
-        g_autofree char *pages = sql_text(path, "PRAGMA page_count");
+        g_autofree char *pages = fsim_test_sql_text(path, "PRAGMA page_count");
         FsimStoreOptions options = {.max_page_count = g_ascii_strtoull(pages, NULL, 10) + 2};
         g_autoptr(FsimStore) store = fsim_store_open(path, FSIM_STORE_WRITE, &options, &error);
         g_autoptr(FsimEngine) engine = new_engine("direct", "h100-80gb");
@@ -1084,7 +1058,7 @@ test_full_disk(void)
         g_autoptr(FsimStore) store = fsim_store_open(path, FSIM_STORE_READ, NULL, &error);
         g_autoptr(FsimStoredRun) run = NULL;
         g_autoptr(GArray) samples = NULL;
-        g_autofree char *check = sql_text(path, "PRAGMA integrity_check");
+        g_autofree char *check = fsim_test_sql_text(path, "PRAGMA integrity_check");
 
         g_assert_no_error(error);
         g_assert_cmpstr(check, ==, "ok");
@@ -1161,12 +1135,12 @@ test_cli_append(void)
     g_assert_true(r.out[0] == '{');
     g_assert_nonnull(strstr(r.err, "run 3 written to"));
     fsim_test_run_clear(&r);
-    count = sql_text(db, "SELECT count(*) FROM runs WHERE status = 'complete'");
+    count = fsim_test_sql_text(db, "SELECT count(*) FROM runs WHERE status = 'complete'");
     g_assert_cmpstr(count, ==, "3");
-    devices = sql_text(db, "SELECT group_concat(device, ',') FROM runs");
+    devices = fsim_test_sql_text(db, "SELECT group_concat(device, ',') FROM runs");
     g_assert_cmpstr(devices, ==, "h100-80gb,h100-80gb,t4-16gb");
     g_free(count);
-    count = sql_text(db, "SELECT max(seq) + 1 FROM samples WHERE run_id = 1");
+    count = fsim_test_sql_text(db, "SELECT max(seq) + 1 FROM samples WHERE run_id = 1");
     g_assert_cmpuint(g_ascii_strtoull(count, NULL, 10), <=, 51);
 
     r = fsim_test_run("replay", trace, "--samples", "10", NULL);
@@ -1210,7 +1184,7 @@ test_cli_bad_databases(void)
     g_assert_null(strstr(r.out, "written to"));
     fsim_test_run_clear(&r);
     if (g_file_test(fresh, G_FILE_TEST_EXISTS)) {
-        status = sql_text(fresh, "SELECT group_concat(status) FROM runs");
+        status = fsim_test_sql_text(fresh, "SELECT group_concat(status) FROM runs");
         g_assert_cmpstr(status, ==, "failed");
     }
     fsim_test_remove_tree(dir);
@@ -1297,7 +1271,7 @@ check_after_kill(const char *db, int64_t killed_from, int64_t killed_to)
     g_autoptr(GError) error = NULL;
     g_autoptr(FsimStore) store = fsim_store_open(db, FSIM_STORE_READ, NULL, &error);
     g_autoptr(GPtrArray) runs = NULL;
-    g_autofree char *check = sql_text(db, "PRAGMA integrity_check");
+    g_autofree char *check = fsim_test_sql_text(db, "PRAGMA integrity_check");
 
     g_assert_cmpstr(check, ==, "ok");
     g_assert_no_error(error);
@@ -1346,7 +1320,7 @@ test_kill(void)
     /* Killed while replaying, as soon as its two runs (2 and 3) are recorded as started. */
     g_assert_true(kill_replay(db, big, "direct,paged", runs_started));
     check_after_kill(db, 2, 3);
-    status = sql_text(db, "SELECT group_concat(status) FROM runs WHERE id >= 2");
+    status = fsim_test_sql_text(db, "SELECT group_concat(status) FROM runs WHERE id >= 2");
     g_assert_cmpstr(status, ==, "running,running");
 
     /* Killed while writing its run's data (run 4): the transaction is rolled back on the next

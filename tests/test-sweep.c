@@ -32,42 +32,6 @@ write_spec(const char *dir, const char *name, const char *body)
     return g_steal_pointer(&path);
 }
 
-static char *
-sql_text(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-    sqlite3_stmt *stmt = NULL;
-    char *result = NULL;
-
-    g_assert_cmpint(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), ==, SQLITE_OK);
-    g_assert_cmpint(sqlite3_prepare_v2(db, sql, -1, &stmt, NULL), ==, SQLITE_OK);
-    if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) != NULL)
-        result = g_strdup((const char *)sqlite3_column_text(stmt, 0));
-    g_assert_cmpint(sqlite3_finalize(stmt), ==, SQLITE_OK);
-    g_assert_cmpint(sqlite3_close(db), ==, SQLITE_OK);
-    return result;
-}
-
-static int64_t
-sql_int(const char *path, const char *sql)
-{
-    g_autofree char *text = sql_text(path, sql);
-
-    g_assert_nonnull(text);
-    return g_ascii_strtoll(text, NULL, 10);
-}
-
-static void
-sql_exec(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-
-    g_assert_cmpint(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL),
-                    ==, SQLITE_OK);
-    g_assert_cmpint(sqlite3_exec(db, sql, NULL, NULL, NULL), ==, SQLITE_OK);
-    g_assert_cmpint(sqlite3_close(db), ==, SQLITE_OK);
-}
-
 /* Columns that legitimately differ between two runs of the same job. */
 static gboolean
 volatile_column(const char *name)
@@ -262,12 +226,13 @@ test_sharded_merged_equals_unsharded(void)
 
         g_assert_cmpint(run.status, ==, 0);
     }
-    g_assert_cmpint(sql_int(whole, "SELECT count(*) FROM runs"), ==, 24);
-    g_assert_cmpint(sql_int(whole, "SELECT count(*) FROM runs WHERE status = 'complete'"
-                                   " AND trace_sha256 IS NOT NULL"),
+    g_assert_cmpint(fsim_test_sql_int(whole, "SELECT count(*) FROM runs"), ==, 24);
+    g_assert_cmpint(fsim_test_sql_int(whole, "SELECT count(*) FROM runs WHERE status = 'complete'"
+                                             " AND trace_sha256 IS NOT NULL"),
                     ==, 24);
-    g_assert_cmpint(sql_int(whole, "SELECT count(*) FROM run_metrics WHERE needed_bytes > 0"), ==,
-                    24);
+    g_assert_cmpint(
+        fsim_test_sql_int(whole, "SELECT count(*) FROM run_metrics WHERE needed_bytes > 0"), ==,
+        24);
     dump_whole = dump_db(whole);
     dump_merged = dump_db(merged);
     g_assert_cmpstr(dump_merged, ==, dump_whole);
@@ -318,11 +283,11 @@ test_sweep_matches_replay(void)
         replayed = json_array_get_object_element(
             json_object_get_array_member(fsim_test_parse_object(parser, replay.out), "runs"), 0);
     }
-    needed = sql_int(db, "SELECT needed_bytes FROM run_metrics");
+    needed = fsim_test_sql_int(db, "SELECT needed_bytes FROM run_metrics");
     g_assert_cmpint(needed, ==, json_object_get_int_member(replayed, "needed_bytes"));
-    g_assert_cmpint(sql_int(db, "SELECT peak_reserved_bytes FROM run_metrics"), ==,
+    g_assert_cmpint(fsim_test_sql_int(db, "SELECT peak_reserved_bytes FROM run_metrics"), ==,
                     json_object_get_int_member(replayed, "peak_reserved_bytes"));
-    g_assert_cmpint(sql_int(db, "SELECT lower_bound_bytes FROM run_metrics"), ==,
+    g_assert_cmpint(fsim_test_sql_int(db, "SELECT lower_bound_bytes FROM run_metrics"), ==,
                     json_object_get_int_member(replayed, "lower_bound_bytes"));
     fsim_test_remove_tree(dir);
 }
@@ -372,8 +337,8 @@ test_merge_refuses(void)
         g_assert_cmpint(b.status, ==, 0);
         g_assert_cmpint(c.status, ==, 0);
     }
-    sql_exec(foreign, "CREATE TABLE runs (id INTEGER PRIMARY KEY, trace TEXT)");
-    sql_exec(newer, "PRAGMA user_version = 99");
+    fsim_test_sql_exec(foreign, "CREATE TABLE runs (id INTEGER PRIMARY KEY, trace TEXT)");
+    fsim_test_sql_exec(newer, "PRAGMA user_version = 99");
     g_assert_true(g_file_get_contents(out, &data, &n, NULL));
     sum = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)data, n);
     {
@@ -391,7 +356,7 @@ test_merge_refuses(void)
     }
     g_assert_true(file_checksum_equal(out, sum));
     g_assert_false(g_file_test(fresh, G_FILE_TEST_EXISTS));
-    g_assert_cmpint(sql_int(out, "SELECT count(*) FROM runs"), ==, 1);
+    g_assert_cmpint(fsim_test_sql_int(out, "SELECT count(*) FROM runs"), ==, 1);
     fsim_test_remove_tree(dir);
 }
 
@@ -421,14 +386,15 @@ test_failing_jobs(void)
         g_assert_nonnull(strstr(run.out, "3 failed"));
         g_assert_nonnull(strstr(run.err, "signal 9"));
     }
-    g_assert_cmpint(sql_int(db, "SELECT count(*) FROM runs"), ==, 4);
-    g_assert_cmpint(sql_int(db, "SELECT count(*) FROM runs WHERE status = 'complete'"), ==, 1);
-    g_assert_cmpint(sql_int(db, "SELECT count(*) FROM runs WHERE status = 'error'"
-                                " AND message LIKE '%bad-kind.trace%'"),
+    g_assert_cmpint(fsim_test_sql_int(db, "SELECT count(*) FROM runs"), ==, 4);
+    g_assert_cmpint(fsim_test_sql_int(db, "SELECT count(*) FROM runs WHERE status = 'complete'"),
+                    ==, 1);
+    g_assert_cmpint(fsim_test_sql_int(db, "SELECT count(*) FROM runs WHERE status = 'error'"
+                                          " AND message LIKE '%bad-kind.trace%'"),
                     ==, 2);
-    g_assert_cmpint(sql_int(db, "SELECT count(*) FROM runs WHERE status = 'error'"
-                                " AND policy = 'paged' AND message LIKE '%signal 9%'"
-                                " AND trace LIKE '%golden-oom.trace'"),
+    g_assert_cmpint(fsim_test_sql_int(db, "SELECT count(*) FROM runs WHERE status = 'error'"
+                                          " AND policy = 'paged' AND message LIKE '%signal 9%'"
+                                          " AND trace LIKE '%golden-oom.trace'"),
                     ==, 1);
     fsim_test_remove_tree(dir);
 }
@@ -457,37 +423,40 @@ test_upgrade_and_generic_tables(void)
         g_assert_cmpint(run.status, ==, 0);
     }
     /* what fragsim wrote before schema version 2 */
-    sql_exec(old, "ALTER TABLE runs DROP COLUMN trace_sha256; ALTER TABLE runs DROP COLUMN job;"
-                  " PRAGMA user_version = 1");
+    fsim_test_sql_exec(
+        old, "ALTER TABLE runs DROP COLUMN trace_sha256; ALTER TABLE runs DROP COLUMN job;"
+             " PRAGMA user_version = 1");
     {
         g_auto(FsimTestRun) run = fsim_test_run("sweep", spec, "--db", old, "--shard", "2/2", NULL);
 
         g_assert_cmpint(run.status, ==, 0);
     }
-    g_assert_cmpint(sql_int(old, "PRAGMA user_version"), ==, FSIM_STORE_SCHEMA_VERSION);
-    g_assert_cmpint(sql_int(old, "SELECT count(*) FROM runs WHERE trace_sha256 IS NULL"), ==, 1);
-    g_assert_cmpint(sql_int(old, "SELECT count(*) FROM runs WHERE trace_sha256 IS NOT NULL"), ==,
-                    1);
+    g_assert_cmpint(fsim_test_sql_int(old, "PRAGMA user_version"), ==, FSIM_STORE_SCHEMA_VERSION);
+    g_assert_cmpint(fsim_test_sql_int(old, "SELECT count(*) FROM runs WHERE trace_sha256 IS NULL"),
+                    ==, 1);
+    g_assert_cmpint(
+        fsim_test_sql_int(old, "SELECT count(*) FROM runs WHERE trace_sha256 IS NOT NULL"), ==, 1);
     /* a table another part of fragsim might add, in the input and in the output */
-    sql_exec(old, "CREATE TABLE notes (run_id INTEGER REFERENCES runs(id), note TEXT);"
-                  " INSERT INTO notes SELECT id, 'note of ' || policy FROM runs");
+    fsim_test_sql_exec(old, "CREATE TABLE notes (run_id INTEGER REFERENCES runs(id), note TEXT);"
+                            " INSERT INTO notes SELECT id, 'note of ' || policy FROM runs");
     {
         g_auto(FsimTestRun) a = fsim_test_run("merge", out, old, NULL);
 
         g_assert_cmpint(a.status, ==, 0);
     }
-    sql_exec(out, "DELETE FROM run_metrics; DELETE FROM samples; DELETE FROM blocks;"
-                  " DELETE FROM segments; DELETE FROM sizes; DELETE FROM marks; DELETE FROM ooms;"
-                  " DELETE FROM runs;"
-                  " CREATE TABLE notes (run_id INTEGER REFERENCES runs(id), note TEXT)");
+    fsim_test_sql_exec(
+        out, "DELETE FROM run_metrics; DELETE FROM samples; DELETE FROM blocks;"
+             " DELETE FROM segments; DELETE FROM sizes; DELETE FROM marks; DELETE FROM ooms;"
+             " DELETE FROM runs;"
+             " CREATE TABLE notes (run_id INTEGER REFERENCES runs(id), note TEXT)");
     {
         g_auto(FsimTestRun) b = fsim_test_run("merge", out, old, NULL);
         g_autofree char *a_dump = NULL;
         g_autofree char *b_dump = NULL;
 
         g_assert_cmpint(b.status, ==, 0);
-        g_assert_cmpint(sql_int(out, "SELECT count(*) FROM notes n JOIN runs r ON r.id ="
-                                     " n.run_id WHERE n.note = 'note of ' || r.policy"),
+        g_assert_cmpint(fsim_test_sql_int(out, "SELECT count(*) FROM notes n JOIN runs r ON r.id ="
+                                               " n.run_id WHERE n.note = 'note of ' || r.policy"),
                         ==, 2);
         a_dump = dump_db(old);
         b_dump = dump_db(out);
@@ -516,7 +485,7 @@ test_job_groups(void)
 
         g_assert_cmpint(run.status, ==, 0);
     }
-    g_assert_cmpint(sql_int(db, "SELECT count(*) FROM runs WHERE job = 'train'"), ==, 2);
+    g_assert_cmpint(fsim_test_sql_int(db, "SELECT count(*) FROM runs WHERE job = 'train'"), ==, 2);
     /* the report's grid: the job's worst rank, and the plain trace as a job of its own */
     {
         g_autofree char *out = g_build_filename(dir, "report", NULL);
@@ -539,8 +508,9 @@ test_job_groups(void)
             g_assert_true(g_file_test(plot, G_FILE_TEST_IS_REGULAR));
         }
     }
-    g_assert_cmpint(sql_int(db, "SELECT count(*) FROM runs WHERE job IS NULL AND trace LIKE "
-                                "'%ok-design-example.trace'"),
+    g_assert_cmpint(fsim_test_sql_int(db,
+                                      "SELECT count(*) FROM runs WHERE job IS NULL AND trace LIKE "
+                                      "'%ok-design-example.trace'"),
                     ==, 1);
     fsim_test_remove_tree(dir);
 }

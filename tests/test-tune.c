@@ -270,22 +270,6 @@ test_worst_rank(void)
     g_assert_nonnull(strstr(text.out, "device 0 needs; its 2 ranks spread over 76.0 MiB"));
 }
 
-static char *
-sql_text(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-    sqlite3_stmt *stmt = NULL;
-    char *text = NULL;
-
-    g_assert_cmpint(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), ==, SQLITE_OK);
-    g_assert_cmpint(sqlite3_prepare_v2(db, sql, -1, &stmt, NULL), ==, SQLITE_OK);
-    if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) != NULL)
-        text = g_strdup((const char *)sqlite3_column_text(stmt, 0));
-    sqlite3_finalize(stmt);
-    sqlite3_close(db);
-    return text;
-}
-
 /* --db: the default and recommended runs with their needed capacity, and the recommendation. */
 static void
 test_db(void)
@@ -353,12 +337,12 @@ test_db_upgrade(void)
     sqlite3_close(handle);
     g_auto(FsimTestRun) tune = fsim_test_run("tune", path, "--db", db, NULL);
     g_assert_cmpint(tune.status, ==, 0);
-    count = sql_text(db, "SELECT count(*) FROM recommendations");
+    count = fsim_test_sql_text(db, "SELECT count(*) FROM recommendations");
     g_assert_cmpstr(count, ==, "1");
-    version = sql_text(db, "PRAGMA user_version");
+    version = fsim_test_sql_text(db, "PRAGMA user_version");
     g_assert_cmpstr(version, ==, G_STRINGIFY(FSIM_STORE_SCHEMA_VERSION));
     g_free(count);
-    count = sql_text(db, "SELECT count(*) FROM runs");
+    count = fsim_test_sql_text(db, "SELECT count(*) FROM runs");
     g_assert_cmpstr(count, ==, "2"); /* replay's run and tune's default (kept: one run) */
     fsim_test_remove_tree(dir);
 }

@@ -7,6 +7,7 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -245,4 +246,42 @@ fsim_test_shared_trace(const char *name)
     if (!g_file_test(path, G_FILE_TEST_IS_REGULAR))
         g_error("FRAGSIM_SHARED_TRACES is set but %s is missing", path);
     return path;
+}
+
+char *
+fsim_test_sql_text(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *stmt = NULL;
+    char *result = NULL;
+
+    g_assert_cmpint(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), ==, SQLITE_OK);
+    g_assert_cmpint(sqlite3_busy_timeout(db, 10000), ==, SQLITE_OK);
+    g_assert_cmpint(sqlite3_prepare_v2(db, sql, -1, &stmt, NULL), ==, SQLITE_OK);
+    if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) != NULL)
+        result = g_strdup((const char *)sqlite3_column_text(stmt, 0));
+    g_assert_cmpint(sqlite3_finalize(stmt), ==, SQLITE_OK);
+    g_assert_cmpint(sqlite3_close(db), ==, SQLITE_OK);
+    return result;
+}
+
+int64_t
+fsim_test_sql_int(const char *path, const char *sql)
+{
+    g_autofree char *text = fsim_test_sql_text(path, sql);
+
+    g_assert_nonnull(text);
+    return g_ascii_strtoll(text, NULL, 10);
+}
+
+void
+fsim_test_sql_exec(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+
+    g_assert_cmpint(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL),
+                    ==, SQLITE_OK);
+    g_assert_cmpint(sqlite3_busy_timeout(db, 10000), ==, SQLITE_OK);
+    g_assert_cmpint(sqlite3_exec(db, sql, NULL, NULL, NULL), ==, SQLITE_OK);
+    g_assert_cmpint(sqlite3_close(db), ==, SQLITE_OK);
 }

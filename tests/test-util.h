@@ -103,4 +103,10 @@ const char *fsim_test_shared_dir(void);
  * returns it.  Aborts when the directory is given but holds no @name. */
 char *fsim_test_shared_trace(const char *name);
 
+/* SQL on a results database through the SQLite API directly (waiting up to 10 s for a writer):
+ * the first column of the first row as text (NULL: no row), as an integer, or no result. */
+char *fsim_test_sql_text(const char *path, const char *sql);
+int64_t fsim_test_sql_int(const char *path, const char *sql);
+void fsim_test_sql_exec(const char *path, const char *sql);
+
 G_END_DECLS
