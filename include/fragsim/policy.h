@@ -249,6 +249,10 @@ void fsim_policy_free(FsimPolicy *policy);
 GArray *fsim_policy_pool_stats(const FsimPolicy *policy);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimPolicy, fsim_policy_free)
 
+/* TRUE when the policy named @name reads PYTORCH_CUDA_ALLOC_CONF (caching, expandable): other
+ * policies make one run, with config "", whatever the configurations asked for. */
+gboolean fsim_policy_takes_alloc_conf(const char *name);
+
 /* TRUE when the policy named @name is offline: it needs the run's lifetimes (see plan()). */
 gboolean fsim_policy_is_offline(const char *name);
 

@@ -338,9 +338,7 @@ fsim_cmd_cuda_replay(int argc, char **argv)
     policies = fsim_cli_policies(policy_list, &error);
     if (policies == NULL)
         return fsim_cli_fail("cuda replay", error);
-    for (guint p = 0; p < policies->len; p++)
-        n_runs +=
-            fsim_cli_policy_takes_alloc_conf(g_ptr_array_index(policies, p)) ? configs->len : 1;
+    n_runs = fsim_cli_count_runs(policies, configs);
     trace = fsim_trace_open(argv[1], &error);
     if (trace == NULL)
         return fsim_cli_fail("cuda replay", error);
@@ -367,11 +365,11 @@ fsim_cmd_cuda_replay(int argc, char **argv)
     for (guint d = 0; d < devices->len; d++) {
         for (guint p = 0; p < policies->len; p++) {
             const char *policy = g_ptr_array_index(policies, p);
-            guint n = fsim_cli_policy_takes_alloc_conf(policy) ? configs->len : 1;
+            guint n = fsim_cli_policy_runs(policy, configs);
 
             for (guint c = 0; c < n; c++) {
                 const FsimCliConfig *config = g_ptr_array_index(configs, c);
-                const char *text = n > 1 || configs->len == 1 ? config->text : "";
+                const char *text = fsim_cli_run_config(policy, configs, c);
                 g_autofree char *label = fsim_run_label(policy, text);
 
                 attach.trace_device = g_array_index(devices, uint32_t, d);

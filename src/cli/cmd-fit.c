@@ -617,11 +617,11 @@ fsim_cmd_fit(int argc, char **argv)
     g_array_set_clear_func(results, result_clear);
     for (guint p = 0; p < policies->len; p++) {
         const char *policy = g_ptr_array_index(policies, p);
-        guint n = fsim_cli_policy_takes_alloc_conf(policy) ? configs->len : 1;
+        guint n = fsim_cli_policy_runs(policy, configs);
 
         for (guint c = 0; c < n; c++) {
             const FsimCliConfig *config = g_ptr_array_index(configs, c);
-            Result r = {.policy = policy, .config = n > 1 || configs->len == 1 ? config->text : ""};
+            Result r = {.policy = policy, .config = fsim_cli_run_config(policy, configs, c)};
 
             r.label = fsim_run_label(policy, r.config);
             src.knobs = config->knobs;

@@ -265,7 +265,7 @@ replay_make_runs(FsimTrace *trace, uint32_t device, GPtrArray *policies, GPtrArr
 {
     for (guint p = 0; p < policies->len; p++) {
         const char *policy = g_ptr_array_index(policies, p);
-        guint n = fsim_cli_policy_takes_alloc_conf(policy) ? configs->len : 1;
+        guint n = fsim_cli_policy_runs(policy, configs);
 
         for (guint c = 0; c < n; c++) {
             const FsimCliConfig *config = g_ptr_array_index(configs, c);
@@ -282,7 +282,7 @@ replay_make_runs(FsimTrace *trace, uint32_t device, GPtrArray *policies, GPtrArr
             rc.fail_on_oom = fail_on_oom;
             rc.paranoid = rc.paranoid || paranoid;
             run->policy = policy;
-            run->config = g_strdup(n > 1 || configs->len == 1 ? config->text : "");
+            run->config = g_strdup(fsim_cli_run_config(policy, configs, c));
             run->label = fsim_run_label(policy, run->config);
             run->knobs = config->knobs;
             run->trace_device = device;
@@ -394,9 +394,7 @@ fsim_cmd_replay(int argc, char **argv)
     policies = fsim_cli_policies(policy_list, &error);
     if (policies == NULL)
         return fsim_cli_fail("replay", error);
-    for (guint p = 0; p < policies->len; p++)
-        n_runs +=
-            fsim_cli_policy_takes_alloc_conf(g_ptr_array_index(policies, p)) ? configs->len : 1;
+    n_runs = fsim_cli_count_runs(policies, configs);
     trace = fsim_trace_open(argv[1], &error);
     if (trace == NULL)
         return fsim_cli_fail("replay", error);

@@ -72,10 +72,28 @@ fsim_cli_configs(const char *const *alloc_confs, const char *const *sets, const 
     return g_steal_pointer(&configs);
 }
 
-gboolean
-fsim_cli_policy_takes_alloc_conf(const char *policy)
+guint
+fsim_cli_policy_runs(const char *policy, const GPtrArray *configs)
 {
-    return strcmp(policy, "caching") == 0 || strcmp(policy, "expandable") == 0;
+    return fsim_policy_takes_alloc_conf(policy) ? configs->len : 1;
+}
+
+guint
+fsim_cli_count_runs(const GPtrArray *policies, const GPtrArray *configs)
+{
+    guint n = 0;
+
+    for (guint p = 0; p < policies->len; p++)
+        n += fsim_cli_policy_runs(g_ptr_array_index(policies, p), configs);
+    return n;
+}
+
+const char *
+fsim_cli_run_config(const char *policy, const GPtrArray *configs, guint c)
+{
+    const FsimCliConfig *config = g_ptr_array_index(configs, c);
+
+    return fsim_cli_policy_runs(policy, configs) > 1 || configs->len == 1 ? config->text : "";
 }
 
 gboolean

@@ -36,9 +36,16 @@ typedef struct {
 GPtrArray *fsim_cli_configs(const char *const *alloc_confs, const char *const *sets,
                             const char *set_example, const char *device_note, GError **error);
 
-/* Whether @policy reads PYTORCH_CUDA_ALLOC_CONF (caching, expandable): other policies make one
- * run, with config "", whatever the `-c` list. */
-gboolean fsim_cli_policy_takes_alloc_conf(const char *policy);
+/* How many runs @policy makes with @configs: one per configuration when it reads
+ * PYTORCH_CUDA_ALLOC_CONF (fsim_policy_takes_alloc_conf()), else one. */
+guint fsim_cli_policy_runs(const char *policy, const GPtrArray *configs);
+
+/* The runs of every policy of @policies with @configs. */
+guint fsim_cli_count_runs(const GPtrArray *policies, const GPtrArray *configs);
+
+/* The config text of @policy's run @c (0 <= @c < fsim_cli_policy_runs()): the configuration's
+ * canonical text, "" for a policy that ignores the configurations (unless only one was given). */
+const char *fsim_cli_run_config(const char *policy, const GPtrArray *configs, guint c);
 
 /**
  * fsim_cli_trace_platform:

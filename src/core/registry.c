@@ -36,6 +36,12 @@ fsim_policy_list(gsize *n)
 }
 
 gboolean
+fsim_policy_takes_alloc_conf(const char *name)
+{
+    return strcmp(name, "caching") == 0 || strcmp(name, "expandable") == 0;
+}
+
+gboolean
 fsim_policy_is_offline(const char *name)
 {
     const FsimPolicyOps *ops = fsim_policy_lookup(name);

@@ -95,7 +95,7 @@ job_knobs(const FsimSweepJob *job, FsimTrace *trace, GError **error)
             return NULL;
     }
     if (strcmp(fsim_trace_format_name(trace), "torch") != 0 ||
-        !fsim_sweep_policy_takes_alloc_conf(job->policy))
+        !fsim_policy_takes_alloc_conf(job->policy))
         return g_steal_pointer(&knobs);
     platform = fsim_trace_detect_platform(trace, error);
     if (platform == NULL)

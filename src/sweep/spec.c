@@ -61,12 +61,6 @@ fsim_sweep_spec_free(FsimSweepSpec *spec)
     g_free(spec);
 }
 
-gboolean
-fsim_sweep_policy_takes_alloc_conf(const char *policy)
-{
-    return strcmp(policy, "caching") == 0 || strcmp(policy, "expandable") == 0;
-}
-
 static gboolean G_GNUC_PRINTF(4, 5)
     spec_fail(const FsimSweepSpec *spec, const char *key, GError **error, const char *format, ...)
 {
@@ -337,7 +331,7 @@ spec_make_jobs(FsimSweepSpec *spec)
     for (guint t = 0; t < spec->traces->len; t++)
         for (guint p = 0; p < spec->policies->len; p++) {
             const char *policy = g_ptr_array_index(spec->policies, p);
-            guint n_configs = fsim_sweep_policy_takes_alloc_conf(policy) ? spec->configs->len : 1;
+            guint n_configs = fsim_policy_takes_alloc_conf(policy) ? spec->configs->len : 1;
 
             for (guint c = 0; c < n_configs; c++)
                 for (guint d = 0; d < spec->devices->len; d++) {

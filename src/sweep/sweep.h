@@ -93,9 +93,6 @@ FsimSweepSpec *fsim_sweep_spec_load(const char *path, GError **error);
 void fsim_sweep_spec_free(FsimSweepSpec *spec);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimSweepSpec, fsim_sweep_spec_free)
 
-/* Whether @policy reads PYTORCH_CUDA_ALLOC_CONF (caching, expandable). */
-gboolean fsim_sweep_policy_takes_alloc_conf(const char *policy);
-
 /**
  * fsim_sweep_parse_shard:
  * @text: `I/N` with 1 <= I <= N.
