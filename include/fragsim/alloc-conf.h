@@ -57,6 +57,15 @@ G_BEGIN_DECLS
  * @platform: whose fork of the allocator: PyTorch's CUDA one or torch_npu's (Ascend), which pads
  *     every request by %FSIM_NPU_REQUEST_PAD bytes before rounding.  A knob of the policies'
  *     groups (`caching.platform=npu`), not a PYTORCH_CUDA_ALLOC_CONF key.
+ * @npu_base_addr_aligned: torch_npu's `base_addr_aligned_kb` in bytes (default 16 KiB, 0 = off):
+ *     under expandable segments a request of 2 MiB or more starts on this boundary.
+ * @npu_page_1g: torch_npu's `page_size:1g`: large-pool segments are whole GiB, and so are the
+ *     large-pool pages of expandable segments.
+ * @npu_segment_size: torch_npu's `segment_size_mb` in bytes (20-512 MiB; 0 = unset): the
+ *     large-pool page of expandable segments.
+ *
+ * The three npu_ fields are PYTORCH_NPU_ALLOC_CONF keys: accepted by the parser, refused by
+ * fsim_alloc_conf_load() unless the platform is npu.
  */
 typedef enum {
     FSIM_PLATFORM_CUDA = 0,
@@ -82,7 +91,15 @@ typedef struct {
     gboolean expandable_segments;
     uint32_t roundup_power2_divisions[FSIM_ALLOC_CONF_INTERVALS];
     FsimPlatform platform;
+    uint64_t npu_base_addr_aligned;
+    gboolean npu_page_1g;
+    uint64_t npu_segment_size;
 } FsimAllocConf;
+
+/* torch_npu's kAlignRoundLarge: the default and the largest `base_addr_aligned_kb`, in bytes. */
+#define FSIM_NPU_ADDR_ALIGN ((uint64_t)16 << 10)
+/* torch_npu's kExtraLargeBuffer: the segment and page unit of `page_size:1g`. */
+#define FSIM_NPU_PAGE_1G ((uint64_t)1 << 30)
 
 /* Fill @conf with PyTorch's defaults. */
 void fsim_alloc_conf_init(FsimAllocConf *conf);
@@ -144,7 +161,7 @@ char *fsim_alloc_conf_to_string(const FsimAllocConf *conf);
 uint64_t fsim_pytorch_round_size(const FsimAllocConf *conf, uint64_t size);
 
 /* PyTorch's get_allocation_size(): the segment cudaMalloc'd for a block of @size (rounded)
- * bytes. */
+ * bytes.  torch_npu with `page_size:1g`: whole GiB for the large pool. */
 uint64_t fsim_pytorch_allocation_size(const FsimAllocConf *conf, uint64_t size);
 
 G_END_DECLS

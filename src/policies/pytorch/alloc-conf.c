@@ -45,7 +45,13 @@ enum {
     KEY_FRACTION = 1u << 5,
     KEY_EXPANDABLE = 1u << 6,
     KEY_ROUNDUP = 1u << 7,
+    KEY_NPU_ALIGN = 1u << 8,
+    KEY_NPU_PAGE = 1u << 9,
+    KEY_NPU_SEGMENT = 1u << 10,
 };
+
+#define NPU_SEGMENT_MIN_MB 20 /* torch_npu's k20MB and k512MB: the range of segment_size_mb */
+#define NPU_SEGMENT_MAX_MB 512
 
 typedef struct {
     GPtrArray *tokens; /* of char* */
@@ -64,6 +70,7 @@ fsim_alloc_conf_init(FsimAllocConf *conf)
     conf->large_segment_size = 20 * MIB;
     conf->roundup_bypass_threshold = G_MAXUINT64;
     conf->per_process_memory_fraction = 1.0;
+    conf->npu_base_addr_aligned = FSIM_NPU_ADDR_ALIGN;
 }
 
 const char *
@@ -324,6 +331,43 @@ parser_roundup(Parser *p, FsimAllocConf *conf, const char *key, GError **error)
     }
 }
 
+/* The PYTORCH_NPU_ALLOC_CONF keys that move memory, checked as torch_npu's NPUAllocatorConfig
+ * checks them: base_addr_aligned_kb in [0, 16], page_size only `1g` (and `2m`, the default),
+ * segment_size_mb in [20, 512]. */
+static gboolean
+parser_npu_key(Parser *p, FsimAllocConf *conf, const char *key, GError **error)
+{
+    const char *token = NULL;
+    uint64_t number;
+
+    if (strcmp(key, "page_size") == 0) {
+        p->mentioned |= KEY_NPU_PAGE;
+        if (!parser_value(p, key, &token, error))
+            return FALSE;
+        /* torch_npu takes only 1g; 2m, its default, is fragsim's name to set it back */
+        if (g_ascii_strcasecmp(token, "1g") != 0 && g_ascii_strcasecmp(token, "2m") != 0)
+            return parser_fail(p, error, key, "'%s' is not a page size torch_npu takes (1g)",
+                               token);
+        conf->npu_page_1g = g_ascii_strcasecmp(token, "1g") == 0;
+        return TRUE;
+    }
+    if (!parser_uint(p, key, &number, error))
+        return FALSE;
+    if (strcmp(key, "base_addr_aligned_kb") == 0) {
+        p->mentioned |= KEY_NPU_ALIGN;
+        if (number > FSIM_NPU_ADDR_ALIGN >> 10)
+            return parser_fail(p, error, key, "%" G_GUINT64_FORMAT " is outside [0, 16]", number);
+        conf->npu_base_addr_aligned = number << 10;
+        return TRUE;
+    }
+    p->mentioned |= KEY_NPU_SEGMENT;
+    if (number < NPU_SEGMENT_MIN_MB || number > NPU_SEGMENT_MAX_MB)
+        return parser_fail(p, error, key, "%" G_GUINT64_FORMAT " is outside [%d, %d]", number,
+                           NPU_SEGMENT_MIN_MB, NPU_SEGMENT_MAX_MB);
+    conf->npu_segment_size = number * MIB;
+    return TRUE;
+}
+
 /* One `key:value`; p->pos is on the key.
  *
  * Longer than ~80 lines: one branch per PYTORCH_CUDA_ALLOC_CONF key, in the order of PyTorch's
@@ -380,6 +424,9 @@ parser_key(Parser *p, FsimAllocConf *conf, GError **error)
         p->mentioned |= KEY_ROUNDUP;
         return parser_roundup(p, conf, key, error);
     }
+    if (strcmp(key, "base_addr_aligned_kb") == 0 || strcmp(key, "page_size") == 0 ||
+        strcmp(key, "segment_size_mb") == 0)
+        return parser_npu_key(p, conf, key, error);
     /* Accepted and checked, but without effect on where memory goes. */
     if (strcmp(key, "release_lock_on_cudamalloc") == 0 ||
         strcmp(key, "release_lock_on_hipmalloc") == 0 ||
@@ -433,6 +480,34 @@ conf_check(const Parser *p, const FsimAllocConf *conf, GError **error)
                            "%" G_GUINT64_FORMAT " MiB exceeds max_split_size_mb (%" G_GUINT64_FORMAT
                            ")",
                            conf->large_segment_size / MIB, conf->max_split_size / MIB);
+    return TRUE;
+}
+
+/* The rules that depend on the platform, known once a group is read: torch_npu's own keys need
+ * platform=npu, and torch_npu lacks max_non_split_rounding_mb (its near-fit tolerance is fixed at
+ * 20 MiB) and wants max_split_size_mb above 20. */
+static gboolean
+conf_check_platform(const Parser *p, const FsimAllocConf *conf, GError **error)
+{
+    FsimAllocConf defaults;
+
+    fsim_alloc_conf_init(&defaults);
+    if (conf->platform != FSIM_PLATFORM_NPU) {
+        const char *key = conf->npu_base_addr_aligned != defaults.npu_base_addr_aligned
+                              ? "base_addr_aligned_kb"
+                          : conf->npu_page_1g      ? "page_size"
+                          : conf->npu_segment_size ? "segment_size_mb"
+                                                   : NULL;
+
+        if (key != NULL)
+            return parser_fail(p, error, key, "a torch_npu setting: it needs platform=npu");
+        return TRUE;
+    }
+    if (conf->max_non_split_rounding != defaults.max_non_split_rounding)
+        return parser_fail(p, error, "max_non_split_rounding_mb",
+                           "torch_npu has no such setting (its near-fit tolerance is 20 MiB)");
+    if (conf->max_split_size == (uint64_t)LARGE_BUFFER_MB * MIB)
+        return parser_fail(p, error, "max_split_size_mb", "torch_npu wants more than 20");
     return TRUE;
 }
 
@@ -527,6 +602,12 @@ conf_value_string(const FsimAllocConf *conf, guint bit)
         return conf_double_string(conf->per_process_memory_fraction);
     case KEY_EXPANDABLE:
         return g_strdup(conf->expandable_segments ? "True" : "False");
+    case KEY_NPU_ALIGN:
+        return g_strdup_printf("%" G_GUINT64_FORMAT, conf->npu_base_addr_aligned >> 10);
+    case KEY_NPU_PAGE:
+        return g_strdup(conf->npu_page_1g ? "1g" : "2m");
+    case KEY_NPU_SEGMENT:
+        return g_strdup_printf("%" G_GUINT64_FORMAT, conf->npu_segment_size / MIB);
     case KEY_ROUNDUP:
     default:
         return conf_roundup_string(conf);
@@ -546,6 +627,9 @@ static const struct {
     {KEY_FRACTION, "per_process_memory_fraction"},
     {KEY_EXPANDABLE, "expandable_segments"},
     {KEY_ROUNDUP, "roundup_power2_divisions"},
+    {KEY_NPU_ALIGN, "base_addr_aligned_kb"},
+    {KEY_NPU_PAGE, "page_size"},
+    {KEY_NPU_SEGMENT, "segment_size_mb"},
 };
 /* clang-format on */
 
@@ -608,7 +692,7 @@ fsim_alloc_conf_load(FsimAllocConf *conf, GKeyFile *config, const char *group, G
         if (parser_peek(&p) != NULL)
             return parser_fail(&p, error, NULL, "unexpected '%s' after the value", parser_peek(&p));
     }
-    return conf_check(&last, conf, error);
+    return conf_check(&last, conf, error) && conf_check_platform(&last, conf, error);
 }
 
 char *

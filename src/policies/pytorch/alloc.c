@@ -51,6 +51,8 @@ fsim_pytorch_allocation_size(const FsimAllocConf *conf, uint64_t size)
 {
     if (size <= FSIM_PYTORCH_SMALL_SIZE)
         return FSIM_PYTORCH_SMALL_BUFFER;
+    if (conf->platform == FSIM_PLATFORM_NPU && conf->npu_page_1g)
+        return round_up(size, FSIM_NPU_PAGE_1G); /* torch_npu's malloc(), page_size:1g */
     if (size < FSIM_PYTORCH_MIN_LARGE_ALLOC) {
         /* large_segment_size (kLargeBuffer, 20 MiB): a shared segment for 1-10 MiB requests.  A
          * large_segment_size_mb below the request would make a segment too small to hold it; we
@@ -214,6 +216,41 @@ try_mempool_fallback(Pytorch *pt, const Pool *pool, uint64_t stream, uint64_t si
     return NULL;
 }
 
+/* torch_npu's malloc() under expandable segments (base_addr_aligned_kb): a request of 2 MiB or
+ * more whose block does not start on the boundary moves up to it when it still fits; the skipped
+ * head stays a free block of the pool.  Before the split decision, on whichever block was found.
+ * torch_npu leaves the inactive-split counters alone here; we count the head and the rest as
+ * split blocks so that memory_stats() stays the sum of its blocks (no effect on placement). */
+static Block *
+npu_align_block(Pytorch *pt, Block *block, uint64_t size)
+{
+    uint64_t align = pt->conf.npu_base_addr_aligned;
+    uint64_t offset;
+    Block *rest;
+
+    if (pt->conf.platform != FSIM_PLATFORM_NPU || !pt->expandable || align == 0 ||
+        size < FSIM_PYTORCH_ROUND_LARGE || block->addr % align == 0)
+        return block;
+    offset = align - block->addr % align;
+    if (offset + size > block->size)
+        return block;
+    if (!block_expandable(block)) {
+        Stats *stats = &pt->stats;
+
+        fsim_counter_add(&stats->inactive_split, block_is_split(block) ? 1 : 2);
+        if (!block_is_split(block))
+            fsim_counter_add(&stats->inactive_split_bytes, (int64_t)block->size);
+    }
+    rest = block_new(pt);
+    rest->segment = block->segment;
+    rest->addr = block->addr + offset;
+    rest->size = block->size - offset;
+    block_link_after(rest, block);
+    block->size = offset;
+    pool_insert_free(block);
+    return rest;
+}
+
 /* get_pool(): the pool of the newest scope open on @stream, else a default one. */
 static Pool *
 get_pool(Pytorch *pt, uint64_t size, uint64_t stream)
@@ -252,6 +289,7 @@ fsim_pytorch_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out
             return FSIM_OOM;
         }
     }
+    block = npu_align_block(pt, block, size);
     block = alloc_found_block(pt, block, size, req->size, should_split(pt, block, size));
     out->addr = block->addr;
     out->size = block->size;

@@ -25,7 +25,14 @@
     {"large_segment_size_mb", "20",                                                             \
      "MiB of the segment for 1-10 MiB requests and of a large-pool expandable page"},            \
     {"platform", "cuda",                                                                        \
-     "cuda, or npu: torch_npu's allocator (Ascend), which pads each request by 32 bytes"}
+     "cuda, or npu: torch_npu's allocator (Ascend): each request padded by 32 bytes, the "        \
+     "PYTORCH_NPU_ALLOC_CONF keys below, no max_non_split_rounding_mb"},                         \
+    {"base_addr_aligned_kb", "16",                                                              \
+     "npu, expandable segments: requests of 2 MiB or more start on this KiB boundary (0-16)"},  \
+    {"page_size", "2m",                                                                         \
+     "npu: 1g makes large-pool segments and expandable large-pool pages whole GiB"},            \
+    {"segment_size_mb", "unset",                                                                \
+     "npu, expandable segments: MiB of a large-pool page (20-512; default large_segment_size_mb)"}
 
 #define PYTORCH_POOL_KNOBS                                                                         \
     {"mempool_use_on_oom", "",                                                                  \
@@ -47,6 +54,20 @@ const FsimKnob fsim_pytorch_expandable_knobs[] = {
     {NULL, NULL, NULL},
 };
 /* clang-format on */
+
+/* A page size of expandable segments (the knob @key) must be whole device pages. */
+static gboolean
+check_page(const FsimPolicyOps *ops, const char *key, uint64_t page, const FsimDevice *device,
+           GError **error)
+{
+    if (page % device->spec.granularity == 0)
+        return TRUE;
+    g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                "%s.%s: %" G_GUINT64_FORMAT " MiB is not a whole number of %" G_GUINT64_FORMAT
+                "-byte device pages, which expandable segments map",
+                ops->name, key, page / FSIM_MiB, device->spec.granularity);
+    return FALSE;
+}
 
 FsimPolicy *
 fsim_pytorch_create(const FsimPolicyOps *ops, FsimDevice *device, GKeyFile *config,
@@ -71,14 +92,10 @@ fsim_pytorch_create(const FsimPolicyOps *ops, FsimDevice *device, GKeyFile *conf
         return NULL;
     if (force_expandable)
         conf.expandable_segments = TRUE;
-    if (conf.expandable_segments && conf.large_segment_size % device->spec.granularity != 0) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
-                    "%s.large_segment_size_mb: %" G_GUINT64_FORMAT
-                    " MiB is not a whole number of %" G_GUINT64_FORMAT
-                    "-byte device pages, which expandable segments map",
-                    ops->name, conf.large_segment_size / FSIM_MiB, device->spec.granularity);
+    if (conf.expandable_segments &&
+        (!check_page(ops, "large_segment_size_mb", conf.large_segment_size, device, error) ||
+         !check_page(ops, "segment_size_mb", conf.npu_segment_size, device, error)))
         return NULL;
-    }
     pt = g_new0(Pytorch, 1);
     pt->base.ops = ops;
     pt->base.device = device;

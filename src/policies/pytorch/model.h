@@ -338,11 +338,21 @@ void fsim_pytorch_release_block(Pytorch *pt, Block *block);
 /* ---- expandable-segments.c ---------------------------------------------------------------------
  */
 
-/* The page size of expandable segments in the small or large pool (segment_size_). */
+/* The page size of expandable segments in the small or large pool (segment_size_).  torch_npu's
+ * find_expandable_block(): segment_size_mb replaces the large page, and page_size:1g makes it
+ * 1 GiB. */
 static inline uint64_t
 expandable_page(const Pytorch *pt, gboolean small)
 {
-    return small ? FSIM_PYTORCH_SMALL_BUFFER : pt->conf.large_segment_size;
+    if (small)
+        return FSIM_PYTORCH_SMALL_BUFFER;
+    if (pt->conf.platform == FSIM_PLATFORM_NPU) {
+        if (pt->conf.npu_page_1g)
+            return FSIM_NPU_PAGE_1G;
+        if (pt->conf.npu_segment_size != 0)
+            return pt->conf.npu_segment_size;
+    }
+    return pt->conf.large_segment_size;
 }
 
 /* "enough address space for 1 1/8 the total memory on the GPU", in whole pages of @page. */
