@@ -4,8 +4,9 @@
 # sudo when not root.  Usage: scripts/setup.sh [--tests]
 set -euo pipefail
 
+# libisal-dev: ISA-L's inflate for gzip inputs (optional to the build, which falls back to zlib).
 packages=(gcc clang cmake make pkg-config libglib2.0-dev libsqlite3-dev libjson-glib-dev
-          gnuplot-nox)
+          libisal-dev gnuplot-nox)
 if [[ ${1:-} == --tests ]]; then
   # clang-format checks the style; libclang-rt provides clang's sanitizer and fuzzer runtimes;
   # python3 lets some tests cross-check fragsim's output with Python's own pickle module;

@@ -201,10 +201,11 @@ write_maybe_gz(const char *path, const GString *text)
     g_assert_no_error(error);
 }
 
-/* Blank rows are skipped in bulk, across buffer refills, plain and compressed: the line numbers
- * of what follows them stay exact. */
+/* Blank rows are skipped in bulk (eight newlines at a time), across buffer refills, plain and
+ * compressed: the line numbers of what follows them stay exact.  @pattern is the kind of run:
+ * 0 mixes LF and CRLF, 1 is LF only with an odd count, 2 ends runs of 7 LFs with a space row. */
 static void
-test_blank_runs(void)
+test_blank_runs(gconstpointer pattern)
 {
     static const char *const names[] = {"blank.csv", "blank.csv.gz"};
     g_autoptr(GError) error = NULL;
@@ -212,13 +213,17 @@ test_blank_runs(void)
     g_autoptr(GString) text =
         g_string_new("Thread,Time,Action,Pointer,Size,Stream\n"
                      "1,13:05:42.123456,allocate,0x7f8a40000000,1024,0x7f8a38001020\n");
+    int runs = GPOINTER_TO_INT(pattern);
+    int n = runs == 1 ? 400001 : 400000;
 
-    for (int i = 0; i < 400000; i++)
-        g_string_append(text, i % 4 == 0 ? "\r\n" : "\n");
+    for (int i = 0; i < n; i++)
+        g_string_append(text, runs == 0 && i % 4 == 0   ? "\r\n"
+                              : runs == 2 && i % 8 == 7 ? " \n"
+                                                        : "\n");
     g_string_append(text, "  \n1,13:05:42.123502,free,0x7f8a4zz,1024,0x7f8a38001020\n");
     for (gsize i = 0; i < G_N_ELEMENTS(names); i++) {
         g_autofree char *path = g_build_filename(dir, names[i], NULL);
-        g_autofree char *where = g_strdup_printf("%s:400004: ", path);
+        g_autofree char *where = g_strdup_printf("%s:%d: ", path, n + 4);
         g_autoptr(FsimTrace) trace = NULL;
 
         write_maybe_gz(path, text);
@@ -230,6 +235,43 @@ test_blank_runs(void)
         g_clear_error(&error);
         g_unlink(path);
     }
+    g_rmdir(dir);
+}
+
+/* A gzip-compressed log cut short, or whose checksum does not match, is refused with an I/O
+ * error naming the file, whichever decompressor fragsim is built with. */
+static void
+test_gzip_damaged(void)
+{
+    g_autofree char *source = fsim_test_trace_path("ok-rmm-basic.csv.gz");
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = g_dir_make_tmp("fragsim-rmm-XXXXXX", &error);
+    g_autofree char *path = g_build_filename(dir, "damaged.csv.gz", NULL);
+    g_autofree char *prefix = g_strdup_printf("%s: ", path);
+    g_autofree char *data = NULL;
+    gsize len;
+
+    g_assert_true(g_file_get_contents(source, &data, &len, &error));
+    g_assert_cmpuint(len, >, 24);
+    for (int damage = 0; damage < 3; damage++) {
+        g_autoptr(FsimTrace) trace = NULL;
+
+        if (damage == 1)
+            data[len - 6] ^= 0x55; /* the CRC-32 of the trailer */
+        else if (damage == 2)
+            data[len - 2] ^= 0x01; /* the length of the trailer */
+        g_assert_true(
+            g_file_set_contents(path, data, damage == 0 ? (gssize)len - 12 : (gssize)len, &error));
+        trace = fsim_trace_open(path, &error);
+        g_assert_null(trace);
+        g_assert_error(error, FSIM_ERROR, FSIM_ERROR_IO);
+        g_test_message("%s", error->message);
+        g_assert_true(g_str_has_prefix(error->message, prefix));
+        g_clear_error(&error);
+        if (damage == 1)
+            data[len - 6] ^= 0x55;
+    }
+    g_unlink(path);
     g_rmdir(dir);
 }
 
@@ -290,7 +332,10 @@ main(int argc, char **argv)
 
         g_test_add_data_func(name, &bad_logs[i], test_bad);
     }
-    g_test_add_func("/reader/rmm/blank-runs", test_blank_runs);
+    g_test_add_data_func("/reader/rmm/blank-runs/mixed", GINT_TO_POINTER(0), test_blank_runs);
+    g_test_add_data_func("/reader/rmm/blank-runs/lf", GINT_TO_POINTER(1), test_blank_runs);
+    g_test_add_data_func("/reader/rmm/blank-runs/space", GINT_TO_POINTER(2), test_blank_runs);
+    g_test_add_func("/reader/rmm/gzip-damaged", test_gzip_damaged);
     g_test_add_func("/reader/rmm/cli", test_cli);
     return g_test_run();
 }

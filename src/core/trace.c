@@ -74,10 +74,9 @@ fsim_input_open(const char *path, GError **error)
     }
     head = g_buffered_input_stream_peek_buffer(buffered, &head_len);
     if (head_len >= 2 && head[0] == GZIP_MAGIC_0 && head[1] == GZIP_MAGIC_1) {
-        g_autoptr(GZlibDecompressor) decompressor =
-            g_zlib_decompressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP);
+        g_autoptr(GConverter) decompressor = fsim_gzip_decompressor_new();
         g_autoptr(GInputStream) converted =
-            g_converter_input_stream_new(G_INPUT_STREAM(buffered), G_CONVERTER(decompressor));
+            g_converter_input_stream_new(G_INPUT_STREAM(buffered), decompressor);
 
         return g_buffered_input_stream_new_sized(converted, 1 << 16);
     }

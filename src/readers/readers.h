@@ -12,3 +12,7 @@ extern const FsimTraceFormat fsim_trace_format_binary;
 extern const FsimTraceFormat fsim_trace_format_text;
 extern const FsimTraceFormat fsim_trace_format_torch;
 extern const FsimTraceFormat fsim_trace_format_rmm;
+
+/* The gzip decompressor of compressed inputs (src/readers/gzip-input.c): ISA-L's inflate where
+ * fragsim is built with it, GLib's zlib one otherwise. */
+GConverter *fsim_gzip_decompressor_new(void);

@@ -143,6 +143,16 @@ rmm_skip_blank(RmmParser *p)
     const char *end = p->buf + p->end;
     uint64_t lines = 0;
 
+    /* Eight newlines at a time first: a long run of them is the only case that matters. */
+    while (end - s >= 8) {
+        uint64_t word;
+
+        memcpy(&word, s, sizeof(word));
+        if (word != UINT64_C(0x0a0a0a0a0a0a0a0a))
+            break;
+        s += 8;
+        lines += 8;
+    }
     for (;;) {
         if (s < end && *s == '\n') {
             s++;
