@@ -151,6 +151,48 @@ test_live_table(void)
     fsim_live_table_clear(&table);
 }
 
+/* insert_or_find finds what is there; entries stay put while others come and go; the walk over
+ * entry numbers sees exactly the live ones; memory follows the largest live set. */
+static void
+test_live_table_entries(void)
+{
+    FsimLiveTable table;
+    FsimLiveEntry *first;
+    gboolean inserted;
+    gsize seen = 0;
+    gsize bytes;
+
+    fsim_live_table_init(&table);
+    first = fsim_live_table_insert_or_find(&table, 42, &inserted);
+    g_assert_true(inserted);
+    first->requested = 7;
+    for (uint64_t id = 100; id < 100 + 3 * FSIM_LIVE_PAGE; id++)
+        fsim_live_table_insert(&table, id)->requested = id;
+    g_assert_true(fsim_live_table_insert_or_find(&table, 42, &inserted) == first);
+    g_assert_false(inserted);
+    g_assert_cmpuint(first->requested, ==, 7);
+    /* free half, then insert as many again: the freed entries are reused */
+    for (uint64_t id = 100; id < 100 + 3 * FSIM_LIVE_PAGE; id += 2)
+        fsim_live_table_remove(&table, fsim_live_table_lookup(&table, id));
+    bytes = fsim_live_table_bytes(&table);
+    for (uint64_t id = 0; id < 3 * FSIM_LIVE_PAGE / 2; id++)
+        fsim_live_table_insert(&table, 1000000 + id)->requested = 1000000 + id;
+    g_assert_cmpuint(fsim_live_table_bytes(&table), ==, bytes);
+    g_assert_true(fsim_live_table_lookup(&table, 42) == first);
+    for (gsize n = 0; n < fsim_live_table_extent(&table); n++) {
+        const FsimLiveEntry *entry = fsim_live_table_nth(&table, n);
+
+        if (entry->state == 0)
+            continue;
+        seen++;
+        g_assert_true(fsim_live_table_lookup(&table, entry->id) == entry);
+        g_assert_cmpuint(entry->requested, ==, entry->id == 42 ? 7 : entry->id);
+    }
+    g_assert_cmpuint(seen, ==, table.count);
+    g_assert_cmpuint(seen, ==, 1 + 3 * FSIM_LIVE_PAGE);
+    fsim_live_table_clear(&table);
+}
+
 static void
 test_event_queue(void)
 {
@@ -425,6 +467,7 @@ main(int argc, char **argv)
     g_test_add_func("/units/format-size", test_format_size);
     g_test_add_func("/range-set/basics", test_range_set);
     g_test_add_func("/live-table/against-ghashtable", test_live_table);
+    g_test_add_func("/live-table/entries", test_live_table_entries);
     g_test_add_func("/event-queue/order", test_event_queue);
     g_test_add_func("/device/presets", test_device_presets);
     g_test_add_func("/device/profile", test_device_profile);

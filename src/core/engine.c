@@ -176,11 +176,11 @@ engine_has_seen_id(const FsimEngine *engine, uint64_t id)
 }
 
 static gboolean
-engine_check(FsimEngine *engine, const char *what, GError **error)
+engine_check_policy(FsimEngine *engine, const char *what, GError **error)
 {
     g_autoptr(GError) local_error = NULL;
 
-    if (!engine->config.paranoid || engine->policy->ops->check == NULL)
+    if (engine->policy->ops->check == NULL)
         return TRUE;
     if (engine->policy->ops->check(engine->policy, &local_error))
         return TRUE;
@@ -189,6 +189,14 @@ engine_check(FsimEngine *engine, const char *what, GError **error)
                 engine->policy->ops->name, what, engine->counters.event_index,
                 local_error->message);
     return FALSE;
+}
+
+/* The policy's invariants after an operation, under --paranoid only (the hot path's test is
+ * inline). */
+static inline gboolean
+engine_check(FsimEngine *engine, const char *what, GError **error)
+{
+    return G_LIKELY(!engine->config.paranoid) || engine_check_policy(engine, what, error);
 }
 
 static void
@@ -262,8 +270,8 @@ fsim_engine_foreach_live_alloc(const FsimEngine *engine,
                                void (*func)(gpointer data, const FsimLiveAlloc *alloc),
                                gpointer data)
 {
-    for (gsize i = 0; i < engine->live.capacity; i++) {
-        const FsimLiveEntry *entry = &engine->live.slots[i];
+    for (gsize i = 0; i < fsim_live_table_extent(&engine->live); i++) {
+        const FsimLiveEntry *entry = fsim_live_table_nth(&engine->live, i);
 
         if (entry->state == FSIM_LIVE_ALLOCATED || entry->state == FSIM_LIVE_PENDING) {
             FsimLiveAlloc alloc = {entry->id,     entry->block,       entry->requested,
@@ -407,6 +415,7 @@ engine_alloc(FsimEngine *engine, const FsimEvent *ev, GError **error)
     FsimLiveEntry *entry;
     FsimAllocRequest req;
     FsimBlock block;
+    gboolean inserted;
 
     engine->metrics.allocs++;
     if (ev->size == 0 || ev->size > FSIM_MAX_SIZE) {
@@ -416,7 +425,9 @@ engine_alloc(FsimEngine *engine, const FsimEvent *ev, GError **error)
                     ev->index, ev->size);
         return FALSE;
     }
-    if (fsim_live_table_lookup(&engine->live, ev->id) != NULL) {
+    /* The entry goes in now (one probe): the policy never touches the table. */
+    entry = fsim_live_table_insert_or_find(&engine->live, ev->id, &inserted);
+    if (!inserted) {
         g_set_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_DUPLICATE,
                     "event %" G_GUINT64_FORMAT ": id %" G_GUINT64_FORMAT
                     " is allocated again while it is still live",
@@ -430,7 +441,6 @@ engine_alloc(FsimEngine *engine, const FsimEvent *ev, GError **error)
     if ((ev->flags & FSIM_EVF_RECORDED_OOM) != 0)
         engine->metrics.recorded_ooms++;
     if (engine->policy->ops->alloc(engine->policy, &req, &block) != FSIM_OK) {
-        entry = fsim_live_table_insert(&engine->live, ev->id);
         entry->state = FSIM_LIVE_FAILED;
         entry->stream = ev->stream;
         engine->metrics.ooms++;
@@ -441,7 +451,6 @@ engine_alloc(FsimEngine *engine, const FsimEvent *ev, GError **error)
         return engine_check(engine, "an OOM", error);
     }
     g_assert(block.size >= ev->size);
-    entry = fsim_live_table_insert(&engine->live, ev->id);
     entry->block = block;
     entry->requested = ev->size;
     entry->stream = ev->stream;
@@ -755,8 +764,8 @@ fsim_engine_foreach_live(const FsimEngine *engine,
 {
     g_autoptr(GPtrArray) entries = g_ptr_array_new();
 
-    for (gsize i = 0; i < engine->live.capacity; i++) {
-        FsimLiveEntry *entry = &engine->live.slots[i];
+    for (gsize i = 0; i < fsim_live_table_extent(&engine->live); i++) {
+        FsimLiveEntry *entry = fsim_live_table_nth(&engine->live, i);
 
         if (entry->state == FSIM_LIVE_ALLOCATED || entry->state == FSIM_LIVE_PENDING)
             g_ptr_array_add(entries, entry);

@@ -275,8 +275,8 @@ undo_entry(Undo *undo, const TorchEntry *e)
 static void
 undo_collect(Undo *undo, GArray *all_segments, GArray *all_blocks)
 {
-    for (gsize i = 0; i < undo->segments.capacity; i++) {
-        const FsimLiveEntry *entry = &undo->segments.slots[i];
+    for (gsize i = 0; i < fsim_live_table_extent(&undo->segments); i++) {
+        const FsimLiveEntry *entry = fsim_live_table_nth(&undo->segments, i);
         FsimSeedSegment seg = {.addr = entry->id,
                                .size = entry->block.size,
                                .stream = entry->stream,
@@ -287,8 +287,8 @@ undo_collect(Undo *undo, GArray *all_segments, GArray *all_blocks)
             g_array_append_val(all_segments, seg);
     }
     g_tree_foreach(undo->ranges, collect_range, all_segments);
-    for (gsize i = 0; i < undo->live.capacity; i++) {
-        const FsimLiveEntry *entry = &undo->live.slots[i];
+    for (gsize i = 0; i < fsim_live_table_extent(&undo->live); i++) {
+        const FsimLiveEntry *entry = fsim_live_table_nth(&undo->live, i);
         FsimSeedBlock block = {.addr = entry->id,
                                .size = entry->block.size,
                                .requested = MIN(entry->requested, entry->block.size),
