@@ -233,6 +233,18 @@ gsize fsim_pickle_len(const FsimPickleValue *v);
 const FsimPickleValue *fsim_pickle_item(const FsimPickleValue *v, gsize i);
 
 /**
+ * fsim_pickle_items:
+ * @v: (nullable): a list or tuple.
+ * @n: (out): the number of items; 0 when @v is no list or tuple.
+ *
+ * The items at once, for walks that look at all of them (or compare two lists item by item:
+ * a value shared through the memo is the same pointer wherever it is referred to).
+ *
+ * Returns: (transfer none) (array length=n) (nullable): the items, or %NULL when there are none.
+ */
+const FsimPickleValue *const *fsim_pickle_items(const FsimPickleValue *v, gsize *n);
+
+/**
  * fsim_pickle_dict_key:
  * @v: a dict.
  * @i: an entry index below fsim_pickle_len().

@@ -198,57 +198,127 @@ frame_in_torch_npu(const char *filename)
            (g_str_has_prefix(filename, "torch_npu/") || strstr(filename, "/torch_npu/") != NULL);
 }
 
-void
-fsim_torch_frames_scan(TorchLoader *ld, const FsimPickleValue *v)
-{
+/* A `frames` list by its items: memo-shared frame dicts are the same pointers in every list. */
+typedef struct {
+    const FsimPickleValue *const *items;
     gsize n;
+} TorchFramesKey;
 
-    if (ld->trace->base.frames_name_torch_npu || v == NULL ||
-        (fsim_pickle_type(v) != FSIM_PICKLE_LIST && fsim_pickle_type(v) != FSIM_PICKLE_TUPLE))
-        return;
-    n = fsim_pickle_len(v);
-    for (gsize i = 0; i < n && !ld->trace->base.frames_name_torch_npu; i++) {
-        const FsimPickleValue *item = fsim_pickle_item(v, i);
+static guint
+frames_key_hash(gconstpointer p)
+{
+    const TorchFramesKey *key = p;
+    uint64_t h = 5381 + key->n;
+    gsize step = key->n / 16 + 1;
 
-        if (fsim_pickle_type(item) == FSIM_PICKLE_DICT)
-            ld->trace->base.frames_name_torch_npu = frame_in_torch_npu(
-                fsim_pickle_get_str(fsim_pickle_dict_get(item, "filename"), NULL));
-    }
+    /* At most 16 items: lists that differ mostly differ in many places; equality checks all. */
+    for (gsize i = 0; i < key->n; i += step)
+        h = (h ^ (uint64_t)(uintptr_t)key->items[i]) * 0x100000001b3u;
+    return (guint)(h ^ h >> 32);
 }
 
-/* A list of dicts of filename, line and name, innermost first (see torch-reader.h). */
-uint32_t
-fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v)
+static gboolean
+frames_key_equal(gconstpointer a, gconstpointer b)
 {
-    g_autoptr(GArray) frames = NULL;
-    gsize n;
+    const TorchFramesKey *x = a;
+    const TorchFramesKey *y = b;
 
-    if (v == NULL ||
-        (fsim_pickle_type(v) != FSIM_PICKLE_LIST && fsim_pickle_type(v) != FSIM_PICKLE_TUPLE))
-        return 0;
-    n = fsim_pickle_len(v);
-    if (n == 0 || n > ld->budget)
-        return 0;
-    ld->budget -= n;
-    frames = g_array_sized_new(FALSE, FALSE, sizeof(FsimFrame), (guint)n);
-    for (gsize i = 0; i < n; i++) {
-        const FsimPickleValue *item = fsim_pickle_item(v, i);
-        FsimFrame frame = {0};
-        int64_t line;
+    return x->n == y->n && memcmp(x->items, y->items, x->n * sizeof(*x->items)) == 0;
+}
 
-        if (fsim_pickle_type(item) != FSIM_PICKLE_DICT)
-            continue;
+/* The frame of one item of a `frames` list (both strings NULL when it is no frame), read once per
+ * distinct item; whether it names torch_npu is noted then. */
+static const FsimFrame *
+frames_item(TorchLoader *ld, const FsimPickleValue *item)
+{
+    gpointer found;
+    FsimFrame frame = {0};
+    int64_t line;
+
+    if (ld->frame_ids == NULL) {
+        ld->frame_ids = g_hash_table_new(g_direct_hash, g_direct_equal);
+        ld->frames = g_array_new(FALSE, FALSE, sizeof(FsimFrame));
+    }
+    found = g_hash_table_lookup(ld->frame_ids, item);
+    if (found != NULL)
+        return &g_array_index(ld->frames, FsimFrame, GPOINTER_TO_UINT(found) - 1);
+    if (fsim_pickle_type(item) == FSIM_PICKLE_DICT) {
         frame.filename = fsim_pickle_get_str(fsim_pickle_dict_get(item, "filename"), NULL);
         frame.name = fsim_pickle_get_str(fsim_pickle_dict_get(item, "name"), NULL);
         if (fsim_pickle_get_int(fsim_pickle_dict_get(item, "line"), &line) && line > 0 &&
             line <= G_MAXUINT32)
             frame.line = (uint32_t)line;
-        if (frame.filename != NULL || frame.name != NULL)
-            g_array_append_val(frames, frame);
         ld->trace->base.frames_name_torch_npu |= frame_in_torch_npu(frame.filename);
     }
-    return fsim_trace_add_stack(&ld->trace->base, (const FsimFrame *)(void *)frames->data,
-                                frames->len);
+    g_array_append_val(ld->frames, frame);
+    g_hash_table_insert(ld->frame_ids, (gpointer)(uintptr_t)item,
+                        GUINT_TO_POINTER(ld->frames->len));
+    return &g_array_index(ld->frames, FsimFrame, ld->frames->len - 1);
+}
+
+/* Whether the list of items @probe was seen before; it is remembered in @set (created on first
+ * use) from now on. */
+static gboolean
+frames_seen(GHashTable **set, const TorchFramesKey *probe, gpointer *value)
+{
+    if (*set == NULL)
+        *set = g_hash_table_new_full(frames_key_hash, frames_key_equal, g_free, NULL);
+    return g_hash_table_lookup_extended(*set, probe, NULL, value);
+}
+
+void
+fsim_torch_frames_scan(TorchLoader *ld, const FsimPickleValue *v)
+{
+    TorchFramesKey probe;
+
+    if (ld->trace->base.frames_name_torch_npu)
+        return;
+    probe.items = fsim_pickle_items(v, &probe.n);
+    if (probe.n == 0 || frames_seen(&ld->scanned, &probe, NULL))
+        return;
+    g_hash_table_add(ld->scanned, g_memdup2(&probe, sizeof(probe)));
+    for (gsize i = 0; i < probe.n && !ld->trace->base.frames_name_torch_npu; i++)
+        frames_item(ld, probe.items[i]);
+}
+
+/* A list of dicts of filename, line and name, innermost first (see torch-reader.h).  Each
+ * distinct list of items is read and interned once. */
+uint32_t
+fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v)
+{
+    g_autoptr(GArray) frames = NULL;
+    TorchFramesKey probe;
+    TorchFramesKey *key;
+    gpointer found;
+    uint32_t stack;
+
+    probe.items = fsim_pickle_items(v, &probe.n);
+    if (probe.n == 0 || probe.n > ld->budget)
+        return 0;
+    ld->budget -= probe.n;
+    if (frames_seen(&ld->stack_ids, &probe, &found))
+        return GPOINTER_TO_UINT(found);
+    frames = g_array_sized_new(FALSE, FALSE, sizeof(FsimFrame), (guint)probe.n);
+    for (gsize i = 0; i < probe.n; i++) {
+        const FsimFrame *frame = frames_item(ld, probe.items[i]);
+
+        if (frame->filename != NULL || frame->name != NULL)
+            g_array_append_val(frames, *frame);
+    }
+    stack = fsim_trace_add_stack(&ld->trace->base, (const FsimFrame *)(void *)frames->data,
+                                 frames->len);
+    key = g_memdup2(&probe, sizeof(probe));
+    g_hash_table_insert(ld->stack_ids, key, GUINT_TO_POINTER(stack));
+    return stack;
+}
+
+void
+fsim_torch_loader_clear(TorchLoader *ld)
+{
+    g_clear_pointer(&ld->stack_ids, g_hash_table_unref);
+    g_clear_pointer(&ld->scanned, g_hash_table_unref);
+    g_clear_pointer(&ld->frame_ids, g_hash_table_unref);
+    g_clear_pointer(&ld->frames, g_array_unref);
 }
 
 TorchAction

@@ -95,6 +95,12 @@ typedef struct {
     uint64_t budget; /* dict visits still allowed, see the file comment */
     TorchTrace *trace;
     uint64_t dropped_annotations;
+    /* `frames` seen so far (torch-fields.c): a snapshot repeats a few hundred stacks thousands
+     * of times, each a fresh list of memo references to shared frame dicts. */
+    GHashTable *stack_ids; /* (nullable) TorchFramesKey* (the list's items) -> stack id */
+    GHashTable *scanned;   /* (nullable) TorchFramesKey*: lists looked at for torch_npu */
+    GHashTable *frame_ids; /* (nullable) frame dict -> 1 + its index in frames */
+    GArray *frames;        /* (nullable) FsimFrame: the strings point into the pickle */
 } TorchLoader;
 
 /* Where a value sits, for messages: `list[i]`, `list[i][j]` or `list[i].sub[j]`. */
@@ -171,6 +177,8 @@ uint32_t fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v);
 /* Look at the frames of an entry whose stack is not kept, only to tell a torch_npu recording
  * (FsimTrace.frames_name_torch_npu). */
 void fsim_torch_frames_scan(TorchLoader *ld, const FsimPickleValue *v);
+/* Free what the loader kept while walking the pickle (the frames caches). */
+void fsim_torch_loader_clear(TorchLoader *ld);
 
 /* The action named @name (@len bytes), TORCH_UNKNOWN if none. */
 TorchAction fsim_torch_action_from_name(const char *name, gsize len);

@@ -197,9 +197,11 @@ torch_open(const char *path, GError **error)
     ld.budget = len / 2 + TORCH_BUDGET_SLACK;
     ld.trace = trace;
     if (!torch_read_root(&ld, fsim_pickle_root(pickle), error)) {
+        fsim_torch_loader_clear(&ld);
         fsim_trace_close(&trace->base);
         return NULL;
     }
+    fsim_torch_loader_clear(&ld);
     g_clear_pointer(&pickle, fsim_pickle_free);
     if (ld.dropped_annotations > 0)
         g_info("%s: %" G_GUINT64_FORMAT " annotations could not be placed on a device's clock",

@@ -241,6 +241,17 @@ fsim_pickle_item(const FsimPickleValue *v, gsize i)
     return v->u.c.items[i];
 }
 
+const FsimPickleValue *const *
+fsim_pickle_items(const FsimPickleValue *v, gsize *n)
+{
+    *n = 0;
+    if (v == NULL || (v->type != FSIM_PICKLE_LIST && v->type != FSIM_PICKLE_TUPLE) ||
+        v->u.c.len == 0)
+        return NULL;
+    *n = v->u.c.len;
+    return (const FsimPickleValue *const *)v->u.c.items;
+}
+
 const FsimPickleValue *
 fsim_pickle_dict_key(const FsimPickleValue *v, gsize i)
 {
