@@ -1,35 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Benchmark of the snapshot reader: times fsim_trace_open() plus streaming every event of every
- * device (what a replay reads), best of N runs, and in the same run CPython's pickle.load of the
- * same file through a restricted Unpickler (find_class raises; the C accelerated _pickle), which
- * builds the objects and does nothing else.  Both sides read the file from the page cache.
- * Prints MB/s and the ratio.  Not a test: bench/bench-read.sh runs it.
+ * device (what a replay reads) in process, N runs, and in the same run CPython's pickle.load of
+ * the same file through a restricted Unpickler (find_class raises; the C accelerated _pickle),
+ * which builds the objects and does nothing else.  Both sides read the file from the page cache
+ * and are timed in thread CPU time.  With --fragsim, also the CPU time of whole `fragsim info
+ * FILE` processes (start-up included), against the same in-process pickle.load.  Prints the
+ * minimum and median of each, per file and in aggregate, and the ratios; --json prints them as
+ * `{"files": [{"file", "bytes", "events", "fragsim_seconds", "pickle_seconds", ...}]}`.
+ * Not a test: bench/bench-read.sh runs it.
  *
- * usage: bench-read [--runs N] [--no-python] FILE...
+ * usage: bench-read [--runs N] [--no-python] [--fragsim PROGRAM] [--json] FILE...
  */
 #include <glib.h>
 #include <glib/gstdio.h>
-
-#include <stdio.h>
 
 #include "fragsim/fragsim.h"
 
 #include "bench-util.h"
 
 static const char python_script[] =
-    "import pickle, sys, time\n"
-    "class R(pickle.Unpickler):\n"
-    "    def find_class(self, module, name):\n"
-    "        raise pickle.UnpicklingError('global ' + module + '.' + name)\n"
-    "best = float('inf')\n"
-    "for _ in range(int(sys.argv[2])):\n"
-    "    t0 = time.perf_counter()\n"
-    "    with open(sys.argv[1], 'rb') as f:\n"
-    "        v = R(f).load()\n"
-    "    best = min(best, time.perf_counter() - t0)\n"
-    "    del v\n"
-    "print(repr(best))\n";
+    BENCH_PYTHON_PRELUDE "def work():\n"
+                         "    with open(sys.argv[1], 'rb') as f:\n"
+                         "        return R(f).load()\n" BENCH_PYTHON_LOOP;
 
 /* Open @path and read every event of every device; the number of events in *events. */
 static gboolean
@@ -58,40 +51,43 @@ read_once(const char *path, uint64_t *events, GError **error)
 }
 
 static gboolean
-bench_file(const char *path, int runs, const char *python)
+bench_file(const char *path, const BenchOptions *options, BenchResult *result)
 {
     g_autoptr(GError) error = NULL;
-    g_autofree char *base = g_path_get_basename(path);
-    double best = G_MAXDOUBLE;
-    uint64_t events = 0;
-    double mb;
-    double py;
+    g_autofree double *times = g_new(double, options->runs);
     GStatBuf st;
 
     if (g_stat(path, &st) != 0) {
         g_printerr("bench-read: %s: cannot stat\n", path);
         return FALSE;
     }
-    mb = (double)st.st_size / 1e6;
-    for (int i = 0; i < runs; i++) {
-        gint64 t0 = g_get_monotonic_time();
+    result->bytes = (uint64_t)st.st_size;
+    for (int i = 0; i < options->runs; i++) {
+        double t0 = bench_thread_seconds();
 
-        if (!read_once(path, &events, &error)) {
+        if (!read_once(path, &result->events, &error)) {
             g_printerr("bench-read: %s\n", error->message);
             return FALSE;
         }
-        best = MIN(best, (double)(g_get_monotonic_time() - t0) / 1e6);
+        times[i] = bench_thread_seconds() - t0;
     }
-    g_print("%s: %.1f MB, %" G_GUINT64_FORMAT " events\n", base, mb, events);
-    g_print("  fragsim open+stream %8.2f ms  %8.1f MB/s  (best of %d)\n", best * 1e3, mb / best,
-            runs);
-    if (python == NULL)
-        return TRUE;
-    py = bench_python_best_seconds("bench-read", python, python_script, path, runs);
-    if (py <= 0)
-        return FALSE;
-    g_print("  python3 pickle.load %8.2f ms  %8.1f MB/s  (best of %d)\n", py * 1e3, mb / py, runs);
-    g_print("  ratio               %8.2fx faster than CPython\n", py / best);
+    result->fragsim = bench_times(times, options->runs);
+    if (options->python != NULL) {
+        result->python =
+            bench_python_seconds("bench-read", options->python, python_script, path, options->runs);
+        if (result->python.min < 0)
+            return FALSE;
+    }
+    if (options->fragsim != NULL) {
+        g_autofree char *program = g_strdup(options->fragsim);
+        g_autofree char *info = g_strdup("info");
+        g_autofree char *file = g_strdup(path);
+        char *argv[] = {program, info, file, NULL};
+
+        result->process = bench_process_seconds("bench-read", argv, options->runs);
+        if (result->process.min < 0)
+            return FALSE;
+    }
     return TRUE;
 }
 
@@ -99,5 +95,5 @@ int
 main(int argc, char **argv)
 {
     return bench_main(argc, argv, "bench-read", "FILE... - time reading PyTorch snapshots",
-                      bench_file);
+                      "events", bench_file);
 }
