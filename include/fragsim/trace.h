@@ -199,6 +199,27 @@ void fsim_trace_set_outcomes(FsimTrace *trace, uint32_t device, GArray *outcomes
 uint32_t fsim_trace_add_stack(FsimTrace *trace, const FsimFrame *frames, gsize n);
 
 /**
+ * fsim_trace_intern_frame:
+ * @trace: the trace being opened.
+ * @frame: a frame; its strings (%NULL reads as "") are copied.
+ * @out: (out): the same frame with interned strings, for fsim_trace_add_interned_stack().
+ *
+ * For formats that meet the same frames over and over: intern each once, then build stacks of
+ * interned frames without hashing their strings again.
+ */
+void fsim_trace_intern_frame(FsimTrace *trace, const FsimFrame *frame, FsimFrame *out);
+
+/**
+ * fsim_trace_add_interned_stack:
+ * @frames: frames from fsim_trace_intern_frame() of the same trace, innermost first.
+ *
+ * fsim_trace_add_stack() for frames already interned.
+ *
+ * Returns: the stack id (0 = none).
+ */
+uint32_t fsim_trace_add_interned_stack(FsimTrace *trace, const FsimFrame *frames, gsize n);
+
+/**
  * fsim_trace_stack:
  * @stack: an id from fsim_trace_add_stack(), 0 for none.
  * @n: (out): how many frames.

@@ -96,46 +96,77 @@ fsim_stack_table_free(FsimStackTable *table)
     g_free(table);
 }
 
-uint32_t
-fsim_trace_add_stack(FsimTrace *trace, const FsimFrame *frames, gsize n)
+static FsimStackTable *
+stack_table(FsimTrace *trace)
 {
-    FsimStackTable *table;
-    StackKey probe;
-    gpointer found;
-    StackRange range;
-
-    g_return_val_if_fail(trace != NULL, 0);
-    if (n == 0)
-        return 0;
     if (trace->stacks == NULL)
         trace->stacks = stack_table_new();
-    table = trace->stacks;
-    /* Append the interned frames tentatively; drop them again when the stack is known. */
-    probe.table = table;
-    probe.start = table->frames->len;
-    probe.n = (guint)n;
-    for (gsize i = 0; i < n; i++) {
-        FsimFrame frame = {
-            .filename = g_string_chunk_insert_const(
-                table->strings, frames[i].filename != NULL ? frames[i].filename : ""),
-            .name = g_string_chunk_insert_const(table->strings,
-                                                frames[i].name != NULL ? frames[i].name : ""),
-            .line = frames[i].line,
-        };
+    return trace->stacks;
+}
 
-        g_array_append_val(table->frames, frame);
-    }
-    found = g_hash_table_lookup(table->ids, &probe);
+void
+fsim_trace_intern_frame(FsimTrace *trace, const FsimFrame *frame, FsimFrame *out)
+{
+    FsimStackTable *table = stack_table(trace);
+
+    out->filename =
+        g_string_chunk_insert_const(table->strings, frame->filename != NULL ? frame->filename : "");
+    out->name = g_string_chunk_insert_const(table->strings, frame->name != NULL ? frame->name : "");
+    out->line = frame->line;
+}
+
+/* The id of the stack of frames[start..start + n) of the table, the frames just appended
+ * (tentatively: dropped again when the stack is known). */
+static uint32_t
+stack_find_or_add(FsimStackTable *table, guint start, guint n)
+{
+    StackKey probe = {.table = table, .start = start, .n = n};
+    gpointer found = g_hash_table_lookup(table->ids, &probe);
+    StackRange range = {.start = start, .n = n};
+
     if (found != NULL) {
-        g_array_set_size(table->frames, probe.start);
+        g_array_set_size(table->frames, start);
         return GPOINTER_TO_UINT(found);
     }
-    range.start = probe.start;
-    range.n = probe.n;
     g_array_append_val(table->stacks, range);
     g_hash_table_insert(table->ids, g_memdup2(&probe, sizeof(probe)),
                         GUINT_TO_POINTER(table->stacks->len - 1));
     return table->stacks->len - 1;
+}
+
+uint32_t
+fsim_trace_add_stack(FsimTrace *trace, const FsimFrame *frames, gsize n)
+{
+    FsimStackTable *table;
+    guint start;
+
+    g_return_val_if_fail(trace != NULL, 0);
+    if (n == 0)
+        return 0;
+    table = stack_table(trace);
+    start = table->frames->len;
+    for (gsize i = 0; i < n; i++) {
+        FsimFrame frame;
+
+        fsim_trace_intern_frame(trace, &frames[i], &frame);
+        g_array_append_val(table->frames, frame);
+    }
+    return stack_find_or_add(table, start, (guint)n);
+}
+
+uint32_t
+fsim_trace_add_interned_stack(FsimTrace *trace, const FsimFrame *frames, gsize n)
+{
+    FsimStackTable *table;
+    guint start;
+
+    g_return_val_if_fail(trace != NULL, 0);
+    if (n == 0)
+        return 0;
+    table = stack_table(trace);
+    start = table->frames->len;
+    g_array_append_vals(table->frames, frames, (guint)n);
+    return stack_find_or_add(table, start, (guint)n);
 }
 
 const FsimFrame *

@@ -226,8 +226,8 @@ frames_key_equal(gconstpointer a, gconstpointer b)
     return x->n == y->n && memcmp(x->items, y->items, x->n * sizeof(*x->items)) == 0;
 }
 
-/* The frame of one item of a `frames` list (both strings NULL when it is no frame), read once per
- * distinct item; whether it names torch_npu is noted then. */
+/* The frame of one item of a `frames` list, interned in the trace (both strings NULL when it is
+ * no frame), read once per distinct item; whether it names torch_npu is noted then. */
 static const FsimFrame *
 frames_item(TorchLoader *ld, const FsimPickleValue *item)
 {
@@ -249,6 +249,8 @@ frames_item(TorchLoader *ld, const FsimPickleValue *item)
             line <= G_MAXUINT32)
             frame.line = (uint32_t)line;
         ld->trace->base.frames_name_torch_npu |= frame_in_torch_npu(frame.filename);
+        if (frame.filename != NULL || frame.name != NULL)
+            fsim_trace_intern_frame(&ld->trace->base, &frame, &frame);
     }
     g_array_append_val(ld->frames, frame);
     g_hash_table_insert(ld->frame_ids, (gpointer)(uintptr_t)item,
@@ -305,8 +307,8 @@ fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v)
         if (frame->filename != NULL || frame->name != NULL)
             g_array_append_val(frames, *frame);
     }
-    stack = fsim_trace_add_stack(&ld->trace->base, (const FsimFrame *)(void *)frames->data,
-                                 frames->len);
+    stack = fsim_trace_add_interned_stack(&ld->trace->base, (const FsimFrame *)(void *)frames->data,
+                                          frames->len);
     key = g_memdup2(&probe, sizeof(probe));
     g_hash_table_insert(ld->stack_ids, key, GUINT_TO_POINTER(stack));
     return stack;

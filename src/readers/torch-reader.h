@@ -100,7 +100,7 @@ typedef struct {
     GHashTable *stack_ids; /* (nullable) TorchFramesKey* (the list's items) -> stack id */
     GHashTable *scanned;   /* (nullable) TorchFramesKey*: lists looked at for torch_npu */
     GHashTable *frame_ids; /* (nullable) frame dict -> 1 + its index in frames */
-    GArray *frames;        /* (nullable) FsimFrame: the strings point into the pickle */
+    GArray *frames;        /* (nullable) FsimFrame, interned in the trace */
 } TorchLoader;
 
 /* Where a value sits, for messages: `list[i]`, `list[i][j]` or `list[i].sub[j]`. */
