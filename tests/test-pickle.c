@@ -449,6 +449,58 @@ test_load_memo(void)
     g_assert_cmpuint(fsim_pickle_len(fsim_pickle_item(l, 9)), ==, 1);
 }
 
+/* Lists of memo references repeated byte for byte (a snapshot's frames) are built once and
+ * copied: the copies must be distinct lists with the same items, and a memo entry replaced in
+ * between must show in the next copy. */
+static void
+test_load_repeated_lists(void)
+{
+    static const char bytes[] = "\x80\x02]q\x00("
+                                "K\x05q\x01" /* memo 1 = 5 */
+                                "]q\x02(h\x01h\x01"
+                                "e" /* A = [5, 5] */
+                                "]q\x03(h\x01h\x01"
+                                "e"          /* B = [5, 5], the same bytes */
+                                "K\x06q\x01" /* memo 1 = 6 */
+                                "]q\x04(h\x01h\x01"
+                                "e"     /* C = [6, 6], the same bytes again */
+                                "h\x03" /* B once more: shared */
+                                "e.";
+    g_autoptr(FsimPickle) pickle = load_ok(B(bytes));
+    const FsimPickleValue *root = fsim_pickle_root(pickle);
+    const FsimPickleValue *a = fsim_pickle_item(root, 1);
+    const FsimPickleValue *b = fsim_pickle_item(root, 2);
+    const FsimPickleValue *c = fsim_pickle_item(root, 4);
+
+    g_assert_cmpuint(fsim_pickle_len(root), ==, 6);
+    g_assert_true(a != b && b != c);
+    g_assert_true(fsim_pickle_item(root, 5) == b);
+    g_assert_cmpuint(fsim_pickle_len(a), ==, 2);
+    g_assert_cmpuint(fsim_pickle_len(b), ==, 2);
+    g_assert_cmpuint(fsim_pickle_len(c), ==, 2);
+    g_assert_true(fsim_pickle_item(a, 0) == fsim_pickle_item(b, 1));
+    g_assert_cmpint(int_of(fsim_pickle_item(b, 0)), ==, 5);
+    g_assert_cmpint(int_of(fsim_pickle_item(c, 0)), ==, 6);
+    g_assert_cmpint(int_of(fsim_pickle_item(c, 1)), ==, 6);
+    g_assert_cmpuint(fsim_pickle_nodes(b), ==, 3);
+    g_assert_cmpuint(fsim_pickle_nodes(root), ==, 1 + 1 + 3 + 3 + 1 + 3 + 3);
+
+    /* An unset entry inside a run like a cached one is still an error, at its opcode. */
+    load_bad(B("\x80\x02](K\x05q\x01]q\x02(h\x01h\x01"
+               "e]q\x03(h\x01h\x09"
+               "e."),
+             FSIM_TRACE_ERROR_SYNTAX, 23, "memo entry 9 was never set");
+    /* Appending more to a copied list works as to any list. */
+    g_autoptr(FsimPickle) more = load_ok(B("\x80\x02](K\x05q\x01]q\x02(h\x01"
+                                           "e]q\x03(h\x01"
+                                           "eK\x07"
+                                           "ae."));
+    const FsimPickleValue *grown = fsim_pickle_item(fsim_pickle_root(more), 2);
+    g_assert_cmpuint(fsim_pickle_len(grown), ==, 2);
+    g_assert_cmpint(int_of(fsim_pickle_item(grown, 1)), ==, 7);
+    g_assert_cmpuint(fsim_pickle_len(fsim_pickle_item(fsim_pickle_root(more), 1)), ==, 1);
+}
+
 /* Inputs the fuzzer found (tests/fuzz/README.md). */
 static void
 test_load_fuzz_regressions(void)
@@ -1555,6 +1607,7 @@ main(int argc, char **argv)
     g_test_add_func("/pickle/load/nested-dict", test_load_nested_dict);
     g_test_add_func("/pickle/load/stack-ops", test_load_stack_ops);
     g_test_add_func("/pickle/load/memo", test_load_memo);
+    g_test_add_func("/pickle/load/repeated-lists", test_load_repeated_lists);
     g_test_add_func("/pickle/load/trailing", test_load_trailing);
     g_test_add_func("/pickle/load/fuzz-regressions", test_load_fuzz_regressions);
     for (int protocol = 0; protocol <= 5; protocol++) {

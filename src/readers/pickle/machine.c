@@ -271,9 +271,8 @@ check_modifiable(Loader *l, FsimPickleValue *target, FsimPickleType want)
     return TRUE;
 }
 
-/* APPEND, APPENDS: appends stack[base..stack_len) to the list at stack[base - 1]. */
-static gboolean
-do_append(Loader *l, size_t base)
+gboolean
+append_items(Loader *l, size_t base)
 {
     if (base == 0 || base - 1 < l->fence)
         return underflow(l);
@@ -362,10 +361,12 @@ memo_put(Loader *l, uint64_t index)
     FsimPickleValue *old = l->memo[index];
     value_ref(v);
     l->memo[index] = v;
-    if (old == NULL)
+    if (old == NULL) {
         l->memo_count++;
-    else
+    } else {
+        l->memo_generation++; /* the lists cached from this entry are stale (lists.c) */
         value_unref(l->heap, old);
+    }
     return TRUE;
 }
 
@@ -734,7 +735,7 @@ static gboolean
 op_appends(Loader *l)
 {
     size_t base = 0;
-    return pop_mark(l, &base) && do_append(l, base);
+    return pop_mark(l, &base) && append_items(l, base);
 }
 
 static gboolean
@@ -742,7 +743,7 @@ op_append(Loader *l)
 {
     if (l->stack_len < 1 || l->stack_len - 1 <= l->fence)
         return underflow(l);
-    return do_append(l, l->stack_len - 1);
+    return append_items(l, l->stack_len - 1);
 }
 
 /* TUPLE, LIST, DICT: the items above the innermost MARK. */
@@ -859,6 +860,18 @@ static gboolean
 load_run(Loader *l, FsimPickleValue **root)
 {
     for (;;) {
+        if (l->in.p < l->in.end) {
+            guint8 next = *l->in.p;
+            if (next == 'h' || next == 'j') {
+                run_memo_gets(l);
+            } else if (next == '(') {
+                int done = run_memo_list(l);
+                if (done < 0)
+                    return FALSE;
+                if (done > 0)
+                    continue;
+            }
+        }
         InputStatus s = input_need(&l->in, 1);
         l->op_offset = input_offset(&l->in);
         if (G_UNLIKELY(s != INPUT_OK)) {
@@ -903,6 +916,7 @@ load(Loader *l, FsimPickle *pickle, const FsimPickleLimits *limits, uint64_t mem
 
     gboolean ok = load_run(l, &pickle->root);
     pickle->input_bytes = input_offset(&l->in);
+    list_cache_clear(l);
     if (ok) {
         /* Values only the memo kept are garbage now. */
         for (size_t i = 0; i < l->memo_cap; i++)

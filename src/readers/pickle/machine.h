@@ -15,6 +15,12 @@
 #include "input.h"
 #include "value.h"
 
+/* The lists run_memo_list() keeps for reuse (lists.c): a power of two, and their longest. */
+#define LIST_CACHE_SLOTS 1024
+#define LIST_CACHE_ITEMS 320
+
+typedef struct ListCacheSlot ListCacheSlot;
+
 typedef struct {
     Input in;
     uint64_t op_offset; /* of the opcode being executed */
@@ -32,8 +38,10 @@ typedef struct {
 
     FsimPickleValue **memo; /* NULL = unset; each set slot holds a reference */
     size_t memo_cap;
-    size_t memo_count; /* set entries: MEMOIZE's next index, as in CPython */
-    size_t memo_bound; /* indices must be below it */
+    size_t memo_count;         /* set entries: MEMOIZE's next index, as in CPython */
+    size_t memo_bound;         /* indices must be below it */
+    uint64_t memo_generation;  /* bumped when a set memo entry is replaced */
+    ListCacheSlot *list_cache; /* (nullable) lists.c */
 
     guint max_depth;
     size_t max_stack;
@@ -68,6 +76,17 @@ FsimPickleValue *new_long(Loader *l, const guint8 *bytes, size_t n);
 
 gboolean memo_get(Loader *l, uint64_t index);
 gboolean memo_put(Loader *l, uint64_t index);
+
+/* APPENDS: appends stack[base..stack_len) to the list at stack[base - 1]. */
+gboolean append_items(Loader *l, size_t base);
+
+/* The hot paths (lists.c).  run_memo_gets() pushes the memo gets at in.p while each is a plain
+ * push.  run_memo_list(), at a MARK, takes MARK, a run of memo gets and APPENDS into the empty
+ * list on top of the stack at once: 1 when it did, 0 when it consumed nothing (the generic path
+ * runs), -1 on an error.  list_cache_clear() drops the cache's references. */
+void run_memo_gets(Loader *l);
+int run_memo_list(Loader *l);
+void list_cache_clear(Loader *l);
 
 /* The protocol 0 opcodes (text.c). */
 gboolean load_text_int(Loader *l);  /* INT */

@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The unpickler's hot paths (machine.h): the opcodes that make up most of a real snapshot, run
+ * without the generic dispatch when the whole input is in memory.
+ *
+ * A snapshot's bulk is its stacks: every trace entry carries `frames`, a fresh list of memo
+ * references to shared frame dicts, written as
+ *
+ *     EMPTY_LIST MEMOIZE MARK BINGET i1 BINGET i2 ... BINGET in APPENDS
+ *
+ * and a few hundred distinct stacks recur thousands of times.  Two paths take them:
+ *
+ * * run_memo_gets(): runs of BINGET / LONG_BINGET pushed in line, each a load, a reference and a
+ *   store, until another opcode (or anything unusual: an unset entry, a full stack) hands back
+ *   to the generic handlers, which then do the same work and report any error.
+ *
+ * * run_memo_list(): at a MARK above an empty, unshared list, when what follows is a run of memo
+ *   gets and APPENDS, the run's bytes are looked up in a small cache of lists built from the same
+ *   bytes.  On a hit the new list gets the cached list's items (a reference each), height and
+ *   node count, without decoding the run: equal bytes name the same memo entries, and the entries
+ *   are the same values as long as no memo entry was *replaced* since (Loader.memo_generation,
+ *   which PUT over a set entry bumps; picklers never do it).  The limits hold as on the generic
+ *   path: the cached list passed the depth and node limits at an earlier offset, and the node
+ *   limit only grows with the offset.  On a miss the run is pushed and appended as the generic
+ *   path would, and the list is cached.  The cache holds a reference to each list it keeps
+ *   (LIST_CACHE_SLOTS lists of at most LIST_CACHE_ITEMS items: at most 2.5 MiB of item arrays,
+ *   counted against the budget like any value); the result is the same value graph either way.
+ */
+#include <glib.h>
+
+#include <string.h>
+
+#include "machine.h"
+
+struct ListCacheSlot {
+    uint64_t hash;
+    const guint8 *bytes; /* the run, in the input (in memory for the whole load) */
+    size_t len;
+    uint64_t generation;   /* Loader.memo_generation when it was cached */
+    FsimPickleValue *list; /* (nullable) holds a reference */
+};
+
+static inline uint32_t
+read_le32(const guint8 *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+void
+run_memo_gets(Loader *l)
+{
+    const guint8 *p = l->in.p;
+    const guint8 *end = l->in.end;
+    FsimPickleValue **stack = l->stack;
+    FsimPickleValue *const *memo = l->memo;
+    size_t len = l->stack_len;
+    size_t cap = l->stack_cap;
+    size_t memo_cap = l->memo_cap;
+
+    while (end - p >= 5) {
+        size_t width = p[0] == 'h' ? 2 : p[0] == 'j' ? 5 : 0;
+        size_t index = width == 2 ? p[1] : read_le32(p + 1);
+        FsimPickleValue *v;
+
+        if (width == 0 || index >= memo_cap || len == cap)
+            break;
+        v = memo[index];
+        if (v == NULL || v->refs == UINT32_MAX)
+            break;
+        v->flags |= VALUE_SEALED; /* shared from now on, as push_shared() does */
+        v->refs++;
+        stack[len++] = v;
+        p += width;
+    }
+    l->in.p = p;
+    l->stack_len = len;
+}
+
+/* FNV-1a over 8 bytes at a time: the runs are a few hundred bytes. */
+static uint64_t
+run_hash(const guint8 *p, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325u ^ len;
+    size_t i = 0;
+
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x100000001b3u;
+        h ^= h >> 29;
+    }
+    for (; i < len; i++)
+        h = (h ^ p[i]) * 0x100000001b3u;
+    return h ^ h >> 32;
+}
+
+/* The width of each memo get opcode, 0 for the others: a branch per opcode would mispredict on
+ * a mix of BINGET and LONG_BINGET. */
+static const guint8 get_width[256] = {['h'] = 2, ['j'] = 5};
+
+/* The run of memo gets at @p: its length in items (0: none, or not followed by APPENDS, or too
+ * long to cache) and its end (the APPENDS) in *@appends. */
+static size_t
+scan_run(const guint8 *p, const guint8 *end, const guint8 **appends)
+{
+    size_t n = 0;
+    size_t width;
+
+    while (end - p >= 5 && n <= LIST_CACHE_ITEMS && (width = get_width[p[0]]) != 0) {
+        p += width;
+        n++;
+    }
+    if (p >= end || p[0] != 'e' || n == 0 || n > LIST_CACHE_ITEMS)
+        return 0;
+    *appends = p;
+    return n;
+}
+
+/* Fills the empty list @list with the items of @cached; FALSE (nothing changed) when the budget
+ * is spent: the generic path then reports it.  No reference count can overflow: every reference
+ * is made by an opcode of at least one byte, and the input is shorter than 2^32 bytes (see
+ * run_memo_list()). */
+static gboolean
+list_copy(Loader *l, FsimPickleValue *list, const FsimPickleValue *cached)
+{
+    FsimPickleValue *const *items = cached->u.c.items;
+    uint32_t n = cached->u.c.len;
+
+    if (!value_reserve_items(l->heap, list, n))
+        return FALSE;
+    for (uint32_t i = 0; i < n; i++)
+        items[i]->refs++;
+    memcpy(list->u.c.items, items, n * sizeof(void *));
+    list->u.c.len = n;
+    list->height = cached->height;
+    list->u.c.nodes = cached->u.c.nodes;
+    return TRUE;
+}
+
+int
+run_memo_list(Loader *l)
+{
+    const guint8 *body = l->in.p + 1; /* after the MARK */
+    const guint8 *appends = NULL;
+    FsimPickleValue *list;
+    ListCacheSlot *slot;
+    size_t n;
+    size_t len;
+    uint64_t hash;
+
+    if (l->in.stream != NULL || l->in.end - l->in.start >= UINT32_MAX || l->stack_len <= l->fence ||
+        l->n_marks >= l->max_depth)
+        return 0;
+    list = l->stack[l->stack_len - 1];
+    if (list->type != FSIM_PICKLE_LIST || list->u.c.len != 0 || (list->flags & VALUE_SEALED))
+        return 0;
+    n = scan_run(body, l->in.end, &appends);
+    if (n == 0 || l->stack_cap - l->stack_len < n)
+        return 0;
+    len = (size_t)(appends - body);
+    hash = run_hash(body, len);
+    if (l->list_cache == NULL)
+        l->list_cache = g_new0(ListCacheSlot, LIST_CACHE_SLOTS);
+    slot = &l->list_cache[hash & (LIST_CACHE_SLOTS - 1)];
+    if (slot->list != NULL && slot->hash == hash && slot->len == len &&
+        slot->generation == l->memo_generation && memcmp(slot->bytes, body, len) == 0) {
+        if (!list_copy(l, list, slot->list))
+            return 0;
+        l->in.p = appends + 1;
+        return 1;
+    }
+    /* A miss: push the run and append it, as MARK, the gets and APPENDS would. */
+    size_t base = l->stack_len;
+    l->in.p = body;
+    run_memo_gets(l);
+    if (l->in.p != appends) {
+        /* an unset entry or a shared value with too many references: undo, go generic */
+        while (l->stack_len > base)
+            l->stack[--l->stack_len]->refs--;
+        l->in.p = body - 1;
+        return 0;
+    }
+    l->op_offset = input_offset(&l->in);
+    l->op = 'e';
+    l->in.p = appends + 1;
+    if (!append_items(l, base))
+        return -1;
+    if (slot->list != NULL)
+        value_unref(l->heap, slot->list);
+    value_ref(list);
+    *slot = (ListCacheSlot){hash, body, len, l->memo_generation, list};
+    return 1;
+}
+
+void
+list_cache_clear(Loader *l)
+{
+    if (l->list_cache == NULL)
+        return;
+    for (size_t i = 0; i < LIST_CACHE_SLOTS; i++) {
+        if (l->list_cache[i].list != NULL)
+            value_unref(l->heap, l->list_cache[i].list);
+    }
+    g_clear_pointer(&l->list_cache, g_free);
+}
