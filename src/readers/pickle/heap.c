@@ -5,9 +5,11 @@
  *
  * Chunks grow from 16 KiB to 4 MiB as the live graph grows; a freed small block goes back to its
  * size class and is reused before any new chunk is taken, so the chunks never hold more than the
- * most small blocks ever live at once.  Under AddressSanitizer every block is followed by a
- * poisoned gap and freed blocks are poisoned, so reads past a value or after its release are
- * caught as they would be with malloc().
+ * most small blocks ever live at once.  A cleared heap's chunks are kept, up to CACHE_MAX bytes in
+ * all, for the next heap that asks for a chunk of the same size: opening one file after another
+ * (a sweep, a benchmark, a test suite) then reuses pages already faulted in.  Under
+ * AddressSanitizer every block is followed by a poisoned gap and freed blocks are poisoned, so
+ * reads past a value or after its release are caught as they would be with malloc().
  */
 /* madvise() and mmap() are POSIX/BSD, hidden by -std=c11 unless asked for. */
 #define _DEFAULT_SOURCE 1
@@ -41,6 +43,7 @@ struct HeapChunk {
     HeapChunk *next;
     size_t size;   /* bytes after the header */
     size_t mapped; /* bytes mmap()ed, header included; 0: from g_malloc() */
+    size_t asked;  /* the size asked for: the cache's key */
 };
 
 struct HeapBig {
@@ -54,6 +57,28 @@ struct HeapBig {
 #define CHUNK_HEADER ((sizeof(HeapChunk) + HEAP_ALIGN - 1) & ~(size_t)(HEAP_ALIGN - 1))
 #define BIG_HEADER   ((sizeof(HeapBig) + HEAP_ALIGN - 1) & ~(size_t)(HEAP_ALIGN - 1))
 #define HUGE_PAGE    ((size_t)2 * 1024 * 1024)
+
+/* The cache of free chunks, by size: CHUNK_MIN << k for k in 0..CACHE_SIZES-1 (huge-page
+ * mapped ones have the size they were asked for; see chunk_new()). */
+#define CACHE_SIZES 9 /* 16 KiB .. 4 MiB */
+#define CACHE_MAX   ((size_t)32 * 1024 * 1024)
+
+static struct {
+    GMutex lock;
+    HeapChunk *free[CACHE_SIZES];
+    size_t bytes;
+} chunk_cache;
+
+/* The cache slot of chunks of @size usable bytes asked for, or -1. */
+static int
+cache_slot(size_t asked)
+{
+    for (int k = 0; k < CACHE_SIZES; k++) {
+        if (asked == CHUNK_MIN << k)
+            return k;
+    }
+    return -1;
+}
 
 void
 heap_init(Heap *heap, size_t budget)
@@ -69,6 +94,21 @@ heap_init(Heap *heap, size_t budget)
 static HeapChunk *
 chunk_new(size_t size)
 {
+    int slot = cache_slot(size);
+
+    if (slot >= 0) {
+        HeapChunk *c;
+
+        g_mutex_lock(&chunk_cache.lock);
+        c = chunk_cache.free[slot];
+        if (c != NULL) {
+            chunk_cache.free[slot] = c->next;
+            chunk_cache.bytes -= c->size;
+        }
+        g_mutex_unlock(&chunk_cache.lock);
+        if (c != NULL)
+            return c;
+    }
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     if (size + CHUNK_HEADER >= HUGE_PAGE) {
         size_t want = (size + CHUNK_HEADER + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
@@ -85,6 +125,7 @@ chunk_new(size_t size)
             HeapChunk *c = (HeapChunk *)aligned;
             c->size = want - CHUNK_HEADER;
             c->mapped = want;
+            c->asked = size;
             return c;
         }
     }
@@ -92,12 +133,31 @@ chunk_new(size_t size)
     HeapChunk *c = g_malloc(CHUNK_HEADER + size);
     c->size = size;
     c->mapped = 0;
+    c->asked = size;
     return c;
 }
 
+/* Frees chunk @c: into the cache while it has room. */
 static void
 chunk_free(HeapChunk *c)
 {
+    int slot = cache_slot(c->asked);
+
+    ASAN_POISON_MEMORY_REGION((char *)c + CHUNK_HEADER, c->size);
+    if (slot >= 0) {
+        gboolean kept = FALSE;
+
+        g_mutex_lock(&chunk_cache.lock);
+        if (chunk_cache.bytes + c->size <= CACHE_MAX) {
+            c->next = chunk_cache.free[slot];
+            chunk_cache.free[slot] = c;
+            chunk_cache.bytes += c->size;
+            kept = TRUE;
+        }
+        g_mutex_unlock(&chunk_cache.lock);
+        if (kept)
+            return;
+    }
     ASAN_UNPOISON_MEMORY_REGION((char *)c + CHUNK_HEADER, c->size);
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     if (c->mapped != 0) {

@@ -10,9 +10,11 @@
  *
  * The heap hands out small blocks (up to HEAP_MAX_SMALL bytes) from chunks, in size classes of 8
  * bytes with a free list each; larger blocks (long strings, item arrays) come from g_malloc()
- * and are linked into a list so that the whole heap can be freed at once.  Every byte the heap,
- * the stack, the memo and the input window hold is counted against a budget (the memory budget
- * of the process unless the caller gives one); crossing it is an error, never an abort.
+ * and are linked into a list so that the whole heap can be freed at once.  Freed chunks go back
+ * to a small process-wide cache for the next heap (the next file opened): a fresh chunk's pages
+ * cost the kernel as much to fault in and zero as the parsing that fills them.  Every byte the
+ * heap, the stack, the memo and the input window hold is counted against a budget (the memory
+ * budget of the process unless the caller gives one); crossing it is an error, never an abort.
  */
 #pragma once
 
@@ -55,7 +57,7 @@ struct FsimPickleValue {
 };
 
 #define HEAP_ALIGN     8
-#define HEAP_MAX_SMALL 256
+#define HEAP_MAX_SMALL 1024 /* a list of 120 items: the frames of most stacks */
 #define HEAP_CLASSES   (HEAP_MAX_SMALL / HEAP_ALIGN)
 
 typedef struct HeapChunk HeapChunk;
