@@ -182,38 +182,65 @@ items_equal(const Item *a, const Item *b)
     return a->addr == b->addr && a->size == b->size;
 }
 
-/* Compare what the trace recorded for one event with what the model did, kind by kind, in order. */
+/* The next item of kind @k at or after *@i among @n recorded outcomes (advancing *@i past it), in
+ * @out; FALSE when there is none. */
+static gboolean
+next_recorded(const FsimOutcome *recorded, gsize n, gsize *i, int k, Item *out)
+{
+    for (; *i < n; (*i)++) {
+        const FsimOutcome *o = &recorded[*i];
+
+        if ((int)kind_of_outcome(o->kind) == k) {
+            *out = (Item){.kind = kind_of_outcome(o->kind),
+                          .index = o->index,
+                          .addr = o->kind == FSIM_OUTCOME_OOM ? 0 : o->addr,
+                          .size = o->size};
+            (*i)++;
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+/* The next item of the model's of kind @k at or after *@i (advancing *@i past it), or NULL. */
+static const Item *
+next_model(const GArray *model, guint *i, int k)
+{
+    for (; *i < model->len; (*i)++) {
+        const Item *item = &g_array_index(model, Item, *i);
+
+        if ((int)item->kind == k) {
+            (*i)++;
+            return item;
+        }
+    }
+    return NULL;
+}
+
+/* Compare what the trace recorded for one event with what the model did, kind by kind, in order:
+ * the n-th recorded outcome of a kind against the model's n-th of that kind. */
 static void
 compare_outcomes(Validator *v, uint64_t event_index, const FsimOutcome *recorded, gsize n_recorded)
 {
+    if (n_recorded == 0 && v->model->len == 0)
+        return; /* most events: nothing recorded, nothing done */
     for (int k = FSIM_VALIDATE_SEGMENT_ALLOC; k < FSIM_VALIDATE_KIND_COUNT; k++) {
-        g_autoptr(GArray) rec = g_array_new(FALSE, FALSE, sizeof(Item));
-        g_autoptr(GArray) mod = g_array_new(FALSE, FALSE, sizeof(Item));
+        gsize r = 0;
+        guint m = 0;
 
-        for (gsize i = 0; i < n_recorded; i++) {
-            Item item = {.kind = kind_of_outcome(recorded[i].kind),
-                         .index = recorded[i].index,
-                         .addr = recorded[i].kind == FSIM_OUTCOME_OOM ? 0 : recorded[i].addr,
-                         .size = recorded[i].size};
+        for (;;) {
+            Item rec;
+            const Item *r_item = next_recorded(recorded, n_recorded, &r, k, &rec) ? &rec : NULL;
+            const Item *m_item = next_model(v->model, &m, k);
 
-            if ((int)item.kind == k)
-                g_array_append_val(rec, item);
-        }
-        for (guint i = 0; i < v->model->len; i++) {
-            const Item *item = &g_array_index(v->model, Item, i);
-
-            if ((int)item->kind == k)
-                g_array_append_val(mod, *item);
-        }
-        v->out->counts[k].total += rec->len;
-        for (guint i = 0; i < MAX(rec->len, mod->len); i++) {
-            const Item *r = i < rec->len ? &g_array_index(rec, Item, i) : NULL;
-            const Item *m = i < mod->len ? &g_array_index(mod, Item, i) : NULL;
-
-            if (r != NULL && m != NULL && items_equal(r, m))
+            if (r_item == NULL && m_item == NULL)
+                break;
+            if (r_item != NULL)
+                v->out->counts[k].total++;
+            if (r_item != NULL && m_item != NULL && items_equal(r_item, m_item))
                 v->out->counts[k].matched++;
             else
-                diverge(v, event_index, (FsimValidateKind)k, r, m);
+                diverge(v, event_index, (FsimValidateKind)k, r_item, m_item);
         }
     }
 }
