@@ -134,8 +134,10 @@ stack_find_or_add(FsimStackTable *table, guint start, guint n)
     return table->stacks->len - 1;
 }
 
-uint32_t
-fsim_trace_add_stack(FsimTrace *trace, const FsimFrame *frames, gsize n)
+/* Appends @frames to the table (interning their strings unless @interned) and finds or adds
+ * the stack. */
+static uint32_t
+stack_add(FsimTrace *trace, const FsimFrame *frames, gsize n, gboolean interned)
 {
     FsimStackTable *table;
     guint start;
@@ -145,28 +147,29 @@ fsim_trace_add_stack(FsimTrace *trace, const FsimFrame *frames, gsize n)
         return 0;
     table = stack_table(trace);
     start = table->frames->len;
-    for (gsize i = 0; i < n; i++) {
-        FsimFrame frame;
+    if (interned) {
+        g_array_append_vals(table->frames, frames, (guint)n);
+    } else {
+        for (gsize i = 0; i < n; i++) {
+            FsimFrame frame;
 
-        fsim_trace_intern_frame(trace, &frames[i], &frame);
-        g_array_append_val(table->frames, frame);
+            fsim_trace_intern_frame(trace, &frames[i], &frame);
+            g_array_append_val(table->frames, frame);
+        }
     }
     return stack_find_or_add(table, start, (guint)n);
 }
 
 uint32_t
+fsim_trace_add_stack(FsimTrace *trace, const FsimFrame *frames, gsize n)
+{
+    return stack_add(trace, frames, n, FALSE);
+}
+
+uint32_t
 fsim_trace_add_interned_stack(FsimTrace *trace, const FsimFrame *frames, gsize n)
 {
-    FsimStackTable *table;
-    guint start;
-
-    g_return_val_if_fail(trace != NULL, 0);
-    if (n == 0)
-        return 0;
-    table = stack_table(trace);
-    start = table->frames->len;
-    g_array_append_vals(table->frames, frames, (guint)n);
-    return stack_find_or_add(table, start, (guint)n);
+    return stack_add(trace, frames, n, TRUE);
 }
 
 const FsimFrame *
