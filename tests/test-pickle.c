@@ -499,6 +499,15 @@ test_load_repeated_lists(void)
     g_assert_cmpuint(fsim_pickle_len(grown), ==, 2);
     g_assert_cmpint(int_of(fsim_pickle_item(grown, 1)), ==, 7);
     g_assert_cmpuint(fsim_pickle_len(fsim_pickle_item(fsim_pickle_root(more), 1)), ==, 1);
+    /* ... and a list that grew after it was built from a run is no model for the next one. */
+    g_autoptr(FsimPickle) after = load_ok(B("\x80\x02](K\x05q\x01]q\x02(h\x01"
+                                            "eK\x07"
+                                            "a]q\x03(h\x01"
+                                            "ee."));
+    const FsimPickleValue *fresh = fsim_pickle_item(fsim_pickle_root(after), 2);
+    g_assert_cmpuint(fsim_pickle_len(fsim_pickle_item(fsim_pickle_root(after), 1)), ==, 2);
+    g_assert_cmpuint(fsim_pickle_len(fresh), ==, 1);
+    g_assert_cmpint(int_of(fsim_pickle_item(fresh, 0)), ==, 5);
 }
 
 /* Inputs the fuzzer found (tests/fuzz/README.md). */

@@ -163,8 +163,10 @@ run_memo_list(Loader *l)
     if (l->list_cache == NULL)
         l->list_cache = g_new0(ListCacheSlot, LIST_CACHE_SLOTS);
     slot = &l->list_cache[hash & (LIST_CACHE_SLOTS - 1)];
+    /* The cached list may have grown since (APPEND after its APPENDS): then it is no copy. */
     if (slot->list != NULL && slot->hash == hash && slot->len == len &&
-        slot->generation == l->memo_generation && memcmp(slot->bytes, body, len) == 0) {
+        slot->generation == l->memo_generation && slot->list->u.c.len == n &&
+        memcmp(slot->bytes, body, len) == 0) {
         if (!list_copy(l, list, slot->list))
             return 0;
         l->in.p = appends + 1;
