@@ -317,43 +317,55 @@ test_every_policy(void)
     }
 }
 
+/* @trace explained under @policy (paranoid) with the moments after its lines @lines. */
+static FsimExplanation *
+explain_lines(const char *trace, const char *policy, const uint64_t *lines, gsize n)
+{
+    g_autofree char *dir = NULL;
+    g_autofree char *path = write_trace(trace, &dir);
+    g_autoptr(FsimTrace) t = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GArray) at = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    FsimExplanation *e;
+    FsimExplainOptions options;
+
+    g_array_append_vals(at, lines, (guint)n);
+    t = fsim_trace_open(path, &error);
+    g_assert_no_error(error);
+    fsim_explain_options_init(&options);
+    options.policy = policy;
+    options.at = at;
+    options.paranoid = TRUE;
+    e = fsim_explain_trace(t, &options, &error);
+    g_assert_no_error(error);
+    g_assert_true(e->described);
+    fsim_test_remove_tree(dir);
+    return e;
+}
+
 /* The other policies' own descriptions, worked out by hand on two 1 MiB tensors, the first freed
  * (line 4), then the second (line 5): with one still live the freed one's memory is pinned (it
- * shares bfc's region, buddy's region, async's 2 MiB page, the arena of planner and bestfit);
- * with both freed, the allocators that give memory back (a whole free region for bfc and buddy,
- * whole unused pages for async) could release it all, the arena policies nothing. */
+ * shares bfc's region, buddy's region, async's 2 MiB page, gmlake's 2 MiB small-pool segment, the
+ * arena of planner and bestfit); with both freed, the allocators that give memory back (a whole
+ * free region for bfc and buddy, whole unused pages for async, a whole free segment for gmlake)
+ * could release it all, the arena policies nothing. */
 static void
 test_other_descriptions(void)
 {
     static const struct {
         const char *policy;
         gboolean releases;
-    } cases[] = {
-        {"bfc", TRUE}, {"buddy", TRUE}, {"async", TRUE}, {"planner", FALSE}, {"bestfit", FALSE}};
+    } cases[] = {{"bfc", TRUE},    {"buddy", TRUE},    {"async", TRUE},
+                 {"gmlake", TRUE}, {"planner", FALSE}, {"bestfit", FALSE}};
     static const char trace[] = "fragsim-trace v1\n1 alloc 1 1048576 0\n2 alloc 2 1048576 0\n"
                                 "3 free 1 0\n4 free 2 0\n";
 
     for (gsize c = 0; c < G_N_ELEMENTS(cases); c++) {
-        g_autofree char *dir = NULL;
-        g_autofree char *path = write_trace(trace, &dir);
-        g_autoptr(FsimTrace) t = NULL;
-        g_autoptr(FsimExplanation) e = NULL;
-        g_autoptr(GError) error = NULL;
-        g_autoptr(GArray) at = g_array_new(FALSE, FALSE, sizeof(uint64_t));
         const uint64_t lines[] = {4, 5};
+        g_autoptr(FsimExplanation) e =
+            explain_lines(trace, cases[c].policy, lines, G_N_ELEMENTS(lines));
         const FsimMoment *one = NULL, *none = NULL;
-        FsimExplainOptions options;
 
-        g_array_append_vals(at, lines, 2);
-        t = fsim_trace_open(path, &error);
-        g_assert_no_error(error);
-        fsim_explain_options_init(&options);
-        options.policy = cases[c].policy;
-        options.at = at;
-        options.paranoid = TRUE;
-        e = fsim_explain_trace(t, &options, &error);
-        g_assert_no_error(error);
-        g_assert_true(e->described);
         for (guint i = 0; i < e->moments->len; i++) {
             const FsimMoment *m = g_ptr_array_index(e->moments, i);
 
@@ -373,8 +385,61 @@ test_other_descriptions(void)
                          cases[c].releases ? 0 : none->reserved_bytes);
         g_assert_cmpuint(none->breakdown.free_releasable_bytes + none->breakdown.rounding_bytes, ==,
                          cases[c].releases ? none->reserved_bytes : 0);
-        fsim_test_remove_tree(dir);
     }
+}
+
+static const FsimMoment *
+moment_at(const FsimExplanation *e, int64_t event)
+{
+    for (guint i = 0; i < e->moments->len; i++) {
+        const FsimMoment *m = g_ptr_array_index(e->moments, i);
+
+        if (m->kind == FSIM_MOMENT_AT && m->event == event)
+            return m;
+    }
+    g_error("no moment at event %" G_GINT64_FORMAT, event);
+    return NULL;
+}
+
+/* gmlake's stitched block, worked by hand (default frag_limit, 512 MiB): four 512 MiB tensors
+ * (four 512 MiB pBlocks), the 1st and 3rd freed (line 7: 1 GiB releasable, two wholly free
+ * segments), then 1 GiB - 1 MiB + 1 B, rounded to 1 GiB: no pBlock fits and it is at least the
+ * limit, so the two free pBlocks are stitched into a new 1 GiB range outside every segment
+ * (line 8): no new memory, 2 GiB reserved = 2 GiB - 1 MiB + 1 live + 1 MiB - 1 rounding, nothing
+ * free, and the stitched tensor's pieces are blocks in use of the 1st and 3rd segments.  The 2nd
+ * freed (line 9): its segment is releasable, 512 MiB.  The stitched tensor freed (line 10): its
+ * pieces are whole free segments again, 1.5 GiB releasable; only the 4th is live. */
+static void
+test_gmlake_stitched(void)
+{
+    static const char trace[] = "fragsim-trace v1\n1 alloc 1 536870912 0\n2 alloc 2 536870912 0\n"
+                                "3 alloc 3 536870912 0\n4 alloc 4 536870912 0\n5 free 1 0\n"
+                                "6 free 3 0\n7 alloc 5 1072693249 0\n8 free 2 0\n9 free 5 0\n";
+    const uint64_t lines[] = {7, 8, 9, 10};
+    g_autoptr(FsimExplanation) e = explain_lines(trace, "gmlake", lines, G_N_ELEMENTS(lines));
+    const uint64_t half = 512 * MiB;
+    const FsimMoment *m;
+
+    m = moment_at(e, 7);
+    g_assert_cmpuint(m->reserved_bytes, ==, 4 * half);
+    g_assert_cmpuint(m->breakdown.live_requested_bytes, ==, 2 * half);
+    g_assert_cmpuint(m->breakdown.free_releasable_bytes, ==, 2 * half);
+    g_assert_cmpuint(m->breakdown.free_pinned_bytes, ==, 0);
+    m = moment_at(e, 8);
+    g_assert_cmpuint(m->reserved_bytes, ==, 4 * half);
+    g_assert_cmpuint(m->segments->len, ==, 4);
+    g_assert_cmpuint(m->breakdown.live_requested_bytes, ==, 4 * half - MiB + 1);
+    g_assert_cmpuint(m->breakdown.rounding_bytes, ==, MiB - 1);
+    g_assert_cmpuint(m->breakdown.free_releasable_bytes + m->breakdown.free_pinned_bytes, ==, 0);
+    m = moment_at(e, 9);
+    g_assert_cmpuint(m->breakdown.live_requested_bytes, ==, 3 * half - MiB + 1);
+    g_assert_cmpuint(m->breakdown.free_releasable_bytes, ==, half);
+    g_assert_cmpuint(m->breakdown.free_pinned_bytes, ==, 0);
+    m = moment_at(e, 10);
+    g_assert_cmpuint(m->breakdown.live_requested_bytes, ==, half);
+    g_assert_cmpuint(m->breakdown.rounding_bytes, ==, 0);
+    g_assert_cmpuint(m->breakdown.free_releasable_bytes, ==, 3 * half);
+    assert_adds_up(e);
 }
 
 /* A private pool's memory is broken down apart (worked by hand): three 16 MiB blocks captured
@@ -413,6 +478,36 @@ test_pools(void)
         total += p->reserved_bytes;
     }
     g_assert_cmpuint(total, ==, peak->reserved_bytes);
+    g_assert_null(e->pool_needs); /* no alternatives asked for: no needed capacity */
+
+    /* with the alternatives, each pool's share of the needed capacity: 68 MiB (on less, the
+     * 8 MiB request finds nothing to release: pool 7 is still referenced), 20 MiB of it the
+     * default pools' and 48 MiB pool 7's */
+    {
+        g_autofree char *dir = NULL;
+        g_autofree char *path = write_trace(trace, &dir);
+        g_autoptr(FsimTrace) t = fsim_trace_open(path, NULL);
+        g_autoptr(FsimExplanation) with = NULL;
+        g_autoptr(GError) error = NULL;
+        FsimExplainOptions options;
+
+        fsim_explain_options_init(&options);
+        options.policy = "caching";
+        options.alternatives = TRUE;
+        with = fsim_explain_trace(t, &options, &error);
+        g_assert_no_error(error);
+        g_assert_cmpint(with->needed_bytes, ==, 68 * FSIM_MiB);
+        g_assert_nonnull(with->pool_needs);
+        g_assert_cmpuint(with->pool_needs->len, ==, 2);
+        g_assert_cmpuint(with->pool_needs_peak, ==, 68 * FSIM_MiB);
+        g_assert_cmpuint(g_array_index(with->pool_needs, FsimPoolNeed, 0).pool, ==, 0);
+        g_assert_cmpuint(g_array_index(with->pool_needs, FsimPoolNeed, 0).needed_bytes, ==,
+                         20 * FSIM_MiB);
+        g_assert_cmpuint(g_array_index(with->pool_needs, FsimPoolNeed, 1).pool, ==, 7);
+        g_assert_cmpuint(g_array_index(with->pool_needs, FsimPoolNeed, 1).needed_bytes, ==,
+                         48 * FSIM_MiB);
+        fsim_test_remove_tree(dir);
+    }
 
     /* without a private pool, no per-pool lines */
     {
@@ -645,6 +740,7 @@ main(int argc, char **argv)
     g_test_add_func("/explain/every-policy/adds-up", test_every_policy);
     g_test_add_func("/explain/other-policies/described", test_other_descriptions);
     g_test_add_func("/explain/pools", test_pools);
+    g_test_add_func("/explain/gmlake/stitched", test_gmlake_stitched);
     g_test_add_func("/explain/shared-snapshots/adds-up", test_shared_snapshots);
     g_test_add_func("/explain/constructor-sun/oom-pins-name-python-lines",
                     test_constructor_sun_oom);

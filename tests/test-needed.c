@@ -299,6 +299,85 @@ test_no_needed(void)
         json_object_get_null_member(json_array_get_object_element(runs, 0), "needed_bytes"));
 }
 
+/* Needs by pool, worked by hand (caching): 16 MiB captured into pool 7 and freed there (pool 7
+ * keeps its 16 MiB segment: referenced), then 64 MiB outside (a 64 MiB segment of the default
+ * large pool): 80 MiB reserved, the run's peak.  Then the 64 MiB freed and the cache emptied
+ * (pool 7 keeps its segment), and 48 MiB captured into pool 7 (its free 16 MiB cannot serve it:
+ * a new 48 MiB segment), 64 MiB.  The run needs 80 MiB (on less, the 64 MiB request finds
+ * nothing to release); at that peak the default pools hold 64 MiB and pool 7 16 MiB, although
+ * pool 7's own peak comes later, at 64 MiB.  `replay --json` gives the same shares. */
+static const char pools_trace[] = "fragsim-trace v1\n"
+                                  "0 pool_begin 7 0\n1 alloc 1 16777216 0\n2 free 1 0\n"
+                                  "3 pool_end 7 0\n4 alloc 2 67108864 0\n5 free 2 0\n"
+                                  "6 empty_cache\n7 pool_begin 7 0\n8 alloc 3 50331648 0\n"
+                                  "9 pool_end 7 0\n";
+
+static void
+test_pools(void)
+{
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *path = g_build_filename(dir, "pools.trace", NULL);
+    g_autoptr(FsimTrace) trace = NULL;
+    g_autoptr(FsimEventLog) log = fsim_event_log_new(0);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GArray) needs = NULL;
+    FsimNeededQuery query = {.policy = "caching"};
+    FsimNeededResult result;
+    const FsimPoolNeed *need;
+    uint64_t peak = 0;
+
+    g_assert_true(g_file_set_contents(path, pools_trace, -1, &error));
+    trace = fsim_trace_open(path, &error);
+    g_assert_no_error(error);
+    g_assert_true(fsim_event_log_read(log, trace, FALSE, &error));
+    g_assert_true(fsim_device_spec_parse(FSIM_DEVICE_DEFAULT, &query.device, &error));
+    g_assert_true(fsim_needed_search(log, &query, &result, &error));
+    g_assert_no_error(error);
+    g_assert_cmpuint(result.needed_bytes, ==, 80 * FSIM_MiB);
+    needs = fsim_needed_pools(log, &query, result.needed_bytes, &peak, &error);
+    g_assert_no_error(error);
+    g_assert_nonnull(needs);
+    g_assert_cmpuint(peak, ==, 80 * FSIM_MiB);
+    g_assert_cmpuint(needs->len, ==, 2);
+    need = &g_array_index(needs, FsimPoolNeed, 0);
+    g_assert_cmpuint(need->pool, ==, 0);
+    g_assert_cmpuint(need->needed_bytes, ==, 64 * FSIM_MiB);
+    g_assert_cmpuint(need->peak_reserved_bytes, ==, 64 * FSIM_MiB);
+    need = &g_array_index(needs, FsimPoolNeed, 1);
+    g_assert_cmpuint(need->pool, ==, 7);
+    g_assert_cmpuint(need->needed_bytes, ==, 16 * FSIM_MiB);
+    g_assert_cmpuint(need->peak_reserved_bytes, ==, 64 * FSIM_MiB);
+    /* a run without private pools has no shares */
+    query.policy = "bestfit";
+    g_clear_pointer(&needs, g_array_unref);
+    needs = fsim_needed_pools(log, &query, 80 * FSIM_MiB, &peak, &error);
+    g_assert_no_error(error);
+    g_assert_null(needs);
+    if (fsim_test_have_binary()) {
+        g_autoptr(JsonParser) parser = json_parser_new();
+        g_auto(FsimTestRun) replay = fsim_test_run("replay", path, "-p", "caching", "--json", NULL);
+        JsonArray *pools;
+
+        g_assert_cmpint(replay.status, ==, 0);
+        pools = json_object_get_array_member(
+            json_array_get_object_element(
+                json_object_get_array_member(fsim_test_parse_object(parser, replay.out), "runs"),
+                0),
+            "pools");
+        g_assert_cmpint(
+            json_object_get_int_member(json_array_get_object_element(pools, 0), "needed_bytes"), ==,
+            64 * FSIM_MiB);
+        g_assert_cmpint(
+            json_object_get_int_member(json_array_get_object_element(pools, 1), "needed_bytes"), ==,
+            16 * FSIM_MiB);
+        g_assert_cmpint(json_object_get_int_member(json_array_get_object_element(pools, 1),
+                                                   "peak_reserved_bytes"),
+                        ==, 64 * FSIM_MiB);
+    }
+    g_clear_pointer(&trace, fsim_trace_close);
+    fsim_test_remove_tree(dir);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -309,5 +388,6 @@ main(int argc, char **argv)
     g_test_add_func("/needed/recorded", test_recorded);
     g_test_add_func("/needed/fit-agrees", test_fit_agrees);
     g_test_add_func("/needed/no-needed", test_no_needed);
+    g_test_add_func("/needed/pools", test_pools);
     return g_test_run();
 }

@@ -107,6 +107,7 @@ test_answer(void)
     /* marks: warm-up against steady state, one row per run */
     g_assert_nonnull(strstr(html, "Warm-up and steady state"));
     g_assert_null(strstr(html, "<script"));
+    g_assert_null(strstr(html, "Memory by pool")); /* no private pools */
     fsim_test_remove_tree(dir);
 }
 
@@ -176,6 +177,68 @@ test_answer_tune(void)
     fsim_test_remove_tree(dir);
 }
 
+/* Memory by pool (worked by hand in tests/test-needed.c, /needed/pools): 16 MiB captured into
+ * pool 7 and freed there, 64 MiB outside, freed, empty_cache, 48 MiB captured into pool 7.  The
+ * caching run needs 80 MiB: 64 MiB of the default pools and 16 MiB of pool 7, which peaks later
+ * at 64 MiB and holds 64 MiB at the end, with two references (one per capture: the graphs are
+ * never destroyed).  bestfit has no private pools:
+ * no rows.  The database has the same figures in run_pools. */
+static void
+test_pools(void)
+{
+    static const char pools_trace[] = "fragsim-trace v1\n"
+                                      "0 pool_begin 7 0\n1 alloc 1 16777216 0\n2 free 1 0\n"
+                                      "3 pool_end 7 0\n4 alloc 2 67108864 0\n5 free 2 0\n"
+                                      "6 empty_cache\n7 pool_begin 7 0\n8 alloc 3 50331648 0\n"
+                                      "9 pool_end 7 0\n";
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *db = g_build_filename(dir, "r.db", NULL);
+    g_autofree char *out = g_build_filename(dir, "report", NULL);
+    g_autofree char *trace = g_build_filename(dir, "pools.trace", NULL);
+    g_autofree char *html = NULL;
+    g_autofree char *table = NULL;
+    const char *start;
+    const char *row;
+    sqlite3 *s = NULL;
+    sqlite3_stmt *stmt = NULL;
+
+    g_assert_true(g_file_set_contents(trace, pools_trace, -1, NULL));
+    run_ok((const char *const[]){"replay", trace, "-p", "caching,bestfit", "--db", db, NULL});
+    html = read_report(db, out, FALSE);
+    check_tables(html);
+    g_assert_cmpuint(count(html, "<h3>Memory by pool</h3>"), ==, 1);
+    start = strstr(html, "<table class=\"pools\">");
+    g_assert_nonnull(start);
+    g_assert_nonnull(strstr(start, "</table>"));
+    table = g_strndup(start, (gsize)(strstr(start, "</table>") - start));
+    g_assert_cmpuint(count(table, "<td>default</td>"), ==, 1);
+    g_assert_cmpuint(count(table, "<td>private 7</td>"), ==, 1);
+    g_assert_null(strstr(table, "bestfit"));
+    row = strstr(table, "<td>default</td>");
+    g_assert_true(g_str_has_prefix(row + strlen("<td>default</td>"),
+                                   "<td class=\"n\">64.0 MiB</td><td class=\"n\">64.0 MiB</td>"
+                                   "<td class=\"n\">0 B</td><td class=\"n\"></td>"));
+    row = strstr(table, "<td>private 7</td>");
+    g_assert_true(g_str_has_prefix(row + strlen("<td>private 7</td>"),
+                                   "<td class=\"n\">16.0 MiB</td><td class=\"n\">64.0 MiB</td>"
+                                   "<td class=\"n\">64.0 MiB</td><td class=\"n\">2</td>"));
+    g_assert_cmpint(sqlite3_open(db, &s), ==, SQLITE_OK);
+    g_assert_cmpint(
+        sqlite3_prepare_v2(s,
+                           "SELECT count(*), sum(needed_bytes), max(peak_reserved_bytes)"
+                           " FROM run_pools p JOIN runs r ON r.id = p.run_id"
+                           " WHERE r.policy = 'caching'",
+                           -1, &stmt, NULL),
+        ==, SQLITE_OK);
+    g_assert_cmpint(sqlite3_step(stmt), ==, SQLITE_ROW);
+    g_assert_cmpint(sqlite3_column_int64(stmt, 0), ==, 2);
+    g_assert_cmpint(sqlite3_column_int64(stmt, 1), ==, 80 * FSIM_MiB);
+    g_assert_cmpint(sqlite3_column_int64(stmt, 2), ==, 64 * FSIM_MiB);
+    sqlite3_finalize(stmt);
+    g_assert_cmpint(sqlite3_close(s), ==, SQLITE_OK);
+    fsim_test_remove_tree(dir);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -183,5 +246,6 @@ main(int argc, char **argv)
     g_test_add_func("/report/answer/keep-default", test_answer);
     g_test_add_func("/report/answer/change", test_answer_change);
     g_test_add_func("/report/answer/tune", test_answer_tune);
+    g_test_add_func("/report/pools", test_pools);
     return g_test_run();
 }

@@ -130,6 +130,22 @@ typedef struct {
 } FsimAlternative;
 
 /**
+ * FsimPoolNeed:
+ * @pool: 0 for the default pools, else a private pool's id (a CUDA graph's, a MemPool's).
+ * @needed_bytes: the pool's share of the run's needed_bytes: what it reserves at the peak of a
+ *     replay on a device of needed_bytes (the first event after which that replay's reservation
+ *     is at its maximum).  The shares add up to that peak, at most needed_bytes.
+ * @peak_reserved_bytes: the pool's own peak in that replay (the pools need not peak together).
+ *
+ * The capacity one pool needs (src/analysis/needed.h computes it; docs/policies.md).
+ */
+typedef struct {
+    uint64_t pool;
+    uint64_t needed_bytes;
+    uint64_t peak_reserved_bytes;
+} FsimPoolNeed;
+
+/**
  * FsimPoolBreakdown:
  * @private_pool: a CUDA graph's or MemPool's pool, named @pool_id; %FALSE for the default pools.
  *
@@ -201,6 +217,9 @@ void fsim_explain_options_init(FsimExplainOptions *options);
  *     pinned, with no pins named).
  * @needed_bytes: the capacity this run needs (`needed_bytes`, as `replay` reports it); -1 when
  *     the alternatives were not asked for or the search failed.
+ * @pool_needs: (element-type FsimPoolNeed) (nullable): with private pools and @needed_bytes,
+ *     each pool's share of it (as `replay` reports it), and @pool_needs_peak what the shares add
+ *     up to.
  * @moments: (element-type FsimMoment*): in event order.
  */
 typedef struct {
@@ -212,6 +231,8 @@ typedef struct {
     uint32_t trace_device;
     gboolean described;
     int64_t needed_bytes;
+    GArray *pool_needs;
+    uint64_t pool_needs_peak;
     GPtrArray *moments;
 } FsimExplanation;
 

@@ -152,12 +152,16 @@ typedef struct {
  * @releasable: free blocks only: how many of its bytes the policy would give back to the device
  *     if it emptied its cache now (the whole block when it is a whole cudaMalloc'd segment; the
  *     whole pages inside it for an expandable segment; 0 when the policy never releases).
+ * @live_addr: blocks in use only: 0 when the block is a live allocation itself; else the address
+ *     of the live allocation it is a piece of, which lies elsewhere (GMLake's stitched blocks map
+ *     pieces of several segments into a virtual range of their own).
  */
 typedef struct {
     FsimAddr addr;
     uint64_t size;
     gboolean free;
     uint64_t releasable;
+    FsimAddr live_addr;
 } FsimBlockView;
 
 /**

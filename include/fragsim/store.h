@@ -283,6 +283,28 @@ typedef struct {
 /* The breakdown at the peak that fsim_store_run_finish() writes (copied). */
 void fsim_store_run_set_breakdown(FsimStoreRun *run, const FsimStoredBreakdown *breakdown);
 
+/**
+ * FsimStoredPool:
+ * @pool: 0 for the default pools, else a private pool's id (a CUDA graph's, a MemPool's).
+ * @needed_bytes: its share of the run's needed_bytes (what it reserves at the peak of a replay
+ *     on that capacity, analysis/needed.h); -1 when not computed.
+ * @peak_reserved_bytes: the most it reserved at once.
+ * @reserved_bytes: what it reserves at the end of the run.
+ * @use_count: references on it at the end (0 for the default pools).
+ *
+ * The memory of one pool of a run with private pools (table `run_pools`).
+ */
+typedef struct {
+    uint64_t pool;
+    int64_t needed_bytes;
+    uint64_t peak_reserved_bytes;
+    uint64_t reserved_bytes;
+    uint64_t use_count;
+} FsimStoredPool;
+
+/* The memory by pool that fsim_store_run_finish() writes (@n entries, copied). */
+void fsim_store_run_set_pools(FsimStoreRun *run, const FsimStoredPool *pools, guint n);
+
 /* Free a run (NULL is a no-op).  A run neither finished nor failed is marked `failed`. */
 void fsim_store_run_free(FsimStoreRun *run);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimStoreRun, fsim_store_run_free)
@@ -517,6 +539,14 @@ typedef struct {
 
 /* Returns: (element-type FsimStoredSizeBucket): the non-empty buckets, ascending. */
 GArray *fsim_store_sizes(FsimStore *store, int64_t run_id, GError **error);
+
+/**
+ * fsim_store_pools:
+ *
+ * Returns: (transfer full) (nullable): the run's #FsimStoredPool rows by pool (empty for a run
+ *     without private pools, or a database without the table); %NULL with @error on failure.
+ */
+GArray *fsim_store_pools(FsimStore *store, int64_t run_id, GError **error);
 
 /**
  * fsim_store_breakdown:

@@ -66,9 +66,10 @@ alt_on_oom(gpointer data, const FsimEngine *engine, const FsimOomRecord *oom)
 
 static const FsimObserver alt_observer = {.event = alt_on_event, .oom = alt_on_oom};
 
-/* The capacity @run needs (needed.h), or -1 when the search fails. */
+/* The capacity @run needs (needed.h), or -1 when the search fails; with @e (the explained run's
+ * explanation) and private pools at some moment, each pool's share of it too. */
 static int64_t
-alt_needed(FsimTrace *trace, const FsimEventLog *log, const ExplainRun *run)
+alt_needed(FsimTrace *trace, const FsimEventLog *log, const ExplainRun *run, FsimExplanation *e)
 {
     FsimNeededQuery query = {
         .policy = run->policy,
@@ -78,10 +79,22 @@ alt_needed(FsimTrace *trace, const FsimEventLog *log, const ExplainRun *run)
     };
     FsimNeededResult result;
     g_autoptr(GError) error = NULL;
+    gboolean pools = FALSE;
 
     if (!fsim_needed_search(log, &query, &result, &error)) {
         g_debug("explain: no needed_bytes for %s %s: %s", run->policy, run->conf, error->message);
         return -1;
+    }
+    for (guint i = 0; e != NULL && i < e->moments->len; i++) {
+        const FsimMoment *m = g_ptr_array_index(e->moments, i);
+
+        pools |= m->pools != NULL && m->pools->len > 0;
+    }
+    if (pools) {
+        e->pool_needs =
+            fsim_needed_pools(log, &query, result.needed_bytes, &e->pool_needs_peak, &error);
+        if (error != NULL)
+            g_debug("explain: no needs by pool: %s", error->message);
     }
     return (int64_t)result.needed_bytes;
 }
@@ -107,7 +120,7 @@ alt_replay(FsimTrace *trace, const FsimEventLog *log, const ExplainRun *base, co
     run = explain_run_new(trace, base, policy, conf, error);
     if (run == NULL)
         return FALSE;
-    needed = alt_needed(trace, log, run);
+    needed = alt_needed(trace, log, run, NULL);
     for (guint i = 0; i < results->len; i++) {
         FsimAlternative *a = g_ptr_array_index(results, i);
 
@@ -269,7 +282,7 @@ explain_alternatives(FsimTrace *trace, const ExplainRun *base, FsimExplanation *
 
     if (!fsim_event_log_read(log, trace, FALSE, error))
         return FALSE;
-    e->needed_bytes = alt_needed(trace, log, base);
+    e->needed_bytes = alt_needed(trace, log, base, e);
     alt_candidates(e, pairs);
     for (guint i = 0; i < e->moments->len; i++) {
         FsimMoment *m = g_ptr_array_index(e->moments, i);

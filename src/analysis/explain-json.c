@@ -3,6 +3,8 @@
  * The `explain --json` object (docs/explain.md has the schema):
  *
  *   {"trace", "policy", "config", "device",
+ *    "pool_needs": [{"pool": "default" | ID, "needed_bytes", "peak_reserved_bytes"}]
+ *                  (with private pools and the alternatives: each pool's share of needed_bytes),
  *    "moments": [{"kind": "peak"|"oom"|"at", "event", "time_ns", "reserved_bytes",
  *                 "breakdown": {"live_requested_bytes", "rounding_bytes",
  *                               "free_releasable_bytes", "free_pinned_bytes"},
@@ -128,6 +130,27 @@ add_alternatives(JsonBuilder *b, const GPtrArray *alternatives)
 }
 
 static void
+add_pool_needs(JsonBuilder *b, const GArray *needs)
+{
+    json_builder_set_member_name(b, "pool_needs");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < needs->len; i++) {
+        const FsimPoolNeed *p = &g_array_index(needs, FsimPoolNeed, i);
+
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "pool");
+        if (p->pool != 0)
+            json_builder_add_int_value(b, (gint64)p->pool);
+        else
+            json_builder_add_string_value(b, "default");
+        add_u64(b, "needed_bytes", p->needed_bytes);
+        add_u64(b, "peak_reserved_bytes", p->peak_reserved_bytes);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
+static void
 add_pools(JsonBuilder *b, const GArray *pools)
 {
     json_builder_set_member_name(b, "pools");
@@ -158,6 +181,8 @@ fsim_explanation_to_json(const FsimExplanation *e)
     add_string(b, "policy", e->policy);
     add_string(b, "config", e->config);
     add_string(b, "device", e->device);
+    if (e->pool_needs != NULL)
+        add_pool_needs(b, e->pool_needs);
     json_builder_set_member_name(b, "moments");
     json_builder_begin_array(b);
     for (guint i = 0; i < e->moments->len; i++) {

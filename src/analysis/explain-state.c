@@ -34,8 +34,9 @@ typedef struct {
 } LiveItem;
 
 typedef struct {
-    GArray *segments; /* FsimSegmentView */
-    GArray *blocks;   /* FsimExplainBlock */
+    GArray *segments;   /* FsimSegmentView */
+    GArray *blocks;     /* FsimExplainBlock */
+    GArray *live_addrs; /* FsimAddr per block: FsimBlockView.live_addr */
 } Walk;
 
 static void
@@ -61,6 +62,7 @@ walk_block(gpointer data, const FsimBlockView *view)
 
     g_assert(walk->segments->len > 0);
     g_array_append_val(walk->blocks, block);
+    g_array_append_val(walk->live_addrs, view->live_addr);
 }
 
 static const FsimPolicyVisitor walk_visitor = {walk_segment, walk_block};
@@ -115,6 +117,47 @@ walk_add_engine_blocks(Walk *walk, const GArray *live)
     }
     g_array_set_size(walk->blocks, 0);
     g_array_append_vals(walk->blocks, blocks->data, blocks->len);
+    g_array_set_size(walk->live_addrs, blocks->len);
+    memset(walk->live_addrs->data, 0, blocks->len * sizeof(FsimAddr));
+}
+
+/* The live item at @addr, or -1. */
+static gint
+live_find(const GArray *live, FsimAddr addr)
+{
+    guint lo = 0;
+    guint hi = live->len;
+
+    while (lo < hi) {
+        guint mid = lo + (hi - lo) / 2;
+
+        if (g_array_index(live, LiveItem, mid).addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < live->len && g_array_index(live, LiveItem, lo).addr == addr ? (gint)lo : -1;
+}
+
+/* A block in use that is a piece of the live allocation at @live_addr (a stitched block): its
+ * share of what that allocation asked for, the pieces in address order taking it first. */
+static gboolean
+walk_piece(const FsimPolicy *policy, const GArray *live, uint64_t *left, FsimExplainBlock *block,
+           FsimAddr live_addr, gint *owner, GError **error)
+{
+    gint j = live_find(live, live_addr);
+
+    if (j < 0) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                    "policy '%s' describes a piece at 0x%" G_GINT64_MODIFIER
+                    "x of a live block at 0x%" G_GINT64_MODIFIER "x that the engine does not know",
+                    policy->ops->name, block->addr, live_addr);
+        return FALSE;
+    }
+    block->requested = MIN(left[j], block->size);
+    left[j] -= block->requested;
+    *owner = j;
+    return TRUE;
 }
 
 /* Segments and blocks from the policy, or from the live table; @owner[i]: the live item of
@@ -125,6 +168,7 @@ state_walk(const FsimEngine *engine, GArray *live, Walk *walk, GArray *owner, gb
 {
     const FsimPolicy *policy = fsim_engine_policy(engine);
     guint j = 0;
+    g_autofree uint64_t *left = NULL; /* per live item: requested bytes no piece took yet */
 
     fsim_engine_foreach_live(engine, collect_live, live);
     *described = policy->ops->describe != NULL;
@@ -151,9 +195,22 @@ state_walk(const FsimEngine *engine, GArray *live, Walk *walk, GArray *owner, gb
     for (guint i = 0; i < walk->blocks->len; i++) {
         FsimExplainBlock *block = &g_array_index(walk->blocks, FsimExplainBlock, i);
 
+        FsimAddr live_addr = g_array_index(walk->live_addrs, FsimAddr, i);
+
         g_array_index(owner, gint, i) = -1;
         if (block->free)
             continue;
+        if (live_addr != 0) {
+            if (left == NULL) {
+                left = g_new(uint64_t, MAX(live->len, 1));
+                for (guint k = 0; k < live->len; k++)
+                    left[k] = g_array_index(live, LiveItem, k).requested;
+            }
+            if (!walk_piece(policy, live, left, block, live_addr, &g_array_index(owner, gint, i),
+                            error))
+                return FALSE;
+            continue;
+        }
         while (j < live->len && g_array_index(live, LiveItem, j).addr < block->addr)
             j++;
         if (j == live->len || g_array_index(live, LiveItem, j).addr != block->addr) {
@@ -236,7 +293,8 @@ explain_breakdown(const FsimEngine *engine, FsimBreakdown *out, uint64_t *larges
     g_autoptr(GArray) owner = g_array_new(FALSE, FALSE, sizeof(gint));
     g_autoptr(GArray) segments = g_array_new(FALSE, FALSE, sizeof(FsimSegmentView));
     g_autoptr(GArray) blocks = g_array_new(FALSE, FALSE, sizeof(FsimExplainBlock));
-    Walk walk = {segments, blocks};
+    g_autoptr(GArray) live_addrs = g_array_new(FALSE, FALSE, sizeof(FsimAddr));
+    Walk walk = {segments, blocks, live_addrs};
     gboolean described;
 
     return state_walk(engine, live, &walk, owner, &described, error) &&
@@ -531,6 +589,7 @@ explain_capture(const FsimEngine *engine, const ExplainSites *sites, const Expla
 {
     g_autoptr(GArray) live = g_array_new(FALSE, FALSE, sizeof(LiveItem));
     g_autoptr(GArray) owner = g_array_new(FALSE, FALSE, sizeof(gint));
+    g_autoptr(GArray) live_addrs = g_array_new(FALSE, FALSE, sizeof(FsimAddr));
     FsimMoment *moment = g_new0(FsimMoment, 1);
     Walk walk;
     gboolean described;
@@ -540,6 +599,7 @@ explain_capture(const FsimEngine *engine, const ExplainSites *sites, const Expla
     moment->blocks = g_array_new(FALSE, FALSE, sizeof(FsimExplainBlock));
     walk.segments = moment->segments;
     walk.blocks = moment->blocks;
+    walk.live_addrs = live_addrs;
     moment->reserved_bytes = (uint64_t)fsim_engine_device(engine)->reserved.current;
     moment->time_ns = c->now;
     if (!state_walk(engine, live, &walk, owner, &described, error) ||

@@ -89,6 +89,7 @@ fsim_explanation_free(FsimExplanation *explanation)
     g_free(explanation->config);
     g_free(explanation->device);
     g_clear_pointer(&explanation->moments, g_ptr_array_unref);
+    g_clear_pointer(&explanation->pool_needs, g_array_unref);
     g_free(explanation);
 }
 

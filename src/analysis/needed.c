@@ -233,6 +233,22 @@ needed_blind(const FsimNeededQuery *query)
            (expandable == NULL || g_ascii_strcasecmp(expandable, "true") != 0);
 }
 
+/* The run of @q on a device of @capacity, stopping at its first OOM.  The search replays many
+ * times: its checks run only when asked. */
+static void
+needed_run_config(const FsimNeededQuery *q, uint64_t capacity, FsimRunConfig *rc)
+{
+    fsim_run_config_init(rc);
+    rc->policy = q->policy;
+    rc->config = q->config;
+    rc->device = fsim_needed_device(&q->device, capacity);
+    rc->initial_state = q->initial_state;
+    rc->lifetimes = q->lifetimes;
+    rc->fail_on_oom = TRUE;
+    rc->paranoid = q->paranoid;
+    rc->free_delay_ns = q->free_delay_ns;
+}
+
 /* Replay on @capacity (stopping at the first OOM).  TRUE with *fits set; a fitting run adds its
  * proven interval. */
 static gboolean
@@ -244,15 +260,7 @@ search_try(Search *s, uint64_t capacity, gboolean *fits, GError **error)
     g_autoptr(GError) local_error = NULL;
     Proven p;
 
-    fsim_run_config_init(&rc);
-    rc.policy = q->policy;
-    rc.config = q->config;
-    rc.device = fsim_needed_device(&q->device, capacity);
-    rc.initial_state = q->initial_state;
-    rc.lifetimes = q->lifetimes;
-    rc.fail_on_oom = TRUE;
-    rc.paranoid = q->paranoid; /* the search replays many times: checks only when asked */
-    rc.free_delay_ns = q->free_delay_ns;
+    needed_run_config(q, capacity, &rc);
     engine = fsim_engine_new(&rc, error);
     if (engine == NULL)
         return FALSE;
@@ -436,4 +444,92 @@ fsim_needed_search(const FsimEventLog *log, const FsimNeededQuery *query, FsimNe
         }
     }
     return TRUE;
+}
+
+/* ---- per pool ------------------------------------------------------------------------------ */
+
+typedef struct {
+    uint64_t peak;   /* the largest reservation seen after an event */
+    GArray *at_peak; /* FsimPoolStats then */
+} PoolWatch;
+
+static void
+pool_watch_take(PoolWatch *w, const FsimEngine *engine)
+{
+    uint64_t reserved = (uint64_t)fsim_engine_device(engine)->reserved.current;
+
+    if (reserved <= w->peak && w->at_peak != NULL)
+        return;
+    w->peak = reserved;
+    if (w->at_peak != NULL)
+        g_array_unref(w->at_peak);
+    w->at_peak = fsim_policy_pool_stats(fsim_engine_policy(engine));
+    if (w->at_peak == NULL)
+        w->at_peak = g_array_new(FALSE, FALSE, sizeof(FsimPoolStats));
+}
+
+static void
+pool_watch_event(gpointer data, const FsimEngine *engine, const FsimEvent *ev)
+{
+    (void)ev;
+    pool_watch_take(data, engine);
+}
+
+/* The share of pool @pool in @at_peak (0 when it had no memory yet). */
+static uint64_t
+pool_share(const GArray *at_peak, uint64_t pool)
+{
+    for (guint i = 0; i < at_peak->len; i++)
+        if (g_array_index(at_peak, FsimPoolStats, i).pool == pool)
+            return g_array_index(at_peak, FsimPoolStats, i).reserved_bytes;
+    return 0;
+}
+
+GArray *
+fsim_needed_pools(const FsimEventLog *log, const FsimNeededQuery *query, uint64_t needed_bytes,
+                  uint64_t *peak, GError **error)
+{
+    static const FsimObserver observer = {.event = pool_watch_event};
+    PoolWatch watch = {0};
+    FsimRunConfig rc;
+    g_autoptr(FsimEngine) engine = NULL;
+    g_autoptr(GArray) final = NULL;
+    GArray *out;
+    gboolean ok;
+
+    *peak = 0;
+    needed_run_config(query, needed_bytes, &rc);
+    engine = fsim_engine_new(&rc, error);
+    if (engine == NULL)
+        return NULL;
+    fsim_engine_add_observer(engine, &observer, &watch);
+    ok = fsim_engine_start(engine, error);
+    if (ok) {
+        pool_watch_take(&watch, engine); /* the state at trace start */
+        ok = fsim_event_log_replay(log, engine, error);
+    }
+    if (!ok) {
+        if (watch.at_peak != NULL)
+            g_array_unref(watch.at_peak);
+        return NULL;
+    }
+    final = fsim_policy_pool_stats(fsim_engine_policy(engine));
+    if (final == NULL) {
+        g_array_unref(watch.at_peak);
+        return NULL;
+    }
+    out = g_array_sized_new(FALSE, FALSE, sizeof(FsimPoolNeed), final->len);
+    for (guint i = 0; i < final->len; i++) {
+        const FsimPoolStats *s = &g_array_index(final, FsimPoolStats, i);
+        FsimPoolNeed need = {
+            .pool = s->pool,
+            .needed_bytes = pool_share(watch.at_peak, s->pool),
+            .peak_reserved_bytes = s->peak_reserved_bytes,
+        };
+
+        g_array_append_val(out, need);
+    }
+    *peak = watch.peak;
+    g_array_unref(watch.at_peak);
+    return out;
 }

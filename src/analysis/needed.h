@@ -140,6 +140,28 @@ typedef struct {
 gboolean fsim_needed_search(const FsimEventLog *log, const FsimNeededQuery *query,
                             FsimNeededResult *out, GError **error);
 
+/* The capacity each pool needs (#FsimPoolNeed, fragsim/explain.h): a pool's share of the run's
+ * needed_bytes is what the run holds in that pool when the card is as small as the run allows.
+ * That is the honest per-pool figure: replaying one pool's events alone would not show how pools
+ * compete (a release of the cache frees every pool's free segments, a capture forbids it), and
+ * the pools' own peaks do not add up to what the run needs. */
+
+/**
+ * fsim_needed_pools:
+ * @log: the device's events.
+ * @query: the run.
+ * @needed_bytes: the run's needed_bytes (fsim_needed_search()).
+ * @peak: (out): the reservation at the peak of the replay on @needed_bytes.
+ * @error: a replay's error (an OOM included: @needed_bytes must fit).
+ *
+ * Replays the run once more on @needed_bytes and takes each pool's share at its peak.
+ *
+ * Returns: (transfer full) (nullable): #FsimPoolNeed per pool, the default pools first, then the
+ *     private pools by id; %NULL with @error unset when the run has no private pools.
+ */
+GArray *fsim_needed_pools(const FsimEventLog *log, const FsimNeededQuery *query,
+                          uint64_t needed_bytes, uint64_t *peak, GError **error);
+
 /* A device like @spec (granularity, costs) with @capacity bytes, usable and total. */
 FsimDeviceSpec fsim_needed_device(const FsimDeviceSpec *spec, uint64_t capacity);
 

@@ -175,6 +175,27 @@ print_moment(const FsimMoment *m)
     print_alternatives(m->alternatives);
 }
 
+/* Each pool's share of the needed capacity, when the run has private pools. */
+static void
+print_pool_needs(const FsimExplanation *e)
+{
+    g_autofree char *peak = fsim_format_size(e->pool_needs_peak);
+
+    if (e->pool_needs == NULL)
+        return;
+    g_print("needed by pool (shares of the peak, %s, of a replay on the needed capacity):\n", peak);
+    for (guint i = 0; i < e->pool_needs->len; i++) {
+        const FsimPoolNeed *p = &g_array_index(e->pool_needs, FsimPoolNeed, i);
+        g_autofree char *needed = fsim_format_size(p->needed_bytes);
+        g_autofree char *own = fsim_format_size(p->peak_reserved_bytes);
+        g_autofree char *name = p->pool != 0
+                                    ? g_strdup_printf("private pool %" G_GUINT64_FORMAT, p->pool)
+                                    : g_strdup("default pools");
+
+        g_print("  %s: %s (its own peak %s)\n", name, needed, own);
+    }
+}
+
 static void
 print_text(const FsimExplanation *e)
 {
@@ -187,6 +208,7 @@ print_text(const FsimExplanation *e)
 
         g_print("needed capacity (no OOM on this card or any larger): %s\n", needed);
     }
+    print_pool_needs(e);
     if (!e->described)
         g_print("note: policy '%s' does not describe its segments: its free memory is counted "
                 "as pinned and no pins are named\n",

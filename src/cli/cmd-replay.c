@@ -36,6 +36,8 @@ run_free(gpointer data)
     g_free(run->oom_message);
     g_free(run->error);
     g_free(run->needed_note);
+    if (run->pool_needs != NULL)
+        g_array_unref(run->pool_needs);
     g_free(run);
 }
 
@@ -122,6 +124,22 @@ replay_device(FsimTrace *trace, uint32_t device, GPtrArray *runs, gboolean infer
     return TRUE;
 }
 
+/* With private pools: each pool's share of @needed (one more replay, on that capacity). */
+static void
+replay_pool_needs(ReplayRun *run, const FsimEventLog *log, const FsimNeededQuery *query,
+                  uint64_t needed)
+{
+    g_autoptr(GArray) stats = fsim_policy_pool_stats(fsim_engine_policy(run->engine));
+    g_autoptr(GError) error = NULL;
+
+    if (stats == NULL)
+        return;
+    run->pool_needs = fsim_needed_pools(log, query, needed, &run->pool_needs_peak, &error);
+    if (run->pool_needs == NULL && error != NULL)
+        g_printerr("fragsim replay: warning: %s: no needs by pool: %s\n", run->label,
+                   error->message);
+}
+
 /* needed_bytes of every run of one device that did not end in error (@log: its events). */
 static void
 replay_needed(GPtrArray *runs, const FsimEventLog *log, const FsimInitialState *state,
@@ -153,6 +171,7 @@ replay_needed(GPtrArray *runs, const FsimEventLog *log, const FsimInitialState *
         run->metrics.needed_bytes = (int64_t)result.needed_bytes;
         run->needed_replays = result.replays;
         run->served_peak_requested = result.metrics.peak_requested_bytes;
+        replay_pool_needs(run, log, &query, result.needed_bytes);
     }
 }
 
@@ -181,6 +200,22 @@ replay_breakdowns(GPtrArray *runs, const FsimEventLog *log, FsimTrace *trace, ui
         }
         if (breakdown.present)
             fsim_replay_outputs_breakdown(outputs, run->engine, &breakdown);
+    }
+}
+
+/* The memory by pool of each run with private pools, for the database (table run_pools). */
+static void
+replay_pools_to_db(GPtrArray *runs, FsimReplayOutputs *outputs)
+{
+    for (guint i = 0; i < runs->len; i++) {
+        ReplayRun *run = g_ptr_array_index(runs, i);
+        g_autoptr(GArray) pools = NULL;
+
+        if (run->status == REPLAY_ERROR || run->engine == NULL)
+            continue;
+        pools = fsim_cli_pools(run->engine, run->pool_needs);
+        if (pools != NULL)
+            fsim_replay_outputs_pools(outputs, run->engine, pools);
     }
 }
 
@@ -433,8 +468,10 @@ fsim_cmd_replay(int argc, char **argv)
         if (!no_needed)
             replay_needed(device_runs, log, fsim_trace_initial_state(trace, devices[d]), lifetimes,
                           paranoid);
-        if (fsim_replay_outputs_has_db(outputs))
+        if (fsim_replay_outputs_has_db(outputs)) {
             replay_breakdowns(device_runs, log, trace, devices[d], inferred_releases, outputs);
+            replay_pools_to_db(device_runs, outputs);
+        }
         g_ptr_array_remove_range(device_runs, 0, device_runs->len);
         for (guint i = first; i < runs->len; i++)
             g_ptr_array_add(device_runs, g_ptr_array_index(runs, i));

@@ -1,59 +1,109 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The per-pool answers of a run (replay's table and JSON): reserved memory of the default pools and
- * of each private pool (CUDA graphs, MemPools), from the policy's pool_stats.  Nothing is printed
- * for a policy without private pools or a trace that has none.
+ * The per-pool answers of a run (replay's table, JSON and database rows): for the default pools
+ * and each private pool (CUDA graphs, MemPools), what it needs (its share of needed_bytes: what
+ * it reserves at the peak of the replay on the run's needed capacity, analysis/needed.h), its own
+ * peak of reserved memory, what it holds at the end, and its references.  Nothing for a policy
+ * without private pools or a trace that has none.
  */
 #include <glib.h>
 
+#include "analysis/needed.h"
 #include "cli.h"
 
-void
-fsim_cli_print_pools(const char *label, const FsimEngine *engine)
+GArray *
+fsim_cli_pools(const FsimEngine *engine, const GArray *needs)
 {
     g_autoptr(GArray) stats = fsim_policy_pool_stats(fsim_engine_policy(engine));
-    g_autoptr(GString) line = NULL;
+    GArray *out;
 
     if (stats == NULL)
-        return;
-    line = g_string_new(NULL);
-    g_string_append_printf(line, "%s: reserved by pool, peak (at the end):", label);
+        return NULL;
+    out = g_array_sized_new(FALSE, FALSE, sizeof(FsimStoredPool), stats->len);
     for (guint i = 0; i < stats->len; i++) {
         const FsimPoolStats *s = &g_array_index(stats, FsimPoolStats, i);
-        g_autofree char *peak = fsim_format_size(s->peak_reserved_bytes);
-        g_autofree char *now = fsim_format_size(s->reserved_bytes);
+        FsimStoredPool p = {
+            .pool = s->pool,
+            .needed_bytes = -1,
+            .peak_reserved_bytes = s->peak_reserved_bytes,
+            .reserved_bytes = s->reserved_bytes,
+            .use_count = s->use_count,
+        };
 
-        if (s->pool == 0)
-            g_string_append_printf(line, " default %s (%s)", peak, now);
-        else
-            g_string_append_printf(
-                line, "; pool %" G_GUINT64_FORMAT " %s (%s, %" G_GUINT64_FORMAT " reference%s)",
-                s->pool, peak, now, s->use_count, s->use_count == 1 ? "" : "s");
+        for (guint k = 0; needs != NULL && k < needs->len; k++)
+            if (g_array_index(needs, FsimPoolNeed, k).pool == s->pool)
+                p.needed_bytes = (int64_t)g_array_index(needs, FsimPoolNeed, k).needed_bytes;
+        g_array_append_val(out, p);
     }
-    g_print("%s\n", line->str);
+    return out;
 }
 
 void
-fsim_cli_json_add_pools(JsonBuilder *builder, const FsimEngine *engine)
+fsim_cli_print_pools(const char *label, const GArray *pools, uint64_t needs_peak)
 {
-    g_autoptr(GArray) stats = fsim_policy_pool_stats(fsim_engine_policy(engine));
+    static const char *const headers[] = {"pool", "needs", "peak reserved", "at the end",
+                                          "references"};
+    g_autoptr(FsimTable) table = NULL;
+    g_autofree char *peak = fsim_format_size(needs_peak);
+    gboolean needs = FALSE;
 
-    if (stats == NULL)
+    if (pools == NULL)
+        return;
+    for (guint i = 0; i < pools->len; i++)
+        needs |= g_array_index(pools, FsimStoredPool, i).needed_bytes >= 0;
+    if (needs)
+        g_print("%s: memory by pool (needs: each pool's share of the peak, %s, of the replay on "
+                "the run's needed capacity)\n",
+                label, peak);
+    else
+        g_print("%s: memory by pool\n", label);
+    table = fsim_table_new(G_N_ELEMENTS(headers), headers);
+    for (guint i = 0; i < pools->len; i++) {
+        const FsimStoredPool *p = &g_array_index(pools, FsimStoredPool, i);
+        g_autofree char *needed =
+            p->needed_bytes >= 0 ? fsim_format_size((uint64_t)p->needed_bytes) : g_strdup("-");
+        g_autofree char *own_peak = fsim_format_size(p->peak_reserved_bytes);
+        g_autofree char *now = fsim_format_size(p->reserved_bytes);
+
+        if (p->pool == 0)
+            fsim_table_add(table, "default");
+        else
+            fsim_table_addf(table, "private %" G_GUINT64_FORMAT, p->pool);
+        fsim_table_add(table, needed);
+        fsim_table_add(table, own_peak);
+        fsim_table_add(table, now);
+        if (p->pool == 0)
+            fsim_table_add(table, "");
+        else
+            fsim_table_addf(table, "%" G_GUINT64_FORMAT, p->use_count);
+    }
+    fsim_table_print(table);
+}
+
+void
+fsim_cli_json_add_pools(JsonBuilder *builder, const GArray *pools)
+{
+    if (pools == NULL)
         return;
     json_builder_set_member_name(builder, "pools");
     json_builder_begin_array(builder);
-    for (guint i = 0; i < stats->len; i++) {
-        const FsimPoolStats *s = &g_array_index(stats, FsimPoolStats, i);
+    for (guint i = 0; i < pools->len; i++) {
+        const FsimStoredPool *p = &g_array_index(pools, FsimStoredPool, i);
 
         json_builder_begin_object(builder);
         json_builder_set_member_name(builder, "pool");
-        json_builder_add_int_value(builder, (gint64)s->pool);
+        json_builder_add_int_value(builder, (gint64)p->pool);
+        json_builder_set_member_name(builder, "needed_bytes");
+        if (p->needed_bytes >= 0)
+            json_builder_add_int_value(builder, p->needed_bytes);
+        else
+            json_builder_add_null_value(builder);
         json_builder_set_member_name(builder, "peak_reserved_bytes");
-        json_builder_add_int_value(builder, (gint64)s->peak_reserved_bytes);
+        json_builder_add_int_value(builder, (gint64)p->peak_reserved_bytes);
         json_builder_set_member_name(builder, "reserved_bytes");
-        json_builder_add_int_value(builder, (gint64)s->reserved_bytes);
+        json_builder_add_int_value(builder, (gint64)p->reserved_bytes);
         json_builder_set_member_name(builder, "use_count");
-        json_builder_add_int_value(builder, (gint64)s->use_count);
+        json_builder_add_int_value(builder, (gint64)p->use_count);
         json_builder_end_object(builder);
     }
     json_builder_end_array(builder);

@@ -265,6 +265,18 @@ fsim_replay_outputs_breakdown(FsimReplayOutputs *outputs, const FsimEngine *engi
     }
 }
 
+void
+fsim_replay_outputs_pools(FsimReplayOutputs *outputs, const FsimEngine *engine, const GArray *pools)
+{
+    for (guint i = 0; i < outputs->runs->len; i++) {
+        OutputRun *run = &g_array_index(outputs->runs, OutputRun, i);
+
+        if (run->engine == engine && run->run != NULL)
+            fsim_store_run_set_pools(run->run, (const FsimStoredPool *)(const void *)pools->data,
+                                     pools->len);
+    }
+}
+
 int64_t
 fsim_replay_outputs_run_id(const FsimReplayOutputs *outputs, const FsimEngine *engine)
 {

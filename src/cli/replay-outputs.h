@@ -68,6 +68,10 @@ gboolean fsim_replay_outputs_has_db(const FsimReplayOutputs *outputs);
 void fsim_replay_outputs_breakdown(FsimReplayOutputs *outputs, const FsimEngine *engine,
                                    const FsimStoredBreakdown *breakdown);
 
+/* The memory by pool of @engine's run (FsimStoredPool), written with it. */
+void fsim_replay_outputs_pools(FsimReplayOutputs *outputs, const FsimEngine *engine,
+                               const GArray *pools);
+
 int64_t fsim_replay_outputs_run_id(const FsimReplayOutputs *outputs, const FsimEngine *engine);
 
 /* Write a run that has no engine (the `recorded` row, or a run whose engine could not be

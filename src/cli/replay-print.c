@@ -60,8 +60,11 @@ replay_print_json(const char *path, GPtrArray *runs,
             json_builder_add_int_value(builder, id);
         }
         fsim_cli_json_add_metrics(builder, &run->metrics);
-        if (run->engine != NULL)
-            fsim_cli_json_add_pools(builder, run->engine);
+        if (run->engine != NULL) {
+            g_autoptr(GArray) pools = fsim_cli_pools(run->engine, run->pool_needs);
+
+            fsim_cli_json_add_pools(builder, pools);
+        }
         json_builder_end_object(builder);
     }
     json_builder_end_array(builder);
@@ -252,8 +255,11 @@ replay_print_table(FsimTrace *trace, GPtrArray *runs)
     for (guint i = 0; i < runs->len; i++) {
         const ReplayRun *run = g_ptr_array_index(runs, i);
 
-        if (run->engine != NULL)
-            fsim_cli_print_pools(run->label, run->engine);
+        if (run->engine != NULL) {
+            g_autoptr(GArray) pools = fsim_cli_pools(run->engine, run->pool_needs);
+
+            fsim_cli_print_pools(run->label, pools, run->pool_needs_peak);
+        }
     }
     print_notes(runs);
     print_recorded_ooms(runs);

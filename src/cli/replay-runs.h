@@ -28,6 +28,8 @@ typedef enum {
  * @metrics: the final metrics: the engine's, with needed_bytes and the trace's lower bound.
  * @error: (nullable): why a run has status error.
  * @needed_note: (nullable): why needed_bytes is null although it was asked for.
+ * @pool_needs: (nullable): with private pools, each pool's share of needed_bytes (FsimPoolNeed),
+ *     and @pool_needs_peak what they add up to.
  */
 typedef struct {
     const char *policy;
@@ -43,6 +45,8 @@ typedef struct {
     char *needed_note;
     FsimMetrics metrics;
     uint64_t needed_replays;
+    GArray *pool_needs;
+    uint64_t pool_needs_peak;
     uint64_t served_peak_requested; /* peak requested of a run without OOM, 0 = unknown */
     gboolean recorded_capacity;     /* the recorded row: its capacity is implied by an OOM */
     FsimPeakWatch peak;             /* with --db: the largest reserved bytes after an event */

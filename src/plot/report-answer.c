@@ -447,5 +447,5 @@ report_write_answer(GString *out, const ReportContext *ctx, const FsimPlotGroup 
                         "The capacity each run needs (needed_bytes); the dashed line is the lower "
                         "bound (the peak of requested memory), which no allocator can beat; runs "
                         "that ran out of memory are hatched.");
-    return write_phases(out, ctx, group, error);
+    return report_write_pools(out, ctx, group, error) && write_phases(out, ctx, group, error);
 }

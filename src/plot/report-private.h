@@ -49,6 +49,10 @@ gboolean report_write_answer(GString *out, const ReportContext *ctx, const FsimP
 /* The one sentence at the top of the page for @group (plain text, not escaped). */
 char *report_answer_sentence(const ReportContext *ctx, const FsimPlotGroup *group, GError **error);
 
+/* report-pools.c: the memory by pool of runs with private pools (nothing without). */
+gboolean report_write_pools(GString *out, const ReportContext *ctx, const FsimPlotGroup *group,
+                            GError **error);
+
 /* report-details.c: the rest of a comparison, and the runs without results. */
 gboolean report_write_details(GString *out, const ReportContext *ctx, const FsimPlotGroup *group,
                               GError **error);

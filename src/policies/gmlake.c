@@ -34,6 +34,19 @@
  * sBlocks (fragmented ones first, then the oldest) happens here all at once, when everything
  * cached is released.
  *
+ * Data structures: the free blocks of each (pool, stream) are kept in the PyTorch model's
+ * free-block set (pytorch/free-set.h: size bins with inline keys, the best fit a bitmap word and
+ * a short binary search away), blocks come from a slab, and a live stitched block keeps its
+ * pieces' blocks, so the hot path allocates no host memory and walks no list.  Only stitching
+ * and the reuse of a cached stitched block (requests of at least frag_limit) walk a segment's
+ * blocks.
+ *
+ * describe() (for `explain`): a pBlock is mapped whole and released whole, so it is described as
+ * a cudaMalloc'd segment: a free block is releasable when it is its whole segment, else pinned.
+ * A live stitched block's pieces are blocks in use inside their segments, each naming the
+ * stitched block's address (FsimBlockView.live_addr), which lies outside every segment; a cached
+ * stitched block holds only address space and is not described.
+ *
  * Knobs:
  *   frag_limit  smallest request that may be stitched (default 512MiB, GMLake's fragLimit)
  *   stitching   false turns GMLake back into PyTorch's allocator on VMM segments
@@ -41,6 +54,7 @@
 #include <glib.h>
 
 #include "policies.h"
+#include "pytorch/free-set.h"
 
 #define GM_MIN_BLOCK       512u
 #define GM_SMALL_SIZE      FSIM_MiB
@@ -49,30 +63,33 @@
 #define GM_MIN_LARGE_ALLOC (10 * FSIM_MiB)
 #define GM_GRANULARITY     (2 * FSIM_MiB)
 #define GM_REUSE_LIMIT     10
+#define GM_SLAB_CHUNK      1024
 
 typedef enum {
     GM_SMALL = 0,
     GM_LARGE = 1
 } GmPool;
 
-typedef struct Segment Segment;
-typedef struct Block Block;
 typedef struct Stitched Stitched;
+typedef struct GmStream GmStream;
 
-struct Block {
-    Segment *segment;
-    uint64_t offset; /* from the segment's start */
-    uint64_t size;
-    Block *prev; /* address-order neighbours in the segment */
-    Block *next;
-    gboolean allocated;
-    Stitched *owner; /* when allocated as a piece of a stitched block */
+/* A block: the model's Block (links, addr, size, BLOCK_ALLOCATED and BLOCK_IN_TREE flags) and
+ * the stitched block it is a piece of, when allocated as one. */
+typedef struct {
+    Block b; /* must be first */
+    Stitched *owner;
+} GmBlock;
+
+/* The free blocks of one stream: one set per pool. */
+struct GmStream {
+    uint64_t stream;
+    FreeSet free[2];
 };
 
 struct Segment {
     FsimAddr addr;
     uint64_t size;
-    uint64_t stream;
+    GmStream *stream;
     GmPool pool;
     Block *first;
 };
@@ -81,6 +98,7 @@ typedef struct {
     Segment *segment;
     uint64_t offset;
     uint64_t size;
+    Block *block; /* while the stitched block is allocated: the block that is this piece */
 } Piece;
 
 struct Stitched {
@@ -95,10 +113,12 @@ typedef struct {
     FsimPolicy base; /* must be first */
     uint64_t frag_limit;
     gboolean stitching;
-    GTree *free_blocks[2]; /* Block* by (stream, size, address) */
-    GTree *free_by_size;   /* every free Block* by (size, address), for statistics */
-    GPtrArray *segments;   /* Segment*, owned */
-    GPtrArray *stitched;   /* Stitched*, owned */
+    GPtrArray *streams;  /* GmStream*, owned, in creation order */
+    GmStream *last;      /* the stream found last: most requests repeat it */
+    GPtrArray *segments; /* Segment*, owned */
+    GPtrArray *stitched; /* Stitched*, owned */
+    GmBlock *spare;      /* the slab's free list, linked by b.next */
+    GPtrArray *slabs;    /* chunks of GM_SLAB_CHUNK blocks */
     uint64_t allocated_bytes;
     uint64_t segments_bytes;
     uint64_t num_splits;
@@ -120,50 +140,86 @@ gmlake_from_policy(FsimPolicy *self)
     return (Gmlake *)self;
 }
 
-static FsimAddr
-block_addr(const Block *block)
+static inline gboolean
+gm_allocated(const Block *block)
 {
-    return block->segment->addr + block->offset;
+    return (block->flags & BLOCK_ALLOCATED) != 0;
 }
 
-static gint
-block_by_stream_size(gconstpointer a, gconstpointer b, gpointer data)
+static inline Stitched *
+gm_owner(const Block *block)
 {
-    const Block *x = a;
-    const Block *y = b;
-
-    (void)data;
-    if (x->segment->stream != y->segment->stream)
-        return x->segment->stream < y->segment->stream ? -1 : 1;
-    if (x->size != y->size)
-        return x->size < y->size ? -1 : 1;
-    return block_addr(x) < block_addr(y) ? -1 : block_addr(x) > block_addr(y) ? 1 : 0;
+    return ((const GmBlock *)block)->owner;
 }
 
-static gint
-block_by_size(gconstpointer a, gconstpointer b, gpointer data)
+static inline void
+gm_set_owner(Block *block, Stitched *owner)
 {
-    const Block *x = a;
-    const Block *y = b;
+    ((GmBlock *)block)->owner = owner;
+}
 
-    (void)data;
-    if (x->size != y->size)
-        return x->size < y->size ? -1 : 1;
-    return block_addr(x) < block_addr(y) ? -1 : block_addr(x) > block_addr(y) ? 1 : 0;
+/* A zeroed block from the slab. */
+static Block *
+gm_block_new(Gmlake *gm)
+{
+    GmBlock *block;
+
+    if (G_UNLIKELY(gm->spare == NULL)) {
+        GmBlock *chunk = g_new(GmBlock, GM_SLAB_CHUNK);
+
+        g_ptr_array_add(gm->slabs, chunk);
+        for (guint i = 0; i < GM_SLAB_CHUNK; i++) {
+            chunk[i].b.next = i + 1 < GM_SLAB_CHUNK ? &chunk[i + 1].b : NULL;
+        }
+        gm->spare = chunk;
+    }
+    block = gm->spare;
+    gm->spare = (GmBlock *)block->b.next;
+    memset(block, 0, sizeof(*block));
+    return &block->b;
 }
 
 static void
-gm_insert_free(Gmlake *gm, Block *block)
+gm_block_free(Gmlake *gm, Block *block)
 {
-    g_tree_insert(gm->free_blocks[block->segment->pool], block, block);
-    g_tree_insert(gm->free_by_size, block, block);
+    block->next = &gm->spare->b;
+    gm->spare = (GmBlock *)block;
+}
+
+/* The free sets of @stream, created when missing. */
+static GmStream *
+gm_stream(Gmlake *gm, uint64_t stream)
+{
+    GmStream *s;
+
+    if (G_LIKELY(gm->last != NULL && gm->last->stream == stream))
+        return gm->last;
+    for (guint i = 0; i < gm->streams->len; i++) {
+        s = g_ptr_array_index(gm->streams, i);
+        if (s->stream == stream)
+            return gm->last = s;
+    }
+    s = g_new0(GmStream, 1);
+    s->stream = stream;
+    g_ptr_array_add(gm->streams, s);
+    return gm->last = s;
 }
 
 static void
-gm_remove_free(Gmlake *gm, Block *block)
+gm_stream_free(gpointer data)
 {
-    g_tree_remove(gm->free_blocks[block->segment->pool], block);
-    g_tree_remove(gm->free_by_size, block);
+    GmStream *s = data;
+
+    for (int pool = 0; pool < 2; pool++)
+        for (guint b = 0; b < FREE_BINS; b++)
+            g_free(s->free[pool].bins[b].entries);
+    g_free(s);
+}
+
+static inline FreeSet *
+gm_free_set(const Block *block)
+{
+    return &block->segment->stream->free[block->segment->pool];
 }
 
 static void
@@ -175,19 +231,20 @@ stitched_free(gpointer data)
     g_free(stitched);
 }
 
+/* Take @segment out of the list and give its blocks back to the slab. */
 static void
-segment_free(gpointer data)
+gm_segment_destroy(Gmlake *gm, guint index)
 {
-    Segment *segment = data;
+    Segment *segment = g_ptr_array_index(gm->segments, index);
     Block *block = segment->first;
 
     while (block != NULL) {
         Block *next = block->next;
 
-        g_free(block);
+        gm_block_free(gm, block);
         block = next;
     }
-    g_free(segment);
+    g_ptr_array_remove_index(gm->segments, index);
 }
 
 static FsimPolicy *
@@ -209,11 +266,10 @@ gmlake_create(FsimDevice *device, GKeyFile *config, GError **error)
     gm->base.device = device;
     gm->frag_limit = frag_limit;
     gm->stitching = stitching;
-    for (int pool = 0; pool < 2; pool++)
-        gm->free_blocks[pool] = g_tree_new_full(block_by_stream_size, NULL, NULL, NULL);
-    gm->free_by_size = g_tree_new_full(block_by_size, NULL, NULL, NULL);
-    gm->segments = g_ptr_array_new_with_free_func(segment_free);
+    gm->streams = g_ptr_array_new_with_free_func(gm_stream_free);
+    gm->segments = g_ptr_array_new_with_free_func(g_free);
     gm->stitched = g_ptr_array_new_with_free_func(stitched_free);
+    gm->slabs = g_ptr_array_new_with_free_func(g_free);
     return &gm->base;
 }
 
@@ -222,11 +278,10 @@ gmlake_destroy(FsimPolicy *self)
 {
     Gmlake *gm = gmlake_from_policy(self);
 
-    for (int pool = 0; pool < 2; pool++)
-        g_tree_destroy(gm->free_blocks[pool]);
-    g_tree_destroy(gm->free_by_size);
     g_ptr_array_unref(gm->stitched);
     g_ptr_array_unref(gm->segments);
+    g_ptr_array_unref(gm->streams);
+    g_ptr_array_unref(gm->slabs);
     g_free(gm);
 }
 
@@ -245,10 +300,10 @@ gm_round_size(uint64_t size)
 static void
 gm_split(Gmlake *gm, Block *block, uint64_t size)
 {
-    Block *rest = g_new0(Block, 1);
+    Block *rest = gm_block_new(gm);
 
     rest->segment = block->segment;
-    rest->offset = block->offset + size;
+    rest->addr = block->addr + size;
     rest->size = block->size - size;
     rest->prev = block;
     rest->next = block->next;
@@ -256,38 +311,41 @@ gm_split(Gmlake *gm, Block *block, uint64_t size)
         block->next->prev = rest;
     block->next = rest;
     block->size = size;
-    gm_insert_free(gm, rest);
+    freeset_insert(gm_free_set(rest), rest);
     gm->num_splits++;
+}
+
+/* Mark @block (out of the free sets) handed out, as a piece of @owner or on its own. */
+static void
+gm_take(Gmlake *gm, Block *block, Stitched *owner)
+{
+    block->flags |= BLOCK_ALLOCATED;
+    gm_set_owner(block, owner);
+    gm->allocated_bytes += block->size;
 }
 
 /* Hand out the free @block (out of the free sets) for @size bytes, split as PyTorch would. */
 static Block *
-gm_use_block(Gmlake *gm, Block *block, uint64_t size, Stitched *owner)
+gm_use_block(Gmlake *gm, Block *block, uint64_t size)
 {
     uint64_t rest = block->size - size;
 
     if (block->segment->pool == GM_SMALL ? rest >= GM_MIN_BLOCK : rest > GM_SMALL_SIZE)
         gm_split(gm, block, size);
-    block->allocated = TRUE;
-    block->owner = owner;
-    gm->allocated_bytes += block->size;
+    gm_take(gm, block, NULL);
     return block;
 }
 
+/* The best fit of @stream in @pool, (size, address) order, taken out of its set. */
 static Block *
 gm_best_fit(Gmlake *gm, GmPool pool, uint64_t stream, uint64_t size)
 {
-    Segment key_segment = {.stream = stream};
-    Block key = {.segment = &key_segment, .offset = 0, .size = size};
-    GTreeNode *node = g_tree_lower_bound(gm->free_blocks[pool], &key);
-    Block *block;
+    FreeSet *set = &gm_stream(gm, stream)->free[pool];
+    FreeCursor cursor;
+    Block *block = freeset_lower_bound(set, size, &cursor);
 
-    if (node == NULL)
-        return NULL;
-    block = g_tree_node_key(node);
-    if (block->segment->stream != stream)
-        return NULL;
-    gm_remove_free(gm, block);
+    if (block != NULL)
+        freeset_erase_at(set, &cursor);
     return block;
 }
 
@@ -314,10 +372,11 @@ gm_new_segment(Gmlake *gm, GmPool pool, uint64_t stream, uint64_t alloc_size)
     segment = g_new0(Segment, 1);
     segment->addr = addr;
     segment->size = alloc_size;
-    segment->stream = stream;
+    segment->stream = gm_stream(gm, stream);
     segment->pool = pool;
-    segment->first = g_new0(Block, 1);
+    segment->first = gm_block_new(gm);
     segment->first->segment = segment;
+    segment->first->addr = addr;
     segment->first->size = alloc_size;
     g_ptr_array_add(gm->segments, segment);
     gm->segments_bytes += fsim_device_round(device, alloc_size);
@@ -326,11 +385,12 @@ gm_new_segment(Gmlake *gm, GmPool pool, uint64_t stream, uint64_t alloc_size)
 
 /* The block of @segment holding @offset. */
 static Block *
-gm_block_at(Segment *segment, uint64_t offset)
+gm_block_at(const Segment *segment, uint64_t offset)
 {
     Block *block = segment->first;
+    FsimAddr addr = segment->addr + offset;
 
-    while (block != NULL && block->offset + block->size <= offset)
+    while (block != NULL && block->addr + block->size <= addr)
         block = block->next;
     return block;
 }
@@ -342,9 +402,9 @@ gm_stitched_complete(const Stitched *stitched)
     for (guint i = 0; i < stitched->pieces->len; i++) {
         const Piece *piece = &g_array_index(stitched->pieces, Piece, i);
         const Block *block = gm_block_at(piece->segment, piece->offset);
+        FsimAddr addr = piece->segment->addr + piece->offset;
 
-        if (block == NULL || block->allocated ||
-            block->offset + block->size < piece->offset + piece->size)
+        if (block == NULL || gm_allocated(block) || block->addr + block->size < addr + piece->size)
             return FALSE;
     }
     return TRUE;
@@ -352,55 +412,57 @@ gm_stitched_complete(const Stitched *stitched)
 
 /* Take the piece's range out of the free block holding it, for @owner. */
 static void
-gm_carve_piece(Gmlake *gm, const Piece *piece, Stitched *owner)
+gm_carve_piece(Gmlake *gm, Piece *piece, Stitched *owner)
 {
     Block *block = gm_block_at(piece->segment, piece->offset);
+    FsimAddr addr = piece->segment->addr + piece->offset;
 
-    g_assert(block != NULL && !block->allocated);
-    gm_remove_free(gm, block);
-    if (block->offset < piece->offset) {
-        gm_split(gm, block, piece->offset - block->offset);
+    g_assert(block != NULL && !gm_allocated(block));
+    freeset_erase(gm_free_set(block), block);
+    if (block->addr < addr) {
+        gm_split(gm, block, addr - block->addr);
         block = block->next;
-        gm_remove_free(gm, block);
+        freeset_erase(gm_free_set(block), block);
     }
     if (block->size > piece->size)
         gm_split(gm, block, piece->size);
-    block->allocated = TRUE;
-    block->owner = owner;
-    gm->allocated_bytes += block->size;
+    gm_take(gm, block, owner);
+    piece->block = block;
 }
 
 /* Mark a freed block free, merge it with free neighbours, index it. */
 static void
 gm_release_block(Gmlake *gm, Block *block)
 {
+    FreeSet *set = gm_free_set(block);
+
     gm->allocated_bytes -= block->size;
-    block->allocated = FALSE;
-    block->owner = NULL;
-    if (block->next != NULL && !block->next->allocated) {
+    block->flags &= ~(uint32_t)BLOCK_ALLOCATED;
+    gm_set_owner(block, NULL);
+    if (block->next != NULL && !gm_allocated(block->next)) {
         Block *next = block->next;
 
-        gm_remove_free(gm, next);
+        freeset_erase(set, next);
         block->size += next->size;
         block->next = next->next;
         if (next->next != NULL)
             next->next->prev = block;
-        g_free(next);
+        gm_block_free(gm, next);
         gm->num_merges++;
     }
-    if (block->prev != NULL && !block->prev->allocated) {
+    if (block->prev != NULL && !gm_allocated(block->prev)) {
         Block *prev = block->prev;
 
-        gm_remove_free(gm, prev);
+        freeset_erase(set, prev);
         prev->size += block->size;
         prev->next = block->next;
         if (block->next != NULL)
             block->next->prev = prev;
-        g_free(block);
+        gm_block_free(gm, block);
         block = prev;
         gm->num_merges++;
     }
-    gm_insert_free(gm, block);
+    freeset_insert(set, block);
 }
 
 /* A cached stitched block for @size on @stream: complete, within the reuse limit, smallest. */
@@ -432,23 +494,20 @@ static Stitched *
 gm_stitch(Gmlake *gm, uint64_t stream, uint64_t size)
 {
     g_autoptr(GArray) pieces = g_array_new(FALSE, FALSE, sizeof(Piece));
-    Segment key_segment = {.stream = stream};
-    Block key = {.segment = &key_segment, .offset = 0, .size = G_MAXUINT64};
-    GTreeNode *node = g_tree_upper_bound(gm->free_blocks[GM_LARGE], &key);
+    const FreeSet *set = &gm_stream(gm, stream)->free[GM_LARGE];
+    FreeCursor cursor;
     uint64_t covered = 0;
     Stitched *stitched;
     FsimAddr addr;
 
-    node = node != NULL ? g_tree_node_previous(node) : g_tree_node_last(gm->free_blocks[GM_LARGE]);
-    for (; node != NULL && covered < size; node = g_tree_node_previous(node)) {
-        Block *block = g_tree_node_key(node);
-        Piece piece;
+    for (Block *block = freeset_last(set, &cursor); block != NULL && covered < size;
+         block = freeset_prev(set, &cursor)) {
+        Piece piece = {
+            .segment = block->segment,
+            .offset = block->addr - block->segment->addr,
+            .size = MIN(block->size, size - covered),
+        };
 
-        if (block->segment->stream != stream)
-            break;
-        piece.segment = block->segment;
-        piece.offset = block->offset;
-        piece.size = MIN(block->size, size - covered);
         covered += piece.size;
         g_array_append_val(pieces, piece);
     }
@@ -498,9 +557,9 @@ gm_release_cached(Gmlake *gm)
     for (guint i = gm->segments->len; i-- > 0;) {
         Segment *segment = g_ptr_array_index(gm->segments, i);
 
-        if (segment->first->allocated || segment->first->next != NULL)
+        if (gm_allocated(segment->first) || segment->first->next != NULL)
             continue;
-        gm_remove_free(gm, segment->first);
+        freeset_erase(gm_free_set(segment->first), segment->first);
         if (segment->pool == GM_SMALL) {
             fsim_device_mem_free(device, segment->addr, segment->size);
         } else {
@@ -508,7 +567,7 @@ gm_release_cached(Gmlake *gm)
             fsim_device_va_release(device, segment->addr, segment->size);
         }
         gm->segments_bytes -= fsim_device_round(device, segment->size);
-        g_ptr_array_remove_index(gm->segments, i);
+        gm_segment_destroy(gm, i);
         released = TRUE;
     }
     return released;
@@ -517,7 +576,7 @@ gm_release_cached(Gmlake *gm)
 static void
 gm_fill_block(FsimBlock *out, Block *block)
 {
-    out->addr = block_addr(block);
+    out->addr = block->addr;
     out->size = block->size;
     out->cookie = (uint64_t)(uintptr_t)block;
 }
@@ -560,7 +619,7 @@ gmlake_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
     }
     if (block == NULL)
         return FSIM_OOM;
-    gm_fill_block(out, gm_use_block(gm, block, size, NULL));
+    gm_fill_block(out, gm_use_block(gm, block, size));
     return FSIM_OK;
 }
 
@@ -575,11 +634,12 @@ gmlake_dealloc(FsimPolicy *self, const FsimBlock *fblock, FsimTime now)
 
         g_assert(stitched->allocated && stitched->size == fblock->size);
         for (guint i = 0; i < stitched->pieces->len; i++) {
-            const Piece *piece = &g_array_index(stitched->pieces, Piece, i);
-            Block *block = gm_block_at(piece->segment, piece->offset);
+            Piece *piece = &g_array_index(stitched->pieces, Piece, i);
+            Block *block = piece->block;
 
-            g_assert(block->allocated && block->owner == stitched &&
-                     block->offset == piece->offset && block->size == piece->size);
+            g_assert(gm_allocated(block) && gm_owner(block) == stitched &&
+                     block->size == piece->size);
+            piece->block = NULL;
             gm_release_block(gm, block);
         }
         stitched->allocated = FALSE;
@@ -588,7 +648,7 @@ gmlake_dealloc(FsimPolicy *self, const FsimBlock *fblock, FsimTime now)
     {
         Block *block = (Block *)(uintptr_t)fblock->cookie;
 
-        g_assert(block->allocated && block->owner == NULL && block->size == fblock->size);
+        g_assert(gm_allocated(block) && gm_owner(block) == NULL && block->size == fblock->size);
         gm_release_block(gm, block);
     }
 }
@@ -604,13 +664,23 @@ static void
 gmlake_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
 {
     const Gmlake *gm = (const Gmlake *)self;
-    GTreeNode *last = g_tree_node_last(gm->free_by_size);
+    uint64_t largest = 0;
     guint cached = 0;
 
+    for (guint i = 0; i < gm->streams->len; i++) {
+        const GmStream *s = g_ptr_array_index(gm->streams, i);
+
+        for (int pool = 0; pool < 2; pool++) {
+            FreeCursor cursor;
+            const Block *last = freeset_last(&s->free[pool], &cursor);
+
+            largest = MAX(largest, last != NULL ? last->size : 0);
+        }
+    }
     for (guint i = 0; i < gm->stitched->len; i++)
         cached += !((const Stitched *)g_ptr_array_index(gm->stitched, i))->allocated;
     out->cached_bytes = gm->segments_bytes - gm->allocated_bytes;
-    out->largest_free_block = last != NULL ? ((const Block *)g_tree_node_key(last))->size : 0;
+    out->largest_free_block = largest;
     out->num_splits = gm->num_splits;
     out->num_merges = gm->num_merges;
     out->num_alloc_retries = gm->num_retries;
@@ -623,46 +693,110 @@ gmlake_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
     out->n_extra = 3;
 }
 
-static gboolean
-gm_check_segment(const Gmlake *gm, const Segment *segment, uint64_t *allocated, guint *n_free,
-                 GError **error)
+static gint
+segment_by_addr(gconstpointer a, gconstpointer b)
 {
-    uint64_t offset = 0;
+    const Segment *x = *(const Segment *const *)a;
+    const Segment *y = *(const Segment *const *)b;
+
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* The segments in address order, then each block: see the header comment. */
+static void
+gmlake_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointer data)
+{
+    const Gmlake *gm = (const Gmlake *)self;
+    g_autoptr(GPtrArray) order = g_ptr_array_sized_new(gm->segments->len);
+
+    for (guint i = 0; i < gm->segments->len; i++)
+        g_ptr_array_add(order, g_ptr_array_index(gm->segments, i));
+    g_ptr_array_sort(order, segment_by_addr);
+    for (guint i = 0; i < order->len; i++) {
+        const Segment *segment = g_ptr_array_index(order, i);
+        FsimSegmentView view = {
+            .addr = segment->addr,
+            .size = fsim_device_round(self->device, segment->size),
+            .stream = segment->stream->stream,
+            .pool = segment->pool == GM_SMALL ? FSIM_POOL_SMALL : FSIM_POOL_LARGE,
+        };
+        gboolean whole = segment->first->next == NULL;
+
+        visitor->segment(data, &view);
+        for (const Block *block = segment->first; block != NULL; block = block->next) {
+            FsimBlockView b = {
+                .addr = block->addr,
+                .size = block->size,
+                .free = !gm_allocated(block),
+                .releasable = whole && !gm_allocated(block) ? block->size : 0,
+                .live_addr = gm_owner(block) != NULL ? gm_owner(block)->addr : 0,
+            };
+
+            visitor->block(data, &b);
+        }
+    }
+}
+
+static gboolean G_GNUC_PRINTF(3, 4) gm_fail(GError **error, FsimAddr addr, const char *format, ...)
+{
+    va_list args;
+    g_autofree char *what = NULL;
+
+    va_start(args, format);
+    what = g_strdup_vprintf(format, args);
+    va_end(args);
+    g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED, "block at %#" G_GINT64_MODIFIER "x %s", addr,
+                what);
+    return FALSE;
+}
+
+static gboolean
+gm_check_segment(const Segment *segment, uint64_t *allocated, gsize *n_free, GError **error)
+{
+    FsimAddr addr = segment->addr;
 
     for (const Block *block = segment->first; block != NULL; block = block->next) {
-        if (block->offset != offset || block->size == 0 || block->segment != segment ||
-            (block->next != NULL && block->next->prev != block)) {
-            g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                        "block at %#" G_GINT64_MODIFIER "x breaks its segment's chain",
-                        block_addr(block));
-            return FALSE;
-        }
-        if (block->allocated) {
+        if (block->addr != addr || block->size == 0 || block->segment != segment ||
+            (block->next != NULL && block->next->prev != block))
+            return gm_fail(error, block->addr, "breaks its segment's chain");
+        if (gm_allocated(block)) {
             *allocated += block->size;
-            if (block->owner != NULL && !block->owner->allocated) {
-                g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                            "block at %#" G_GINT64_MODIFIER "x held by a free stitched block",
-                            block_addr(block));
-                return FALSE;
-            }
+            if (gm_owner(block) != NULL && !gm_owner(block)->allocated)
+                return gm_fail(error, block->addr, "held by a free stitched block");
         } else {
+            FreeCursor cursor;
+
             (*n_free)++;
-            if ((block->next != NULL && !block->next->allocated) ||
-                g_tree_lookup(gm->free_blocks[segment->pool], block) != block ||
-                g_tree_lookup(gm->free_by_size, block) != block) {
-                g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                            "free block at %#" G_GINT64_MODIFIER "x not merged or not indexed",
-                            block_addr(block));
-                return FALSE;
-            }
+            if ((block->next != NULL && !gm_allocated(block->next)) ||
+                !freeset_find(gm_free_set(block), block, &cursor))
+                return gm_fail(error, block->addr, "is free but not merged or not indexed");
         }
-        offset += block->size;
+        addr += block->size;
     }
-    if (offset != segment->size) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                    "blocks of segment %#" G_GINT64_MODIFIER "x do not cover it", segment->addr);
-        return FALSE;
+    if (addr != segment->addr + segment->size)
+        return gm_fail(error, segment->addr, "starts a segment its blocks do not cover");
+    return TRUE;
+}
+
+static gboolean
+gm_check_stitched(const Stitched *stitched, GError **error)
+{
+    uint64_t covered = 0;
+
+    for (guint k = 0; k < stitched->pieces->len; k++) {
+        const Piece *piece = &g_array_index(stitched->pieces, Piece, k);
+        const Block *block = piece->block;
+
+        covered += piece->size;
+        if (stitched->allocated &&
+            (block == NULL || gm_owner(block) != stitched ||
+             block->addr != piece->segment->addr + piece->offset || block->size != piece->size))
+            return gm_fail(error, stitched->addr, "(stitched) lost a piece");
     }
+    if (covered != stitched->size)
+        return gm_fail(error, stitched->addr,
+                       "(stitched): pieces of %" G_GUINT64_FORMAT " bytes for %" G_GUINT64_FORMAT,
+                       covered, stitched->size);
     return TRUE;
 }
 
@@ -672,51 +806,32 @@ gmlake_check(const FsimPolicy *self, GError **error)
     const Gmlake *gm = (const Gmlake *)self;
     uint64_t allocated = 0;
     uint64_t reserved = 0;
-    guint n_free = 0;
+    gsize n_free = 0;
+    gsize indexed = 0;
 
     for (guint i = 0; i < gm->segments->len; i++) {
         const Segment *segment = g_ptr_array_index(gm->segments, i);
 
-        if (!gm_check_segment(gm, segment, &allocated, &n_free, error))
+        if (!gm_check_segment(segment, &allocated, &n_free, error))
             return FALSE;
         reserved += fsim_device_round(self->device, segment->size);
     }
-    for (guint i = 0; i < gm->stitched->len; i++) {
-        const Stitched *stitched = g_ptr_array_index(gm->stitched, i);
-        uint64_t covered = 0;
-
-        for (guint k = 0; k < stitched->pieces->len; k++) {
-            const Piece *piece = &g_array_index(stitched->pieces, Piece, k);
-            const Block *block = gm_block_at(piece->segment, piece->offset);
-
-            covered += piece->size;
-            if (stitched->allocated &&
-                (block == NULL || block->owner != stitched || block->offset != piece->offset ||
-                 block->size != piece->size)) {
-                g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                            "stitched block at %#" G_GINT64_MODIFIER "x lost a piece",
-                            stitched->addr);
-                return FALSE;
-            }
-        }
-        if (covered != stitched->size) {
-            g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                        "stitched block at %#" G_GINT64_MODIFIER "x: pieces of %" G_GUINT64_FORMAT
-                        " bytes for %" G_GUINT64_FORMAT,
-                        stitched->addr, covered, stitched->size);
+    for (guint i = 0; i < gm->stitched->len; i++)
+        if (!gm_check_stitched(g_ptr_array_index(gm->stitched, i), error))
             return FALSE;
-        }
+    for (guint i = 0; i < gm->streams->len; i++) {
+        const GmStream *s = g_ptr_array_index(gm->streams, i);
+
+        indexed += s->free[GM_SMALL].count + s->free[GM_LARGE].count;
     }
-    if (allocated != gm->allocated_bytes || reserved != gm->segments_bytes ||
-        n_free != (guint)g_tree_nnodes(gm->free_by_size) ||
-        n_free != (guint)(g_tree_nnodes(gm->free_blocks[0]) + g_tree_nnodes(gm->free_blocks[1])) ||
+    if (allocated != gm->allocated_bytes || reserved != gm->segments_bytes || n_free != indexed ||
         reserved != (uint64_t)self->device->reserved.current) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
                     "accounting mismatch: allocated %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
                     ", reserved %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT "/%" G_GINT64_FORMAT
-                    ", free blocks %u",
+                    ", free blocks %" G_GSIZE_FORMAT "/%" G_GSIZE_FORMAT,
                     allocated, gm->allocated_bytes, reserved, gm->segments_bytes,
-                    self->device->reserved.current, n_free);
+                    self->device->reserved.current, n_free, indexed);
         return FALSE;
     }
     return TRUE;
@@ -733,4 +848,5 @@ const FsimPolicyOps fsim_policy_gmlake = {
     .empty_cache = gmlake_empty_cache,
     .get_stats = gmlake_get_stats,
     .check = gmlake_check,
+    .describe = gmlake_describe,
 };

@@ -840,13 +840,13 @@ store_setup_locked(FsimStore *store, GError **error)
 
     if (!store->writable)
         return store_check_identity(store, error) && store_prepare_metrics(store, error) &&
-               store_check_tables(store, error);
+               store_check_tables(store, error) && store_pools_setup(store, error);
     if (!store_exec(store, "BEGIN IMMEDIATE", "locking the database", error))
         return FALSE;
     if (!store_check_identity(store, error) || !store_prepare_metrics(store, error) ||
         !store_pragma_int(store, "PRAGMA user_version", &version, error) ||
         !store_upgrade_tune(store, error) || !store_upgrade(store, version, error) ||
-        !store_check_tables(store, error) ||
+        !store_check_tables(store, error) || !store_pools_setup(store, error) ||
         !store_exec(store, "COMMIT", "creating the schema", error)) {
         /* The rollback fails harmlessly when the transaction is already gone. */
         (void)sqlite3_exec(store->db, "ROLLBACK", NULL, NULL, NULL);

@@ -66,6 +66,7 @@ struct FsimStore {
     gboolean has_error_status;  /* the runs table accepts status `error` */
     guint busy_timeout_ms;      /* how long to wait for another writer */
     gboolean has_report_tables; /* run_breakdown, run_phases, run_packed (schema version 2) */
+    gboolean has_pool_table;    /* run_pools */
 };
 
 /* Bind helpers: each keeps the first failing code in *rc and does nothing once it is set. */
@@ -132,6 +133,11 @@ void store_pack_blocks(const FsimStoredBlock *blocks, guint n, GByteArray *out);
 gboolean store_unpack_blocks(const void *data, gsize len, guint rows, GArray *out);
 void store_pack_segments(const FsimStoredSegment *segments, guint n, GByteArray *out);
 gboolean store_unpack_segments(const void *data, gsize len, guint rows, GArray *out);
+
+/* store-pools.c: a writer adds the run_pools table (IF NOT EXISTS); both note whether it is
+ * there.  store_write_pools() writes a run's rows (FsimStoredPool), inside its transaction. */
+gboolean store_pools_setup(FsimStore *store, GError **error);
+gboolean store_write_pools(FsimStore *store, int64_t run_id, const GArray *pools, GError **error);
 
 /* Bring a writable database of schema @version up to this fragsim's: tables, views, version. */
 gboolean store_upgrade(FsimStore *store, int64_t version, GError **error);

@@ -56,6 +56,7 @@ struct FsimStoreRun {
     gboolean any_mark;
 
     FsimStoredBreakdown breakdown; /* fsim_store_run_set_breakdown() */
+    GArray *pools;                 /* FsimStoredPool: fsim_store_run_set_pools() */
     uint64_t size_count[STORE_SIZE_BUCKETS];
     uint64_t size_bytes[STORE_SIZE_BUCKETS];
 
@@ -807,6 +808,7 @@ run_release_data(FsimStoreRun *run)
     g_clear_pointer(&run->ooms, g_array_unref);
     g_clear_pointer(&run->marks, g_array_unref);
     g_clear_pointer(&run->phases, g_array_unref);
+    g_clear_pointer(&run->pools, g_array_unref);
     if (run->has_phase)
         store_phase_clear(&run->phase);
     run->has_phase = FALSE;
@@ -835,6 +837,7 @@ fsim_store_run_finish(FsimStoreRun *run, FsimStoreStatus status, GError **error)
              write_ooms(run, &local_error) && write_segments(run, &local_error) &&
              write_blocks(run, &local_error) && write_marks_and_sizes(run, &local_error) &&
              write_phases(run, &local_error) && write_breakdown(run, &local_error) &&
+             store_write_pools(store, run->id, run->pools, &local_error) &&
              write_status(run, status, &local_error) &&
              store_run_simple(store, STMT_COMMIT, "committing the run", &local_error);
         /* A failed statement or COMMIT may leave the transaction open (SQLITE_FULL does). */
@@ -898,6 +901,15 @@ void
 fsim_store_run_set_breakdown(FsimStoreRun *run, const FsimStoredBreakdown *breakdown)
 {
     run->breakdown = *breakdown;
+}
+
+void
+fsim_store_run_set_pools(FsimStoreRun *run, const FsimStoredPool *pools, guint n)
+{
+    if (run->pools == NULL)
+        run->pools = g_array_new(FALSE, FALSE, sizeof(FsimStoredPool));
+    g_array_set_size(run->pools, 0);
+    g_array_append_vals(run->pools, pools, n);
 }
 
 void
