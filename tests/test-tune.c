@@ -411,6 +411,14 @@ test_values(void)
     /* 40 and 48 MiB round differently with 4, 8 or 16 divisions (2 keeps 48 MiB) */
     g_assert_cmpuint(values->divisions->len, >, 0);
     g_assert_cmpuint(values->gc->len, >, 0);
+    /* torch_npu wants max_split_size_mb above 20 (and has no max_non_split_rounding_mb): 21 */
+    {
+        g_autoptr(FsimTuneValues) npu = fsim_tune_values_new(&rank, 1, FSIM_PLATFORM_NPU);
+
+        g_assert_cmpuint(npu->max_split->len, ==, 3);
+        g_assert_cmpuint(g_array_index(npu->max_split, uint64_t, 0), ==, 21 * MIB);
+        g_assert_cmpuint(npu->max_non_split->len, ==, 0);
+    }
 }
 
 /* Real snapshots: the recommendation replays to its figure (the npu snapshot through fit's

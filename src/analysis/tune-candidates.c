@@ -77,15 +77,16 @@ append_unique_u64(GArray *values, uint64_t value)
     g_array_append_val(values, value);
 }
 
-/* max_split_size values: for each observed large block size, the least whole MiB (at least 20)
- * above the next smaller size, so that this size and every larger one are "oversize" (never split,
- * served only by blocks at most max_non_split_rounding larger) and the smaller ones are not. */
+/* max_split_size values: for each observed large block size, the least whole MiB (at least
+ * @least: 20 MiB, 21 for torch_npu) above the next smaller size, so that this size and every
+ * larger one are "oversize" (never split, served only by blocks at most max_non_split_rounding
+ * larger) and the smaller ones are not. */
 static void
-values_max_split(FsimTuneValues *v, const uint64_t *rounded, guint n)
+values_max_split(FsimTuneValues *v, const uint64_t *rounded, guint n, uint64_t least)
 {
     for (guint k = 0; k < n; k++) {
         uint64_t below = k > 0 ? (rounded[k - 1] / MIB + 1) * MIB : 0;
-        uint64_t threshold = MAX(below, LARGE_BUFFER);
+        uint64_t threshold = MAX(below, least);
 
         if (threshold <= rounded[k])
             append_unique_u64(v->max_split, threshold);
@@ -242,8 +243,10 @@ fsim_tune_values_new(const FsimTuneRank *ranks, guint n_ranks, FsimPlatform plat
             append_unique_u64(rounded, size);
     }
     g_array_sort(rounded, compare_u64);
-    values_max_split(v, (const uint64_t *)(const void *)rounded->data, rounded->len);
-    values_max_non_split(v, (const uint64_t *)(const void *)rounded->data, rounded->len);
+    values_max_split(v, (const uint64_t *)(const void *)rounded->data, rounded->len,
+                     platform == FSIM_PLATFORM_NPU ? LARGE_BUFFER + MIB : LARGE_BUFFER);
+    if (platform != FSIM_PLATFORM_NPU) /* torch_npu has no max_non_split_rounding_mb */
+        values_max_non_split(v, (const uint64_t *)(const void *)rounded->data, rounded->len);
     v->divisions = values_divisions((const uint64_t *)(const void *)sizes->data, intervals,
                                     sizes->len, -1, platform);
     values_intervals(v, (const uint64_t *)(const void *)sizes->data, size_counts, intervals,

@@ -12,7 +12,10 @@
     "small and large pools, never shared with the default pools or another pool; route a\n"        \
     "stream's allocations to the newest scope open on it; keep a pool's memory until its last\n"   \
     "reference is released, then return it at the next empty_cache; skip the release-and-retry\n"  \
-    "before an OOM while a capture is underway (docs/policies.md).  The others ignore scopes.\n"
+    "before an OOM while a capture is underway (docs/policies.md).  The others ignore scopes.\n"   \
+    "replay, explain and the report give each pool's needs (its share of the run's needed\n"       \
+    "capacity: what it reserves at the peak of a replay on that capacity), its own peak and\n"     \
+    "what it holds at the end.\n"
 
 int
 fsim_cmd_policies(int argc, char **argv)
