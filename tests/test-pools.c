@@ -465,6 +465,77 @@ test_serve_capture_order(void)
     g_assert_cmpuint(es_up, <, up);
 }
 
+/* `fit` and `tune` work on a serving trace with CUDA graphs, and `replay` gives the graphs'
+ * pool its share of the capacity the run needs: 20 requests, graphs for batches 1-64 captured
+ * smallest first.  fit: expandable segments need less than caching; tune recommends them; the
+ * graph pool (7 references, one per graph) holds part of caching's needed capacity. */
+static void
+test_serve_fit_tune(void)
+{
+    g_autofree char *dir = NULL;
+    g_autofree char *trace = NULL;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonArray *results;
+    JsonArray *pools;
+    JsonObject *graphs;
+    int64_t caching, expandable;
+
+    if (!fsim_test_have_binary())
+        return;
+    dir = fsim_test_tmp_dir();
+    trace = g_build_filename(dir, "serve.trace", NULL);
+    {
+        g_auto(FsimTestRun) synth = fsim_test_run(
+            "synth", "serve", "--model", "llama2-7b", "--max-batch", "64", "--requests", "20",
+            "--cuda-graphs", "1,2,4,8,16,32,64", "-o", trace, NULL);
+        g_assert_cmpint(synth.status, ==, 0);
+    }
+    {
+        g_auto(FsimTestRun) fit =
+            fsim_test_run("fit", trace, "-p", "caching,expandable", "--json", NULL);
+
+        g_assert_cmpint(fit.status, ==, 0);
+        results = json_object_get_array_member(fsim_test_parse_object(parser, fit.out), "results");
+        caching =
+            json_object_get_int_member(json_array_get_object_element(results, 0), "needed_bytes");
+        expandable =
+            json_object_get_int_member(json_array_get_object_element(results, 1), "needed_bytes");
+        g_assert_cmpint(expandable, <, caching);
+    }
+    {
+        g_auto(FsimTestRun) tune = fsim_test_run("tune", trace, "--json", NULL);
+
+        g_assert_cmpint(tune.status, ==, 0);
+        g_assert_cmpstr(json_object_get_string_member(
+                            json_object_get_object_member(fsim_test_parse_object(parser, tune.out),
+                                                          "recommended"),
+                            "config"),
+                        ==, "expandable_segments:True");
+    }
+    {
+        g_auto(FsimTestRun) replay =
+            fsim_test_run("replay", trace, "-p", "caching", "--json", NULL);
+        JsonObject *run;
+        int64_t share;
+
+        g_assert_cmpint(replay.status, ==, 0);
+        run = json_array_get_object_element(
+            json_object_get_array_member(fsim_test_parse_object(parser, replay.out), "runs"), 0);
+        g_assert_cmpint(json_object_get_int_member(run, "needed_bytes"), ==, caching);
+        pools = json_object_get_array_member(run, "pools");
+        g_assert_cmpuint(json_array_get_length(pools), ==, 2);
+        graphs = json_array_get_object_element(pools, 1);
+        g_assert_cmpint(json_object_get_int_member(graphs, "pool"), ==, 1);
+        g_assert_cmpint(json_object_get_int_member(graphs, "use_count"), ==, 7);
+        share = json_object_get_int_member(graphs, "needed_bytes");
+        g_assert_cmpint(share, >, 0);
+        g_assert_cmpint(share + json_object_get_int_member(json_array_get_object_element(pools, 0),
+                                                           "needed_bytes"),
+                        <=, caching);
+    }
+    fsim_test_remove_tree(dir);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -481,5 +552,6 @@ main(int argc, char **argv)
     g_test_add_func("/pools/validate-exact", test_validate_exact);
     g_test_add_func("/pools/devlog-capture-order", test_devlog_capture_order);
     g_test_add_func("/pools/serve-capture-order", test_serve_capture_order);
+    g_test_add_func("/pools/serve-fit-tune", test_serve_fit_tune);
     return g_test_run();
 }
