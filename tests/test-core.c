@@ -13,6 +13,7 @@
 #include "core/event-queue.h"
 #include "core/live-table.h"
 #include "core/range-set.h"
+#include "core/size-set.h"
 
 static void
 test_parse_size(void)
@@ -191,6 +192,101 @@ test_live_table_entries(void)
     g_assert_cmpuint(seen, ==, table.count);
     g_assert_cmpuint(seen, ==, 1 + 3 * FSIM_LIVE_PAGE);
     fsim_live_table_clear(&table);
+}
+
+typedef struct {
+    uint64_t size;
+    uint64_t key;
+} SizeKey;
+
+static gint
+size_key_compare(gconstpointer a, gconstpointer b, gpointer data)
+{
+    const SizeKey *x = a;
+    const SizeKey *y = b;
+
+    (void)data;
+    if (x->size != y->size)
+        return x->size < y->size ? -1 : 1;
+    return x->key < y->key ? -1 : x->key > y->key ? 1 : 0;
+}
+
+/* The size set against a GTree: random inserts, erasures and lower bounds over few sizes (bins
+ * of thousands: chunks split and merge) and many; full walks both ways; the invariants. */
+static void
+test_size_set_against_gtree(gconstpointer data)
+{
+    guint n_sizes = GPOINTER_TO_UINT(data);
+    FsimSizeSet *set = g_new(FsimSizeSet, 1);
+    g_autoptr(GTree) model = g_tree_new_full(size_key_compare, NULL, g_free, NULL);
+    g_autoptr(GRand) rand = g_rand_new_with_seed(n_sizes);
+    guint max_chunks = 0;
+    guint last_chunks = 0;
+
+    fsim_size_set_init(set);
+    for (int i = 0; i < 60000; i++) {
+        SizeKey probe = {(uint64_t)g_rand_int_range(rand, 0, (gint32)n_sizes) * 4096 + 100,
+                         (uint64_t)g_rand_int_range(rand, 0, 20000) * 512};
+        FsimSizeCursor cursor;
+        GTreeNode *node = g_tree_lower_bound(model, &probe);
+        gpointer item = fsim_size_set_lower_bound(set, probe.size, probe.key, &cursor);
+
+        g_assert_cmpint(node != NULL, ==, item != NULL);
+        if (node != NULL)
+            g_assert_true(item == g_tree_node_value(node));
+        /* grow for the first half, then mostly shrink, so chunks split, then empty and merge */
+        if (g_rand_int_range(rand, 0, 100) < (i < 30000 ? 70 : 25)) {
+            if (g_tree_lookup(model, &probe) == NULL) {
+                SizeKey *key = g_memdup2(&probe, sizeof(probe));
+
+                g_tree_insert(model, key, key);
+                fsim_size_set_insert(set, key->size, key->key, key);
+            }
+        } else if (node != NULL) {
+            SizeKey *key = g_tree_node_key(node);
+
+            fsim_size_set_erase_at(set, &cursor);
+            g_tree_remove(model, key);
+        }
+        g_assert_cmpuint(set->count, ==, (guint)g_tree_nnodes(model));
+        if (i % 5000 == 0 || i == 59999) {
+            GTreeNode *n = g_tree_node_first(model);
+            guint walked = 0;
+
+            g_assert_null(fsim_size_set_check(set));
+            last_chunks = 0;
+            for (guint b = 0; b < FSIM_SIZE_BINS; b++)
+                last_chunks = MAX(last_chunks, set->bins[b].n_chunks);
+            max_chunks = MAX(max_chunks, last_chunks);
+            for (item = fsim_size_set_first(set, &cursor); item != NULL;
+                 item = fsim_size_set_next(set, &cursor), n = g_tree_node_next(n), walked++)
+                g_assert_true(item == g_tree_node_key(n));
+            g_assert_null(n);
+            n = g_tree_node_last(model);
+            for (item = fsim_size_set_last(set, &cursor); item != NULL;
+                 item = fsim_size_set_prev(set, &cursor), n = g_tree_node_previous(n))
+                g_assert_true(item == g_tree_node_key(n));
+            g_assert_null(n);
+            g_assert_cmpuint(walked, ==, set->count);
+        }
+    }
+    /* with few sizes, bins grew to many chunks, then shrank (chunks emptied or merged) */
+    if (n_sizes < 10)
+        g_assert_cmpuint(last_chunks, <, max_chunks / 2);
+    /* find tells present from absent */
+    {
+        GTreeNode *first = g_tree_node_first(model);
+        FsimSizeCursor cursor;
+
+        if (first != NULL) {
+            const SizeKey *key = g_tree_node_key(first);
+
+            g_assert_true(fsim_size_set_find(set, key->size, key->key, key, &cursor));
+            g_assert_false(fsim_size_set_find(set, key->size, key->key + 1, key, &cursor));
+        }
+    }
+    fsim_size_set_clear(set);
+    g_free(set);
 }
 
 static void
@@ -468,6 +564,9 @@ main(int argc, char **argv)
     g_test_add_func("/range-set/basics", test_range_set);
     g_test_add_func("/live-table/against-ghashtable", test_live_table);
     g_test_add_func("/live-table/entries", test_live_table_entries);
+    g_test_add_data_func("/size-set/few-sizes", GUINT_TO_POINTER(3), test_size_set_against_gtree);
+    g_test_add_data_func("/size-set/many-sizes", GUINT_TO_POINTER(5000),
+                         test_size_set_against_gtree);
     g_test_add_func("/event-queue/order", test_event_queue);
     g_test_add_func("/device/presets", test_device_presets);
     g_test_add_func("/device/profile", test_device_profile);

@@ -36,41 +36,25 @@ check_tree(const Tree *tree, uint64_t stream, GError **error)
     return TRUE;
 }
 
-/* Bins in order, entries sorted and in the right bin, keys equal to their blocks', the bitmap
- * and the count right. */
+/* The set's own invariants, then each entry's key equal to its block's and the block marked as
+ * cached. */
 static gboolean
 check_freeset(const FreeSet *set, uint64_t stream, GError **error)
 {
-    gsize count = 0;
-    const FreeEntry *previous = NULL;
+    const char *broken = fsim_size_set_check(set);
+    FreeCursor cursor;
 
-    for (guint b = 0; b < FREE_BINS; b++) {
-        const FreeBin *bin = &set->bins[b];
-        gboolean marked = (set->nonempty[b >> 6] >> (b & 63)) & 1;
+    if (broken != NULL)
+        return check_fail(error, "stream %" G_GUINT64_FORMAT ": free set: %s", stream, broken);
+    for (Block *b = freeset_first(set, &cursor); b != NULL; b = freeset_next(set, &cursor)) {
+        const FsimSizeEntry *e = fsim_size_set_entry(&cursor);
 
-        if (marked != (bin->len > 0))
-            return check_fail(error, "stream %" G_GUINT64_FORMAT ": bin %u: bitmap is wrong",
-                              stream, b);
-        for (guint i = 0; i < bin->len; i++) {
-            const FreeEntry *e = &bin->entries[i];
-
-            if (e->block->size != e->size || e->block->addr != e->addr || free_bin(e->size) != b ||
-                (e->block->flags & BLOCK_IN_TREE) == 0 ||
-                (previous != NULL && (previous->size > e->size ||
-                                      (previous->size == e->size && previous->addr >= e->addr))))
-                return check_fail(error,
-                                  "stream %" G_GUINT64_FORMAT ": free block 0x%" G_GINT64_MODIFIER
-                                  "x is out of place",
-                                  stream, e->addr);
-            previous = e;
-            count++;
-        }
+        if (b->size != e->size || b->addr != e->key || (b->flags & BLOCK_IN_TREE) == 0)
+            return check_fail(error,
+                              "stream %" G_GUINT64_FORMAT ": free block 0x%" G_GINT64_MODIFIER
+                              "x is out of place",
+                              stream, e->key);
     }
-    if (count != set->count)
-        return check_fail(error,
-                          "stream %" G_GUINT64_FORMAT ": %" G_GSIZE_FORMAT
-                          " free blocks counted, %" G_GSIZE_FORMAT " held",
-                          stream, set->count, count);
     return TRUE;
 }
 

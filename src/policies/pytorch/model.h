@@ -239,7 +239,7 @@ block_new(Pytorch *pt)
         fsim_pytorch_slab_grow(pt);
     block = pt->spare;
     pt->spare = block->next;
-    memset(block, 0, sizeof(*block));
+    *block = (Block){0}; /* stores, not a call to memset */
     return block;
 }
 

@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The rare changes to a size set's chunks (the hot path is inline in size-set.h): growing a
+ * chunk, splitting a full one, dropping an empty one, merging a sparse one with a neighbour.
+ */
+#include "size-set.h"
+
+#include <glib.h>
+
+#include <string.h>
+
+FsimSizeChunk *
+fsim_size_chunk_grow(FsimSizeChunk *chunk)
+{
+    gboolean fresh = chunk == NULL;
+    uint32_t capacity = fresh ? 4 : MIN(chunk->capacity * 2, FSIM_SIZE_CHUNK);
+
+    uint32_t old_capacity = fresh ? 0 : chunk->capacity;
+
+    chunk = g_realloc(chunk,
+                      sizeof(FsimSizeChunk) + (capacity + FSIM_SIZE_SLACK) * sizeof(FsimSizeEntry));
+    if (fresh)
+        chunk->len = 0;
+    /* the slots past the entries are read (by the search, the short moves) and ignored: give
+     * them a value */
+    if (fresh)
+        memset(chunk->entries, 0, (capacity + FSIM_SIZE_SLACK) * sizeof(FsimSizeEntry));
+    else
+        memset(&chunk->entries[old_capacity + FSIM_SIZE_SLACK], 0,
+               (capacity - old_capacity) * sizeof(FsimSizeEntry));
+    chunk->capacity = capacity;
+    return chunk;
+}
+
+/* Make room for a chunk pointer at @at in @bin's list (which becomes a list of many). */
+static void
+bin_open(FsimSizeBin *bin, guint at, FsimSizeChunk *chunk)
+{
+    if (bin->n_chunks == 1) {
+        FsimSizeChunk *single = bin->u.single;
+
+        bin->capacity = 4;
+        bin->u.many = g_new(FsimSizeChunk *, bin->capacity);
+        bin->u.many[0] = single;
+    } else if (bin->n_chunks == bin->capacity) {
+        bin->capacity *= 2;
+        bin->u.many = g_renew(FsimSizeChunk *, bin->u.many, bin->capacity);
+    }
+    memmove(&bin->u.many[at + 1], &bin->u.many[at], (bin->n_chunks - at) * sizeof(FsimSizeChunk *));
+    bin->u.many[at] = chunk;
+    bin->n_chunks++;
+}
+
+/* Take the chunk pointer at @at out of @bin's list of many (not freeing the chunk). */
+static void
+bin_close(FsimSizeBin *bin, guint at)
+{
+    g_assert(bin->n_chunks > 1);
+    memmove(&bin->u.many[at], &bin->u.many[at + 1],
+            (bin->n_chunks - at - 1) * sizeof(FsimSizeChunk *));
+    bin->n_chunks--;
+    if (bin->n_chunks == 1) {
+        FsimSizeChunk *single = bin->u.many[0];
+
+        g_free(bin->u.many);
+        bin->u.single = single;
+        bin->capacity = 0;
+    }
+}
+
+void
+fsim_size_bin_split(FsimSizeBin *bin, guint chunk)
+{
+    FsimSizeChunk *left = fsim_size_bin_chunks_mut(bin)[chunk];
+    FsimSizeChunk *right = g_malloc0(sizeof(FsimSizeChunk) +
+                                     (FSIM_SIZE_CHUNK + FSIM_SIZE_SLACK) * sizeof(FsimSizeEntry));
+    guint half = left->len / 2;
+
+    right->capacity = FSIM_SIZE_CHUNK;
+    right->len = left->len - half;
+    memcpy(right->entries, &left->entries[half], right->len * sizeof(FsimSizeEntry));
+    left->len = half;
+    bin_open(bin, chunk + 1, right);
+}
+
+void
+fsim_size_bin_drop(FsimSizeBin *bin, guint chunk)
+{
+    g_free(fsim_size_bin_chunks(bin)[chunk]);
+    bin_close(bin, chunk);
+}
+
+void
+fsim_size_bin_merge(FsimSizeBin *bin, guint chunk)
+{
+    FsimSizeChunk *const *chunks = fsim_size_bin_chunks(bin);
+    guint left;
+    FsimSizeChunk *l;
+    FsimSizeChunk *r;
+
+    if (chunk + 1 < bin->n_chunks &&
+        chunks[chunk]->len + chunks[chunk + 1]->len <= FSIM_SIZE_CHUNK / 2)
+        left = chunk;
+    else if (chunk > 0 && chunks[chunk - 1]->len + chunks[chunk]->len <= FSIM_SIZE_CHUNK / 2)
+        left = chunk - 1;
+    else
+        return;
+    l = chunks[left];
+    r = chunks[left + 1];
+    g_assert(l->capacity >= l->len + r->len);
+    memcpy(&l->entries[l->len], r->entries, r->len * sizeof(FsimSizeEntry));
+    l->len += r->len;
+    g_free(r);
+    bin_close(bin, left + 1);
+}
+
+void
+fsim_size_set_clear(FsimSizeSet *set)
+{
+    for (guint b = 0; b < FSIM_SIZE_BINS; b++) {
+        FsimSizeBin *bin = &set->bins[b];
+        FsimSizeChunk *const *chunks = fsim_size_bin_chunks(bin);
+
+        for (guint c = 0; c < bin->n_chunks; c++)
+            g_free(chunks[c]);
+        if (bin->n_chunks > 1)
+            g_free(bin->u.many);
+        else if (bin->n_chunks == 0)
+            g_free(bin->u.single); /* the empty chunk kept, if any */
+    }
+    memset(set, 0, sizeof(*set));
+}
+
+const char *
+fsim_size_set_check(const FsimSizeSet *set)
+{
+    const FsimSizeEntry *previous = NULL;
+    gsize count = 0;
+
+    for (guint b = 0; b < FSIM_SIZE_BINS; b++) {
+        const FsimSizeBin *bin = &set->bins[b];
+        FsimSizeChunk *const *chunks = fsim_size_bin_chunks(bin);
+        gboolean marked = (set->nonempty[b >> 6] >> (b & 63)) & 1;
+
+        if (marked != (bin->n_chunks > 0))
+            return "the bitmap of non-empty bins is wrong";
+        if (bin->n_chunks > 1 && bin->capacity < bin->n_chunks)
+            return "a bin's list of chunks overflows";
+        for (guint c = 0; c < bin->n_chunks; c++) {
+            const FsimSizeChunk *chunk = chunks[c];
+
+            if (chunk->len == 0 || chunk->len > chunk->capacity ||
+                chunk->capacity > FSIM_SIZE_CHUNK)
+                return "a chunk is empty or overfull";
+            for (guint i = 0; i < chunk->len; i++) {
+                const FsimSizeEntry *e = &chunk->entries[i];
+
+                if (fsim_size_set_bin(e->size) != b)
+                    return "an entry is in the wrong bin";
+                if (previous != NULL && (previous->size > e->size ||
+                                         (previous->size == e->size && previous->key >= e->key)))
+                    return "entries are out of order";
+                previous = e;
+                count++;
+            }
+        }
+    }
+    return count == set->count ? NULL : "the count of entries is wrong";
+}
