@@ -23,7 +23,9 @@
 
 #include "fragsim/device.h"
 
+#include "live-table.h"
 #include "range-set.h"
+#include "size-set.h"
 
 /* ---- the simulated address space ----------------------------------------------------------- */
 
@@ -34,15 +36,15 @@
  * with the main range and best fit keeps choosing the main range, the smaller one, first. */
 #define SIM_VA_LOW ((FsimAddr)0x200000)
 
-typedef struct {
-    FsimAddr start;
-    uint64_t size;
-} FreeRange;
-
+/* The free ranges are indexed three times: by_size holds (size, start) pairs in a size set, for
+ * best fit; by_start and by_end map each range's first and last-plus-one addresses to the
+ * range (start, in requested; size, in block.size), for the neighbours a range given back
+ * merges with, which are one probe each.  No range is an allocation of its own. */
 typedef struct {
     FsimDevice base;
-    GTree *by_addr; /* FreeRange* -> FreeRange*, ordered by start */
-    GTree *by_size; /* FreeRange* -> FreeRange*, ordered by (size, start) */
+    FsimSizeSet by_size;
+    FsimLiveTable by_start;
+    FsimLiveTable by_end;
     /* paranoid bookkeeping: live cudaMalloc ranges and reservations (addr -> size) and mapped
      * pages */
     GHashTable *allocations;
@@ -51,74 +53,55 @@ typedef struct {
     gboolean paranoid;
 } SimDevice;
 
-static gint
-range_by_addr(gconstpointer a, gconstpointer b, gpointer data)
-{
-    const FreeRange *x = a;
-    const FreeRange *y = b;
-
-    (void)data;
-    return x->start < y->start ? -1 : x->start > y->start ? 1 : 0;
-}
-
-static gint
-range_by_size(gconstpointer a, gconstpointer b, gpointer data)
-{
-    const FreeRange *x = a;
-    const FreeRange *y = b;
-
-    (void)data;
-    if (x->size != y->size)
-        return x->size < y->size ? -1 : 1;
-    return x->start < y->start ? -1 : x->start > y->start ? 1 : 0;
-}
-
 static void
 free_range_insert(SimDevice *sim, FsimAddr start, uint64_t size)
 {
-    FreeRange *range = g_new(FreeRange, 1);
+    FsimLiveEntry *entry;
 
-    range->start = start;
-    range->size = size;
-    g_tree_insert(sim->by_addr, range, range);
-    g_tree_insert(sim->by_size, range, range);
+    fsim_size_set_insert(&sim->by_size, size, start, NULL);
+    entry = fsim_live_table_insert(&sim->by_start, start);
+    entry->requested = start;
+    entry->block.size = size;
+    entry = fsim_live_table_insert(&sim->by_end, start + size);
+    entry->requested = start;
+    entry->block.size = size;
 }
 
 static void
-free_range_remove(SimDevice *sim, FreeRange *range)
+free_range_remove(SimDevice *sim, FsimAddr start, uint64_t size)
 {
-    g_tree_remove(sim->by_size, range);
-    g_tree_remove(sim->by_addr, range); /* frees it */
+    fsim_size_set_erase(&sim->by_size, size, start, NULL);
+    fsim_live_table_remove(&sim->by_start, fsim_live_table_lookup(&sim->by_start, start));
+    fsim_live_table_remove(&sim->by_end, fsim_live_table_lookup(&sim->by_end, start + size));
 }
 
-/* Take [start, start+size) out of the free range @range that contains it. */
+/* Take [start, start+size) out of the free range [range_start, range_start+range_size). */
 static void
-free_range_carve(SimDevice *sim, FreeRange *range, FsimAddr start, uint64_t size)
+free_range_carve(SimDevice *sim, FsimAddr range_start, uint64_t range_size, FsimAddr start,
+                 uint64_t size)
 {
-    FsimAddr range_start = range->start;
-    FsimAddr range_end = range->start + range->size;
+    FsimAddr range_end = range_start + range_size;
 
-    free_range_remove(sim, range);
+    free_range_remove(sim, range_start, range_size);
     if (start > range_start)
         free_range_insert(sim, range_start, start - range_start);
     if (start + size < range_end)
         free_range_insert(sim, start + size, range_end - (start + size));
 }
 
-/* The free range containing [start, start+size), or NULL. */
-static FreeRange *
+/* The free range containing [start, start+size), as its by_size entry, or NULL.  A walk over the
+ * ranges large enough: hints come from validation, once per segment, not per block. */
+static const FsimSizeEntry *
 free_range_containing(SimDevice *sim, FsimAddr start, uint64_t size)
 {
-    FreeRange probe = {start, 0};
-    GTreeNode *node = g_tree_upper_bound(sim->by_addr, &probe);
-    FreeRange *range;
+    FsimSizeCursor cursor;
 
-    node = node == NULL ? g_tree_node_last(sim->by_addr) : g_tree_node_previous(node);
-    if (node == NULL)
-        return NULL;
-    range = g_tree_node_key(node);
-    if (range->start <= start && start + size <= range->start + range->size)
-        return range;
+    fsim_size_set_lower_bound(&sim->by_size, size, 0, &cursor);
+    for (const FsimSizeEntry *range = fsim_size_set_entry(&cursor); range != NULL;
+         fsim_size_set_next(&sim->by_size, &cursor), range = fsim_size_set_entry(&cursor)) {
+        if (range->key <= start && start + size <= range->key + range->size)
+            return range;
+    }
     return NULL;
 }
 
@@ -126,29 +109,28 @@ static gboolean
 va_take(SimDevice *sim, uint64_t size, uint64_t alignment, FsimAddr *out)
 {
     FsimDevice *device = &sim->base;
-    FreeRange probe = {0, size};
-    GTreeNode *node;
+    FsimSizeCursor cursor;
 
     if (device->has_next_address) {
         FsimAddr want = device->next_address;
-        FreeRange *range = free_range_containing(sim, want, size);
+        const FsimSizeEntry *range = free_range_containing(sim, want, size);
 
         device->has_next_address = FALSE;
         if (range != NULL) {
-            free_range_carve(sim, range, want, size);
+            free_range_carve(sim, range->key, range->size, want, size);
             *out = want;
             return TRUE;
         }
         g_debug("device: hinted address 0x%" G_GINT64_MODIFIER "x is not free", want);
     }
     /* Best fit by (size, address), skipping ranges too small once aligned. */
-    for (node = g_tree_lower_bound(sim->by_size, &probe); node != NULL;
-         node = g_tree_node_next(node)) {
-        FreeRange *range = g_tree_node_key(node);
-        FsimAddr start = (range->start + alignment - 1) & ~(alignment - 1);
+    fsim_size_set_lower_bound(&sim->by_size, size, 0, &cursor);
+    for (const FsimSizeEntry *range = fsim_size_set_entry(&cursor); range != NULL;
+         fsim_size_set_next(&sim->by_size, &cursor), range = fsim_size_set_entry(&cursor)) {
+        FsimAddr start = (range->key + alignment - 1) & ~(alignment - 1);
 
-        if (start - range->start + size <= range->size) {
-            free_range_carve(sim, range, start, size);
+        if (start - range->key + size <= range->size) {
+            free_range_carve(sim, range->key, range->size, start, size);
             *out = start;
             return TRUE;
         }
@@ -159,29 +141,22 @@ va_take(SimDevice *sim, uint64_t size, uint64_t alignment, FsimAddr *out)
 static void
 va_give_back(SimDevice *sim, FsimAddr start, uint64_t size)
 {
-    FreeRange probe = {start, 0};
-    GTreeNode *next_node = g_tree_lower_bound(sim->by_addr, &probe);
-    GTreeNode *prev_node =
-        next_node != NULL ? g_tree_node_previous(next_node) : g_tree_node_last(sim->by_addr);
     FsimAddr end = start + size;
+    const FsimLiveEntry *prev = fsim_live_table_lookup(&sim->by_end, start);
+    const FsimLiveEntry *next = fsim_live_table_lookup(&sim->by_start, end);
 
-    if (prev_node != NULL) {
-        FreeRange *prev = g_tree_node_key(prev_node);
+    g_assert(fsim_live_table_lookup(&sim->by_start, start) == NULL);
+    if (prev != NULL) {
+        FsimAddr prev_start = prev->requested;
 
-        g_assert(prev->start + prev->size <= start);
-        if (prev->start + prev->size == start) {
-            start = prev->start;
-            free_range_remove(sim, prev);
-        }
+        free_range_remove(sim, prev_start, start - prev_start);
+        start = prev_start;
     }
-    if (next_node != NULL) {
-        FreeRange *next = g_tree_node_key(next_node);
+    if (next != NULL) {
+        uint64_t next_size = next->block.size;
 
-        g_assert(next->start >= end);
-        if (next->start == end) {
-            end = next->start + next->size;
-            free_range_remove(sim, next);
-        }
+        free_range_remove(sim, end, next_size);
+        end += next_size;
     }
     free_range_insert(sim, start, end - start);
 }
@@ -316,8 +291,9 @@ sim_destroy(FsimDevice *device)
 {
     SimDevice *sim = sim_from_device(device);
 
-    g_tree_destroy(sim->by_size);
-    g_tree_destroy(sim->by_addr);
+    fsim_size_set_clear(&sim->by_size);
+    fsim_live_table_clear(&sim->by_start);
+    fsim_live_table_clear(&sim->by_end);
     g_clear_pointer(&sim->allocations, g_hash_table_unref);
     g_clear_pointer(&sim->reservations, g_hash_table_unref);
     g_clear_pointer(&sim->mapped, fsim_range_set_free);
@@ -350,8 +326,8 @@ fsim_device_sim_new(const FsimDeviceSpec *spec, GKeyFile *config, GError **error
     sim->base.ops = &sim_ops;
     sim->base.spec = *spec;
     sim->base.faults = faults;
-    sim->by_addr = g_tree_new_full(range_by_addr, NULL, g_free, NULL);
-    sim->by_size = g_tree_new_full(range_by_size, NULL, NULL, NULL);
+    fsim_live_table_init(&sim->by_start);
+    fsim_live_table_init(&sim->by_end);
     free_range_insert(sim, SIM_VA_BASE, SIM_VA_SIZE);
     free_range_insert(sim, SIM_VA_LOW, SIM_VA_BASE - spec->granularity - SIM_VA_LOW);
 #ifdef FSIM_PARANOID

@@ -31,6 +31,10 @@ struct FsimEngine {
     FsimLiveTable live;
     FsimRangeSet *seen_ids; /* every id ever allocated: tells a double free from an unmatched */
     gboolean seen_max_id;   /* G_MAXUINT64, which a half-open range cannot hold */
+    /* the run of ids seen last, [seen_start, seen_end), not yet in seen_ids: ids mostly come in
+     * order, and extending a run is cheaper than a search of the set */
+    uint64_t seen_start;
+    uint64_t seen_end;
     FsimEventQueue queue;
     FsimPoolScopes *pools; /* private-pool scopes and references, checked before the policy */
     uint64_t seq;
@@ -160,19 +164,30 @@ fsim_engine_add_observer(FsimEngine *engine, const FsimObserver *observer, gpoin
         for (ObserverEntry *entry = &g_array_index((engine)->observers, ObserverEntry, entry##_i); \
              entry != NULL; entry = NULL)
 
-static void
+static inline void
 engine_see_id(FsimEngine *engine, uint64_t id)
 {
-    if (id == G_MAXUINT64)
+    if (G_LIKELY(id == engine->seen_end && id != G_MAXUINT64)) {
+        engine->seen_end++;
+        return;
+    }
+    if (id == G_MAXUINT64) {
         engine->seen_max_id = TRUE;
-    else
-        fsim_range_set_add(engine->seen_ids, id, id + 1);
+        return;
+    }
+    if (engine->seen_end > engine->seen_start)
+        fsim_range_set_add(engine->seen_ids, engine->seen_start, engine->seen_end);
+    engine->seen_start = id;
+    engine->seen_end = id + 1;
 }
 
 static gboolean
 engine_has_seen_id(const FsimEngine *engine, uint64_t id)
 {
-    return id == G_MAXUINT64 ? engine->seen_max_id : fsim_range_set_contains(engine->seen_ids, id);
+    if (id == G_MAXUINT64)
+        return engine->seen_max_id;
+    return (id >= engine->seen_start && id < engine->seen_end) ||
+           fsim_range_set_contains(engine->seen_ids, id);
 }
 
 static gboolean

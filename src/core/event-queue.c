@@ -86,9 +86,3 @@ fsim_event_queue_pop(FsimEventQueue *queue, FsimQueuedEvent *out)
     heap[i] = last;
     return TRUE;
 }
-
-guint
-fsim_event_queue_length(const FsimEventQueue *queue)
-{
-    return queue->heap->len;
-}

@@ -25,4 +25,8 @@ void fsim_event_queue_push(FsimEventQueue *queue, const FsimEvent *event, uint64
 const FsimQueuedEvent *fsim_event_queue_peek(const FsimEventQueue *queue);
 /* Remove the earliest event into *out.  Returns FALSE when empty. */
 gboolean fsim_event_queue_pop(FsimEventQueue *queue, FsimQueuedEvent *out);
-guint fsim_event_queue_length(const FsimEventQueue *queue);
+static inline guint
+fsim_event_queue_length(const FsimEventQueue *queue)
+{
+    return queue->heap->len;
+}

@@ -67,7 +67,10 @@ fsim_live_table_lookup(FsimLiveTable *table, uint64_t id)
 {
     FsimLiveSlot *slot = live_probe(table, id, live_hash(id));
 
-    return slot->entry != 0 ? fsim_live_table_nth(table, slot->entry - 1) : NULL;
+    if (slot->entry == 0)
+        return NULL;
+    table->last_slot = (gsize)(slot - table->slots);
+    return fsim_live_table_nth(table, slot->entry - 1);
 }
 
 static void
@@ -156,11 +159,17 @@ void
 fsim_live_table_remove(FsimLiveTable *table, FsimLiveEntry *entry)
 {
     gsize mask = ((gsize)1 << table->slot_bits) - 1;
-    uint32_t hash = live_hash(entry->id);
-    FsimLiveSlot *slot = live_probe(table, entry->id, hash);
-    gsize hole = (gsize)(slot - table->slots);
-    gsize i = hole;
-    uint32_t n = slot->entry - 1;
+    FsimLiveSlot *slot = &table->slots[table->last_slot & mask];
+    gsize hole;
+    gsize i;
+    uint32_t n;
+
+    /* most removes follow the lookup of the same id */
+    if (slot->entry == 0 || fsim_live_table_nth(table, slot->entry - 1) != entry)
+        slot = live_probe(table, entry->id, live_hash(entry->id));
+    hole = (gsize)(slot - table->slots);
+    i = hole;
+    n = slot->entry - 1;
 
     g_assert(slot->entry != 0 && fsim_live_table_nth(table, n) == entry);
     entry->state = 0;

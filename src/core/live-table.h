@@ -49,8 +49,9 @@ typedef struct {
     gsize count;     /* entries in use */
     FsimLiveEntry **pages;
     gsize n_pages;
-    gsize used;    /* entries ever handed out: numbers below it are in use or free */
-    uint32_t free; /* the first free entry's number + 1, 0 if none */
+    gsize used;      /* entries ever handed out: numbers below it are in use or free */
+    uint32_t free;   /* the first free entry's number + 1, 0 if none */
+    gsize last_slot; /* the slot the last lookup found: a remove after it probes no more */
 } FsimLiveTable;
 
 void fsim_live_table_init(FsimLiveTable *table);

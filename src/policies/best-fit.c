@@ -31,6 +31,7 @@
  */
 #include <glib.h>
 
+#include "core/size-set.h"
 #include "policies.h"
 
 typedef struct Block Block;
@@ -49,7 +50,8 @@ typedef struct {
     uint64_t mapped_end; /* pages are mapped in [0, mapped_end) */
     uint64_t allocated_bytes;
     Block *first;
-    GTree *free_blocks; /* Block* ordered by (size, offset) */
+    Block *spare;            /* blocks to reuse, chained by @next */
+    FsimSizeSet free_blocks; /* Block* by (size, offset) */
     uint64_t num_splits;
     uint64_t num_merges;
 } BestFit;
@@ -65,16 +67,36 @@ best_fit_from_policy(FsimPolicy *self)
     return (BestFit *)self;
 }
 
-static gint
-block_by_size(gconstpointer a, gconstpointer b, gpointer data)
+/* A zeroed block: a spare one, else a new one (a split allocates nothing once warm). */
+static Block *
+best_fit_block_new(BestFit *bf)
 {
-    const Block *x = a;
-    const Block *y = b;
+    Block *block = bf->spare;
 
-    (void)data;
-    if (x->size != y->size)
-        return x->size < y->size ? -1 : 1;
-    return x->offset < y->offset ? -1 : x->offset > y->offset ? 1 : 0;
+    if (block == NULL)
+        return g_new0(Block, 1);
+    bf->spare = block->next;
+    *block = (Block){0};
+    return block;
+}
+
+static void
+best_fit_block_free(BestFit *bf, Block *block)
+{
+    block->next = bf->spare;
+    bf->spare = block;
+}
+
+static void
+best_fit_index(BestFit *bf, Block *block)
+{
+    fsim_size_set_insert(&bf->free_blocks, block->size, block->offset, block);
+}
+
+static void
+best_fit_unindex(BestFit *bf, Block *block)
+{
+    fsim_size_set_erase(&bf->free_blocks, block->size, block->offset, block);
 }
 
 static FsimPolicy *
@@ -108,11 +130,11 @@ best_fit_create(FsimDevice *device, GKeyFile *config, GError **error)
         return NULL;
     }
     bf->alignment = alignment;
-    bf->free_blocks = g_tree_new_full(block_by_size, NULL, NULL, NULL);
+    fsim_size_set_init(&bf->free_blocks);
     bf->first = g_new0(Block, 1);
     bf->first->size = arena_size;
     bf->first->free = TRUE;
-    g_tree_insert(bf->free_blocks, bf->first, bf->first);
+    best_fit_index(bf, bf->first);
     return &bf->base;
 }
 
@@ -120,15 +142,17 @@ static void
 best_fit_destroy(FsimPolicy *self)
 {
     BestFit *bf = best_fit_from_policy(self);
-    Block *block = bf->first;
+    for (Block *lists[] = {bf->first, bf->spare}, **list = lists; list < lists + 2; list++) {
+        Block *block = *list;
 
-    while (block != NULL) {
-        Block *next = block->next;
+        while (block != NULL) {
+            Block *next = block->next;
 
-        g_free(block);
-        block = next;
+            g_free(block);
+            block = next;
+        }
     }
-    g_tree_destroy(bf->free_blocks);
+    fsim_size_set_clear(&bf->free_blocks);
     g_free(bf);
 }
 
@@ -137,8 +161,7 @@ best_fit_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
 {
     BestFit *bf = best_fit_from_policy(self);
     uint64_t size = (req->size + bf->alignment - 1) & ~(bf->alignment - 1);
-    Block probe = {.offset = 0, .size = size};
-    GTreeNode *node;
+    FsimSizeCursor cursor;
     Block *block;
     uint64_t end;
 
@@ -147,10 +170,9 @@ best_fit_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
     /* a reservation an injected fault refused: this allocation is its OOM, or it tries again */
     if (fsim_arena_va_ready(&bf->arena, self->device) != FSIM_OK)
         return FSIM_OOM;
-    node = g_tree_lower_bound(bf->free_blocks, &probe);
-    if (node == NULL)
+    block = fsim_size_set_lower_bound(&bf->free_blocks, size, 0, &cursor);
+    if (block == NULL)
         return FSIM_OOM;
-    block = g_tree_node_key(node);
     end = block->offset + size;
     if (end > bf->mapped_end) {
         uint64_t granularity = self->device->spec.granularity;
@@ -162,9 +184,9 @@ best_fit_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
             return FSIM_OOM;
         bf->mapped_end = new_end;
     }
-    g_tree_remove(bf->free_blocks, block);
+    fsim_size_set_erase_at(&bf->free_blocks, &cursor);
     if (block->size > size) {
-        Block *rest = g_new0(Block, 1);
+        Block *rest = best_fit_block_new(bf);
 
         rest->offset = block->offset + size;
         rest->size = block->size - size;
@@ -175,7 +197,7 @@ best_fit_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
             block->next->prev = rest;
         block->next = rest;
         block->size = size;
-        g_tree_insert(bf->free_blocks, rest, rest);
+        best_fit_index(bf, rest);
         bf->num_splits++;
     }
     block->free = FALSE;
@@ -194,7 +216,7 @@ best_fit_merge(BestFit *bf, Block *left, Block *right)
     left->next = right->next;
     if (right->next != NULL)
         right->next->prev = left;
-    g_free(right);
+    best_fit_block_free(bf, right);
     bf->num_merges++;
 }
 
@@ -209,30 +231,30 @@ best_fit_dealloc(FsimPolicy *self, const FsimBlock *fblock, FsimTime now)
     bf->allocated_bytes -= block->size;
     block->free = TRUE;
     if (block->next != NULL && block->next->free) {
-        g_tree_remove(bf->free_blocks, block->next);
+        best_fit_unindex(bf, block->next);
         best_fit_merge(bf, block, block->next);
     }
     if (block->prev != NULL && block->prev->free) {
         Block *prev = block->prev;
 
-        g_tree_remove(bf->free_blocks, prev);
+        best_fit_unindex(bf, prev);
         best_fit_merge(bf, prev, block);
         block = prev;
     }
-    g_tree_insert(bf->free_blocks, block, block);
+    best_fit_index(bf, block);
 }
 
 static void
 best_fit_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
 {
     const BestFit *bf = (const BestFit *)self;
-    GTreeNode *last = g_tree_node_last(bf->free_blocks);
+    FsimSizeCursor cursor;
     uint64_t largest = 0;
 
     out->cached_bytes = bf->mapped_end - bf->allocated_bytes;
     /* Only mapped memory counts: the wilderness beyond mapped_end is not held yet. */
-    for (GTreeNode *node = last; node != NULL; node = g_tree_node_previous(node)) {
-        const Block *block = g_tree_node_key(node);
+    for (const Block *block = fsim_size_set_last(&bf->free_blocks, &cursor); block != NULL;
+         block = fsim_size_set_prev(&bf->free_blocks, &cursor)) {
         uint64_t mapped = 0;
 
         if (block->offset < bf->mapped_end)
@@ -273,7 +295,9 @@ best_fit_check(const FsimPolicy *self, GError **error)
                             block->offset);
                 return FALSE;
             }
-            if (g_tree_lookup(bf->free_blocks, block) != block) {
+            FsimSizeCursor cursor;
+
+            if (!fsim_size_set_find(&bf->free_blocks, block->size, block->offset, block, &cursor)) {
                 g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
                             "free block at %" G_GUINT64_FORMAT " missing from the index",
                             block->offset);
@@ -290,15 +314,21 @@ best_fit_check(const FsimPolicy *self, GError **error)
         }
         offset += block->size;
     }
+    if (fsim_size_set_check(&bf->free_blocks) != NULL) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED, "free index: %s",
+                    fsim_size_set_check(&bf->free_blocks));
+        return FALSE;
+    }
     if (offset != bf->arena.size || allocated != bf->allocated_bytes ||
-        free_count != (guint)g_tree_nnodes(bf->free_blocks) ||
+        free_count != bf->free_blocks.count ||
         bf->mapped_end != (uint64_t)self->device->reserved.current) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
                     "accounting mismatch: arena %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
                     ", allocated %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
-                    ", free blocks %u/%d, mapped %" G_GUINT64_FORMAT "/%" G_GINT64_FORMAT,
+                    ", free blocks %u/%" G_GSIZE_FORMAT ", mapped %" G_GUINT64_FORMAT
+                    "/%" G_GINT64_FORMAT,
                     offset, bf->arena.size, allocated, bf->allocated_bytes, free_count,
-                    g_tree_nnodes(bf->free_blocks), bf->mapped_end, self->device->reserved.current);
+                    bf->free_blocks.count, bf->mapped_end, self->device->reserved.current);
         return FALSE;
     }
     return TRUE;
