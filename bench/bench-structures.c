@@ -8,8 +8,9 @@
  *
  *   free set     the free blocks of a (pool, stream) by (size, address), as get_free_block and
  *                free_block use them: find the smallest block of at least a size (lower bound),
- *                take it out, cache another one.  Hand-written: the binned sorted arrays of
- *                src/policies/pytorch/free-set.h.
+ *                take it out, cache another one.  Hand-written: the size set of
+ *                src/core/size-set.h (bins of short sorted arrays), which
+ *                src/policies/pytorch/free-set.h wraps.
  *   unmapped     the unmapped blocks of an expandable segment by address, as
  *                find_expandable_block and map/unmap use them: walk a few blocks from the
  *                lowest, take one out, put another in.  Hand-written: the intrusive red-black

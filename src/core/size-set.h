@@ -22,8 +22,12 @@
  * policy's search and merge paths (as jemalloc keeps its ph.h and rb.h in headers).
  *
  * Why not GLib: bench/bench-structures times a lower bound, an erasure and an insertion per
- * operation on 16 to 4096 free blocks; see the figures there.  GTree and GSequence also allocate
- * a node per insertion.
+ * operation (thread CPU time, gcc -O3, GLib 2.74, including the random draws all share, on the
+ * project's loaded 2-core machine): with 64 and 4,096 free blocks this set took 139-176 ns,
+ * GTree (g_tree_lower_bound) 2.3-2.6x as long and GSequence 4.7-5.3x; with 262,144 it took
+ * 1.5 us, GTree 3.7x and GSequence 5.4x (the single sorted array per bin it replaced took 3.0 us
+ * there, 1.8x faster than GTree, and grew linearly).  Both GLib structures also allocate a node
+ * per insertion.
  */
 #pragma once
 
