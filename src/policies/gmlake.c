@@ -211,8 +211,7 @@ gm_stream_free(gpointer data)
     GmStream *s = data;
 
     for (int pool = 0; pool < 2; pool++)
-        for (guint b = 0; b < FREE_BINS; b++)
-            g_free(s->free[pool].bins[b].entries);
+        freeset_clear(&s->free[pool]);
     g_free(s);
 }
 
