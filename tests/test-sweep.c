@@ -515,6 +515,52 @@ test_job_groups(void)
     fsim_test_remove_tree(dir);
 }
 
+/* tune's recommendations refer to two runs, `run_id` and `default_run_id`: a merge rewrites
+ * both to the runs' new ids. */
+static void
+test_merge_recommendations(void)
+{
+    g_autofree char *dir = NULL;
+    g_autofree char *tuned = NULL;
+    g_autofree char *out = NULL;
+    g_autofree char *golden = NULL;
+    g_autofree char *pinned = NULL;
+
+    if (!fsim_test_have_binary())
+        return;
+    dir = fsim_test_tmp_dir();
+    tuned = g_build_filename(dir, "tuned.db", NULL);
+    out = g_build_filename(dir, "out.db", NULL);
+    golden = fsim_test_trace_path("golden-oom.trace");
+    pinned = fsim_test_trace_path("tune-pinned.trace");
+    {
+        /* OUT holds two runs already, so that the merged ones get other ids */
+        g_auto(FsimTestRun) replay =
+            fsim_test_run("replay", golden, "-p", "direct,bestfit", "--db", out, NULL);
+        g_auto(FsimTestRun) tune = fsim_test_run("tune", pinned, "--db", tuned, NULL);
+
+        g_assert_cmpint(replay.status, ==, 0);
+        g_assert_cmpint(tune.status, ==, 0);
+    }
+    {
+        g_auto(FsimTestRun) merge = fsim_test_run("merge", out, tuned, NULL);
+
+        g_assert_cmpint(merge.status, ==, 0);
+    }
+    g_assert_cmpint(fsim_test_sql_int(out, "SELECT count(*) FROM recommendations"), ==, 1);
+    g_assert_cmpint(fsim_test_sql_int(out, "SELECT count(*) FROM recommendations r"
+                                           " JOIN runs d ON d.id = r.default_run_id"
+                                           " JOIN runs k ON k.id = r.run_id"
+                                           " WHERE d.trace = r.trace AND k.trace = r.trace"
+                                           " AND k.config = r.config AND d.id <> k.id"),
+                    ==, 1);
+    g_assert_cmpint(fsim_test_sql_int(out, "SELECT default_run_id FROM recommendations"), ==,
+                    fsim_test_sql_int(tuned, "SELECT default_run_id FROM recommendations") + 2);
+    g_assert_cmpint(fsim_test_sql_int(out, "SELECT run_id FROM recommendations"), ==,
+                    fsim_test_sql_int(tuned, "SELECT run_id FROM recommendations") + 2);
+    fsim_test_remove_tree(dir);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -527,5 +573,6 @@ main(int argc, char **argv)
     g_test_add_func("/sweep/job-groups", test_job_groups);
     g_test_add_func("/merge/refuses", test_merge_refuses);
     g_test_add_func("/merge/upgrade-and-generic-tables", test_upgrade_and_generic_tables);
+    g_test_add_func("/merge/recommendations", test_merge_recommendations);
     return g_test_run();
 }

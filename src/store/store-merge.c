@@ -4,7 +4,8 @@
  * machines, or any databases, into one.
  *
  * Generic by design: the tables copied are `runs` and every table that refers to it (a column
- * named `run_id`, or a foreign key to `runs`), found in each input's own schema, so tables other
+ * named `run_id` or ending in `_run_id`, such as the recommendations' `default_run_id`, or a
+ * foreign key to `runs`), found in each input's own schema, so tables other
  * parts of fragsim add later are carried along without a change here.  Columns are those the input
  * and the output share (a column only the output has takes its default, so an older input merges
  * into a newer output); a table's own INTEGER PRIMARY KEY, when it is not the reference to the
@@ -117,7 +118,8 @@ merge_table(FsimStore *in, FsimStore *out, const char *name, GError **error)
         return NULL;
     refs = merge_strings(in,
                          "SELECT \"from\" FROM pragma_foreign_key_list(?1) WHERE \"table\" = 'runs'"
-                         " UNION SELECT name FROM pragma_table_info(?1) WHERE name = 'run_id'",
+                         " UNION SELECT name FROM pragma_table_info(?1) WHERE name = 'run_id'"
+                         " OR name LIKE '%\\_run\\_id' ESCAPE '\\'",
                          name, error);
     /* A rowid alias the output assigns itself: an INTEGER PRIMARY KEY alone. */
     own_key = refs == NULL ? NULL
