@@ -140,6 +140,20 @@ fsim_cli_parse_operand(GOptionContext *context, const char *command, int *argc, 
 }
 
 int
+fsim_cli_parse_command(GOptionContext *context, const GOptionEntry *entries,
+                       const char *description, const char *command, int *argc, char ***argv,
+                       const char *operand)
+{
+    if (entries != NULL)
+        g_option_context_add_main_entries(context, entries, NULL);
+    if (description != NULL)
+        g_option_context_set_description(context, description);
+    if (g_strcmp0(operand, FSIM_CLI_OPERANDS) == 0)
+        return fsim_cli_parse(context, command, argc, argv) ? FSIM_EXIT_OK : FSIM_EXIT_USAGE;
+    return fsim_cli_parse_operand(context, command, argc, argv, operand);
+}
+
+int
 fsim_cli_parse_json_only(const char *command, const char *parameter, const char *description,
                          const char *operand, int *argc, char ***argv, gboolean *json)
 {
@@ -150,10 +164,7 @@ fsim_cli_parse_json_only(const char *command, const char *parameter, const char 
     g_autoptr(GOptionContext) context = g_option_context_new(parameter);
 
     *json = FALSE;
-    g_option_context_add_main_entries(context, entries, NULL);
-    if (description != NULL)
-        g_option_context_set_description(context, description);
-    return fsim_cli_parse_operand(context, command, argc, argv, operand);
+    return fsim_cli_parse_command(context, entries, description, command, argc, argv, operand);
 }
 
 int

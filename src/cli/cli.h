@@ -67,6 +67,24 @@ gboolean fsim_cli_parse(GOptionContext *context, const char *command, int *argc,
 int fsim_cli_parse_operand(GOptionContext *context, const char *command, int *argc, char ***argv,
                            const char *operand);
 
+/* The @operand of fsim_cli_parse_command() for a command that checks its operands itself. */
+#define FSIM_CLI_OPERANDS ""
+
+/**
+ * fsim_cli_parse_command:
+ * @entries: (nullable): the command's options, added to @context's main group.
+ * @description: (nullable): the text after the options in --help.
+ * @operand: as for fsim_cli_parse_operand(), or %FSIM_CLI_OPERANDS for any number of operands.
+ *
+ * What every command does with its arguments: its options and help text into @context, then
+ * fsim_cli_parse_operand().
+ *
+ * Returns: %FSIM_EXIT_OK, or %FSIM_EXIT_USAGE after printing the usage error.
+ */
+int fsim_cli_parse_command(GOptionContext *context, const GOptionEntry *entries,
+                           const char *description, const char *command, int *argc, char ***argv,
+                           const char *operand);
+
 /**
  * fsim_cli_parse_json_only:
  * @parameter: the usage line's parameter text (`TRACE - describe a trace`).
@@ -82,6 +100,19 @@ int fsim_cli_parse_json_only(const char *command, const char *parameter, const c
                              const char *operand, int *argc, char ***argv, gboolean *json);
 
 /* The --json option of a command: sets *@flag. */
+/* The options several commands share, each spelt once: `--paranoid` (the policy's invariant
+ * checks) and `--trace-device N` of the commands that replay every device by default. */
+#define FSIM_CLI_PARANOID_ENTRY(flag)                                          \
+    {                                                                          \
+        "paranoid", 0, 0, G_OPTION_ARG_NONE, (flag),                           \
+            "Check the policy's invariants after every operation (slow)", NULL \
+    }
+#define FSIM_CLI_REPLAY_DEVICE_ENTRY(device)                                                    \
+    {                                                                                           \
+        "trace-device", 0, 0, G_OPTION_ARG_INT, (device),                                       \
+            "Replay only this device of a multi-GPU trace (default: every device with events)", \
+            "N"                                                                                 \
+    }
 #define FSIM_CLI_JSON_ENTRY(flag)                                                        \
     {                                                                                    \
         "json", 0, 0, G_OPTION_ARG_NONE, (flag), "Print one JSON object on stdout", NULL \

@@ -153,13 +153,13 @@ fsim_cmd_convert(int argc, char **argv)
     gsize n_devices;
     uint32_t device;
 
-    g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_set_description(
-        context, "IN: any trace fragsim reads (text, PyTorch snapshot, RMM log, .gz).\n"
-                 "OUT: a fragsim-trace v1 text file, gzip-compressed when it ends in .gz, or\n"
-                 "a fragsim-trace binary v1 file (--format binary, or OUT ending in .fsb).\n"
-                 "Stack frames and recorded allocator decisions are not written.");
-    if (!fsim_cli_parse(context, "convert", &argc, &argv))
+    if (fsim_cli_parse_command(
+            context, entries,
+            "IN: any trace fragsim reads (text, PyTorch snapshot, RMM log, .gz).\n"
+            "OUT: a fragsim-trace v1 text file, gzip-compressed when it ends in .gz, or\n"
+            "a fragsim-trace binary v1 file (--format binary, or OUT ending in .fsb).\n"
+            "Stack frames and recorded allocator decisions are not written.",
+            "convert", &argc, &argv, FSIM_CLI_OPERANDS) != FSIM_EXIT_OK)
         return FSIM_EXIT_USAGE;
     if (argc != 3)
         return fsim_cli_usage_error("convert", "expected IN and OUT");

@@ -168,7 +168,7 @@ fsim_cmd_cuda_calibrate(int argc, char **argv)
         {"max-size", 0, 0, G_OPTION_ARG_STRING, &max_size_text,
          "Largest size probed (default 4GiB, at most a quarter of the free memory)", "SIZE"},
         {"repeat", 0, 0, G_OPTION_ARG_INT, &repeat, "Timed samples per size (default 5)", "N"},
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
+        FSIM_CLI_JSON_ENTRY(&json),
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) context =
@@ -180,16 +180,15 @@ fsim_cmd_cuda_calibrate(int argc, char **argv)
     GError *error = NULL;
     int status = FSIM_EXIT_OK;
 
-    g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_set_description(
-        context, "Measures cuMemGetAllocationGranularity, the used-memory step of cudaMalloc,\n"
-                 "and the cost of cudaMalloc, cudaFree, reserve, map and unmap across sizes;\n"
-                 "fits base + per-GiB costs by least squares (docs/cuda.md).\n"
-                 "Example: fragsim cuda calibrate -o gpu.ini && fragsim replay T -d gpu.ini");
-    if (!fsim_cli_parse(context, "cuda calibrate", &argc, &argv))
-        return FSIM_EXIT_USAGE;
-    if (argc != 1)
-        return fsim_cli_usage_error("cuda calibrate", "unexpected argument '%s'", argv[1]);
+    status = fsim_cli_parse_command(
+        context, entries,
+        "Measures cuMemGetAllocationGranularity, the used-memory step of cudaMalloc,\n"
+        "and the cost of cudaMalloc, cudaFree, reserve, map and unmap across sizes;\n"
+        "fits base + per-GiB costs by least squares (docs/cuda.md).\n"
+        "Example: fragsim cuda calibrate -o gpu.ini && fragsim replay T -d gpu.ini",
+        "cuda calibrate", &argc, &argv, NULL);
+    if (status != FSIM_EXIT_OK)
+        return status;
     fsim_cuda_calibrate_options_init(&options);
     if (max_size_text != NULL && !fsim_parse_size(max_size_text, &options.max_size, NULL))
         return fsim_cli_usage_error("cuda calibrate", "--max-size '%s' is not a size",

@@ -9,9 +9,12 @@
 #include "cli.h"
 #include "cmd-cuda.h"
 
+/* Run @i of @data (a GArray of FsimCudaNativeResult) as JSON. */
 static void
-native_json_run(JsonBuilder *builder, const FsimCudaNativeResult *r)
+native_json_run(JsonBuilder *builder, guint i, gpointer data)
 {
+    const FsimCudaNativeResult *r = &g_array_index((GArray *)data, FsimCudaNativeResult, i);
+
     json_builder_begin_object(builder);
     json_builder_set_member_name(builder, "mode");
     json_builder_add_string_value(builder, fsim_cuda_native_mode_name(r->mode));
@@ -51,12 +54,11 @@ fsim_cmd_cuda_native(int argc, char **argv)
     GOptionEntry entries[] = {
         {"mode", 0, 0, G_OPTION_ARG_STRING, &mode_text,
          "malloc (cudaMalloc per tensor), async (cudaMallocAsync pool) or both (default)", "MODE"},
-        {"trace-device", 0, 0, G_OPTION_ARG_INT, &trace_device,
-         "Replay only this device of a multi-GPU trace (default: every device with events)", "N"},
+        FSIM_CLI_REPLAY_DEVICE_ENTRY(&trace_device),
         {"gpu", 0, 0, G_OPTION_ARG_INT, &gpu, "CUDA device ordinal to run on (default 0)", "N"},
         {"no-touch", 0, 0, G_OPTION_ARG_NONE, &no_touch,
          "Do not write each allocation (cudaMemset)", NULL},
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
+        FSIM_CLI_JSON_ENTRY(&json),
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     static const char *const headers[] = {
@@ -75,16 +77,14 @@ fsim_cmd_cuda_native(int argc, char **argv)
     GError *error = NULL;
     int status = FSIM_EXIT_OK;
 
-    g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_set_description(
-        context, "Every stream of the trace is served on one CUDA stream.  Memory held at trace\n"
-                 "start is allocated first.  Peaks: requested (the program), reserved (the pool's\n"
-                 "high-water mark; for cudaMalloc, the used memory), GPU used (cudaMemGetInfo).");
-    if (!fsim_cli_parse(context, "cuda native", &argc, &argv))
-        return FSIM_EXIT_USAGE;
-    if (argc != 2)
-        return fsim_cli_usage_error("cuda native", argc < 2 ? "missing the TRACE argument"
-                                                            : "expected exactly one TRACE");
+    status = fsim_cli_parse_command(
+        context, entries,
+        "Every stream of the trace is served on one CUDA stream.  Memory held at trace\n"
+        "start is allocated first.  Peaks: requested (the program), reserved (the pool's\n"
+        "high-water mark; for cudaMalloc, the used memory), GPU used (cudaMemGetInfo).",
+        "cuda native", &argc, &argv, "TRACE");
+    if (status != FSIM_EXIT_OK)
+        return status;
     if (mode_text == NULL || strcmp(mode_text, "both") == 0) {
         modes[n_modes++] = FSIM_CUDA_NATIVE_MALLOC;
         modes[n_modes++] = FSIM_CUDA_NATIVE_ASYNC;
@@ -116,19 +116,7 @@ fsim_cmd_cuda_native(int argc, char **argv)
         }
     }
     if (json) {
-        g_autoptr(JsonBuilder) builder = json_builder_new();
-
-        json_builder_begin_object(builder);
-        json_builder_set_member_name(builder, "trace");
-        json_builder_add_string_value(builder, fsim_trace_path(trace));
-        fsim_cmd_cuda_json_add_gpu(builder, &driver->info);
-        json_builder_set_member_name(builder, "runs");
-        json_builder_begin_array(builder);
-        for (guint i = 0; i < results->len; i++)
-            native_json_run(builder, &g_array_index(results, FsimCudaNativeResult, i));
-        json_builder_end_array(builder);
-        json_builder_end_object(builder);
-        fsim_cli_print_json(json_builder_get_root(builder));
+        fsim_cmd_cuda_print_runs(trace, &driver->info, results->len, native_json_run, results);
         return FSIM_EXIT_OK;
     }
     g_print("%s (%s) on %s\n", fsim_trace_path(trace), fsim_trace_format_name(trace),

@@ -62,9 +62,19 @@ metrics_calls(const FsimMetrics *m)
     return m->device_mallocs + m->device_frees + m->device_maps + m->device_unmaps;
 }
 
+/* The results of `cuda replay` and each one's config text, for replay_json_run(). */
+typedef struct {
+    GPtrArray *results;     /* FsimCudaReplayResult */
+    GPtrArray *run_configs; /* char * */
+} ReplayRuns;
+
+/* Run @i of @data (ReplayRuns) as JSON. */
 static void
-replay_json_run(JsonBuilder *builder, const FsimCudaReplayResult *r, const char *config)
+replay_json_run(JsonBuilder *builder, guint i, gpointer data)
 {
+    const ReplayRuns *runs = data;
+    const FsimCudaReplayResult *r = g_ptr_array_index(runs->results, i);
+    const char *config = g_ptr_array_index(runs->run_configs, i);
     const FsimCudaMeasurements *measured = &r->measured;
     g_autofree char *label = fsim_run_label(r->policy, config);
 
@@ -284,18 +294,16 @@ fsim_cmd_cuda_replay(int argc, char **argv)
          "STRING"},
         {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Set a policy knob (repeatable)",
          "POLICY.KEY=VALUE"},
-        {"trace-device", 0, 0, G_OPTION_ARG_INT, &trace_device,
-         "Replay only this device of a multi-GPU trace (default: every device with events)", "N"},
+        FSIM_CLI_REPLAY_DEVICE_ENTRY(&trace_device),
         {"gpu", 0, 0, G_OPTION_ARG_INT, &gpu, "CUDA device ordinal to run on (default 0)", "N"},
         {"no-model", 0, 0, G_OPTION_ARG_NONE, &no_model,
          "Do not run the simulated device alongside", NULL},
         {"no-touch", 0, 0, G_OPTION_ARG_NONE, &no_touch,
          "Do not write new memory (cudaMemset) after each call", NULL},
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
+        FSIM_CLI_JSON_ENTRY(&json),
         {"fail-on-oom", 0, 0, G_OPTION_ARG_NONE, &fail_on_oom,
          "Stop a run at its first OOM and exit with status 3", NULL},
-        {"paranoid", 0, 0, G_OPTION_ARG_NONE, &paranoid,
-         "Check the policy's invariants after every operation (slow)", NULL},
+        FSIM_CLI_PARANOID_ENTRY(&paranoid),
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) context =
@@ -320,27 +328,19 @@ fsim_cmd_cuda_replay(int argc, char **argv)
 
     g_option_context_add_main_entries(context, entries, NULL);
     g_option_context_add_main_entries(context, fsim_replay_outputs_entries(outputs), NULL);
-    g_option_context_set_description(
-        context, "Each policy runs on the GPU, its device calls carried out for real, and on the\n"
-                 "simulated device in lock step; the table compares them (docs/cuda.md).\n"
-                 "Example: fragsim cuda replay snapshot.pickle -p caching,expandable -d gpu.ini");
-    if (!fsim_cli_parse(context, "cuda replay", &argc, &argv))
-        return FSIM_EXIT_USAGE;
-    if (argc != 2)
-        return fsim_cli_usage_error("cuda replay", argc < 2 ? "missing the TRACE argument"
-                                                            : "expected exactly one TRACE");
+    status = fsim_cli_parse_command(
+        context, NULL,
+        "Each policy runs on the GPU, its device calls carried out for real, and on the\n"
+        "simulated device in lock step; the table compares them (docs/cuda.md).\n"
+        "Example: fragsim cuda replay snapshot.pickle -p caching,expandable -d gpu.ini",
+        "cuda replay", &argc, &argv, "TRACE");
+    if (status != FSIM_EXIT_OK)
+        return status;
     if (device_name != NULL && !fsim_device_spec_parse(device_name, &model, &error))
         return fsim_cli_fail("cuda replay", error);
-    configs = fsim_cli_configs((const char *const *)alloc_confs, (const char *const *)sets,
-                               "paged.page_size=20MiB", "device", &error);
-    if (configs == NULL)
-        return fsim_cli_fail("cuda replay", error);
-    policies = fsim_cli_policies(policy_list, &error);
-    if (policies == NULL)
-        return fsim_cli_fail("cuda replay", error);
-    n_runs = fsim_cli_count_runs(policies, configs);
-    trace = fsim_trace_open(argv[1], &error);
-    if (trace == NULL)
+    if (!fsim_cli_open_runs(argv[1], (const char *const *)alloc_confs, (const char *const *)sets,
+                            "paged.page_size=20MiB", "device", policy_list, &configs, &policies,
+                            &n_runs, &trace, &error))
         return fsim_cli_fail("cuda replay", error);
     devices = fsim_cmd_cuda_trace_devices(trace, trace_device, &error);
     if (devices == NULL)
@@ -385,20 +385,9 @@ fsim_cmd_cuda_replay(int argc, char **argv)
         }
     }
     if (json) {
-        g_autoptr(JsonBuilder) builder = json_builder_new();
+        ReplayRuns runs = {results, run_configs};
 
-        json_builder_begin_object(builder);
-        json_builder_set_member_name(builder, "trace");
-        json_builder_add_string_value(builder, fsim_trace_path(trace));
-        fsim_cmd_cuda_json_add_gpu(builder, &driver->info);
-        json_builder_set_member_name(builder, "runs");
-        json_builder_begin_array(builder);
-        for (guint i = 0; i < results->len; i++)
-            replay_json_run(builder, g_ptr_array_index(results, i),
-                            g_ptr_array_index(run_configs, i));
-        json_builder_end_array(builder);
-        json_builder_end_object(builder);
-        fsim_cli_print_json(json_builder_get_root(builder));
+        fsim_cmd_cuda_print_runs(trace, &driver->info, results->len, replay_json_run, &runs);
     }
     if (!fsim_replay_outputs_finish(outputs, json, &error))
         return fsim_cli_fail("cuda replay", error);

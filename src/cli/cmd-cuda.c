@@ -80,8 +80,7 @@ fsim_cmd_cuda_format_size_delta(uint64_t value, uint64_t reference)
 void
 fsim_cmd_cuda_json_add_u64(JsonBuilder *builder, const char *name, uint64_t value)
 {
-    json_builder_set_member_name(builder, name);
-    json_builder_add_int_value(builder, (gint64)value);
+    fsim_cli_json_int(builder, name, (int64_t)value);
 }
 
 void
@@ -92,24 +91,36 @@ fsim_cmd_cuda_json_add_gpu(JsonBuilder *builder, const FsimCudaDriverInfo *info)
 
     json_builder_set_member_name(builder, "gpu");
     json_builder_begin_object(builder);
-    json_builder_set_member_name(builder, "name");
-    json_builder_add_string_value(builder, info->name);
-    json_builder_set_member_name(builder, "ordinal");
-    json_builder_add_int_value(builder, info->ordinal);
+    fsim_cli_json_string(builder, "name", info->name);
+    fsim_cli_json_int(builder, "ordinal", info->ordinal);
     fsim_cmd_cuda_json_add_u64(builder, "total_bytes", info->total_bytes);
     fsim_cmd_cuda_json_add_u64(builder, "granularity", info->granularity);
     fsim_cmd_cuda_json_add_u64(builder, "recommended_granularity", info->recommended_granularity);
-    json_builder_set_member_name(builder, "compute_capability");
-    json_builder_add_string_value(builder, capability);
-    json_builder_set_member_name(builder, "driver_version");
-    json_builder_add_int_value(builder, info->driver_version);
-    json_builder_set_member_name(builder, "runtime_version");
-    json_builder_add_int_value(builder, info->runtime_version);
-    json_builder_set_member_name(builder, "vmm_supported");
-    json_builder_add_boolean_value(builder, info->vmm_supported);
-    json_builder_set_member_name(builder, "pools_supported");
-    json_builder_add_boolean_value(builder, info->pools_supported);
+    fsim_cli_json_string(builder, "compute_capability", capability);
+    fsim_cli_json_int(builder, "driver_version", info->driver_version);
+    fsim_cli_json_int(builder, "runtime_version", info->runtime_version);
+    fsim_cli_json_bool(builder, "vmm_supported", info->vmm_supported);
+    fsim_cli_json_bool(builder, "pools_supported", info->pools_supported);
     json_builder_end_object(builder);
+}
+
+void
+fsim_cmd_cuda_print_runs(const FsimTrace *trace, const FsimCudaDriverInfo *info, guint n,
+                         void (*add_run)(JsonBuilder *builder, guint i, gpointer data),
+                         gpointer data)
+{
+    g_autoptr(JsonBuilder) builder = json_builder_new();
+
+    json_builder_begin_object(builder);
+    fsim_cli_json_string(builder, "trace", fsim_trace_path(trace));
+    fsim_cmd_cuda_json_add_gpu(builder, info);
+    json_builder_set_member_name(builder, "runs");
+    json_builder_begin_array(builder);
+    for (guint i = 0; i < n; i++)
+        add_run(builder, i, data);
+    json_builder_end_array(builder);
+    json_builder_end_object(builder);
+    fsim_cli_print_json(json_builder_get_root(builder));
 }
 
 /* A latency as {count, total_ns, min_ns, mean_ns, p50_ns, p99_ns, max_ns, histogram}, where the
@@ -152,7 +163,7 @@ cuda_info(int argc, char **argv)
     gboolean json = FALSE;
     GOptionEntry entries[] = {
         {"gpu", 0, 0, G_OPTION_ARG_INT, &gpu, "CUDA device ordinal (default 0)", "N"},
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
+        FSIM_CLI_JSON_ENTRY(&json),
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) context = g_option_context_new("- describe the GPU");
@@ -163,11 +174,9 @@ cuda_info(int argc, char **argv)
     g_autofree char *recommended = NULL;
     int status = FSIM_EXIT_OK;
 
-    g_option_context_add_main_entries(context, entries, NULL);
-    if (!fsim_cli_parse(context, "cuda info", &argc, &argv))
-        return FSIM_EXIT_USAGE;
-    if (argc != 1)
-        return fsim_cli_usage_error("cuda info", "unexpected argument '%s'", argv[1]);
+    status = fsim_cli_parse_command(context, entries, NULL, "cuda info", &argc, &argv, NULL);
+    if (status != FSIM_EXIT_OK)
+        return status;
     driver = fsim_cmd_cuda_open("cuda info", gpu, &status);
     if (driver == NULL)
         return status;

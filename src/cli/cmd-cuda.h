@@ -23,6 +23,12 @@ void fsim_cmd_cuda_json_add_latency(JsonBuilder *builder, const char *name,
 void fsim_cmd_cuda_json_add_gpu(JsonBuilder *builder, const FsimCudaDriverInfo *info);
 
 /* "+1.50 GiB", "-20.0 MiB", "0 B" */
+/* Prints the JSON of `cuda native` and `cuda replay`: {"trace", "gpu", "runs": [...]}, where
+ * @add_run adds the object of run @i (0 <= @i < @n). */
+void fsim_cmd_cuda_print_runs(const FsimTrace *trace, const FsimCudaDriverInfo *info, guint n,
+                              void (*add_run)(JsonBuilder *builder, guint i, gpointer data),
+                              gpointer data);
+
 char *fsim_cmd_cuda_format_size_delta(uint64_t value, uint64_t reference);
 
 /* Open GPU @gpu for `cuda @command`; NULL (with *@status set, the message printed) when there is

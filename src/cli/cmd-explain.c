@@ -268,7 +268,7 @@ fsim_cmd_explain(int argc, char **argv)
         {"gnuplot", 0, 0, G_OPTION_ARG_FILENAME, &gnuplot, "The gnuplot program", "PATH"},
         {"no-alternatives", 0, 0, G_OPTION_ARG_NONE, &no_alternatives,
          "Do not replay other policies and settings", NULL},
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
+        FSIM_CLI_JSON_ENTRY(&json),
         {"paranoid", 0, 0, G_OPTION_ARG_NONE, &paranoid,
          "Check after every event that the breakdown adds up to the reserved bytes", NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
@@ -280,20 +280,18 @@ fsim_cmd_explain(int argc, char **argv)
     g_autoptr(GArray) at = NULL;
     FsimExplainOptions options;
     GError *error = NULL;
+    int status;
 
-    g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_set_description(
-        context,
+    status = fsim_cli_parse_command(
+        context, entries,
         "Explains the peak of reserved memory, every OOM (simulated or recorded) and each --at\n"
         "event: reserved = live requested + rounding + free releasable + free pinned, the\n"
         "largest free block, the request at an OOM, and the allocation sites whose live blocks\n"
         "pin free memory.  docs/explain.md defines each term.\n"
-        "Exit status: 0 success, 1 bad input, 2 usage error.");
-    if (!fsim_cli_parse(context, "explain", &argc, &argv))
-        return FSIM_EXIT_USAGE;
-    if (argc != 2)
-        return fsim_cli_usage_error("explain", argc < 2 ? "missing the TRACE argument"
-                                                        : "expected exactly one TRACE");
+        "Exit status: 0 success, 1 bad input, 2 usage error.",
+        "explain", &argc, &argv, "TRACE");
+    if (status != FSIM_EXIT_OK)
+        return status;
     if (!parse_events(at_texts, &at, &error))
         return fsim_cli_fail("explain", error);
     if (plot != NULL && !g_str_has_suffix(plot, ".png") && !g_str_has_suffix(plot, ".svg"))

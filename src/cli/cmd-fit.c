@@ -513,9 +513,8 @@ fsim_cmd_fit(int argc, char **argv)
          "Fit only this device of each trace (default: every device with events, the ranks "
          "of one job)",
          "N"},
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
-        {"paranoid", 0, 0, G_OPTION_ARG_NONE, &paranoid,
-         "Check the policy's invariants after every operation (slow)", NULL},
+        FSIM_CLI_JSON_ENTRY(&json),
+        FSIM_CLI_PARANOID_ENTRY(&paranoid),
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) context = g_option_context_new(

@@ -24,15 +24,16 @@ fsim_cmd_merge(int argc, char **argv)
     GError *error = NULL;
     FsimStoreMergeStats stats;
 
-    g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_set_description(
-        context,
-        "OUT is created when missing, appended to otherwise.  A run OUT already has (the same\n"
-        "trace content, trace device, policy, config, device and fragsim version: the same job\n"
-        "merged twice) is kept once.  Runs still marked running are left out.\n"
-        "Exit status: 0 success, 1 an input or OUT is not a fragsim database, comes from a newer\n"
-        "fragsim, or cannot be read or written (OUT is then left as it was), 2 usage error.");
-    if (!fsim_cli_parse(context, "merge", &argc, &argv))
+    if (fsim_cli_parse_command(
+            context, entries,
+            "OUT is created when missing, appended to otherwise.  A run OUT already has (the same\n"
+            "trace content, trace device, policy, config, device and fragsim version: the same "
+            "job\n"
+            "merged twice) is kept once.  Runs still marked running are left out.\n"
+            "Exit status: 0 success, 1 an input or OUT is not a fragsim database, comes from a "
+            "newer\n"
+            "fragsim, or cannot be read or written (OUT is then left as it was), 2 usage error.",
+            "merge", &argc, &argv, FSIM_CLI_OPERANDS) != FSIM_EXIT_OK)
         return FSIM_EXIT_USAGE;
     if (argc < 3)
         return fsim_cli_usage_error("merge", argc < 2 ? "missing the OUT and IN arguments"

@@ -28,14 +28,14 @@ fsim_cmd_policies(int argc, char **argv)
     g_autoptr(GOptionContext) context = g_option_context_new("- list allocator policies");
     gsize n;
     const FsimPolicyOps *const *policies = fsim_policy_list(&n);
+    int status;
 
-    g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_set_description(
-        context, "Knobs are set with 'fragsim replay --set POLICY.KEY=VALUE'.\n\n" POLICIES_POOLS);
-    if (!fsim_cli_parse(context, "policies", &argc, &argv))
-        return FSIM_EXIT_USAGE;
-    if (argc > 1)
-        return fsim_cli_usage_error("policies", "unexpected argument '%s'", argv[1]);
+    status = fsim_cli_parse_command(
+        context, entries,
+        "Knobs are set with 'fragsim replay --set POLICY.KEY=VALUE'.\n\n" POLICIES_POOLS,
+        "policies", &argc, &argv, NULL);
+    if (status != FSIM_EXIT_OK)
+        return status;
     if (json) {
         g_autoptr(JsonBuilder) builder = json_builder_new();
 

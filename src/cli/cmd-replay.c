@@ -376,13 +376,11 @@ fsim_cmd_replay(int argc, char **argv)
          "Skip the capacity each run needs (needed_bytes: more replays of the trace)", NULL},
         {"inferred-releases", 0, 0, G_OPTION_ARG_NONE, &inferred_releases,
          "Also replay recorded releases that look like PyTorch's retry before an OOM", NULL},
-        {"trace-device", 0, 0, G_OPTION_ARG_INT, &trace_device,
-         "Replay only this device of a multi-GPU trace (default: every device with events)", "N"},
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
+        FSIM_CLI_REPLAY_DEVICE_ENTRY(&trace_device),
+        FSIM_CLI_JSON_ENTRY(&json),
         {"fail-on-oom", 0, 0, G_OPTION_ARG_NONE, &fail_on_oom,
          "Stop a run at its first simulated OOM and exit with status 3", NULL},
-        {"paranoid", 0, 0, G_OPTION_ARG_NONE, &paranoid,
-         "Check the policy's invariants after every operation (slow)", NULL},
+        FSIM_CLI_PARANOID_ENTRY(&paranoid),
         {"platform", 0, 0, G_OPTION_ARG_STRING, &platform,
          "cuda or npu: caching and expandable model PyTorch's or torch_npu's allocator "
          "(default: cuda, npu for a snapshot whose addresses show torch_npu's padding)",
@@ -397,6 +395,7 @@ fsim_cmd_replay(int argc, char **argv)
     g_autoptr(FsimTrace) trace = NULL;
     g_autoptr(FsimReplayOutputs) outputs = fsim_replay_outputs_new();
     GError *error = NULL;
+    int status;
     FsimDeviceSpec spec;
     const uint32_t *devices;
     gsize n_devices;
@@ -405,33 +404,24 @@ fsim_cmd_replay(int argc, char **argv)
 
     g_option_context_add_main_entries(context, entries, NULL);
     g_option_context_add_main_entries(context, fsim_replay_outputs_entries(outputs), NULL);
-    g_option_context_set_description(
-        context,
+    status = fsim_cli_parse_command(
+        context, NULL,
         "Formats: fragsim text traces (.gz too), PyTorch memory snapshots, RMM logs.\n"
         "Each (policy, -c configuration) pair is a run.  'needs' is needed_bytes: the least\n"
         "capacity on which the run, and on every larger one, has no OOM (docs/metrics.md).\n"
         "Example: fragsim replay traces/fragmenting.trace -p caching -c '' -c "
         "expandable_segments:True\n"
         "Exit status: 0 success, 1 bad input, 2 usage error, 3 OOM under --fail-on-oom,\n"
-        "6 some runs ended in error (their rows say why) while the others completed.");
-    if (!fsim_cli_parse(context, "replay", &argc, &argv))
-        return FSIM_EXIT_USAGE;
-    if (argc != 2)
-        return fsim_cli_usage_error("replay", argc < 2 ? "missing the TRACE argument"
-                                                       : "expected exactly one TRACE");
+        "6 some runs ended in error (their rows say why) while the others completed.",
+        "replay", &argc, &argv, "TRACE");
+    if (status != FSIM_EXIT_OK)
+        return status;
     if (!fsim_device_spec_parse(device_name != NULL ? device_name : FSIM_DEVICE_DEFAULT, &spec,
                                 &error))
         return fsim_cli_fail("replay", error);
-    configs = fsim_cli_configs((const char *const *)alloc_confs, (const char *const *)sets,
-                               "paged.page_size=64KiB", "device for fault injection", &error);
-    if (configs == NULL)
-        return fsim_cli_fail("replay", error);
-    policies = fsim_cli_policies(policy_list, &error);
-    if (policies == NULL)
-        return fsim_cli_fail("replay", error);
-    n_runs = fsim_cli_count_runs(policies, configs);
-    trace = fsim_trace_open(argv[1], &error);
-    if (trace == NULL)
+    if (!fsim_cli_open_runs(argv[1], (const char *const *)alloc_confs, (const char *const *)sets,
+                            "paged.page_size=64KiB", "device for fault injection", policy_list,
+                            &configs, &policies, &n_runs, &trace, &error))
         return fsim_cli_fail("replay", error);
     if (!fsim_cli_choose_platform(trace, configs, platform, "replay", json, &error))
         return fsim_cli_fail("replay", error);

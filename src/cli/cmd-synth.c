@@ -349,11 +349,11 @@ synth_random(int argc, char **argv)
     FsimDist size_dist = {0}, life_dist = {0};
 
     synth_output_add(context, &out);
-    g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_set_description(
-        context, "Example: fragsim synth random --events 1000000 --seed 7 --size-dist "
-                 "uniform:512:64MiB --max-live 1000 -o stress.trace\n");
-    if (!fsim_cli_parse(context, "synth random", &argc, &argv))
+    if (fsim_cli_parse_command(
+            context, entries,
+            "Example: fragsim synth random --events 1000000 --seed 7 --size-dist "
+            "uniform:512:64MiB --max-live 1000 -o stress.trace\n",
+            "synth random", &argc, &argv, FSIM_CLI_OPERANDS) != FSIM_EXIT_OK)
         return FSIM_EXIT_USAGE;
     if (!synth_check_args("synth random", argc, argv, &out))
         return FSIM_EXIT_USAGE;

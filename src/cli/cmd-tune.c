@@ -256,9 +256,8 @@ fsim_cmd_tune(int argc, char **argv)
     FsimTuneOptions options = {0};
     int status = FSIM_EXIT_OK;
 
-    g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_set_description(context, tune_description);
-    if (!fsim_cli_parse(context, "tune", &argc, &argv))
+    if (fsim_cli_parse_command(context, entries, tune_description, "tune", &argc, &argv,
+                               FSIM_CLI_OPERANDS) != FSIM_EXIT_OK)
         return FSIM_EXIT_USAGE;
     if (argc < 2)
         return fsim_cli_usage_error("tune", "missing the TRACE argument");

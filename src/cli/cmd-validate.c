@@ -189,7 +189,7 @@ fsim_cmd_validate(int argc, char **argv)
          "Validate with this PYTORCH_CUDA_ALLOC_CONF instead of the settings the snapshot "
          "recorded (for snapshots that did not record them)",
          "STRING"},
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object on stdout", NULL},
+        FSIM_CLI_JSON_ENTRY(&json),
         {"platform", 0, 0, G_OPTION_ARG_STRING, &platform,
          "cuda or npu: whose allocator recorded the snapshot (default: told from its addresses)",
          "PLATFORM"},
@@ -199,10 +199,10 @@ fsim_cmd_validate(int argc, char **argv)
         "SNAPSHOT - check the PyTorch allocator model against a recorded trace");
     g_autoptr(FsimValidateReport) report = NULL;
     GError *error = NULL;
+    int status;
 
-    g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_set_description(
-        context,
+    status = fsim_cli_parse_command(
+        context, entries,
         "Replays the snapshot through 'caching' (or 'expandable' when its allocator settings\n"
         "say expandable_segments) from the state at trace start, with each new segment at the\n"
         "address the driver gave it, and checks every alloc address, segment_alloc,\n"
@@ -210,12 +210,10 @@ fsim_cmd_validate(int argc, char **argv)
         "-c replaces the recorded settings (a snapshot that did not record them).\n"
         "Exit status: 0 exact, 1 bad input, 2 usage error, 4 divergence, 5 nothing to validate\n"
         "(the file has no recorded allocator decisions: a snapshot of state only, a text trace,\n"
-        "an RMM log).");
-    if (!fsim_cli_parse(context, "validate", &argc, &argv))
-        return FSIM_EXIT_USAGE;
-    if (argc != 2)
-        return fsim_cli_usage_error("validate", argc < 2 ? "missing the SNAPSHOT argument"
-                                                         : "expected exactly one SNAPSHOT");
+        "an RMM log).",
+        "validate", &argc, &argv, "SNAPSHOT");
+    if (status != FSIM_EXIT_OK)
+        return status;
     if (platform != NULL && g_ascii_strcasecmp(platform, "cuda") != 0 &&
         g_ascii_strcasecmp(platform, "npu") != 0)
         return fsim_cli_usage_error("validate", "--platform: '%s' is neither cuda nor npu",

@@ -88,6 +88,23 @@ fsim_cli_count_runs(const GPtrArray *policies, const GPtrArray *configs)
     return n;
 }
 
+gboolean
+fsim_cli_open_runs(const char *path, const char *const *alloc_confs, const char *const *sets,
+                   const char *set_example, const char *device_note, const char *policy_list,
+                   GPtrArray **configs, GPtrArray **policies, guint *n_runs, FsimTrace **trace,
+                   GError **error)
+{
+    *configs = fsim_cli_configs(alloc_confs, sets, set_example, device_note, error);
+    if (*configs == NULL)
+        return FALSE;
+    *policies = fsim_cli_policies(policy_list, error);
+    if (*policies == NULL)
+        return FALSE;
+    *n_runs = fsim_cli_count_runs(*policies, *configs);
+    *trace = fsim_trace_open(path, error);
+    return *trace != NULL;
+}
+
 const char *
 fsim_cli_run_config(const char *policy, const GPtrArray *configs, guint c)
 {

@@ -43,6 +43,23 @@ guint fsim_cli_policy_runs(const char *policy, const GPtrArray *configs);
 /* The runs of every policy of @policies with @configs. */
 guint fsim_cli_count_runs(const GPtrArray *policies, const GPtrArray *configs);
 
+/**
+ * fsim_cli_open_runs:
+ * @path: the TRACE argument.
+ * @policy_list: (nullable): the `-p` argument (fsim_cli_policies()).
+ * @configs, @policies: (out) (transfer full): what fsim_cli_configs() and fsim_cli_policies()
+ *     return; set before a later step fails, for the caller to free.
+ * @n_runs: (out): fsim_cli_count_runs() of them.
+ * @trace: (out) (transfer full): the opened trace.
+ *
+ * What `replay` and `cuda replay` build from their arguments before they run, in the order
+ * that decides which error a command with several bad arguments reports.
+ */
+gboolean fsim_cli_open_runs(const char *path, const char *const *alloc_confs,
+                            const char *const *sets, const char *set_example,
+                            const char *device_note, const char *policy_list, GPtrArray **configs,
+                            GPtrArray **policies, guint *n_runs, FsimTrace **trace, GError **error);
+
 /* The config text of @policy's run @c (0 <= @c < fsim_cli_policy_runs()): the configuration's
  * canonical text, "" for a policy that ignores the configurations (unless only one was given). */
 const char *fsim_cli_run_config(const char *policy, const GPtrArray *configs, guint c);
