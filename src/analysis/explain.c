@@ -24,6 +24,7 @@
 #include "fragsim/engine.h"
 
 #include "explain-private.h"
+#include "feed.h"
 #include "needed.h"
 
 /* One target of the second pass: the state after the @ordinal-th event. */
@@ -208,27 +209,8 @@ explain_run_engine(FsimTrace *trace, const ExplainRun *setup, gboolean paranoid,
 gboolean
 explain_run_feed(FsimTrace *trace, const ExplainRun *run, FsimEngine *engine, GError **error)
 {
-    uint32_t device = run->trace_device;
-    gsize n_outcomes = 0;
-    const FsimOutcome *outcomes = fsim_trace_outcomes(trace, device, &n_outcomes);
-    g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, device, error);
-    GError *local_error = NULL;
-    FsimEvent ev;
-
-    if (stream == NULL || !fsim_engine_start(engine, error))
-        return FALSE;
-    while (fsim_trace_stream_next(stream, &ev, &local_error)) {
-        if (ev.kind == FSIM_EV_EMPTY_CACHE && (ev.flags & FSIM_EVF_INFERRED) != 0 &&
-            fsim_release_is_retry(outcomes, n_outcomes, ev.index))
-            continue;
-        if (!fsim_engine_process(engine, &ev, error))
-            return FALSE;
-    }
-    if (local_error != NULL) {
-        g_propagate_error(error, local_error);
-        return FALSE;
-    }
-    return fsim_engine_finish(engine, error);
+    return fsim_engine_start(engine, error) &&
+           fsim_replay_feed_run(trace, run->trace_device, FALSE, engine, NULL, error);
 }
 
 /* ---- pass 1: find the moments ---------------------------------------------------------------- */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "explain-private.h"
+#include "feed.h"
 
 static void
 watch_event(gpointer data, const FsimEngine *engine, const FsimEvent *ev)
@@ -70,29 +71,19 @@ capture(const FsimEngine *engine, const FsimEvent *ev, FsimStoredBreakdown *out,
 typedef struct {
     const FsimEventLog *log;
     gsize next;
-    FsimTraceStream *stream;
-    const FsimOutcome *outcomes;
-    gsize n_outcomes;
-    gboolean inferred_releases;
+    FsimReplayFeed feed;
 } Source;
 
 /* The next event as `replay` feeds it; FALSE at the end (or with @error set). */
 static gboolean
 source_next(Source *s, FsimEvent *ev, GError **error)
 {
-    if (s->log != NULL) {
-        if (s->next >= fsim_event_log_length(s->log))
-            return FALSE;
-        fsim_event_log_get(s->log, s->next++, ev);
-        return TRUE;
-    }
-    while (fsim_trace_stream_next(s->stream, ev, error)) {
-        if (ev->kind == FSIM_EV_EMPTY_CACHE && (ev->flags & FSIM_EVF_INFERRED) != 0 &&
-            !s->inferred_releases && fsim_release_is_retry(s->outcomes, s->n_outcomes, ev->index))
-            continue;
-        return TRUE;
-    }
-    return FALSE;
+    if (s->log == NULL)
+        return fsim_replay_feed_next(&s->feed, ev, error);
+    if (s->next >= fsim_event_log_length(s->log))
+        return FALSE;
+    fsim_event_log_get(s->log, s->next++, ev);
+    return TRUE;
 }
 
 static gboolean
@@ -142,11 +133,10 @@ fsim_peak_breakdown_trace(FsimTrace *trace, uint32_t device, gboolean inferred_r
                           const FsimRunConfig *config, uint64_t peak_reserved,
                           FsimStoredBreakdown *out, GError **error)
 {
-    g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, device, error);
-    Source source = {.stream = stream, .inferred_releases = inferred_releases};
+    Source source = {0};
+    gboolean ok = fsim_replay_feed_open(&source.feed, trace, device, inferred_releases, error) &&
+                  peak_breakdown(&source, config, peak_reserved, out, error);
 
-    if (stream == NULL)
-        return FALSE;
-    source.outcomes = fsim_trace_outcomes(trace, device, &source.n_outcomes);
-    return peak_breakdown(&source, config, peak_reserved, out, error);
+    fsim_replay_feed_clear(&source.feed);
+    return ok;
 }

@@ -17,6 +17,7 @@
 #include "fragsim/alloc-conf.h"
 #include "fragsim/validate.h"
 
+#include "analysis/feed.h"
 #include "analysis/needed.h"
 #include "analysis/peak.h"
 #include "analysis/recorded.h"
@@ -65,26 +66,19 @@ static gboolean
 replay_device(FsimTrace *trace, uint32_t device, GPtrArray *runs, gboolean inferred_releases,
               FsimEventLog *log, GError **error)
 {
-    g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, device, error);
+    g_auto(FsimReplayFeed) feed = {0};
     g_autoptr(FsimProgress) progress = NULL;
     g_autofree char *label = NULL;
     GError *local_error = NULL;
     FsimEvent ev;
     uint64_t count = 0;
-    const FsimOutcome *outcomes;
-    gsize n_outcomes = 0;
 
-    if (stream == NULL)
+    if (!fsim_replay_feed_open(&feed, trace, device, inferred_releases, error))
         return FALSE;
+    feed.log = log;
     label = g_strdup_printf("replay device %u", device);
     progress = fsim_progress_new(label, 0);
-    outcomes = fsim_trace_outcomes(trace, device, &n_outcomes);
-    while (fsim_trace_stream_next(stream, &ev, &local_error)) {
-        if (ev.kind == FSIM_EV_EMPTY_CACHE && (ev.flags & FSIM_EVF_INFERRED) != 0 &&
-            !inferred_releases && fsim_release_is_retry(outcomes, n_outcomes, ev.index))
-            continue;
-        if (log != NULL)
-            fsim_event_log_append(log, &ev);
+    while (fsim_replay_feed_next(&feed, &ev, &local_error)) {
         for (guint i = 0; i < runs->len; i++) {
             ReplayRun *run = g_ptr_array_index(runs, i);
             g_autoptr(GError) run_error = NULL;

@@ -20,6 +20,7 @@
 #include "fragsim/store.h"
 #include "fragsim/validate.h"
 
+#include "analysis/feed.h"
 #include "analysis/needed.h"
 #include "sweep.h"
 
@@ -105,34 +106,6 @@ job_knobs(const FsimSweepJob *job, FsimTrace *trace, GError **error)
     return g_steal_pointer(&knobs);
 }
 
-/* Feeds the device's events to @engine and keeps them in @log.  FALSE with @error for a broken
- * trace or a policy error (the run is then in error). */
-static gboolean
-job_feed(FsimTrace *trace, uint32_t device, FsimEngine *engine, FsimEventLog *log, GError **error)
-{
-    g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, device, error);
-    gsize n_outcomes = 0;
-    const FsimOutcome *outcomes = fsim_trace_outcomes(trace, device, &n_outcomes);
-    GError *local_error = NULL;
-    FsimEvent ev;
-
-    if (stream == NULL)
-        return FALSE;
-    while (fsim_trace_stream_next(stream, &ev, &local_error)) {
-        if (ev.kind == FSIM_EV_EMPTY_CACHE && (ev.flags & FSIM_EVF_INFERRED) != 0 &&
-            fsim_release_is_retry(outcomes, n_outcomes, ev.index))
-            continue;
-        fsim_event_log_append(log, &ev);
-        if (!fsim_engine_process(engine, &ev, error))
-            return FALSE;
-    }
-    if (local_error != NULL) {
-        g_propagate_error(error, local_error);
-        return FALSE;
-    }
-    return fsim_engine_finish(engine, error);
-}
-
 /* needed_bytes and the lower bound of a run that went through, as replay computes them for a
  * run of its own. */
 static void
@@ -200,7 +173,7 @@ job_run_device(FsimStore *store, FsimTrace *trace, uint32_t device, const FsimSw
     run = fsim_store_attach(store, engine, info, error);
     if (run == NULL)
         return FALSE;
-    if (!job_feed(trace, device, engine, log, &local_error)) {
+    if (!fsim_replay_feed_run(trace, device, FALSE, engine, log, &local_error)) {
         (*failed)++;
         fsim_store_run_error(run, local_error->message);
         return TRUE;
