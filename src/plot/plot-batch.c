@@ -31,13 +31,8 @@ fsim_plot_job_free(PlotJob *job)
 {
     if (job == NULL)
         return;
-    g_free(job->kind);
-    g_free(job->data);
-    g_free(job->image);
-    g_free(job->title);
-    g_free(job->moment);
+    fsim_plot_file_free(job->file);
     g_strfreev(job->args);
-    g_array_unref(job->runs);
     g_free(job);
 }
 
@@ -82,13 +77,14 @@ fsim_plot_run_gnuplot(Plotter *p, const char *kind, const char *data, const char
         return FALSE;
     (void)g_unlink(image_path);
     job = g_new0(PlotJob, 1);
-    job->kind = g_strdup(kind);
-    job->data = g_strdup(data);
-    job->image = g_strdup(image);
+    job->file = g_new0(FsimPlotFile, 1);
+    job->file->kind = g_strdup(kind);
+    job->file->data = g_strdup(data);
+    job->file->image = g_strdup(image);
     {
         g_auto(GStrv) lines = g_strsplit(title, "\n", -1);
 
-        job->title = g_strjoinv(" · ", lines);
+        job->file->title = g_strjoinv(" · ", lines);
     }
     {
         GPtrArray *copy = g_ptr_array_new();
@@ -98,14 +94,15 @@ fsim_plot_run_gnuplot(Plotter *p, const char *kind, const char *data, const char
         g_ptr_array_add(copy, NULL);
         job->args = (char **)g_ptr_array_free(copy, FALSE);
     }
-    job->group = g->group->number;
-    job->run = run;
-    job->runs = g_array_new(FALSE, FALSE, sizeof(int64_t));
+    job->file->group = g->group->number;
+    job->file->run = run;
+    job->file->runs = g_array_new(FALSE, FALSE, sizeof(int64_t));
     if (run >= 0) {
-        g_array_append_val(job->runs, run);
+        g_array_append_val(job->file->runs, run);
     } else {
         for (guint i = 0; i < g->group->runs->len; i++)
-            g_array_append_val(job->runs, ((const FsimStoredRun *)g->group->runs->pdata[i])->id);
+            g_array_append_val(job->file->runs,
+                               ((const FsimStoredRun *)g->group->runs->pdata[i])->id);
     }
     g_ptr_array_add(p->jobs, job);
     return TRUE;
@@ -117,8 +114,8 @@ job_argv(const Plotter *p, const PlotJob *job)
 {
     GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
 
-    g_ptr_array_add(argv, g_strdup(job->data));
-    g_ptr_array_add(argv, g_strdup(job->image));
+    g_ptr_array_add(argv, g_strdup(job->file->data));
+    g_ptr_array_add(argv, g_strdup(job->file->image));
     g_ptr_array_add(argv, g_strdup(fsim_plot_format_name(p->format)));
     for (gsize i = 0; job->args[i] != NULL; i++)
         g_ptr_array_add(argv, g_strdup(job->args[i]));
@@ -132,7 +129,7 @@ job_command(const Plotter *p, const PlotJob *job)
     g_autoptr(GPtrArray) argv = job_argv(p, job);
     GString *out = g_string_new("gnuplot -c ");
 
-    g_string_append_printf(out, "%s.gp", job->kind);
+    g_string_append_printf(out, "%s.gp", job->file->kind);
     for (guint i = 0; i < argv->len; i++) {
         g_autofree char *word = fsim_format_shell_word(argv->pdata[i]);
 
@@ -167,7 +164,7 @@ append_call(GString *out, const Plotter *p, const PlotJob *job)
         append_literal(out, argv->pdata[i]);
         g_string_append_c(out, '\n');
     }
-    g_string_append_printf(out, "call '%s.gp'", job->kind);
+    g_string_append_printf(out, "call '%s.gp'", job->file->kind);
     for (guint i = 0; i < argv->len; i++)
         g_string_append_printf(out, " FSIM_ARG%u", i + 1);
     g_string_append_c(out, '\n');
@@ -230,7 +227,7 @@ job_failed(const Plotter *p, const PlotJob *job, GError **error)
     g_autoptr(GError) local_error = NULL;
     int status = 0;
 
-    g_ptr_array_insert(argv, 0, g_strconcat(job->kind, ".gp", NULL));
+    g_ptr_array_insert(argv, 0, g_strconcat(job->file->kind, ".gp", NULL));
     g_ptr_array_insert(argv, 0, g_strdup("-c"));
     g_ptr_array_insert(argv, 0, g_strdup(p->gnuplot));
     g_ptr_array_add(argv, NULL);
@@ -240,7 +237,7 @@ job_failed(const Plotter *p, const PlotJob *job, GError **error)
     tail = tail_lines(err, 6);
     g_set_error(error, FSIM_PLOT_ERROR, FSIM_PLOT_ERROR_FAILED,
                 "gnuplot failed drawing %s/%s (%s)%s%s\nto retry: cd %s && %s", p->out_dir,
-                job->image, local_error != NULL ? local_error->message : "no image written",
+                job->file->image, local_error != NULL ? local_error->message : "no image written",
                 *tail != '\0' ? ":\n" : "", tail, p->out_dir, command);
 }
 
@@ -309,7 +306,7 @@ run_batches(const Plotter *p, GError **error)
     g_thread_pool_free(pool, FALSE, TRUE);
     for (guint i = 0; i < p->jobs->len; i++) {
         const PlotJob *job = p->jobs->pdata[i];
-        g_autofree char *path = g_build_filename(p->out_dir, job->image, NULL);
+        g_autofree char *path = g_build_filename(p->out_dir, job->file->image, NULL);
 
         if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
             job_failed(p, job, error);
@@ -361,19 +358,19 @@ write_index(const Plotter *p, GError **error)
 
         json_builder_begin_object(builder);
         json_builder_set_member_name(builder, "file");
-        json_builder_add_string_value(builder, job->image);
+        json_builder_add_string_value(builder, job->file->image);
         json_builder_set_member_name(builder, "kind");
-        json_builder_add_string_value(builder, job->kind);
+        json_builder_add_string_value(builder, job->file->kind);
         json_builder_set_member_name(builder, "runs");
         json_builder_begin_array(builder);
-        for (guint r = 0; r < job->runs->len; r++)
-            json_builder_add_int_value(builder, g_array_index(job->runs, int64_t, r));
+        for (guint r = 0; r < job->file->runs->len; r++)
+            json_builder_add_int_value(builder, g_array_index(job->file->runs, int64_t, r));
         json_builder_end_array(builder);
         json_builder_set_member_name(builder, "title");
-        json_builder_add_string_value(builder, job->title);
-        if (job->moment != NULL) {
+        json_builder_add_string_value(builder, job->file->title);
+        if (job->file->moment != NULL) {
             json_builder_set_member_name(builder, "moment");
-            json_builder_add_string_value(builder, job->moment);
+            json_builder_add_string_value(builder, job->file->moment);
         }
         json_builder_end_object(builder);
     }
@@ -400,18 +397,9 @@ fsim_plot_draw(Plotter *p, GError **error)
         return NULL;
     files = g_ptr_array_new_with_free_func((GDestroyNotify)fsim_plot_file_free);
     for (guint i = 0; i < p->jobs->len; i++) {
-        const PlotJob *job = p->jobs->pdata[i];
-        FsimPlotFile *file = g_new0(FsimPlotFile, 1);
+        PlotJob *job = p->jobs->pdata[i];
 
-        file->kind = g_strdup(job->kind);
-        file->image = g_strdup(job->image);
-        file->data = g_strdup(job->data);
-        file->title = g_strdup(job->title);
-        file->group = job->group;
-        file->run = job->run;
-        file->runs = g_array_copy(job->runs);
-        file->moment = g_strdup(job->moment);
-        g_ptr_array_add(files, file);
+        g_ptr_array_add(files, g_steal_pointer(&job->file));
     }
     return files;
 }

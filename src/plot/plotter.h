@@ -39,17 +39,11 @@ typedef struct {
     const char *name;
 } MemUnit;
 
-/* A plot waiting to be drawn. */
+/* A plot waiting to be drawn: the file it becomes (title on one line), and the template's
+ * arguments after DATA OUT FORMAT. */
 typedef struct {
-    char *kind;
-    char *data;
-    char *image;
-    char *title;  /* the plot's title, plain text, on one line */
-    char *moment; /* an address map's moment (`peak`, `oom-1`...), else NULL */
-    char **args;  /* the template's arguments after DATA OUT FORMAT */
-    guint group;
-    int64_t run;  /* the run of a per-run plot, else -1 */
-    GArray *runs; /* int64_t: the runs drawn */
+    FsimPlotFile *file; /* NULL once fsim_plot_draw() has handed it over */
+    char **args;
 } PlotJob;
 
 typedef struct {
