@@ -106,6 +106,20 @@ check_database(const char *dir, const char *db, int runs)
     assert_only_database(dir);
 }
 
+/* @rounds rounds of @n processes (@argvs, freed after) started at once on a new @db in @dir,
+ * each round checked to leave @runs complete runs. */
+static void
+run_rounds(const char *dir, const char *db, char **argvs[], int n, int rounds, int runs)
+{
+    for (int round = 0; round < rounds; round++) {
+        new_database(db, round);
+        run_together(argvs, n, db);
+        check_database(dir, db, runs);
+    }
+    for (int i = 0; i < n; i++)
+        g_strfreev(argvs[i]);
+}
+
 static char *
 write_trace(const char *dir)
 {
@@ -134,13 +148,7 @@ test_writers(void)
     for (int i = 0; i < WRITERS; i++)
         argvs[i] = fragsim_argv("replay", trace, "-p", i % 2 == 0 ? "direct" : "bestfit", "--db",
                                 db, NULL);
-    for (int round = 0; round < ROUNDS; round++) {
-        new_database(db, round);
-        run_together(argvs, WRITERS, db);
-        check_database(dir, db, WRITERS);
-    }
-    for (int i = 0; i < WRITERS; i++)
-        g_strfreev(argvs[i]);
+    run_rounds(dir, db, argvs, WRITERS, ROUNDS, WRITERS);
     fsim_test_remove_tree(dir);
 }
 
@@ -172,15 +180,8 @@ test_merges(void)
         g_assert_cmpint(run.status, ==, 0);
         argvs[i] = fragsim_argv("merge", db, in, NULL);
     }
-    for (int round = 0; round < MERGE_ROUNDS; round++) {
-        new_database(db, round);
-        run_together(argvs, WRITERS, db);
-        check_database(dir, db, 2 * WRITERS);
-        g_assert_cmpint(fsim_test_sql_int(db, "SELECT count(DISTINCT device) FROM runs"), ==,
-                        WRITERS);
-    }
-    for (int i = 0; i < WRITERS; i++)
-        g_strfreev(argvs[i]);
+    run_rounds(dir, db, argvs, WRITERS, MERGE_ROUNDS, 2 * WRITERS);
+    g_assert_cmpint(fsim_test_sql_int(db, "SELECT count(DISTINCT device) FROM runs"), ==, WRITERS);
     fsim_test_remove_tree(dir);
 }
 
@@ -211,13 +212,7 @@ test_sweeps(void)
 
         argvs[i] = fragsim_argv("sweep", spec, "--db", db, "-j", "2", "--shard", shard, NULL);
     }
-    for (int round = 0; round < MERGE_ROUNDS; round++) {
-        new_database(db, round);
-        run_together(argvs, SHARDS, db);
-        check_database(dir, db, 16);
-    }
-    for (int i = 0; i < SHARDS; i++)
-        g_strfreev(argvs[i]);
+    run_rounds(dir, db, argvs, SHARDS, MERGE_ROUNDS, 16);
     fsim_test_remove_tree(dir);
 }
 
