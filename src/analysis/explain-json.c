@@ -45,6 +45,21 @@ add_bool(JsonBuilder *b, const char *name, gboolean value)
     json_builder_add_boolean_value(b, value);
 }
 
+/* `"@name": [{...}, ...]`: one object per item of @items, its members added by @add_members. */
+static void
+add_objects(JsonBuilder *b, const char *name, const GPtrArray *items,
+            void (*add_members)(JsonBuilder *b, gconstpointer item))
+{
+    json_builder_set_member_name(b, name);
+    json_builder_begin_array(b);
+    for (guint i = 0; i < items->len; i++) {
+        json_builder_begin_object(b);
+        add_members(b, g_ptr_array_index(items, i));
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
 static void
 add_breakdown(JsonBuilder *b, const FsimBreakdown *breakdown)
 {
@@ -80,53 +95,39 @@ add_request(JsonBuilder *b, const FsimExplainRequest *r)
 }
 
 static void
-add_pins(JsonBuilder *b, const GPtrArray *pins)
+add_pin(JsonBuilder *b, gconstpointer item)
 {
-    json_builder_set_member_name(b, "pins");
-    json_builder_begin_array(b);
-    for (guint i = 0; i < pins->len; i++) {
-        const FsimPinSite *site = g_ptr_array_index(pins, i);
+    const FsimPinSite *site = item;
 
-        json_builder_begin_object(b);
-        add_string(b, "site", site->site);
-        add_u64(b, "count", site->count);
-        json_builder_set_member_name(b, "sizes");
-        json_builder_begin_array(b);
-        for (guint k = 0; k < site->sizes->len; k++)
-            json_builder_add_int_value(b, (int64_t)g_array_index(site->sizes, uint64_t, k));
-        json_builder_end_array(b);
-        add_u64(b, "live_bytes", site->live_bytes);
-        add_u64(b, "pinned_bytes", site->pinned_bytes);
-        json_builder_end_object(b);
-    }
+    add_string(b, "site", site->site);
+    add_u64(b, "count", site->count);
+    json_builder_set_member_name(b, "sizes");
+    json_builder_begin_array(b);
+    for (guint k = 0; k < site->sizes->len; k++)
+        json_builder_add_int_value(b, (int64_t)g_array_index(site->sizes, uint64_t, k));
     json_builder_end_array(b);
+    add_u64(b, "live_bytes", site->live_bytes);
+    add_u64(b, "pinned_bytes", site->pinned_bytes);
 }
 
 static void
-add_alternatives(JsonBuilder *b, const GPtrArray *alternatives)
+add_alternative(JsonBuilder *b, gconstpointer item)
 {
-    json_builder_set_member_name(b, "alternatives");
-    json_builder_begin_array(b);
-    for (guint i = 0; i < alternatives->len; i++) {
-        const FsimAlternative *a = g_ptr_array_index(alternatives, i);
+    const FsimAlternative *a = item;
 
-        json_builder_begin_object(b);
-        add_string(b, "policy", a->policy);
-        add_string(b, "config", a->config);
-        json_builder_set_member_name(b, "needed_bytes");
-        if (a->needed_bytes >= 0)
-            json_builder_add_int_value(b, a->needed_bytes);
-        else
-            json_builder_add_null_value(b);
-        if (a->has_moment) {
-            add_u64(b, "reserved_bytes", a->reserved_bytes);
-            add_breakdown(b, &a->breakdown);
-            add_bool(b, "oom", a->oom);
-        }
-        add_string(b, "advice", a->advice);
-        json_builder_end_object(b);
+    add_string(b, "policy", a->policy);
+    add_string(b, "config", a->config);
+    json_builder_set_member_name(b, "needed_bytes");
+    if (a->needed_bytes >= 0)
+        json_builder_add_int_value(b, a->needed_bytes);
+    else
+        json_builder_add_null_value(b);
+    if (a->has_moment) {
+        add_u64(b, "reserved_bytes", a->reserved_bytes);
+        add_breakdown(b, &a->breakdown);
+        add_bool(b, "oom", a->oom);
     }
-    json_builder_end_array(b);
+    add_string(b, "advice", a->advice);
 }
 
 static void
@@ -171,6 +172,26 @@ add_pools(JsonBuilder *b, const GArray *pools)
     json_builder_end_array(b);
 }
 
+static void
+add_moment(JsonBuilder *b, gconstpointer item)
+{
+    const FsimMoment *m = item;
+
+    add_string(b, "kind", fsim_moment_kind_name(m->kind));
+    add_int(b, "event", m->event);
+    add_u64(b, "time_ns", m->time_ns);
+    add_u64(b, "reserved_bytes", m->reserved_bytes);
+    add_breakdown(b, &m->breakdown);
+    add_u64(b, "largest_free_bytes", m->largest_free_bytes);
+    if (m->has_request)
+        add_request(b, &m->request);
+    add_objects(b, "pins", m->pins, add_pin);
+    if (m->pools != NULL && m->pools->len > 0)
+        add_pools(b, m->pools);
+    if (m->alternatives != NULL)
+        add_objects(b, "alternatives", m->alternatives, add_alternative);
+}
+
 JsonNode *
 fsim_explanation_to_json(const FsimExplanation *e)
 {
@@ -183,28 +204,7 @@ fsim_explanation_to_json(const FsimExplanation *e)
     add_string(b, "device", e->device);
     if (e->pool_needs != NULL)
         add_pool_needs(b, e->pool_needs);
-    json_builder_set_member_name(b, "moments");
-    json_builder_begin_array(b);
-    for (guint i = 0; i < e->moments->len; i++) {
-        const FsimMoment *m = g_ptr_array_index(e->moments, i);
-
-        json_builder_begin_object(b);
-        add_string(b, "kind", fsim_moment_kind_name(m->kind));
-        add_int(b, "event", m->event);
-        add_u64(b, "time_ns", m->time_ns);
-        add_u64(b, "reserved_bytes", m->reserved_bytes);
-        add_breakdown(b, &m->breakdown);
-        add_u64(b, "largest_free_bytes", m->largest_free_bytes);
-        if (m->has_request)
-            add_request(b, &m->request);
-        add_pins(b, m->pins);
-        if (m->pools != NULL && m->pools->len > 0)
-            add_pools(b, m->pools);
-        if (m->alternatives != NULL)
-            add_alternatives(b, m->alternatives);
-        json_builder_end_object(b);
-    }
-    json_builder_end_array(b);
+    add_objects(b, "moments", e->moments, add_moment);
     json_builder_end_object(b);
     return json_builder_get_root(b);
 }
