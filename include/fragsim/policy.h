@@ -270,6 +270,17 @@ gboolean fsim_policy_is_offline(const char *name);
 gboolean fsim_policy_check_config(const FsimPolicyOps *ops, GKeyFile *config, GError **error);
 
 /**
+ * fsim_policy_select:
+ * @names: (nullable): policy names, NULL-terminated, each stripped; empty ones are skipped.
+ * @unique: drop a name given again.
+ *
+ * Returns: (transfer full) (nullable): the names (copies), in the order given, or every
+ * registered policy when @names is NULL; NULL with %FSIM_ERROR_USAGE `unknown policy 'X' (valid:
+ * ...)` at the first unknown name.  An empty result is the caller's to refuse.
+ */
+GPtrArray *fsim_policy_select(const char *const *names, gboolean unique, GError **error);
+
+/**
  * fsim_policy_names:
  *
  * Returns: (transfer full): the registered names joined by ", ", for messages.

@@ -255,33 +255,13 @@ fsim_cli_apply_sets(GKeyFile *config, const char *const *sets, const char *examp
 GPtrArray *
 fsim_cli_policies(const char *list, GError **error)
 {
-    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
-    g_auto(GStrv) parts = NULL;
+    g_auto(GStrv) parts = list != NULL ? g_strsplit(list, ",", -1) : NULL;
+    g_autoptr(GPtrArray) names = NULL;
 
-    if (list == NULL) {
-        gsize n;
-        const FsimPolicyOps *const *all = fsim_policy_list(&n);
-
-        for (gsize i = 0; i < n; i++)
-            g_ptr_array_add(names, g_strdup(all[i]->name));
-        return g_steal_pointer(&names);
-    }
-    parts = g_strsplit(list, ",", -1);
-    for (gsize i = 0; parts[i] != NULL; i++) {
-        char *name = g_strstrip(parts[i]);
-
-        if (*name == '\0')
-            continue;
-        if (fsim_policy_lookup(name) == NULL) {
-            g_autofree char *valid = fsim_policy_names();
-
-            g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "unknown policy '%s' (valid: %s)",
-                        name, valid);
-            return NULL;
-        }
-        g_ptr_array_add(names, g_strdup(name));
-    }
-    if (names->len == 0) {
+    for (gsize i = 0; parts != NULL && parts[i] != NULL; i++)
+        g_strstrip(parts[i]);
+    names = fsim_policy_select((const char *const *)parts, FALSE, error);
+    if (names != NULL && names->len == 0) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "-p names no policy");
         return NULL;
     }

@@ -70,6 +70,29 @@ fsim_policy_names(void)
     return g_string_free(names, FALSE);
 }
 
+GPtrArray *
+fsim_policy_select(const char *const *names, gboolean unique, GError **error)
+{
+    g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func(g_free);
+
+    for (gsize i = 0; names == NULL && i < G_N_ELEMENTS(all_policies); i++)
+        g_ptr_array_add(out, g_strdup(all_policies[i]->name));
+    for (gsize i = 0; names != NULL && names[i] != NULL; i++) {
+        if (*names[i] == '\0' ||
+            (unique && g_ptr_array_find_with_equal_func(out, names[i], g_str_equal, NULL)))
+            continue;
+        if (fsim_policy_lookup(names[i]) == NULL) {
+            g_autofree char *valid = fsim_policy_names();
+
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "unknown policy '%s' (valid: %s)",
+                        names[i], valid);
+            return NULL;
+        }
+        g_ptr_array_add(out, g_strdup(names[i]));
+    }
+    return g_steal_pointer(&out);
+}
+
 gboolean
 fsim_policy_check_config(const FsimPolicyOps *ops, GKeyFile *config, GError **error)
 {

@@ -190,25 +190,12 @@ static gboolean
 spec_load_policies(FsimSweepSpec *spec, GKeyFile *file, GError **error)
 {
     g_auto(GStrv) names = spec_list(file, "policies", FALSE);
+    g_autoptr(GError) local_error = NULL;
+    GPtrArray *policies = fsim_policy_select((const char *const *)names, TRUE, &local_error);
 
-    if (names == NULL) {
-        gsize n;
-        const FsimPolicyOps *const *all = fsim_policy_list(&n);
-
-        for (gsize i = 0; i < n; i++)
-            g_ptr_array_add(spec->policies, g_strdup(all[i]->name));
-        return TRUE;
-    }
-    for (gsize i = 0; names[i] != NULL; i++) {
-        if (fsim_policy_lookup(names[i]) == NULL) {
-            g_autofree char *valid = fsim_policy_names();
-
-            return spec_fail(spec, "policies", error, "unknown policy '%s' (valid: %s)", names[i],
-                             valid);
-        }
-        if (!g_ptr_array_find_with_equal_func(spec->policies, names[i], g_str_equal, NULL))
-            g_ptr_array_add(spec->policies, g_strdup(names[i]));
-    }
+    if (policies == NULL)
+        return spec_fail(spec, "policies", error, "%s", local_error->message);
+    g_ptr_array_extend_and_steal(spec->policies, policies);
     if (spec->policies->len == 0)
         return spec_fail(spec, "policies", error, "names no policy");
     return TRUE;
