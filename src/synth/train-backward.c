@@ -8,6 +8,24 @@
 
 #include "train.h"
 
+/* The MLP's output projection backward (fc2, or down) from @g, the gradient of its output: the
+ * gradient of its input (returned), then its saved input *@saved and the gathered sequence
+ * dropped, and @g freed unless it is @dy itself. */
+static uint64_t
+mlp_out_backward(Train *t, uint32_t layer, FsimModule module, uint64_t *saved, uint64_t dy,
+                 uint64_t g, uint64_t *gath)
+{
+    const Dims *d = &t->dims;
+    uint64_t d_in = train_alloc(t, d->tokens * d->f * d->e);
+
+    fsim_train_linear_bwd(t, layer, module, d->f);
+    train_drop(t, saved);
+    train_drop(t, gath);
+    if (g != dy)
+        train_free(t, g);
+    return d_in;
+}
+
 /* A plain MLP's backward, from @g (the gradient of its output; @dy's dropout copy or @dy
  * itself): fc2, the activation, fc1.  Returns the gradient of its input norm's output. */
 static uint64_t
@@ -17,12 +35,7 @@ mlp_plain_backward(Train *t, uint32_t layer, uint64_t dy, uint64_t g, uint64_t *
     uint64_t *slot = train_slot(t, layer, 0);
     uint64_t d_ln2;
 
-    uint64_t d_act = train_alloc(t, d->tokens * d->f * d->e);
-    fsim_train_linear_bwd(t, layer, FSIM_MOD_FC2, d->f);
-    train_drop(t, &slot[SLOT_ACT]);
-    train_drop(t, gath);
-    if (g != dy)
-        train_free(t, g);
+    uint64_t d_act = mlp_out_backward(t, layer, FSIM_MOD_FC2, &slot[SLOT_ACT], dy, g, gath);
     uint64_t d_fc1 = train_alloc(t, d->tokens * d->f * d->e);
     train_free(t, d_act);
     train_drop(t, &slot[SLOT_FC1]);
@@ -44,12 +57,7 @@ mlp_gated_backward(Train *t, uint32_t layer, uint64_t dy, uint64_t g, uint64_t *
     uint64_t *slot = train_slot(t, layer, 0);
     uint64_t d_ln2;
 
-    uint64_t d_prod = train_alloc(t, d->tokens * d->f * d->e);
-    fsim_train_linear_bwd(t, layer, FSIM_MOD_DOWN, d->f);
-    train_drop(t, &slot[SLOT_PROD]);
-    train_drop(t, gath);
-    if (g != dy)
-        train_free(t, g);
+    uint64_t d_prod = mlp_out_backward(t, layer, FSIM_MOD_DOWN, &slot[SLOT_PROD], dy, g, gath);
     uint64_t d_up = train_alloc(t, d->tokens * d->f * d->e);
     uint64_t d_act = train_alloc(t, d->tokens * d->f * d->e);
     train_free(t, d_prod);
