@@ -182,6 +182,27 @@ attention_forward(Train *t, uint32_t layer, gboolean save, uint64_t *slot)
     return x_mid;
 }
 
+/* The MLP's input projections are computed: the gathered sequence goes, and without saving the
+ * norm's output *@ln2 too. */
+static void
+mlp_in_done(Train *t, gboolean save, uint64_t *ln2, uint64_t *gath)
+{
+    train_drop(t, gath);
+    if (!save)
+        train_drop(t, ln2);
+}
+
+/* The MLP's output projection (fc2, or down, with LoRA); returns its output. */
+static uint64_t
+mlp_out_forward(Train *t, uint32_t layer, FsimModule module, gboolean save)
+{
+    const Dims *d = &t->dims;
+    uint64_t out = train_alloc(t, d->rtok * d->h * d->e);
+
+    train_lora_fwd(t, layer, module, d->h, save);
+    return out;
+}
+
 /* A plain MLP: fc1, the activation, fc2 (with LoRA).  Frees *@ln2 and *@gath when they are no
  * longer needed.  Returns fc2's output. */
 static uint64_t
@@ -193,14 +214,11 @@ mlp_plain_forward(Train *t, uint32_t layer, gboolean save, uint64_t *slot, uint6
 
     uint64_t fc1 = train_alloc(t, d->tokens * d->f * d->e);
     train_lora_fwd(t, layer, FSIM_MOD_FC1, d->f, save);
-    train_drop(t, gath);
-    if (!save)
-        train_drop(t, ln2);
+    mlp_in_done(t, save, ln2, gath);
     uint64_t act = train_alloc(t, d->tokens * d->f * d->e);
     if (!save)
         train_drop(t, &fc1);
-    mlp_out = train_alloc(t, d->rtok * d->h * d->e);
-    train_lora_fwd(t, layer, FSIM_MOD_FC2, d->h, save);
+    mlp_out = mlp_out_forward(t, layer, FSIM_MOD_FC2, save);
     if (save) {
         slot[SLOT_FC1] = fc1;
         slot[SLOT_ACT] = act;
@@ -230,9 +248,7 @@ mlp_gated_forward(Train *t, uint32_t layer, gboolean save, uint64_t *slot, uint6
         up = train_alloc(t, d->tokens * d->f * d->e);
         train_lora_fwd(t, layer, FSIM_MOD_UP, d->f, save);
     }
-    train_drop(t, gath);
-    if (!save)
-        train_drop(t, ln2);
+    mlp_in_done(t, save, ln2, gath);
     uint64_t act = train_alloc(t, d->tokens * d->f * d->e);
     if (!save)
         train_drop(t, &gate);
@@ -242,8 +258,7 @@ mlp_gated_forward(Train *t, uint32_t layer, gboolean save, uint64_t *slot, uint6
         train_drop(t, &up);
         train_drop(t, &gate_up);
     }
-    mlp_out = train_alloc(t, d->rtok * d->h * d->e);
-    train_lora_fwd(t, layer, FSIM_MOD_DOWN, d->h, save);
+    mlp_out = mlp_out_forward(t, layer, FSIM_MOD_DOWN, save);
     if (save) {
         slot[SLOT_GATE] = gate;
         slot[SLOT_UP] = up;
