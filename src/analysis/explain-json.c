@@ -45,19 +45,51 @@ add_bool(JsonBuilder *b, const char *name, gboolean value)
     json_builder_add_boolean_value(b, value);
 }
 
-/* `"@name": [{...}, ...]`: one object per item of @items, its members added by @add_members. */
+typedef void (*AddMembers)(JsonBuilder *b, gconstpointer item);
+
+/* `"@name": [{...}, ...]`: one object per item, its members added by @add_members; @n items at
+ * @items, @stride bytes apart, each a pointer to the item when @pointers. */
 static void
-add_objects(JsonBuilder *b, const char *name, const GPtrArray *items,
-            void (*add_members)(JsonBuilder *b, gconstpointer item))
+add_objects_at(JsonBuilder *b, const char *name, const guint8 *items, guint n, gsize stride,
+               gboolean pointers, AddMembers add_members)
 {
     json_builder_set_member_name(b, name);
     json_builder_begin_array(b);
-    for (guint i = 0; i < items->len; i++) {
+    for (guint i = 0; i < n; i++) {
+        const guint8 *item = items + (gsize)i * stride;
+
         json_builder_begin_object(b);
-        add_members(b, g_ptr_array_index(items, i));
+        add_members(b, pointers ? *(const gconstpointer *)(gconstpointer)item : item);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
+}
+
+/* The same for the items a pointer array points to. */
+static void
+add_objects(JsonBuilder *b, const char *name, const GPtrArray *items, AddMembers add_members)
+{
+    add_objects_at(b, name, (const guint8 *)items->pdata, items->len, sizeof(gpointer), TRUE,
+                   add_members);
+}
+
+/* The same for the elements of an array. */
+static void
+add_elements(JsonBuilder *b, const char *name, GArray *items, AddMembers add_members)
+{
+    add_objects_at(b, name, (const guint8 *)items->data, items->len,
+                   g_array_get_element_size(items), FALSE, add_members);
+}
+
+/* `"pool"`: a private pool's id, or "default". */
+static void
+add_pool_name(JsonBuilder *b, gboolean private_pool, uint64_t id)
+{
+    json_builder_set_member_name(b, "pool");
+    if (private_pool)
+        json_builder_add_int_value(b, (gint64)id);
+    else
+        json_builder_add_string_value(b, "default");
 }
 
 static void
@@ -131,45 +163,23 @@ add_alternative(JsonBuilder *b, gconstpointer item)
 }
 
 static void
-add_pool_needs(JsonBuilder *b, const GArray *needs)
+add_pool_need(JsonBuilder *b, gconstpointer item)
 {
-    json_builder_set_member_name(b, "pool_needs");
-    json_builder_begin_array(b);
-    for (guint i = 0; i < needs->len; i++) {
-        const FsimPoolNeed *p = &g_array_index(needs, FsimPoolNeed, i);
+    const FsimPoolNeed *p = item;
 
-        json_builder_begin_object(b);
-        json_builder_set_member_name(b, "pool");
-        if (p->pool != 0)
-            json_builder_add_int_value(b, (gint64)p->pool);
-        else
-            json_builder_add_string_value(b, "default");
-        add_u64(b, "needed_bytes", p->needed_bytes);
-        add_u64(b, "peak_reserved_bytes", p->peak_reserved_bytes);
-        json_builder_end_object(b);
-    }
-    json_builder_end_array(b);
+    add_pool_name(b, p->pool != 0, p->pool);
+    add_u64(b, "needed_bytes", p->needed_bytes);
+    add_u64(b, "peak_reserved_bytes", p->peak_reserved_bytes);
 }
 
 static void
-add_pools(JsonBuilder *b, const GArray *pools)
+add_pool(JsonBuilder *b, gconstpointer item)
 {
-    json_builder_set_member_name(b, "pools");
-    json_builder_begin_array(b);
-    for (guint i = 0; i < pools->len; i++) {
-        const FsimPoolBreakdown *p = &g_array_index(pools, FsimPoolBreakdown, i);
+    const FsimPoolBreakdown *p = item;
 
-        json_builder_begin_object(b);
-        json_builder_set_member_name(b, "pool");
-        if (p->private_pool)
-            json_builder_add_int_value(b, (gint64)p->pool_id);
-        else
-            json_builder_add_string_value(b, "default");
-        add_u64(b, "reserved_bytes", p->reserved_bytes);
-        add_breakdown(b, &p->breakdown);
-        json_builder_end_object(b);
-    }
-    json_builder_end_array(b);
+    add_pool_name(b, p->private_pool, p->pool_id);
+    add_u64(b, "reserved_bytes", p->reserved_bytes);
+    add_breakdown(b, &p->breakdown);
 }
 
 static void
@@ -187,7 +197,7 @@ add_moment(JsonBuilder *b, gconstpointer item)
         add_request(b, &m->request);
     add_objects(b, "pins", m->pins, add_pin);
     if (m->pools != NULL && m->pools->len > 0)
-        add_pools(b, m->pools);
+        add_elements(b, "pools", m->pools, add_pool);
     if (m->alternatives != NULL)
         add_objects(b, "alternatives", m->alternatives, add_alternative);
 }
@@ -203,7 +213,7 @@ fsim_explanation_to_json(const FsimExplanation *e)
     add_string(b, "config", e->config);
     add_string(b, "device", e->device);
     if (e->pool_needs != NULL)
-        add_pool_needs(b, e->pool_needs);
+        add_elements(b, "pool_needs", e->pool_needs, add_pool_need);
     add_objects(b, "moments", e->moments, add_moment);
     json_builder_end_object(b);
     return json_builder_get_root(b);
