@@ -7,7 +7,8 @@
 # its peak RSS.  The goal is linear reading at 100 MB/s or more whatever the content.  Inputs are
 # generated once into bench/data/ (git-ignored); a Release tree is built in build/bench.
 #
-# usage: bench/bench-compressed.sh [MIB]   (decompressed size of each input, default 256)
+# usage: [RUNS=N] bench/bench-compressed.sh [MIB]   (decompressed size of each input, default 256;
+# N runs of each, default 5)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build="$root/build/bench"
@@ -46,22 +47,24 @@ write(f"blank-{mib}.csv.gz",
 write(f"nonepop-{mib}.pickle.gz", b"\x80\x02", b"N0", b"}.")
 PY
 
-echo "$(nproc) cores; fragsim info on each input (best of 3)"
-printf '%-28s %12s %10s %10s %12s\n' input decompressed seconds MB/s "peak RSS"
+runs=${RUNS:-5}
+echo "$(nproc) cores; fragsim info on each input (best and median of $runs runs)"
+printf '%-28s %12s %16s %18s %12s\n' input decompressed "seconds best/med" "MB/s best/median" "peak RSS"
 for f in "$data"/comments-"$mib".trace.gz "$data"/blank-"$mib".csv.gz \
     "$data"/nonepop-"$mib".pickle.gz; do
     bytes=$(gzip -dc "$f" | wc -c)
-    best=
+    times=()
     rss=
-    for _ in 1 2 3; do
+    for _ in $(seq "$runs"); do
         out=$( { /usr/bin/time -f '%e %M' "$build/fragsim" info "$f" >/dev/null; } 2>&1 | tail -n 1)
-        t=${out% *}
+        times+=("${out% *}")
         rss=${out#* }
-        if [[ -z $best ]] || awk "BEGIN { exit !($t < $best) }"; then
-            best=$t
-        fi
     done
-    awk -v n="$(basename "$f")" -v b="$bytes" -v t="$best" -v r="$rss" 'BEGIN {
-        printf "%-28s %9.1f MiB %10.2f %10.1f %9.1f MiB\n", n, b / 1048576, t,
-            (t > 0 ? b / 1e6 / t : 0), r / 1024 }'
+    printf '%s\n' "${times[@]}" | sort -n | awk -v n="$(basename "$f")" -v b="$bytes" -v r="$rss" '
+        { t[NR] = $1 }
+        END {
+            best = t[1]; med = t[int((NR + 1) / 2)]
+            printf "%-28s %9.1f MiB %7.2f / %6.2f %8.1f / %7.1f %9.1f MiB\n", n, b / 1048576,
+                best, med, (best > 0 ? b / 1e6 / best : 0), (med > 0 ? b / 1e6 / med : 0), r / 1024
+        }'
 done
