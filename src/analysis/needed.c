@@ -16,6 +16,8 @@
 
 #include <string.h>
 
+#include "analysis/feed.h"
+
 /* One decoded event: what engines read of an FsimEvent, without the mark label. */
 typedef struct {
     FsimTime time;
@@ -149,20 +151,15 @@ fsim_release_is_retry(const FsimOutcome *outcomes, gsize n, uint64_t index)
 gboolean
 fsim_event_log_read(FsimEventLog *log, FsimTrace *trace, gboolean inferred_releases, GError **error)
 {
-    g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, log->device, error);
-    gsize n_outcomes = 0;
-    const FsimOutcome *outcomes = fsim_trace_outcomes(trace, log->device, &n_outcomes);
+    g_auto(FsimReplayFeed) feed = {0};
     GError *local_error = NULL;
     FsimEvent ev;
 
-    if (stream == NULL)
+    if (!fsim_replay_feed_open(&feed, trace, log->device, inferred_releases, error))
         return FALSE;
-    while (fsim_trace_stream_next(stream, &ev, &local_error)) {
-        if (ev.kind == FSIM_EV_EMPTY_CACHE && (ev.flags & FSIM_EVF_INFERRED) != 0 &&
-            !inferred_releases && fsim_release_is_retry(outcomes, n_outcomes, ev.index))
-            continue;
-        fsim_event_log_append(log, &ev);
-    }
+    feed.log = log;
+    while (fsim_replay_feed_next(&feed, &ev, &local_error))
+        ;
     if (local_error != NULL) {
         g_propagate_error(error, local_error);
         return FALSE;
