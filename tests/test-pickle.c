@@ -510,6 +510,48 @@ test_load_repeated_lists(void)
     g_assert_cmpint(int_of(fsim_pickle_item(fresh, 0)), ==, 5);
 }
 
+/* Long runs (found by their first bytes, without decoding them): runs that share those bytes, or
+ * one that is another followed by more, are told apart. */
+static void
+test_load_repeated_long_lists(void)
+{
+    /* memo 1 = 5, memo 2 = 6; then [5] * 80, [5] * 79 + [6], [5] * 81, and each once more */
+    static const int lengths[] = {80, 80, 81, 80, 80, 81};
+    static const int last[] = {5, 6, 5, 5, 6, 5};
+    g_autoptr(GString) s = g_string_new("\x80\x02](K\x05q\x01K\x06q\x02");
+    g_autoptr(FsimPickle) pickle = NULL;
+    const FsimPickleValue *root;
+
+    for (int k = 0; k < 6; k++) {
+        g_string_append(s, "]");
+        for (int i = 0; i < lengths[k] - 1; i++)
+            g_string_append(s, i == 0 ? "(h\x01" : "h\x01");
+        g_string_append(s, last[k] == 5 ? "h\x01" : "h\x02");
+        g_string_append_c(s, 'e');
+    }
+    g_string_append(s, "e.");
+    pickle = load_ok((const guint8 *)s->str, s->len);
+    root = fsim_pickle_root(pickle);
+    g_assert_cmpuint(fsim_pickle_len(root), ==, 2 + 6);
+    for (int k = 0; k < 6; k++) {
+        const FsimPickleValue *list = fsim_pickle_item(root, 2 + (gsize)k);
+
+        g_assert_cmpuint(fsim_pickle_len(list), ==, (gsize)lengths[k]);
+        g_assert_cmpint(int_of(fsim_pickle_item(list, 0)), ==, 5);
+        g_assert_cmpint(int_of(fsim_pickle_item(list, (gsize)lengths[k] - 1)), ==, last[k]);
+        g_assert_cmpuint(fsim_pickle_nodes(list), ==, 1 + (uint64_t)lengths[k]);
+        /* the copies are twins of their model, and of no other list */
+        g_assert_cmpuint(fsim_pickle_list_twin(list), !=, 0);
+        if (k >= 3)
+            g_assert_cmpuint(fsim_pickle_list_twin(list), ==,
+                             fsim_pickle_list_twin(fsim_pickle_item(root, 2 + (gsize)k - 3)));
+        for (int j = 0; j < k; j++)
+            if (j != k - 3)
+                g_assert_cmpuint(fsim_pickle_list_twin(list), !=,
+                                 fsim_pickle_list_twin(fsim_pickle_item(root, 2 + (gsize)j)));
+    }
+}
+
 /* Inputs the fuzzer found (tests/fuzz/README.md). */
 static void
 test_load_fuzz_regressions(void)
@@ -1617,6 +1659,7 @@ main(int argc, char **argv)
     g_test_add_func("/pickle/load/stack-ops", test_load_stack_ops);
     g_test_add_func("/pickle/load/memo", test_load_memo);
     g_test_add_func("/pickle/load/repeated-lists", test_load_repeated_lists);
+    g_test_add_func("/pickle/load/repeated-long-lists", test_load_repeated_long_lists);
     g_test_add_func("/pickle/load/trailing", test_load_trailing);
     g_test_add_func("/pickle/load/fuzz-regressions", test_load_fuzz_regressions);
     for (int protocol = 0; protocol <= 5; protocol++) {

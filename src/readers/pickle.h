@@ -245,6 +245,20 @@ const FsimPickleValue *fsim_pickle_item(const FsimPickleValue *v, gsize i);
 const FsimPickleValue *const *fsim_pickle_items(const FsimPickleValue *v, gsize *n);
 
 /**
+ * fsim_pickle_list_twin:
+ * @v: (nullable): a value.
+ *
+ * Lists of memo references written byte for byte alike (a snapshot's `frames`, repeated for
+ * every allocation from the same line) are built once and copied; the copies and their model
+ * share a twin number.  Two lists with the same nonzero twin number have the same items (the same
+ * pointers), so a reader can recognise a list it has seen without comparing its items.  Lists
+ * differ in number when they differ in items, and may differ when they do not.
+ *
+ * Returns: the list's twin number, or 0 when it has none (not such a list, or not a list).
+ */
+uint64_t fsim_pickle_list_twin(const FsimPickleValue *v);
+
+/**
  * fsim_pickle_dict_key:
  * @v: a dict.
  * @i: an entry index below fsim_pickle_len().

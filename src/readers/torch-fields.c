@@ -268,12 +268,32 @@ frames_seen(GHashTable **set, const TorchFramesKey *probe, gpointer *value)
     return g_hash_table_lookup_extended(*set, probe, NULL, value);
 }
 
+/* Whether the list's twin number (fsim_pickle_list_twin()) was seen before, and then the value
+ * noted with it in *@value; a list without one is never seen.  Remembered in @set from now on,
+ * with @value. */
+static gboolean
+twin_seen(GHashTable **set, const FsimPickleValue *v, gpointer *value)
+{
+    uint64_t twin = fsim_pickle_list_twin(v);
+    gpointer key = (gpointer)(uintptr_t)twin; /* fits: see fsim_pickle_list_twin() */
+
+    if (twin == 0)
+        return FALSE;
+    if (*set == NULL)
+        *set = g_hash_table_new(g_direct_hash, g_direct_equal);
+    if (g_hash_table_lookup_extended(*set, key, NULL, value))
+        return TRUE;
+    g_hash_table_insert(*set, key, *value);
+    return FALSE;
+}
+
 void
 fsim_torch_frames_scan(TorchLoader *ld, const FsimPickleValue *v)
 {
     TorchFramesKey probe;
+    gpointer none = NULL;
 
-    if (ld->trace->base.frames_name_torch_npu)
+    if (ld->trace->base.frames_name_torch_npu || twin_seen(&ld->twins_scanned, v, &none))
         return;
     probe.items = fsim_pickle_items(v, &probe.n);
     if (probe.n == 0 || frames_seen(&ld->scanned, &probe, NULL))
@@ -298,8 +318,14 @@ fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v)
     if (probe.n == 0 || probe.n > ld->budget)
         return 0;
     ld->budget -= probe.n;
-    if (frames_seen(&ld->stack_ids, &probe, &found))
+    if (ld->twin_stacks != NULL && fsim_pickle_list_twin(v) != 0 &&
+        g_hash_table_lookup_extended(ld->twin_stacks, (gpointer)(uintptr_t)fsim_pickle_list_twin(v),
+                                     NULL, &found))
         return GPOINTER_TO_UINT(found);
+    if (frames_seen(&ld->stack_ids, &probe, &found)) {
+        twin_seen(&ld->twin_stacks, v, &found);
+        return GPOINTER_TO_UINT(found);
+    }
     frames = g_array_sized_new(FALSE, FALSE, sizeof(FsimFrame), (guint)probe.n);
     for (gsize i = 0; i < probe.n; i++) {
         const FsimFrame *frame = frames_item(ld, probe.items[i]);
@@ -310,7 +336,9 @@ fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v)
     stack = fsim_trace_add_interned_stack(&ld->trace->base, (const FsimFrame *)(void *)frames->data,
                                           frames->len);
     key = g_memdup2(&probe, sizeof(probe));
-    g_hash_table_insert(ld->stack_ids, key, GUINT_TO_POINTER(stack));
+    found = GUINT_TO_POINTER(stack);
+    g_hash_table_insert(ld->stack_ids, key, found);
+    twin_seen(&ld->twin_stacks, v, &found);
     return stack;
 }
 
@@ -319,6 +347,8 @@ fsim_torch_loader_clear(TorchLoader *ld)
 {
     g_clear_pointer(&ld->stack_ids, g_hash_table_unref);
     g_clear_pointer(&ld->scanned, g_hash_table_unref);
+    g_clear_pointer(&ld->twin_stacks, g_hash_table_unref);
+    g_clear_pointer(&ld->twins_scanned, g_hash_table_unref);
     g_clear_pointer(&ld->frame_ids, g_hash_table_unref);
     g_clear_pointer(&ld->frames, g_array_unref);
 }

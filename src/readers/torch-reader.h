@@ -97,10 +97,12 @@ typedef struct {
     uint64_t dropped_annotations;
     /* `frames` seen so far (torch-fields.c): a snapshot repeats a few hundred stacks thousands
      * of times, each a fresh list of memo references to shared frame dicts. */
-    GHashTable *stack_ids; /* (nullable) TorchFramesKey* (the list's items) -> stack id */
-    GHashTable *scanned;   /* (nullable) TorchFramesKey*: lists looked at for torch_npu */
-    GHashTable *frame_ids; /* (nullable) frame dict -> 1 + its index in frames */
-    GArray *frames;        /* (nullable) FsimFrame, interned in the trace */
+    GHashTable *stack_ids;     /* (nullable) TorchFramesKey* (the list's items) -> stack id */
+    GHashTable *scanned;       /* (nullable) TorchFramesKey*: lists looked at for torch_npu */
+    GHashTable *twin_stacks;   /* (nullable) twin number (fsim_pickle_list_twin()) -> stack id */
+    GHashTable *twins_scanned; /* (nullable) twin numbers looked at for torch_npu */
+    GHashTable *frame_ids;     /* (nullable) frame dict -> 1 + its index in frames */
+    GArray *frames;            /* (nullable) FsimFrame, interned in the trace */
 } TorchLoader;
 
 /* Where a value sits, for messages: `list[i]`, `list[i][j]` or `list[i].sub[j]`. */

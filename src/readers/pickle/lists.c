@@ -16,15 +16,20 @@
  *
  * * run_memo_list(): at a MARK above an empty, unshared list, when what follows is a run of memo
  *   gets and APPENDS, the run's bytes are looked up in a small cache of lists built from the same
- *   bytes.  On a hit the new list gets the cached list's items (a reference each), height and
- *   node count, without decoding the run: equal bytes name the same memo entries, and the entries
- *   are the same values as long as no memo entry was *replaced* since (Loader.memo_generation,
- *   which PUT over a set entry bumps; picklers never do it).  The limits hold as on the generic
- *   path: the cached list passed the depth and node limits at an earlier offset, and the node
- *   limit only grows with the offset.  On a miss the run is pushed and appended as the generic
- *   path would, and the list is cached.  The cache holds a reference to each list it keeps
- *   (LIST_CACHE_SLOTS lists of at most LIST_CACHE_ITEMS items: at most 2.5 MiB of item arrays,
- *   counted against the budget like any value); the result is the same value graph either way.
+ *   bytes (LIST_CACHE_WAYS-way buckets keyed by the run's first LIST_PREFIX bytes, so that a
+ *   long run is found without decoding it first: a hit is a cached run whose bytes are there,
+ *   followed by APPENDS).  On a hit the new list gets the cached list's items (a reference each),
+ * height and node count, without pushing, checking and adopting each item: equal bytes name the
+ * same memo entries, and the entries are the same values as long as no memo entry was *replaced*
+ * since (Loader.memo_generation, which PUT over a set entry bumps; picklers never do it) and the
+ *   cached list has not grown since.  The limits hold as on the generic path: the cached list
+ *   passed the depth and node limits at an earlier offset, and the node limit only grows with the
+ *   offset.  On a miss the run is pushed and appended as the generic path would, and the list is
+ *   cached.  A cached list and its copies carry a twin number (value_make_twin(),
+ *   fsim_pickle_list_twin()) by which a reader knows them for lists of the same items without
+ *   comparing them.  The cache holds a reference to each list it keeps (LIST_CACHE_SLOTS lists
+ *   of at most LIST_CACHE_ITEMS items: at most 2.5 MiB of item arrays, counted against the budget
+ *   like any value); the result is the same value graph either way.
  */
 #include <glib.h>
 
@@ -33,9 +38,10 @@
 #include "machine.h"
 
 struct ListCacheSlot {
-    uint64_t hash;
+    uint64_t hash;       /* run_key() */
     const guint8 *bytes; /* the run, in the input (in memory for the whole load) */
     size_t len;
+    size_t items;          /* the list's length when it was built */
     uint64_t generation;   /* Loader.memo_generation when it was cached */
     FsimPickleValue *list; /* (nullable) holds a reference */
 };
@@ -127,7 +133,7 @@ list_copy(Loader *l, FsimPickleValue *list, const FsimPickleValue *cached)
     FsimPickleValue *const *items = cached->u.c.items;
     uint32_t n = cached->u.c.len;
 
-    if (!value_reserve_items(l->heap, list, n))
+    if (!value_make_twin(l->heap, list, n, (uint64_t)(uintptr_t)cached->u.c.items[-1]))
         return FALSE;
     for (uint32_t i = 0; i < n; i++)
         items[i]->refs++;
@@ -138,16 +144,60 @@ list_copy(Loader *l, FsimPickleValue *list, const FsimPickleValue *cached)
     return TRUE;
 }
 
+/* The cached list that was built from the run at @body (@avail bytes of input from there on):
+ * one of the bucket's ways whose bytes are those at @body, followed by APPENDS.  Equal bytes
+ * parse alike, so the run need not be decoded first.  @len is the run's length when known, else
+ * 0 (then the way's must be at least LIST_PREFIX). */
+static ListCacheSlot *
+bucket_find(Loader *l, uint64_t hash, const guint8 *body, size_t avail, size_t len)
+{
+    ListCacheSlot *way =
+        &l->list_cache[(hash & (LIST_CACHE_SLOTS / LIST_CACHE_WAYS - 1)) * LIST_CACHE_WAYS];
+
+    for (int w = 0; w < LIST_CACHE_WAYS; w++, way++) {
+        if (way->list != NULL && way->hash == hash && (len == 0 || way->len == len) &&
+            way->len < avail && body[way->len] == 'e' && way->generation == l->memo_generation &&
+            (way->list->flags & VALUE_TWIN) && way->list->u.c.len == way->items &&
+            memcmp(way->bytes, body, way->len) == 0)
+            return way;
+    }
+    return NULL;
+}
+
+/* Keeps @list, just built from the @len bytes of run at @body, in the bucket of @hash (in place
+ * of its oldest way). */
+static void
+bucket_keep(Loader *l, uint64_t hash, const guint8 *body, size_t len, size_t n,
+            FsimPickleValue *list)
+{
+    size_t bucket = (size_t)(hash & (LIST_CACHE_SLOTS / LIST_CACHE_WAYS - 1));
+    ListCacheSlot *way = &l->list_cache[bucket * LIST_CACHE_WAYS + l->list_cache_next[bucket]];
+
+    l->list_cache_next[bucket] = (uint8_t)((l->list_cache_next[bucket] + 1) % LIST_CACHE_WAYS);
+    if (way->list != NULL)
+        value_unref(l->heap, way->list);
+    value_ref(list);
+    *way = (ListCacheSlot){hash, body, len, n, l->memo_generation, list};
+}
+
+/* The key of a run: a hash of its first LIST_PREFIX bytes when it has that many (found without
+ * decoding the run), else of all of it. */
+static uint64_t
+run_key(const guint8 *body, size_t len)
+{
+    return run_hash(body, MIN(len, (size_t)LIST_PREFIX));
+}
+
 int
 run_memo_list(Loader *l)
 {
     const guint8 *body = l->in.p + 1; /* after the MARK */
+    size_t avail = (size_t)(l->in.end - body);
     const guint8 *appends = NULL;
     FsimPickleValue *list;
-    ListCacheSlot *slot;
+    ListCacheSlot *way = NULL;
     size_t n;
     size_t len;
-    uint64_t hash;
 
     if (l->in.stream != NULL || l->in.end - l->in.start >= UINT32_MAX || l->stack_len <= l->fence ||
         l->n_marks >= l->max_depth)
@@ -155,21 +205,24 @@ run_memo_list(Loader *l)
     list = l->stack[l->stack_len - 1];
     if (list->type != FSIM_PICKLE_LIST || list->u.c.len != 0 || (list->flags & VALUE_SEALED))
         return 0;
-    n = scan_run(body, l->in.end, &appends);
-    if (n == 0 || l->stack_cap - l->stack_len < n)
-        return 0;
-    len = (size_t)(appends - body);
-    hash = run_hash(body, len);
-    if (l->list_cache == NULL)
+    if (l->list_cache == NULL) {
         l->list_cache = g_new0(ListCacheSlot, LIST_CACHE_SLOTS);
-    slot = &l->list_cache[hash & (LIST_CACHE_SLOTS - 1)];
-    /* The cached list may have grown since (APPEND after its APPENDS): then it is no copy. */
-    if (slot->list != NULL && slot->hash == hash && slot->len == len &&
-        slot->generation == l->memo_generation && slot->list->u.c.len == n &&
-        memcmp(slot->bytes, body, len) == 0) {
-        if (!list_copy(l, list, slot->list))
+        l->list_cache_next = g_new0(uint8_t, LIST_CACHE_SLOTS / LIST_CACHE_WAYS);
+    }
+    if (avail > LIST_PREFIX)
+        way = bucket_find(l, run_key(body, LIST_PREFIX), body, avail, 0);
+    if (way == NULL) {
+        n = scan_run(body, l->in.end, &appends);
+        if (n == 0 || l->stack_cap - l->stack_len < n)
             return 0;
-        l->in.p = appends + 1;
+        len = (size_t)(appends - body);
+        if (len < LIST_PREFIX)
+            way = bucket_find(l, run_key(body, len), body, avail, len);
+    }
+    if (way != NULL) {
+        if (!list_copy(l, list, way->list))
+            return 0;
+        l->in.p = body + way->len + 1;
         return 1;
     }
     /* A miss: push the run and append it, as MARK, the gets and APPENDS would. */
@@ -188,10 +241,9 @@ run_memo_list(Loader *l)
     l->in.p = appends + 1;
     if (!append_items(l, base))
         return -1;
-    if (slot->list != NULL)
-        value_unref(l->heap, slot->list);
-    value_ref(list);
-    *slot = (ListCacheSlot){hash, body, len, l->memo_generation, list};
+    if (!value_make_twin(l->heap, list, n, ++l->twins))
+        return 1; /* over the budget: the list stays as built, uncached */
+    bucket_keep(l, run_key(body, len), body, len, n, list);
     return 1;
 }
 
@@ -205,4 +257,5 @@ list_cache_clear(Loader *l)
             value_unref(l->heap, l->list_cache[i].list);
     }
     g_clear_pointer(&l->list_cache, g_free);
+    g_clear_pointer(&l->list_cache_next, g_free);
 }

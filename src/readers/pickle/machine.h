@@ -17,7 +17,9 @@
 
 /* The lists run_memo_list() keeps for reuse (lists.c): a power of two, and their longest. */
 #define LIST_CACHE_SLOTS 1024
+#define LIST_CACHE_WAYS  8
 #define LIST_CACHE_ITEMS 320
+#define LIST_PREFIX      128 /* bytes of a run that key its bucket */
 
 typedef struct ListCacheSlot ListCacheSlot;
 
@@ -42,6 +44,8 @@ typedef struct {
     size_t memo_bound;         /* indices must be below it */
     uint64_t memo_generation;  /* bumped when a set memo entry is replaced */
     ListCacheSlot *list_cache; /* (nullable) lists.c */
+    uint8_t *list_cache_next;  /* per bucket: the way to replace next */
+    uint64_t twins;            /* twin numbers given so far (lists.c) */
 
     guint max_depth;
     size_t max_stack;

@@ -63,11 +63,45 @@ items_used(const FsimPickleValue *c)
     return c->type == FSIM_PICKLE_DICT ? 2 * (size_t)c->u.c.len : c->u.c.len;
 }
 
+/* Frees a container's item array (a twin's starts one pointer earlier). */
+static void
+items_free(Heap *heap, FsimPickleValue *c)
+{
+    if (c->u.c.items == NULL)
+        return;
+    if (c->flags & VALUE_TWIN)
+        heap_free(heap, c->u.c.items - 1, ((size_t)c->u.c.cap + 1) * sizeof(void *));
+    else
+        heap_free(heap, c->u.c.items, c->u.c.cap * sizeof(void *));
+}
+
+gboolean
+value_make_twin(Heap *heap, FsimPickleValue *list, size_t n, uint64_t twin)
+{
+    size_t used = items_used(list);
+    FsimPickleValue **block;
+
+    if (n > UINT32_MAX - 1 || n < used)
+        return FALSE;
+    block = heap_alloc(heap, (n + 1) * sizeof(void *));
+    if (block == NULL)
+        return FALSE;
+    /* A number, never dereferenced; it fits: each twin costs bytes of an input held in memory. */
+    block[0] = (FsimPickleValue *)(uintptr_t)twin;
+    if (used > 0)
+        memcpy(block + 1, list->u.c.items, used * sizeof(void *));
+    items_free(heap, list);
+    list->u.c.items = block + 1;
+    list->u.c.cap = (uint32_t)n;
+    list->flags |= VALUE_TWIN;
+    return TRUE;
+}
+
 gboolean
 value_reserve_items(Heap *heap, FsimPickleValue *c, size_t extra)
 {
     size_t used = items_used(c);
-    if (c->u.c.cap - used >= extra)
+    if (c->u.c.cap - used >= extra && (extra == 0 || !(c->flags & VALUE_TWIN)))
         return TRUE;
     if (extra > UINT32_MAX - used)
         return FALSE;
@@ -79,10 +113,10 @@ value_reserve_items(Heap *heap, FsimPickleValue *c, size_t extra)
         return FALSE;
     if (used > 0)
         memcpy(items, c->u.c.items, used * sizeof(void *));
-    if (c->u.c.items != NULL)
-        heap_free(heap, c->u.c.items, c->u.c.cap * sizeof(void *));
+    items_free(heap, c);
     c->u.c.items = items;
     c->u.c.cap = (uint32_t)cap;
+    c->flags &= (uint8_t)~VALUE_TWIN;
     return TRUE;
 }
 
@@ -99,8 +133,7 @@ value_release(Heap *heap, FsimPickleValue *v)
     case FSIM_PICKLE_LIST:
     case FSIM_PICKLE_TUPLE:
     case FSIM_PICKLE_DICT:
-        if (v->u.c.items != NULL)
-            heap_free(heap, v->u.c.items, v->u.c.cap * sizeof(void *));
+        items_free(heap, v);
         heap_free(heap, v, sizeof(*v));
         return;
     default:
@@ -250,6 +283,14 @@ fsim_pickle_items(const FsimPickleValue *v, gsize *n)
         return NULL;
     *n = v->u.c.len;
     return (const FsimPickleValue *const *)v->u.c.items;
+}
+
+uint64_t
+fsim_pickle_list_twin(const FsimPickleValue *v)
+{
+    if (v == NULL || v->type != FSIM_PICKLE_LIST || !(v->flags & VALUE_TWIN))
+        return 0;
+    return (uint64_t)(uintptr_t)v->u.c.items[-1];
 }
 
 const FsimPickleValue *

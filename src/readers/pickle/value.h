@@ -27,6 +27,7 @@
 enum {
     VALUE_SEALED = 1 << 0,   /* container: can no longer be modified (see machine.c) */
     VALUE_UNSIGNED = 1 << 1, /* int: above INT64_MAX, held in u.u */
+    VALUE_TWIN = 1 << 2,     /* list: its item array is preceded by its twin number (lists.c) */
 };
 
 /* The deepest nesting a value can record (height is 16 bits). */
@@ -111,8 +112,14 @@ FsimPickleValue *value_new(Heap *heap, FsimPickleType type, uint64_t offset);
 FsimPickleValue *value_new_blob(Heap *heap, FsimPickleType type, uint64_t offset, const void *src,
                                 size_t len);
 
-/* Makes room for @extra more pointers in a container's item array.  FALSE over the budget. */
+/* Makes room for @extra more pointers in a container's item array.  FALSE over the budget.  A
+ * twin list (VALUE_TWIN) that gets room for more is a twin no longer. */
 gboolean value_reserve_items(Heap *heap, FsimPickleValue *c, size_t extra);
+
+/* Gives the list @list, empty or not, an item array of exactly @n items (its items are kept, the
+ * rest left to the caller) preceded by the twin number @twin: lists with the same twin number
+ * have the same items (fsim_pickle_list_twin()).  FALSE over the budget, nothing changed. */
+gboolean value_make_twin(Heap *heap, FsimPickleValue *list, size_t n, uint64_t twin);
 
 static inline void
 value_ref(FsimPickleValue *v)
