@@ -28,14 +28,18 @@
  *   cached.  A cached list and its copies carry a twin number (value_make_twin(),
  *   fsim_pickle_list_twin()) by which a reader knows them for lists of the same items without
  *   comparing them.  The cache holds a reference to each list it keeps (LIST_CACHE_SLOTS lists
- *   of at most LIST_CACHE_ITEMS items: at most 2.5 MiB of item arrays, counted against the budget
- *   like any value); the result is the same value graph either way.
+ *   of at most LIST_CACHE_ITEMS items: at most 1.3 MiB of item arrays, counted against the budget
+ *   like any value, as the cache's own 25 KiB are); the result is the same value graph either way.
  */
 #include <glib.h>
 
 #include <string.h>
 
 #include "machine.h"
+
+/* The cache's own memory, counted against the budget. */
+#define LIST_CACHE_BYTES \
+    ((gssize)(LIST_CACHE_SLOTS * sizeof(ListCacheSlot) + LIST_CACHE_SLOTS / LIST_CACHE_WAYS))
 
 struct ListCacheSlot {
     uint64_t hash;       /* run_key() */
@@ -206,6 +210,8 @@ run_memo_list(Loader *l)
     if (list->type != FSIM_PICKLE_LIST || list->u.c.len != 0 || (list->flags & VALUE_SEALED))
         return 0;
     if (l->list_cache == NULL) {
+        if (!heap_charge(l->heap, LIST_CACHE_BYTES))
+            return 0;
         l->list_cache = g_new0(ListCacheSlot, LIST_CACHE_SLOTS);
         l->list_cache_next = g_new0(uint8_t, LIST_CACHE_SLOTS / LIST_CACHE_WAYS);
     }
@@ -258,4 +264,5 @@ list_cache_clear(Loader *l)
     }
     g_clear_pointer(&l->list_cache, g_free);
     g_clear_pointer(&l->list_cache_next, g_free);
+    heap_charge(l->heap, -(gssize)LIST_CACHE_BYTES);
 }

@@ -16,7 +16,7 @@
 #include "value.h"
 
 /* The lists run_memo_list() keeps for reuse (lists.c): a power of two, and their longest. */
-#define LIST_CACHE_SLOTS 1024
+#define LIST_CACHE_SLOTS 512
 #define LIST_CACHE_WAYS  8
 #define LIST_CACHE_ITEMS 320
 #define LIST_PREFIX      128 /* bytes of a run that key its bucket */
