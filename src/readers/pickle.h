@@ -247,6 +247,26 @@ const FsimPickleValue *fsim_pickle_item(const FsimPickleValue *v, gsize i);
 const FsimPickleValue *const *fsim_pickle_items(const FsimPickleValue *v, gsize *n);
 
 /**
+ * fsim_pickle_dict_items:
+ * @v: (nullable): a dict.
+ * @n: (out): the number of entries; 0 when @v is no dict.
+ *
+ * The entries at once, for walks over all of them: key 0, value 0, key 1, value 1, ...
+ *
+ * Returns: (transfer none) (array) (nullable): 2 * @n values, or %NULL when there are none.
+ */
+const FsimPickleValue *const *fsim_pickle_dict_items(const FsimPickleValue *v, gsize *n);
+
+/**
+ * fsim_pickle_prefetch_items:
+ * @v: (nullable): a value.
+ *
+ * Asks the processor to fetch the item array of a container, for walks over many containers
+ * built long before (which are out of the caches): call it a few containers ahead.
+ */
+void fsim_pickle_prefetch_items(const FsimPickleValue *v);
+
+/**
  * fsim_pickle_list_twin:
  * @v: (nullable): a value.
  *

@@ -46,13 +46,14 @@ typedef struct {
 static void
 entry_fields(const FsimPickleValue *entry, EntryFields *f)
 {
-    gsize n = fsim_pickle_len(entry);
+    gsize n;
+    const FsimPickleValue *const *items = fsim_pickle_dict_items(entry, &n);
 
     memset(f, 0, sizeof(*f));
     for (gsize k = 0; k < n; k++) {
         gsize len;
-        const char *key = fsim_pickle_get_str(fsim_pickle_dict_key(entry, k), &len);
-        const FsimPickleValue *value = fsim_pickle_dict_value(entry, k);
+        const char *key = fsim_pickle_get_str(items[2 * k], &len);
+        const FsimPickleValue *value = items[2 * k + 1];
 
         if (key == NULL)
             continue;
@@ -250,6 +251,7 @@ fsim_torch_read_traces(TorchLoader *ld, const FsimPickleValue *traces, GError **
         const FsimPickleValue *trace = fsim_pickle_item(traces, d);
         TorchWhere w = {.list = "device_traces", .i = d, .depth = 1};
         gsize n = fsim_pickle_len(trace);
+        const FsimPickleValue *const *entries;
         TorchDevice *dev;
 
         if (fsim_pickle_type(trace) != FSIM_PICKLE_LIST)
@@ -268,9 +270,16 @@ fsim_torch_read_traces(TorchLoader *ld, const FsimPickleValue *traces, GError **
         dev->entries =
             g_array_sized_new(FALSE, FALSE, sizeof(TorchEntry), (guint)MIN(n, ld->budget));
         w.depth = 2;
+        entries = fsim_pickle_items(trace, &n);
         for (gsize i = 0; i < n; i++) {
+            /* The entries were built long before: fetch the next ones' dicts and entry arrays
+             * while this one is read (two steps, the array's address being in the dict). */
+            if (i + 16 < n)
+                __builtin_prefetch(entries[i + 16]);
+            if (i + 8 < n)
+                fsim_pickle_prefetch_items(entries[i + 8]);
             w.j = i;
-            if (!torch_read_entry(ld, dev, fsim_pickle_item(trace, i), &w, error))
+            if (!torch_read_entry(ld, dev, entries[i], &w, error))
                 return FALSE;
         }
     }

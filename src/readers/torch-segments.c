@@ -86,7 +86,8 @@ torch_read_block(TorchLoader *ld, TorchDevice *dev, const FsimSeedSegment *seg,
     const FsimPickleValue *state_v = NULL;
     const FsimPickleValue *history_v = NULL;
     const FsimPickleValue *frames_v = NULL;
-    gsize n = fsim_pickle_len(block);
+    gsize n;
+    const FsimPickleValue *const *items = fsim_pickle_dict_items(block, &n);
     FsimSeedBlock seed = {0};
     uint64_t requested = 0;
     gboolean has_requested = FALSE;
@@ -96,8 +97,8 @@ torch_read_block(TorchLoader *ld, TorchDevice *dev, const FsimSeedSegment *seg,
         return FALSE;
     for (gsize k = 0; k < n; k++) {
         gsize len;
-        const char *key = fsim_pickle_get_str(fsim_pickle_dict_key(block, k), &len);
-        const FsimPickleValue *value = fsim_pickle_dict_value(block, k);
+        const char *key = fsim_pickle_get_str(items[2 * k], &len);
+        const FsimPickleValue *value = items[2 * k + 1];
 
         if (key == NULL)
             continue;
@@ -193,7 +194,8 @@ torch_read_segment(TorchLoader *ld, const FsimPickleValue *segment, gsize i, GEr
     const FsimPickleValue *blocks_v = NULL;
     const FsimPickleValue *pool_v = NULL;
     TorchWhere w = {.list = "segments", .i = i, .depth = 1};
-    gsize n = fsim_pickle_len(segment);
+    gsize n;
+    const FsimPickleValue *const *items = fsim_pickle_dict_items(segment, &n);
     FsimSeedSegment seg = {0};
     uint64_t device = 0;
     TorchDevice *dev;
@@ -202,8 +204,8 @@ torch_read_segment(TorchLoader *ld, const FsimPickleValue *segment, gsize i, GEr
         return FALSE;
     for (gsize k = 0; k < n; k++) {
         gsize len;
-        const char *key = fsim_pickle_get_str(fsim_pickle_dict_key(segment, k), &len);
-        const FsimPickleValue *value = fsim_pickle_dict_value(segment, k);
+        const char *key = fsim_pickle_get_str(items[2 * k], &len);
+        const FsimPickleValue *value = items[2 * k + 1];
 
         if (key == NULL)
             continue;

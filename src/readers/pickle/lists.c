@@ -18,18 +18,20 @@
  *   gets and APPENDS, the run's bytes are looked up in a small cache of lists built from the same
  *   bytes (LIST_CACHE_WAYS-way buckets keyed by the run's first LIST_PREFIX bytes, so that a
  *   long run is found without decoding it first: a hit is a cached run whose bytes are there,
- *   followed by APPENDS).  On a hit the new list gets the cached list's items (a reference each),
- * height and node count, without pushing, checking and adopting each item: equal bytes name the
- * same memo entries, and the entries are the same values as long as no memo entry was *replaced*
- * since (Loader.memo_generation, which PUT over a set entry bumps; picklers never do it) and the
+ *   followed by APPENDS).  On a hit the new list shares the cached list's item array (one
+ *   reference to each item for all the lists that share it: value_share_twin()), height and node
+ *   count, without pushing, checking and adopting each item: equal bytes name the same memo
+ *   entries, and the entries are the same values as long as no memo entry was *replaced* since
+ *   (Loader.memo_generation, which PUT over a set entry bumps; picklers never do it) and the
  *   cached list has not grown since.  The limits hold as on the generic path: the cached list
  *   passed the depth and node limits at an earlier offset, and the node limit only grows with the
  *   offset.  On a miss the run is pushed and appended as the generic path would, and the list is
- *   cached.  A cached list and its copies carry a twin number (value_make_twin(),
- *   fsim_pickle_list_twin()) by which a reader knows them for lists of the same items without
- *   comparing them.  The cache holds a reference to each list it keeps (LIST_CACHE_SLOTS lists
- *   of at most LIST_CACHE_ITEMS items: at most 1.3 MiB of item arrays, counted against the budget
- *   like any value, as the cache's own 25 KiB are); the result is the same value graph either way.
+ *   cached.  Lists that share an array carry its twin number (fsim_pickle_list_twin()), by which
+ *   a reader knows them for lists of the same items without comparing them; a list modified
+ *   later gets an array of its own first.  The cache holds a reference to each list it keeps
+ *   (LIST_CACHE_SLOTS lists of at most LIST_CACHE_ITEMS items: at most 1.3 MiB of item arrays,
+ *   counted against the budget like any value, as the cache's own 25 KiB are); the result is the
+ *   same value graph either way, with less memory: the copies hold no item array of their own.
  */
 #include <glib.h>
 
@@ -127,27 +129,6 @@ scan_run(const guint8 *p, const guint8 *end, const guint8 **appends)
     return n;
 }
 
-/* Fills the empty list @list with the items of @cached; FALSE (nothing changed) when the budget
- * is spent: the generic path then reports it.  No reference count can overflow: every reference
- * is made by an opcode of at least one byte, and the input is shorter than 2^32 bytes (see
- * run_memo_list()). */
-static gboolean
-list_copy(Loader *l, FsimPickleValue *list, const FsimPickleValue *cached)
-{
-    FsimPickleValue *const *items = cached->u.c.items;
-    uint32_t n = cached->u.c.len;
-
-    if (!value_make_twin(l->heap, list, n, (uint64_t)(uintptr_t)cached->u.c.items[-1]))
-        return FALSE;
-    for (uint32_t i = 0; i < n; i++)
-        items[i]->refs++;
-    memcpy(list->u.c.items, items, n * sizeof(void *));
-    list->u.c.len = n;
-    list->height = cached->height;
-    list->u.c.nodes = cached->u.c.nodes;
-    return TRUE;
-}
-
 /* The cached list that was built from the run at @body (@avail bytes of input from there on):
  * one of the bucket's ways whose bytes are those at @body, followed by APPENDS.  Equal bytes
  * parse alike, so the run need not be decoded first.  @len is the run's length when known, else
@@ -226,8 +207,9 @@ run_memo_list(Loader *l)
             way = bucket_find(l, run_key(body, len), body, avail, len);
     }
     if (way != NULL) {
-        if (!list_copy(l, list, way->list))
-            return 0;
+        /* No count can overflow: twins share one reference to each item, and each twin costs
+         * bytes of an input shorter than 2^32 bytes (checked above). */
+        value_share_twin(list, way->list);
         l->in.p = body + way->len + 1;
         return 1;
     }
@@ -247,7 +229,7 @@ run_memo_list(Loader *l)
     l->in.p = appends + 1;
     if (!append_items(l, base))
         return -1;
-    if (!value_make_twin(l->heap, list, n, ++l->twins))
+    if (!value_make_twin(l->heap, list, ++l->twins))
         return 1; /* over the budget: the list stays as built, uncached */
     bucket_keep(l, run_key(body, len), body, len, n, list);
     return 1;

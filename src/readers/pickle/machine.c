@@ -919,9 +919,13 @@ load(Loader *l, FsimPickle *pickle, const FsimPickleLimits *limits, uint64_t mem
     list_cache_clear(l);
     if (ok) {
         /* Values only the memo kept are garbage now. */
-        for (size_t i = 0; i < l->memo_cap; i++)
+        for (size_t i = 0; i < l->memo_cap; i++) {
+            /* the values are scattered over the heap: fetch ahead */
+            if (i + 8 < l->memo_cap && l->memo[i + 8] != NULL)
+                __builtin_prefetch(l->memo[i + 8], 1);
             if (l->memo[i] != NULL)
                 value_unref(l->heap, l->memo[i]);
+        }
     }
     heap_charge(l->heap, -(gssize)((l->stack_cap + l->memo_cap) * sizeof(void *)));
     g_free(l->stack);

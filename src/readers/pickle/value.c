@@ -63,37 +63,99 @@ items_used(const FsimPickleValue *c)
     return c->type == FSIM_PICKLE_DICT ? 2 * (size_t)c->u.c.len : c->u.c.len;
 }
 
-/* Frees a container's item array (a twin's starts one pointer earlier). */
+/* A twin list's item array (VALUE_TWIN) is shared by the lists of the same twin number and
+ * preceded by two words: the twin number and the number of lists sharing the array.  The array
+ * holds one reference to each item, however many lists share it. */
+#define TWIN_HEADER 2
+
+static inline uintptr_t *
+twin_header(const FsimPickleValue *c)
+{
+    return (uintptr_t *)(void *)(c->u.c.items - TWIN_HEADER);
+}
+
+/* Frees a container's item array (a twin's, once no other list shares it). */
 static void
 items_free(Heap *heap, FsimPickleValue *c)
 {
     if (c->u.c.items == NULL)
         return;
     if (c->flags & VALUE_TWIN)
-        heap_free(heap, c->u.c.items - 1, ((size_t)c->u.c.cap + 1) * sizeof(void *));
+        heap_free(heap, twin_header(c), ((size_t)c->u.c.cap + TWIN_HEADER) * sizeof(void *));
     else
         heap_free(heap, c->u.c.items, c->u.c.cap * sizeof(void *));
 }
 
 gboolean
-value_make_twin(Heap *heap, FsimPickleValue *list, size_t n, uint64_t twin)
+value_make_twin(Heap *heap, FsimPickleValue *list, uint64_t twin)
 {
-    size_t used = items_used(list);
+    size_t n = list->u.c.len;
     FsimPickleValue **block;
 
-    if (n > UINT32_MAX - 1 || n < used)
+    if (list->type != FSIM_PICKLE_LIST || (list->flags & VALUE_TWIN) || n > UINT32_MAX - 2)
         return FALSE;
-    block = heap_alloc(heap, (n + 1) * sizeof(void *));
+    block = heap_alloc(heap, (n + TWIN_HEADER) * sizeof(void *));
     if (block == NULL)
         return FALSE;
-    /* A number, never dereferenced; it fits: each twin costs bytes of an input held in memory. */
-    block[0] = (FsimPickleValue *)(uintptr_t)twin;
-    if (used > 0)
-        memcpy(block + 1, list->u.c.items, used * sizeof(void *));
+    if (n > 0)
+        memcpy(block + TWIN_HEADER, list->u.c.items, n * sizeof(void *));
     items_free(heap, list);
-    list->u.c.items = block + 1;
+    list->u.c.items = block + TWIN_HEADER;
     list->u.c.cap = (uint32_t)n;
     list->flags |= VALUE_TWIN;
+    /* Numbers, never dereferenced; the twin number fits: each costs bytes of an input held in
+     * memory. */
+    twin_header(list)[0] = (uintptr_t)twin;
+    twin_header(list)[1] = 1;
+    return TRUE;
+}
+
+void
+value_share_twin(FsimPickleValue *list, const FsimPickleValue *twin)
+{
+    g_assert(list->type == FSIM_PICKLE_LIST && list->u.c.len == 0 && list->u.c.items == NULL);
+    g_assert(twin->flags & VALUE_TWIN);
+    list->u.c.items = twin->u.c.items;
+    list->u.c.len = twin->u.c.len;
+    list->u.c.cap = twin->u.c.cap;
+    list->height = twin->height;
+    list->u.c.nodes = twin->u.c.nodes;
+    list->flags |= VALUE_TWIN;
+    twin_header(list)[1]++;
+}
+
+/* The twin list @c gives up its share of the array: from now on it has an array of @cap items
+ * of its own (with a reference to each item) or, when @keep_items is FALSE and other lists share
+ * the array, none at all.  FALSE over the budget, nothing changed. */
+static gboolean
+twin_leave(Heap *heap, FsimPickleValue *c, size_t cap, gboolean keep_items)
+{
+    size_t n = c->u.c.len;
+    FsimPickleValue **items;
+
+    if (twin_header(c)[1] > 1 && !keep_items) {
+        twin_header(c)[1]--;
+        c->u.c.items = NULL;
+        c->u.c.len = 0;
+        c->u.c.cap = 0;
+        c->flags &= (uint8_t)~VALUE_TWIN;
+        return TRUE;
+    }
+    items = heap_alloc(heap, cap * sizeof(void *));
+    if (items == NULL)
+        return FALSE;
+    if (n > 0)
+        memcpy(items, c->u.c.items, n * sizeof(void *));
+    if (twin_header(c)[1] > 1) {
+        twin_header(c)[1]--; /* the others keep the array and its references */
+        for (size_t i = 0; i < n; i++)
+            items[i]->refs++;
+    } else {
+        items_free(heap, c); /* the last one: its references move to the new array */
+    }
+    c->u.c.items = items;
+    c->u.c.cap = (uint32_t)cap;
+    c->flags &= (uint8_t)~VALUE_TWIN;
     return TRUE;
 }
 
@@ -101,7 +163,14 @@ gboolean
 value_reserve_items(Heap *heap, FsimPickleValue *c, size_t extra)
 {
     size_t used = items_used(c);
-    if (c->u.c.cap - used >= extra && (extra == 0 || !(c->flags & VALUE_TWIN)))
+    if (c->flags & VALUE_TWIN) {
+        if (extra == 0)
+            return TRUE;
+        if (extra > UINT32_MAX - used)
+            return FALSE;
+        return twin_leave(heap, c, MIN(MAX(used + extra, 2 * used), (size_t)UINT32_MAX), TRUE);
+    }
+    if (c->u.c.cap - used >= extra)
         return TRUE;
     if (extra > UINT32_MAX - used)
         return FALSE;
@@ -116,7 +185,6 @@ value_reserve_items(Heap *heap, FsimPickleValue *c, size_t extra)
     items_free(heap, c);
     c->u.c.items = items;
     c->u.c.cap = (uint32_t)cap;
-    c->flags &= (uint8_t)~VALUE_TWIN;
     return TRUE;
 }
 
@@ -153,6 +221,9 @@ value_unref(Heap *heap, FsimPickleValue *v)
      * (a dict's keys and values alike), dropped from the end. */
     FsimPickleValue *pending = NULL;
     while (v != NULL) {
+        /* A twin list whose array other lists still share drops its share, not the items. */
+        if ((v->flags & VALUE_TWIN) && twin_header(v)[1] > 1)
+            twin_leave(heap, v, 0, FALSE);
         if (value_is_container(v)) {
             v->u.c.len = (uint32_t)items_used(v);
             v->type = FSIM_PICKLE_LIST;
@@ -285,12 +356,29 @@ fsim_pickle_items(const FsimPickleValue *v, gsize *n)
     return (const FsimPickleValue *const *)v->u.c.items;
 }
 
+const FsimPickleValue *const *
+fsim_pickle_dict_items(const FsimPickleValue *v, gsize *n)
+{
+    *n = 0;
+    if (v == NULL || v->type != FSIM_PICKLE_DICT || v->u.c.len == 0)
+        return NULL;
+    *n = v->u.c.len;
+    return (const FsimPickleValue *const *)v->u.c.items;
+}
+
+void
+fsim_pickle_prefetch_items(const FsimPickleValue *v)
+{
+    if (v != NULL && value_is_container(v) && v->u.c.items != NULL)
+        __builtin_prefetch(v->u.c.items);
+}
+
 uint64_t
 fsim_pickle_list_twin(const FsimPickleValue *v)
 {
     if (v == NULL || v->type != FSIM_PICKLE_LIST || !(v->flags & VALUE_TWIN))
         return 0;
-    return (uint64_t)(uintptr_t)v->u.c.items[-1];
+    return (uint64_t)twin_header(v)[0];
 }
 
 const FsimPickleValue *

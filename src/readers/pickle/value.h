@@ -27,7 +27,7 @@
 enum {
     VALUE_SEALED = 1 << 0,   /* container: can no longer be modified (see machine.c) */
     VALUE_UNSIGNED = 1 << 1, /* int: above INT64_MAX, held in u.u */
-    VALUE_TWIN = 1 << 2,     /* list: its item array is preceded by its twin number (lists.c) */
+    VALUE_TWIN = 1 << 2,     /* list: its item array is shared with its twins (value.c) */
 };
 
 /* The deepest nesting a value can record (height is 16 bits). */
@@ -113,13 +113,20 @@ FsimPickleValue *value_new_blob(Heap *heap, FsimPickleType type, uint64_t offset
                                 size_t len);
 
 /* Makes room for @extra more pointers in a container's item array.  FALSE over the budget.  A
- * twin list (VALUE_TWIN) that gets room for more is a twin no longer. */
+ * twin list (VALUE_TWIN) that gets room for more gets an array of its own and is a twin no
+ * longer. */
 gboolean value_reserve_items(Heap *heap, FsimPickleValue *c, size_t extra);
 
-/* Gives the list @list, empty or not, an item array of exactly @n items (its items are kept, the
- * rest left to the caller) preceded by the twin number @twin: lists with the same twin number
- * have the same items (fsim_pickle_list_twin()).  FALSE over the budget, nothing changed. */
-gboolean value_make_twin(Heap *heap, FsimPickleValue *list, size_t n, uint64_t twin);
+/* Makes the list @list (no twin yet) the first of the twins numbered @twin: its items move to an
+ * array that later twins share (value_share_twin()); lists with the same twin number have the
+ * same items (fsim_pickle_list_twin()).  FALSE over the budget, nothing changed. */
+gboolean value_make_twin(Heap *heap, FsimPickleValue *list, uint64_t twin);
+
+/* Makes the empty list @list a twin of @twin: the same items (the same array: no reference to
+ * the items is taken), height and node count.  Modifying either afterwards gives it an array of
+ * its own first (value_reserve_items()); a twin freed drops its share of the array, the last one
+ * the array's references. */
+void value_share_twin(FsimPickleValue *list, const FsimPickleValue *twin);
 
 static inline void
 value_ref(FsimPickleValue *v)
