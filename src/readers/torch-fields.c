@@ -276,13 +276,17 @@ twin_seen(GHashTable **set, const FsimPickleValue *v, gpointer *value)
 {
     uint64_t twin = fsim_pickle_list_twin(v);
     gpointer key = (gpointer)(uintptr_t)twin; /* fits: see fsim_pickle_list_twin() */
+    gpointer stored;
 
     if (twin == 0)
         return FALSE;
     if (*set == NULL)
         *set = g_hash_table_new(g_direct_hash, g_direct_equal);
-    if (g_hash_table_lookup_extended(*set, key, NULL, value))
+    /* (a failed lookup sets its value argument to NULL: look up into a copy) */
+    if (g_hash_table_lookup_extended(*set, key, NULL, &stored)) {
+        *value = stored;
         return TRUE;
+    }
     g_hash_table_insert(*set, key, *value);
     return FALSE;
 }
@@ -318,6 +322,10 @@ fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v)
     if (probe.n == 0 || probe.n > ld->budget)
         return 0;
     ld->budget -= probe.n;
+    if (!ld->wants_stacks) {
+        fsim_torch_frames_scan(ld, v); /* for the platform evidence only */
+        return 0;
+    }
     if (ld->twin_stacks != NULL && fsim_pickle_list_twin(v) != 0 &&
         g_hash_table_lookup_extended(ld->twin_stacks, (gpointer)(uintptr_t)fsim_pickle_list_twin(v),
                                      NULL, &found))
