@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/live-table.h"
 #include "core/stacks.h"
 #include "readers/binary-format.h"
 #include "readers/readers.h"
@@ -226,6 +227,26 @@ fsim_trace_open(const char *path, GError **error)
                 "'fragsim-trace binary v1' trace, a PyTorch memory snapshot pickle or an RMM log)",
                 path);
     return NULL;
+}
+
+/* Set while fsim_trace_open_without_stacks() opens a trace in this thread. */
+static _Thread_local gboolean opening_without_stacks;
+
+FsimTrace *
+fsim_trace_open_without_stacks(const char *path, GError **error)
+{
+    FsimTrace *trace;
+
+    opening_without_stacks = TRUE;
+    trace = fsim_trace_open(path, error);
+    opening_without_stacks = FALSE;
+    return trace;
+}
+
+gboolean
+fsim_trace_opening_wants_stacks(void)
+{
+    return !opening_without_stacks;
 }
 
 void
@@ -464,6 +485,15 @@ fsim_trace_info_count(FsimTraceDeviceInfo *dev, const char *name, uint64_t count
 
 /* The generic part: read every stream once and count.  When the format described itself,
  * its own counts of events and actions (in its own vocabulary) are kept. */
+/* Notes @id as live with a request of @size (replacing what an id allocated twice had). */
+static void
+describe_set_live(FsimLiveTable *live, uint64_t id, uint64_t size)
+{
+    gboolean inserted;
+
+    fsim_live_table_insert_or_find(live, id, &inserted)->requested = size;
+}
+
 static gboolean
 describe_streams(FsimTrace *trace, FsimTraceInfo *info, gboolean format_counts, GError **error)
 {
@@ -473,8 +503,7 @@ describe_streams(FsimTrace *trace, FsimTraceInfo *info, gboolean format_counts, 
         g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, device, error);
         g_autoptr(GHashTable) streams =
             g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-        g_autoptr(GHashTable) live =
-            g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+        FsimLiveTable live; /* id -> its request (FsimLiveEntry.requested) */
         uint64_t counts[FSIM_EV_KIND_COUNT] = {0};
         const FsimInitialState *state = fsim_trace_initial_state(trace, device);
         uint64_t requested = 0;
@@ -486,14 +515,12 @@ describe_streams(FsimTrace *trace, FsimTraceInfo *info, gboolean format_counts, 
 
         if (stream == NULL)
             return FALSE;
+        fsim_live_table_init(&live);
         /* What was alive when recording began counts towards the peak. */
         for (gsize i = 0; state != NULL && i < state->n_blocks; i++) {
             if (!state->blocks[i].pending_free) {
-                uint64_t size = state->blocks[i].requested;
-
-                requested += size;
-                g_hash_table_insert(live, g_memdup2(&state->blocks[i].id, sizeof(uint64_t)),
-                                    g_memdup2(&size, sizeof(size)));
+                requested += state->blocks[i].requested;
+                describe_set_live(&live, state->blocks[i].id, state->blocks[i].requested);
             }
         }
         dev->peak_requested_bytes = requested;
@@ -514,19 +541,19 @@ describe_streams(FsimTrace *trace, FsimTraceInfo *info, gboolean format_counts, 
             if (ev.kind == FSIM_EV_ALLOC) {
                 dev->allocs++;
                 requested += ev.size;
-                g_hash_table_insert(live, g_memdup2(&ev.id, sizeof(ev.id)),
-                                    g_memdup2(&ev.size, sizeof(ev.size)));
+                describe_set_live(&live, ev.id, ev.size);
                 if (requested > dev->peak_requested_bytes)
                     dev->peak_requested_bytes = requested;
             } else if (ev.kind == FSIM_EV_FREE) {
-                uint64_t *size = g_hash_table_lookup(live, &ev.id);
+                FsimLiveEntry *entry = fsim_live_table_lookup(&live, ev.id);
 
-                if (size != NULL) {
-                    requested -= *size;
-                    g_hash_table_remove(live, &ev.id);
+                if (entry != NULL) {
+                    requested -= entry->requested;
+                    fsim_live_table_remove(&live, entry);
                 }
             }
         }
+        fsim_live_table_clear(&live);
         if (local_error != NULL) {
             g_propagate_error(error, local_error);
             return FALSE;
