@@ -1174,6 +1174,76 @@ test_cli_bad(void)
     g_assert_cmpstr(cli.out, ==, "");
 }
 
+/* Every event of every device of @trace, in order. */
+static GArray *
+all_events(FsimTrace *trace)
+{
+    GArray *events = g_array_new(FALSE, FALSE, sizeof(FsimEvent));
+    const uint32_t *devices;
+    gsize n;
+
+    devices = fsim_trace_devices(trace, &n);
+    for (gsize d = 0; d < n; d++) {
+        g_autoptr(GError) error = NULL;
+        g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, devices[d], &error);
+        FsimEvent ev;
+
+        g_assert_no_error(error);
+        while (fsim_trace_stream_next(stream, &ev, &error))
+            g_array_append_val(events, ev);
+        g_assert_no_error(error);
+    }
+    return events;
+}
+
+/* fsim_trace_open_without_stacks() gives the same trace without stacks: the same events but
+ * for their stack, and the same platform evidence, on every shared snapshot. */
+static void
+test_without_stacks(void)
+{
+    const char *dir = fsim_test_shared_dir();
+    g_autoptr(GDir) listing = NULL;
+    const char *name;
+    guint with_stacks = 0;
+
+    if (dir == NULL)
+        return;
+    listing = g_dir_open(dir, 0, NULL);
+    g_assert_nonnull(listing);
+    while ((name = g_dir_read_name(listing)) != NULL) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(FsimTrace) full = NULL;
+        g_autoptr(FsimTrace) bare = NULL;
+        g_autoptr(GArray) a = NULL;
+        g_autoptr(GArray) b = NULL;
+
+        if (!g_str_has_suffix(name, ".pickle") && !g_str_has_suffix(name, ".pkl"))
+            continue;
+        full = fsim_trace_open(path, &error);
+        g_assert_no_error(error);
+        bare = fsim_trace_open_without_stacks(path, &error);
+        g_assert_no_error(error);
+        g_assert_true(fsim_trace_opening_wants_stacks());
+        g_assert_cmpint(full->frames_name_torch_npu, ==, bare->frames_name_torch_npu);
+        a = all_events(full);
+        b = all_events(bare);
+        g_assert_cmpuint(a->len, ==, b->len);
+        for (guint i = 0; i < a->len; i++) {
+            FsimEvent *x = &g_array_index(a, FsimEvent, i);
+            FsimEvent *y = &g_array_index(b, FsimEvent, i);
+
+            g_assert_cmpuint(y->stack, ==, 0);
+            with_stacks += x->stack != 0;
+            x->stack = 0;
+            g_assert_cmpstr(x->label, ==, y->label);
+            x->label = y->label = NULL;
+            g_assert_cmpmem(x, sizeof(*x), y, sizeof(*y));
+        }
+    }
+    g_assert_cmpuint(with_stacks, >, 1000);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1194,6 +1264,7 @@ main(int argc, char **argv)
     g_test_add_func("/reader/torch/bad/truncated", test_truncated);
     g_test_add_func("/reader/torch/cli/bad", test_cli_bad);
     g_test_add_func("/reader/torch/cli/convert", test_convert);
+    g_test_add_func("/reader/torch/shared/without-stacks", test_without_stacks);
     for (gsize i = 0; i < G_N_ELEMENTS(shared_pins); i++) {
         const Pin *pin = &shared_pins[i];
         g_autofree char *short_name = g_strndup(pin->file, strcspn(pin->file, "_"));

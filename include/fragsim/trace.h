@@ -199,6 +199,24 @@ void fsim_trace_set_outcomes(FsimTrace *trace, uint32_t device, GArray *outcomes
 uint32_t fsim_trace_add_stack(FsimTrace *trace, const FsimFrame *frames, gsize n);
 
 /**
+ * fsim_trace_open_without_stacks:
+ * @path: as for fsim_trace_open().
+ * @error: as for fsim_trace_open().
+ *
+ * fsim_trace_open() for callers that never look at allocation stacks (`info`, `validate`): a
+ * format may skip building them (the snapshot reader then interns no frames), and
+ * fsim_trace_stack() finds none.  Everything else is as fsim_trace_open() gives it, the
+ * platform evidence of #FsimTrace.frames_name_torch_npu included.
+ *
+ * Returns: (transfer full) (nullable): the trace, or %NULL with @error set.
+ */
+FsimTrace *fsim_trace_open_without_stacks(const char *path, GError **error);
+
+/* For formats, while opening: whether the caller wants allocation stacks (FALSE inside
+ * fsim_trace_open_without_stacks()). */
+gboolean fsim_trace_opening_wants_stacks(void);
+
+/**
  * fsim_trace_intern_frame:
  * @trace: the trace being opened.
  * @frame: a frame; its strings (%NULL reads as "") are copied.

@@ -106,7 +106,7 @@ fsim_cmd_info(int argc, char **argv)
 
     if (status != FSIM_EXIT_OK)
         return status;
-    trace = fsim_trace_open(argv[1], &error);
+    trace = fsim_trace_open_without_stacks(argv[1], &error);
     if (trace == NULL)
         return fsim_cli_fail("info", error);
     info = fsim_trace_describe(trace, &error);

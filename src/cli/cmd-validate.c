@@ -234,7 +234,7 @@ fsim_cmd_validate(int argc, char **argv)
         }
     }
     {
-        g_autoptr(FsimTrace) trace = fsim_trace_open(argv[1], &error);
+        g_autoptr(FsimTrace) trace = fsim_trace_open_without_stacks(argv[1], &error);
 
         report = trace != NULL
                      ? fsim_validate_trace_with(trace, platform,

@@ -95,6 +95,7 @@ typedef struct {
     uint64_t budget; /* dict visits still allowed, see the file comment */
     TorchTrace *trace;
     uint64_t dropped_annotations;
+    gboolean wants_stacks; /* FALSE: frames are only looked at (fsim_trace_open_without_stacks) */
     /* `frames` seen so far (torch-fields.c): a snapshot repeats a few hundred stacks thousands
      * of times, each a fresh list of memo references to shared frame dicts. */
     GHashTable *stack_ids;     /* (nullable) TorchFramesKey* (the list's items) -> stack id */

@@ -181,7 +181,7 @@ torch_open(const char *path, GError **error)
 {
     g_autoptr(FsimPickle) pickle = NULL;
     TorchTrace *trace;
-    TorchLoader ld = {.path = path};
+    TorchLoader ld = {.path = path, .wants_stacks = fsim_trace_opening_wants_stacks()};
     gsize len;
 
     pickle = torch_load_pickle(path, error);

@@ -502,7 +502,7 @@ fsim_validate_trace_with(FsimTrace *trace, const char *platform, const char *all
 FsimValidateReport *
 fsim_validate_file(const char *path, GError **error)
 {
-    g_autoptr(FsimTrace) trace = fsim_trace_open(path, error);
+    g_autoptr(FsimTrace) trace = fsim_trace_open_without_stacks(path, error);
 
     if (trace == NULL)
         return NULL;
