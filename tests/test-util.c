@@ -248,6 +248,33 @@ fsim_test_shared_trace(const char *name)
     return path;
 }
 
+static int
+compare_paths(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+GPtrArray *
+fsim_test_shared_snapshots(void)
+{
+    const char *dir = fsim_test_shared_dir();
+    g_autoptr(GDir) listing = NULL;
+    GPtrArray *paths;
+    const char *name;
+
+    if (dir == NULL)
+        return NULL;
+    listing = g_dir_open(dir, 0, NULL);
+    g_assert_nonnull(listing);
+    paths = g_ptr_array_new_with_free_func(g_free);
+    while ((name = g_dir_read_name(listing)) != NULL) {
+        if (g_str_has_suffix(name, ".pickle") || g_str_has_suffix(name, ".pkl"))
+            g_ptr_array_add(paths, g_build_filename(dir, name, NULL));
+    }
+    g_ptr_array_sort(paths, compare_paths);
+    return paths;
+}
+
 char *
 fsim_test_sql_text(const char *path, const char *sql)
 {

@@ -103,6 +103,10 @@ const char *fsim_test_shared_dir(void);
  * returns it.  Aborts when the directory is given but holds no @name. */
 char *fsim_test_shared_trace(const char *name);
 
+/* Returns: (transfer full) (nullable): the paths of the snapshots (`.pickle`, `.pkl`) in
+ * fsim_test_shared_dir(), sorted; NULL (skipped) as that returns it. */
+GPtrArray *fsim_test_shared_snapshots(void);
+
 /* SQL on a results database through the SQLite API directly (waiting up to 10 s for a writer):
  * the first column of the first row as text (NULL: no row), as an integer, or no result. */
 char *fsim_test_sql_text(const char *path, const char *sql);
