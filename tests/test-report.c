@@ -182,7 +182,7 @@ test_answer_tune(void)
  * caching run needs 80 MiB: 64 MiB of the default pools and 16 MiB of pool 7, which peaks later
  * at 64 MiB and holds 64 MiB at the end, with two references (one per capture: the graphs are
  * never destroyed).  bestfit has no private pools:
- * no rows.  The database has the same figures in run_pools. */
+ * no rows.  The database has the same figures in run_pools, from replay and from a sweep. */
 static void
 test_pools(void)
 {
@@ -236,6 +236,26 @@ test_pools(void)
     g_assert_cmpint(sqlite3_column_int64(stmt, 2), ==, 64 * FSIM_MiB);
     sqlite3_finalize(stmt);
     g_assert_cmpint(sqlite3_close(s), ==, SQLITE_OK);
+    /* a sweep writes the same rows for its runs */
+    {
+        g_autofree char *spec = g_build_filename(dir, "pools.ini", NULL);
+        g_autofree char *sweep_db = g_build_filename(dir, "sweep.db", NULL);
+
+        g_assert_true(
+            g_file_set_contents(spec, "[sweep]\ntraces=pools.trace\npolicies=caching\n", -1, NULL));
+        run_ok((const char *const[]){"sweep", spec, "--db", sweep_db, NULL});
+        g_assert_cmpint(sqlite3_open(sweep_db, &s), ==, SQLITE_OK);
+        g_assert_cmpint(sqlite3_prepare_v2(s,
+                                           "SELECT count(*), sum(needed_bytes) FROM run_pools"
+                                           " WHERE pool = 7 AND needed_bytes = 16777216"
+                                           " AND peak_reserved_bytes = 67108864",
+                                           -1, &stmt, NULL),
+                        ==, SQLITE_OK);
+        g_assert_cmpint(sqlite3_step(stmt), ==, SQLITE_ROW);
+        g_assert_cmpint(sqlite3_column_int64(stmt, 0), ==, 1);
+        sqlite3_finalize(stmt);
+        g_assert_cmpint(sqlite3_close(s), ==, SQLITE_OK);
+    }
     fsim_test_remove_tree(dir);
 }
 

@@ -530,3 +530,30 @@ fsim_needed_pools(const FsimEventLog *log, const FsimNeededQuery *query, uint64_
     g_array_unref(watch.at_peak);
     return out;
 }
+
+GArray *
+fsim_needed_stored_pools(const FsimPolicy *policy, const GArray *needs)
+{
+    g_autoptr(GArray) stats = fsim_policy_pool_stats(policy);
+    GArray *out;
+
+    if (stats == NULL)
+        return NULL;
+    out = g_array_sized_new(FALSE, FALSE, sizeof(FsimStoredPool), stats->len);
+    for (guint i = 0; i < stats->len; i++) {
+        const FsimPoolStats *s = &g_array_index(stats, FsimPoolStats, i);
+        FsimStoredPool p = {
+            .pool = s->pool,
+            .needed_bytes = -1,
+            .peak_reserved_bytes = s->peak_reserved_bytes,
+            .reserved_bytes = s->reserved_bytes,
+            .use_count = s->use_count,
+        };
+
+        for (guint k = 0; needs != NULL && k < needs->len; k++)
+            if (g_array_index(needs, FsimPoolNeed, k).pool == s->pool)
+                p.needed_bytes = (int64_t)g_array_index(needs, FsimPoolNeed, k).needed_bytes;
+        g_array_append_val(out, p);
+    }
+    return out;
+}

@@ -162,6 +162,17 @@ gboolean fsim_needed_search(const FsimEventLog *log, const FsimNeededQuery *quer
 GArray *fsim_needed_pools(const FsimEventLog *log, const FsimNeededQuery *query,
                           uint64_t needed_bytes, uint64_t *peak, GError **error);
 
+/**
+ * fsim_needed_stored_pools:
+ * @policy: a run's policy (at the end of the run).
+ * @needs: (nullable): the run's #FsimPoolNeed (fsim_needed_pools()).
+ *
+ * Returns: (transfer full) (nullable): the run's memory by pool as #FsimStoredPool (table
+ *     run_pools): the policy's pool_stats with each pool's share of needed_bytes (-1 without
+ *     @needs); %NULL when the run has no private pools.
+ */
+GArray *fsim_needed_stored_pools(const FsimPolicy *policy, const GArray *needs);
+
 /* A device like @spec (granularity, costs) with @capacity bytes, usable and total. */
 FsimDeviceSpec fsim_needed_device(const FsimDeviceSpec *spec, uint64_t capacity);
 

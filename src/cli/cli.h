@@ -221,12 +221,9 @@ void fsim_cli_json_string(JsonBuilder *builder, const char *name, const char *va
 /* Add a metric set to a JSON object being built (every FSIM_METRICS key). */
 void fsim_cli_json_add_metrics(JsonBuilder *builder, const FsimMetrics *metrics);
 
-/* pool-answers.c: the memory per pool (default, each private pool) of @engine's run, as
- * #FsimStoredPool with the shares of needed_bytes in @needs (FsimPoolNeed, analysis/needed.h;
- * nullable); NULL when the run has no private pools. */
-GArray *fsim_cli_pools(const FsimEngine *engine, const GArray *needs);
-/* Those as a table under a line naming @label (@needs_peak: what the shares add up to), or as a
- * "pools" member; nothing for NULL. */
+/* pool-answers.c: a run's memory per pool (default, each private pool: #FsimStoredPool, from
+ * fsim_needed_stored_pools()) as a table under a line naming @label (@needs_peak: what the
+ * shares of needed_bytes add up to), or as a "pools" member; nothing for NULL. */
 void fsim_cli_print_pools(const char *label, const GArray *pools, uint64_t needs_peak);
 void fsim_cli_json_add_pools(JsonBuilder *builder, const GArray *pools);
 

@@ -207,7 +207,7 @@ replay_pools_to_db(GPtrArray *runs, FsimReplayOutputs *outputs)
 
         if (run->status == REPLAY_ERROR || run->engine == NULL)
             continue;
-        pools = fsim_cli_pools(run->engine, run->pool_needs);
+        pools = fsim_needed_stored_pools(fsim_engine_policy(run->engine), run->pool_needs);
         if (pools != NULL)
             fsim_replay_outputs_pools(outputs, run->engine, pools);
     }

@@ -11,33 +11,6 @@
 #include "analysis/needed.h"
 #include "cli.h"
 
-GArray *
-fsim_cli_pools(const FsimEngine *engine, const GArray *needs)
-{
-    g_autoptr(GArray) stats = fsim_policy_pool_stats(fsim_engine_policy(engine));
-    GArray *out;
-
-    if (stats == NULL)
-        return NULL;
-    out = g_array_sized_new(FALSE, FALSE, sizeof(FsimStoredPool), stats->len);
-    for (guint i = 0; i < stats->len; i++) {
-        const FsimPoolStats *s = &g_array_index(stats, FsimPoolStats, i);
-        FsimStoredPool p = {
-            .pool = s->pool,
-            .needed_bytes = -1,
-            .peak_reserved_bytes = s->peak_reserved_bytes,
-            .reserved_bytes = s->reserved_bytes,
-            .use_count = s->use_count,
-        };
-
-        for (guint k = 0; needs != NULL && k < needs->len; k++)
-            if (g_array_index(needs, FsimPoolNeed, k).pool == s->pool)
-                p.needed_bytes = (int64_t)g_array_index(needs, FsimPoolNeed, k).needed_bytes;
-        g_array_append_val(out, p);
-    }
-    return out;
-}
-
 void
 fsim_cli_print_pools(const char *label, const GArray *pools, uint64_t needs_peak)
 {

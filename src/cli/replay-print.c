@@ -61,7 +61,8 @@ replay_print_json(const char *path, GPtrArray *runs,
         }
         fsim_cli_json_add_metrics(builder, &run->metrics);
         if (run->engine != NULL) {
-            g_autoptr(GArray) pools = fsim_cli_pools(run->engine, run->pool_needs);
+            g_autoptr(GArray) pools =
+                fsim_needed_stored_pools(fsim_engine_policy(run->engine), run->pool_needs);
 
             fsim_cli_json_add_pools(builder, pools);
         }
@@ -256,7 +257,8 @@ replay_print_table(FsimTrace *trace, GPtrArray *runs)
         const ReplayRun *run = g_ptr_array_index(runs, i);
 
         if (run->engine != NULL) {
-            g_autoptr(GArray) pools = fsim_cli_pools(run->engine, run->pool_needs);
+            g_autoptr(GArray) pools =
+                fsim_needed_stored_pools(fsim_engine_policy(run->engine), run->pool_needs);
 
             fsim_cli_print_pools(run->label, pools, run->pool_needs_peak);
         }

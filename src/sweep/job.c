@@ -106,11 +106,34 @@ job_knobs(const FsimSweepJob *job, FsimTrace *trace, GError **error)
     return g_steal_pointer(&knobs);
 }
 
+/* A run with private pools: each pool's memory and share of @needed, for run_pools. */
+static void
+job_pools(const FsimEventLog *log, const FsimNeededQuery *query, uint64_t needed,
+          const FsimEngine *engine, FsimStoreRun *run)
+{
+    const FsimPolicy *policy = fsim_engine_policy(engine);
+    g_autoptr(GArray) stats = fsim_policy_pool_stats(policy);
+    g_autoptr(GArray) needs = NULL;
+    g_autoptr(GArray) pools = NULL;
+    g_autoptr(GError) error = NULL;
+    uint64_t peak = 0;
+
+    if (stats == NULL)
+        return;
+    needs = fsim_needed_pools(log, query, needed, &peak, &error);
+    if (error != NULL)
+        g_debug("no needs by pool: %s", error->message);
+    pools = fsim_needed_stored_pools(policy, needs);
+    if (pools != NULL)
+        fsim_store_run_set_pools(run, (const FsimStoredPool *)(const void *)pools->data,
+                                 pools->len);
+}
+
 /* needed_bytes and the lower bound of a run that went through, as replay computes them for a
- * run of its own. */
+ * run of its own, and the memory by pool of one with private pools. */
 static void
 job_needed(const FsimEventLog *log, FsimEngine *engine, FsimTrace *trace, uint32_t device,
-           const FsimLifetimes *lifetimes, FsimMetrics *m)
+           const FsimLifetimes *lifetimes, FsimMetrics *m, FsimStoreRun *run)
 {
     const FsimRunConfig *config = fsim_engine_config(engine);
     FsimNeededQuery query = {0};
@@ -130,6 +153,7 @@ job_needed(const FsimEventLog *log, FsimEngine *engine, FsimTrace *trace, uint32
     if (fsim_needed_search(log, &query, &result, &error)) {
         m->needed_bytes = (int64_t)result.needed_bytes;
         served = result.metrics.peak_requested_bytes;
+        job_pools(log, &query, result.needed_bytes, engine, run);
     } else {
         g_debug("%s: %s: no needed capacity: %s", fsim_trace_path(trace), config->policy,
                 error->message);
@@ -179,7 +203,7 @@ job_run_device(FsimStore *store, FsimTrace *trace, uint32_t device, const FsimSw
         return TRUE;
     }
     metrics = *fsim_engine_metrics(engine);
-    job_needed(log, engine, trace, device, lifetimes, &metrics);
+    job_needed(log, engine, trace, device, lifetimes, &metrics, run);
     fsim_store_run_set_metrics(run, &metrics);
     return fsim_store_run_finish(run, FSIM_STORE_COMPLETE, error);
 
