@@ -884,6 +884,101 @@ test_blocks_bounded(void)
     g_assert_cmpuint(stored->segment_actions, >=, stored->segment_actions_stored);
 }
 
+typedef struct {
+    uint64_t id, size;
+    int64_t alloc_event, end_event;
+    double area;
+} KeptBlock;
+
+/* The store's order of blocks to keep: larger area first, then the earlier allocation. */
+static gint
+kept_greater_first(gconstpointer a, gconstpointer b)
+{
+    const KeptBlock *x = a;
+    const KeptBlock *y = b;
+
+    if (x->area != y->area)
+        return x->area > y->area ? -1 : 1;
+    if (x->alloc_event != y->alloc_event)
+        return x->alloc_event < y->alloc_event ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id ? 1 : 0;
+}
+
+static gint
+kept_by_alloc(gconstpointer a, gconstpointer b)
+{
+    const KeptBlock *x = a;
+    const KeptBlock *y = b;
+
+    return x->alloc_event < y->alloc_event ? -1 : x->alloc_event > y->alloc_event ? 1 : 0;
+}
+
+/* Many more blocks than are kept (the candidates are cut down by selections): the kept ones are
+ * exactly the max_blocks largest by size x lifetime, ties to the earlier allocation. */
+static void
+test_blocks_bounded_many(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimStore) store = fsim_store_open(":memory:", FSIM_STORE_WRITE, NULL, &error);
+    g_autoptr(FsimEngine) engine = new_engine("bestfit", "h100-80gb");
+    FsimStoreLimits limits = {.max_blocks = 7};
+    FsimStoreRunInfo info = {
+        .trace = "t", .trace_format = "text", .policy = "bestfit", .seed = -1, .limits = &limits};
+    g_autoptr(FsimStoreRun) run = fsim_store_attach(store, engine, &info, &error);
+    g_autoptr(GArray) all = g_array_new(FALSE, FALSE, sizeof(KeptBlock));
+    g_autoptr(GArray) live = g_array_new(FALSE, FALSE, sizeof(guint));
+    g_autoptr(GArray) blocks = NULL;
+    g_autoptr(GRand) rand = g_rand_new_with_seed(77);
+    int64_t index = 0;
+
+    g_assert_no_error(error);
+    for (uint64_t id = 1; id <= 600; id++) {
+        /* few sizes, so that areas tie and the tie-break counts */
+        KeptBlock b = {id, (uint64_t)g_rand_int_range(rand, 1, 4) << 20, index, -1, 0};
+        FsimEvent ev = {.index = (uint64_t)index,
+                        .time = (uint64_t)index,
+                        .kind = FSIM_EV_ALLOC,
+                        .id = id,
+                        .size = b.size};
+        guint at = all->len;
+
+        g_assert_true(fsim_engine_process(engine, &ev, &error));
+        index++;
+        g_array_append_val(all, b);
+        g_array_append_val(live, at);
+        while (live->len > 0 && g_rand_int_range(rand, 0, 3) == 0) {
+            guint k = (guint)g_rand_int_range(rand, 0, (gint32)live->len);
+            KeptBlock *f = &g_array_index(all, KeptBlock, g_array_index(live, guint, k));
+            FsimEvent fr = {.index = (uint64_t)index,
+                            .time = (uint64_t)index,
+                            .kind = FSIM_EV_FREE,
+                            .id = f->id};
+
+            g_assert_true(fsim_engine_process(engine, &fr, &error));
+            f->end_event = index++;
+            g_array_remove_index_fast(live, k);
+        }
+    }
+    g_assert_true(fsim_engine_finish(engine, &error));
+    g_assert_true(fsim_store_run_finish(run, FSIM_STORE_COMPLETE, &error));
+    g_assert_no_error(error);
+    for (guint i = 0; i < all->len; i++) {
+        KeptBlock *b = &g_array_index(all, KeptBlock, i);
+        int64_t end = b->end_event >= 0 ? b->end_event : index - 1;
+
+        b->area = (double)b->size * (double)(end - b->alloc_event + 1);
+    }
+    g_array_sort(all, kept_greater_first);
+    g_array_set_size(all, 7);
+    g_array_sort(all, kept_by_alloc);
+    blocks = fsim_store_blocks(store, fsim_store_run_id(run), &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(blocks->len, ==, 7);
+    for (guint i = 0; i < 7; i++)
+        g_assert_cmpuint(g_array_index(blocks, FsimStoredBlock, i).id, ==,
+                         g_array_index(all, KeptBlock, i).id);
+}
+
 /* Several runs in lock step on one connection: each is written at its own finish. */
 static void
 test_lock_step(void)
@@ -1357,6 +1452,7 @@ main(int argc, char **argv)
     g_test_add_func("/store/run/every-column", test_run_every_column);
     g_test_add_func("/store/run/samples-bounded", test_samples_bounded);
     g_test_add_func("/store/run/blocks-bounded", test_blocks_bounded);
+    g_test_add_func("/store/run/blocks-bounded-many", test_blocks_bounded_many);
     g_test_add_func("/store/run/lock-step", test_lock_step);
     g_test_add_func("/store/run/abandoned", test_abandoned);
     g_test_add_func("/store/parse-run-ids", test_parse_run_ids);

@@ -43,7 +43,9 @@ struct FsimStoreRun {
 
     /* blocks: the live ones are the engine's (fsim_engine_releasing(), at the end
      * fsim_engine_foreach_live_alloc()), not a second table */
-    GArray *heap; /* HeapBlock, min-heap on area */
+    GArray *heap; /* HeapBlock, unordered: candidates for the max_blocks kept, < 2 x max_blocks */
+    HeapBlock threshold; /* once has_threshold: the least kept at the last selection */
+    gboolean has_threshold;
     uint64_t blocks_seen;
 
     GArray *ooms;  /* FsimOomRecord */
@@ -212,54 +214,79 @@ heap_less(const HeapBlock *a, const HeapBlock *b)
     return a->block.id > b->block.id;
 }
 
-static void
-heap_sift_down(HeapBlock *h, guint n, guint i)
+static inline void
+heap_swap(HeapBlock *a, HeapBlock *b)
 {
-    for (;;) {
-        guint l = 2 * i + 1, r = l + 1, m = i;
-        HeapBlock tmp;
+    HeapBlock tmp = *a;
 
-        if (l < n && heap_less(&h[l], &h[m]))
-            m = l;
-        if (r < n && heap_less(&h[r], &h[m]))
-            m = r;
-        if (m == i)
+    *a = *b;
+    *b = tmp;
+}
+
+/* Put the @k greatest of @h[0..n) (by heap_less, a total order) first, in no order:
+ * quickselect on the k-th greatest. */
+static void
+blocks_select(HeapBlock *h, guint n, guint k)
+{
+    guint lo = 0;
+    guint hi = n;
+
+    if (k == 0 || k >= n)
+        return;
+    while (hi - lo > 1) {
+        guint last = hi - 1;
+        guint store = lo;
+
+        heap_swap(&h[lo + (hi - lo) / 2], &h[last]); /* the pivot, at the end */
+        for (guint i = lo; i < last; i++) {
+            if (heap_less(&h[last], &h[i]))
+                heap_swap(&h[i], &h[store++]);
+        }
+        heap_swap(&h[store], &h[last]);
+        if (store == k - 1)
             return;
-        tmp = h[i];
-        h[i] = h[m];
-        h[m] = tmp;
-        i = m;
+        if (store > k - 1)
+            hi = store;
+        else
+            lo = store + 1;
     }
 }
 
-/* Keep @block if it is among the max_blocks largest (by size x lifetime) seen so far. */
+/* Keep only the max_blocks greatest candidates; the least of them is the new threshold. */
+static void
+blocks_settle(FsimStoreRun *run)
+{
+    guint max = run->limits.max_blocks;
+    HeapBlock *h = (HeapBlock *)(void *)run->heap->data;
+
+    if (run->heap->len <= max)
+        return;
+    blocks_select(h, run->heap->len, max);
+    g_array_set_size(run->heap, max);
+    run->threshold = h[0];
+    for (guint i = 1; i < max; i++) {
+        if (heap_less(&h[i], &run->threshold))
+            run->threshold = h[i];
+    }
+    run->has_threshold = TRUE;
+}
+
+/* Keep @block if it may be among the max_blocks largest (by size x lifetime): candidates
+ * gather unordered and are cut down to max_blocks by a selection when they reach twice that,
+ * so an offer costs a comparison and a copy, not a heap's sift. */
 static void
 blocks_offer(FsimStoreRun *run, const FsimStoredBlock *block, uint64_t end_index)
 {
     HeapBlock item;
-    HeapBlock *h;
     uint64_t start = block->alloc_event < 0 ? 0 : (uint64_t)block->alloc_event;
 
     item.block = *block;
     item.area = (double)block->size * (double)(end_index - MIN(start, end_index) + 1);
-    if (run->heap->len < run->limits.max_blocks) {
-        guint i;
-
-        g_array_append_val(run->heap, item);
-        h = (HeapBlock *)(void *)run->heap->data;
-        for (i = run->heap->len - 1; i > 0 && heap_less(&h[i], &h[(i - 1) / 2]); i = (i - 1) / 2) {
-            HeapBlock tmp = h[i];
-
-            h[i] = h[(i - 1) / 2];
-            h[(i - 1) / 2] = tmp;
-        }
+    if (run->limits.max_blocks == 0 || (run->has_threshold && heap_less(&item, &run->threshold)))
         return;
-    }
-    h = (HeapBlock *)(void *)run->heap->data;
-    if (run->heap->len == 0 || !heap_less(&h[0], &item))
-        return;
-    h[0] = item;
-    heap_sift_down(h, run->heap->len, 0);
+    g_array_append_val(run->heap, item);
+    if (run->heap->len >= 2 * run->limits.max_blocks)
+        blocks_settle(run);
 }
 
 static void
@@ -334,12 +361,12 @@ observe_release(gpointer data, const FsimEngine *engine, uint64_t id, const Fsim
     if (run->done || alloc == NULL)
         return;
     /* Most blocks are small and short-lived: refuse them before building the record. */
-    if (run->heap->len == run->limits.max_blocks && run->heap->len > 0) {
+    if (run->has_threshold) {
         uint64_t start = alloc->alloc_event < 0 ? 0 : (uint64_t)alloc->alloc_event;
         double area =
             (double)alloc->block.size * (double)(c->event_index - MIN(start, c->event_index) + 1);
 
-        if (area < g_array_index(run->heap, HeapBlock, 0).area)
+        if (area < run->threshold.area)
             return;
     }
     stored = stored_block(alloc, (int64_t)c->event_index, c->now);
@@ -663,6 +690,7 @@ write_blocks(FsimStoreRun *run, GError **error)
 
     /* Blocks still alive compete with the others, their lifetime running to the end. */
     fsim_engine_foreach_live_alloc(run->engine, offer_live, run);
+    blocks_settle(run);
     g_array_sort(run->heap, heap_by_alloc);
     blocks = g_array_sized_new(FALSE, FALSE, sizeof(FsimStoredBlock), run->heap->len);
     for (guint i = 0; i < run->heap->len; i++)
