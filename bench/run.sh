@@ -3,7 +3,10 @@
 # Replay speed (bench-replay, see bench/README.md): the memory bandwidth baseline, the reader
 # alone, the reader plus each policy, and the --db overhead, in one run per trace, on a seeded
 # random trace generated once into bench/data/ (which git ignores) in both native formats.
-# Usage: bench/run.sh [EVENTS] [POLICY...]   (default 10000000 events, every policy)
+# Then the memory of a large live set (bench/bench-live.sh: LIVE allocations alive at once,
+# bytes per live allocation against a 1,000-allocation baseline; LIVE=0 skips it).
+# Usage: bench/run.sh [EVENTS] [POLICY...]   (default 10000000 events, every policy;
+#        LIVE=10000000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 events=${1:-10000000}
@@ -22,3 +25,8 @@ echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 build/bench/bench-replay "bench/data/random-$events.fsb" "$@"
 echo
 build/bench/bench-replay --no-db "bench/data/random-$events.trace" "${@:-caching}"
+live=${LIVE:-10000000}
+if [[ $live != 0 ]]; then
+  echo
+  bench/bench-live.sh "$live" direct caching
+fi

@@ -239,8 +239,13 @@ static inline gpointer
 fsim_size_set_lower_bound(const FsimSizeSet *set, uint64_t size, uint64_t key,
                           FsimSizeCursor *cursor)
 {
+    guint b = fsim_size_set_bin(size);
+
+    /* an empty bin is one bit of the bitmap: its kept chunk is not read */
+    if (((set->nonempty[b >> 6] >> (b & 63)) & 1) == 0)
+        return fsim_size_set_first_from(set, b + 1, cursor);
     fsim_size_set_locate(set, size, key, cursor);
-    if (cursor->at != NULL && cursor->pos < cursor->at->len)
+    if (cursor->pos < cursor->at->len)
         return cursor->at->entries[cursor->pos].item;
     /* past the end of its chunk: that is the end of the bin (the chunk's last entry is less) */
     return fsim_size_set_first_from(set, cursor->bin + 1, cursor);
@@ -336,10 +341,15 @@ fsim_size_set_find(const FsimSizeSet *set, uint64_t size, uint64_t key, gconstpo
 static inline void
 fsim_size_entries_move(FsimSizeEntry *dst, const FsimSizeEntry *src, guint n)
 {
-    if (G_LIKELY(n <= FSIM_SIZE_SLACK))
-        memmove(dst, src, FSIM_SIZE_SLACK * sizeof(FsimSizeEntry));
-    else
+    if (G_LIKELY(n <= FSIM_SIZE_SLACK)) {
+        FsimSizeEntry moved[FSIM_SIZE_SLACK];
+
+        /* two fixed-size copies through a buffer: inlined as vector moves, no call */
+        memcpy(moved, src, sizeof(moved));
+        memcpy(dst, moved, sizeof(moved));
+    } else {
         memmove(dst, src, n * sizeof(FsimSizeEntry));
+    }
 }
 
 /* Out-of-line, rare: the changes to a bin's list of chunks (size-set.c). */
