@@ -42,6 +42,7 @@
 
 #include <string.h>
 
+#include "core/size-set.h"
 #include "policies.h"
 
 #define ASYNC_ALIGNMENT 512u
@@ -70,8 +71,8 @@ typedef struct {
     uint64_t page_uses; /* the sum of page_users, for check() */
     uint64_t allocated_bytes;
     Chunk *first;
-    GTree *free_chunks; /* free Chunk* by (size, offset) */
-    GTree *pending;     /* pending Chunk* by (stream, size, offset) */
+    FsimSizeSet free_chunks; /* free Chunk* by (size, offset) */
+    GTree *pending;          /* pending Chunk* by (stream, size, offset) */
     uint64_t num_splits;
     uint64_t num_merges;
     uint64_t num_retries;
@@ -113,6 +114,38 @@ chunk_by_stream_size(gconstpointer a, gconstpointer b, gpointer data)
     return chunk_by_size(a, b, data);
 }
 
+/* The free set: insert, erase. */
+static void
+async_free_insert(Async *pool, Chunk *chunk)
+{
+    fsim_size_set_insert(&pool->free_chunks, chunk->size, chunk->offset, chunk);
+}
+
+static void
+async_free_erase(Async *pool, Chunk *chunk)
+{
+    fsim_size_set_erase(&pool->free_chunks, chunk->size, chunk->offset, chunk);
+}
+
+/* @chunk into, or out of, the set it belongs in: the pending set when pending, else free. */
+static void
+async_index(Async *pool, Chunk *chunk, gboolean pending)
+{
+    if (pending)
+        g_tree_insert(pool->pending, chunk, chunk);
+    else
+        async_free_insert(pool, chunk);
+}
+
+static void
+async_unindex(Async *pool, Chunk *chunk, gboolean pending)
+{
+    if (pending)
+        g_tree_remove(pool->pending, chunk);
+    else
+        async_free_erase(pool, chunk);
+}
+
 static FsimPolicy *
 async_create(FsimDevice *device, GKeyFile *config, GError **error)
 {
@@ -145,11 +178,10 @@ async_create(FsimDevice *device, GKeyFile *config, GError **error)
     pool->n_pages = va_size / pool->page_size;
     pool->page_users = g_new0(guint32, pool->n_pages);
     pool->page_mapped = g_new0(guint8, pool->n_pages);
-    pool->free_chunks = g_tree_new_full(chunk_by_size, NULL, NULL, NULL);
     pool->pending = g_tree_new_full(chunk_by_stream_size, NULL, NULL, NULL);
     pool->first = g_new0(Chunk, 1);
     pool->first->size = va_size;
-    g_tree_insert(pool->free_chunks, pool->first, pool->first);
+    async_free_insert(pool, pool->first);
     return &pool->base;
 }
 
@@ -165,7 +197,7 @@ async_destroy(FsimPolicy *self)
         g_free(chunk);
         chunk = next;
     }
-    g_tree_destroy(pool->free_chunks);
+    fsim_size_set_clear(&pool->free_chunks);
     g_tree_destroy(pool->pending);
     g_free(pool->page_users);
     g_free(pool->page_mapped);
@@ -248,10 +280,11 @@ static Chunk *
 async_find(Async *pool, uint64_t size, uint64_t stream)
 {
     Chunk probe = {.offset = 0, .size = size, .stream = stream};
-    GTreeNode *node = g_tree_lower_bound(pool->free_chunks, &probe);
-    Chunk *best = node != NULL ? g_tree_node_key(node) : NULL;
+    FsimSizeCursor cursor;
+    Chunk *best = fsim_size_set_lower_bound(&pool->free_chunks, size, 0, &cursor);
+    GTreeNode *node =
+        g_tree_nnodes(pool->pending) > 0 ? g_tree_lower_bound(pool->pending, &probe) : NULL;
 
-    node = g_tree_lower_bound(pool->pending, &probe);
     if (node != NULL) {
         Chunk *own = g_tree_node_key(node);
 
@@ -267,7 +300,7 @@ async_take(Async *pool, Chunk *chunk, uint64_t size)
 {
     gboolean was_pending = chunk->pending;
 
-    g_tree_remove(was_pending ? pool->pending : pool->free_chunks, chunk);
+    async_unindex(pool, chunk, was_pending);
     if (was_pending)
         async_touch(pool, chunk->offset, chunk->size, -1);
     if (chunk->size > size) {
@@ -284,7 +317,7 @@ async_take(Async *pool, Chunk *chunk, uint64_t size)
             chunk->next->prev = rest;
         chunk->next = rest;
         chunk->size = size;
-        g_tree_insert(was_pending ? pool->pending : pool->free_chunks, rest, rest);
+        async_index(pool, rest, was_pending);
         if (was_pending)
             async_touch(pool, rest->offset, rest->size, 1);
         pool->num_splits++;
@@ -301,7 +334,7 @@ async_coalesce(Async *pool, Chunk *chunk)
     if (chunk->next != NULL && !chunk->next->used) {
         Chunk *next = chunk->next;
 
-        g_tree_remove(pool->free_chunks, next);
+        async_free_erase(pool, next);
         chunk->size += next->size;
         chunk->next = next->next;
         if (next->next != NULL)
@@ -312,7 +345,7 @@ async_coalesce(Async *pool, Chunk *chunk)
     if (chunk->prev != NULL && !chunk->prev->used) {
         Chunk *prev = chunk->prev;
 
-        g_tree_remove(pool->free_chunks, prev);
+        async_free_erase(pool, prev);
         prev->size += chunk->size;
         prev->next = chunk->next;
         if (chunk->next != NULL)
@@ -321,7 +354,7 @@ async_coalesce(Async *pool, Chunk *chunk)
         chunk = prev;
         pool->num_merges++;
     }
-    g_tree_insert(pool->free_chunks, chunk, chunk);
+    async_free_insert(pool, chunk);
 }
 
 /* Give a used chunk back to the free set. */
@@ -480,8 +513,11 @@ async_check(const FsimPolicy *self, GError **error)
         }
         if (!chunk->used) {
             n_free++;
+            FsimSizeCursor cursor;
+
             if ((chunk->next != NULL && !chunk->next->used) ||
-                g_tree_lookup(pool->free_chunks, chunk) != chunk) {
+                !fsim_size_set_find(&pool->free_chunks, chunk->size, chunk->offset, chunk,
+                                    &cursor)) {
                 g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
                             "free chunk at %" G_GUINT64_FORMAT " not merged or not indexed",
                             chunk->offset);
@@ -507,7 +543,7 @@ async_check(const FsimPolicy *self, GError **error)
         offset += chunk->size;
     }
     if (offset != pool->va.size || allocated != pool->allocated_bytes ||
-        n_free != (guint)g_tree_nnodes(pool->free_chunks) ||
+        n_free != pool->free_chunks.count || fsim_size_set_check(&pool->free_chunks) != NULL ||
         n_pending != (guint)g_tree_nnodes(pool->pending) || uses != pool->page_uses ||
         pool->mapped_bytes != (uint64_t)self->device->reserved.current) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
