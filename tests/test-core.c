@@ -227,7 +227,7 @@ test_size_set_against_gtree(gconstpointer data)
     for (int i = 0; i < 60000; i++) {
         SizeKey probe = {(uint64_t)g_rand_int_range(rand, 0, (gint32)n_sizes) * 4096 + 100,
                          (uint64_t)g_rand_int_range(rand, 0, 20000) * 512};
-        FsimSizeCursor cursor;
+        FsimSizeCursor cursor = {0};
         GTreeNode *node = g_tree_lower_bound(model, &probe);
         gpointer item = fsim_size_set_lower_bound(set, probe.size, probe.key, &cursor);
 
