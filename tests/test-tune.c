@@ -446,6 +446,11 @@ test_shared(void)
         o = tune_json(parser, path, "--budget", i == 1 ? "60" : "2", NULL);
         assert_replays(o);
         def = json_object_get_object_member(o, "default");
+        /* the line to paste names the platform's variable: torch_npu reads its own */
+        g_assert_true(g_str_has_prefix(
+            json_object_get_string_member(json_object_get_object_member(o, "recommended"), "env"),
+            strstr(names[i], "codeasier") != NULL ? "PYTORCH_NPU_ALLOC_CONF="
+                                                  : "PYTORCH_CUDA_ALLOC_CONF="));
         g_assert_cmpint(json_object_get_int_member(json_object_get_object_member(o, "recommended"),
                                                    "needed_bytes"),
                         <=, json_object_get_int_member(def, "needed_bytes"));

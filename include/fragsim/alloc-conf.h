@@ -77,6 +77,9 @@ typedef enum {
 
 /* "cuda" or "npu". */
 const char *fsim_platform_name(FsimPlatform platform);
+/* The environment variable that carries the allocator's settings on @platform:
+ * "PYTORCH_CUDA_ALLOC_CONF", or torch_npu's "PYTORCH_NPU_ALLOC_CONF". */
+const char *fsim_platform_alloc_conf_env(FsimPlatform platform);
 /* FALSE when @name is neither "cuda" nor "npu" (case-insensitive). */
 gboolean fsim_platform_from_name(const char *name, FsimPlatform *out);
 

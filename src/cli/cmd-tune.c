@@ -74,6 +74,7 @@ tune_add_trace(Tune *t, const char *path, gint only, gboolean quiet, GError **er
         return FALSE;
     }
     (void)fsim_platform_from_name(platform, &t->platform);
+    t->job.platform = t->platform;
     if (t->traces->len == 1 && fsim_trace_alloc_conf(trace) != NULL) {
         FsimAllocConf conf;
 
@@ -176,7 +177,7 @@ tune_store(Tune *t, const char *db_path, const FsimTuneResult *result, GError **
     const FsimTuneCandidate *r =
         result->recommended != NULL ? result->recommended : result->default_candidate;
     const FsimTuneRank *rank = &g_array_index(t->job.ranks, FsimTuneRank, r->worst);
-    g_autofree char *env = g_strdup_printf("PYTORCH_CUDA_ALLOC_CONF=%s", r->config);
+    g_autofree char *env = tune_env_line(&t->job, r->config, FALSE);
     FsimStoreRecommendationInfo row = {0};
 
     if (g_mkdir_with_parents(parent, 0755) != 0) {

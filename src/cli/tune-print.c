@@ -12,11 +12,11 @@
 #include "cli.h"
 
 char *
-tune_env_line(const char *config)
+tune_env_line(const TuneJob *job, const char *config, gboolean shell)
 {
-    g_autofree char *word = fsim_format_shell_word(config);
+    g_autofree char *word = shell ? fsim_format_shell_word(config) : g_strdup(config);
 
-    return g_strdup_printf("PYTORCH_CUDA_ALLOC_CONF=%s", word);
+    return g_strdup_printf("%s=%s", fsim_platform_alloc_conf_env(job->platform), word);
 }
 
 static const FsimTuneRank *
@@ -208,7 +208,7 @@ tune_print_text(const TuneJob *job, const FsimTuneResult *result)
     }
     g_autofree char *needs = fsim_format_size(r->needed_bytes);
     g_autofree char *saves = fsim_format_size(saving(result, r));
-    g_autofree char *line = tune_env_line(r->config);
+    g_autofree char *line = tune_env_line(job, r->config, TRUE);
     g_print("\nRecommended: it needs %s, %s (%.1f%%) less than PyTorch's default:\n", needs, saves,
             100.0 * (double)saving(result, r) / (double)result->default_candidate->needed_bytes);
     g_print("%s\n", line);
@@ -224,7 +224,7 @@ json_candidate_members(JsonBuilder *b, const TuneJob *job, const FsimTuneResult 
     const FsimMetrics *m = &c->ranks[c->worst].metrics;
     g_autofree char *label = fsim_run_label("caching", c->config);
     g_autofree char *changes = fsim_tune_describe(&c->conf);
-    g_autofree char *env = g_strdup_printf("PYTORCH_CUDA_ALLOC_CONF=%s", c->config);
+    g_autofree char *env = tune_env_line(job, c->config, FALSE);
     gboolean proven = TRUE;
 
     for (guint i = 0; i < job->ranks->len; i++)

@@ -79,6 +79,12 @@ fsim_platform_name(FsimPlatform platform)
     return platform == FSIM_PLATFORM_NPU ? "npu" : "cuda";
 }
 
+const char *
+fsim_platform_alloc_conf_env(FsimPlatform platform)
+{
+    return platform == FSIM_PLATFORM_NPU ? "PYTORCH_NPU_ALLOC_CONF" : "PYTORCH_CUDA_ALLOC_CONF";
+}
+
 gboolean
 fsim_platform_from_name(const char *name, FsimPlatform *out)
 {
