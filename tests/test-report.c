@@ -139,6 +139,29 @@ test_answer_change(void)
     fsim_test_remove_tree(dir);
 }
 
+/* On a snapshot recorded with torch_npu the setting is torch_npu's variable. */
+static void
+test_answer_npu(void)
+{
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *db = g_build_filename(dir, "r.db", NULL);
+    g_autofree char *out = g_build_filename(dir, "report", NULL);
+    g_autofree char *trace = NULL;
+    g_autofree char *html = NULL;
+
+    trace = fsim_test_shared_trace(
+        "codeasier__MemSnapDump__tests__test_data__snapshot_with_empty_cache.pkl");
+    if (trace == NULL)
+        return;
+    run_ok((const char *const[]){"replay", trace, "-p", "caching", "-c", "", "-c",
+                                 "expandable_segments:True", "--db", db, NULL});
+    html = read_report(db, out, FALSE);
+    g_assert_cmpuint(count(html, "Set PYTORCH_NPU_ALLOC_CONF=expandable_segments:True (run "), ==,
+                     2);
+    g_assert_cmpuint(count(html, "PYTORCH_CUDA_ALLOC_CONF="), ==, 0);
+    fsim_test_remove_tree(dir);
+}
+
 /* tune's recommendation, when the database has one, is the answer. */
 static void
 test_answer_tune(void)
@@ -265,6 +288,7 @@ main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/report/answer/keep-default", test_answer);
     g_test_add_func("/report/answer/change", test_answer_change);
+    g_test_add_func("/report/answer/npu", test_answer_npu);
     g_test_add_func("/report/answer/tune", test_answer_tune);
     g_test_add_func("/report/pools", test_pools);
     return g_test_run();

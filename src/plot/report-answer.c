@@ -15,6 +15,8 @@
 
 #include <string.h>
 
+#include "fragsim/alloc-conf.h"
+
 #include "report-private.h"
 
 typedef struct {
@@ -91,17 +93,22 @@ answer_find(const ReportContext *ctx, const FsimPlotGroup *group, Answer *a)
         a->other = NULL;
 }
 
-/* How a user sets @run's configuration: PYTORCH_CUDA_ALLOC_CONF=... (the `expandable` policy is
- * PyTorch's expandable_segments:True). */
+/* How a user sets @run's configuration: PYTORCH_CUDA_ALLOC_CONF=..., or torch_npu's
+ * PYTORCH_NPU_ALLOC_CONF for a run of the model's npu platform (its stored knobs say
+ * `POLICY.platform=npu`); the `expandable` policy is PyTorch's expandable_segments:True. */
 static char *
 setting_text(const FsimStoredRun *run)
 {
     const char *config = run->config != NULL ? run->config : "";
+    g_autofree char *npu_knob = g_strdup_printf("%s.platform=npu", run->policy);
+    const char *env = fsim_platform_alloc_conf_env(
+        run->knobs != NULL && strstr(run->knobs, npu_knob) != NULL ? FSIM_PLATFORM_NPU
+                                                                   : FSIM_PLATFORM_CUDA);
 
     if (strcmp(run->policy, "expandable") == 0 && strstr(config, "expandable_segments") == NULL)
-        return g_strdup_printf("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True%s%s",
-                               *config != '\0' ? "," : "", config);
-    return g_strdup_printf("PYTORCH_CUDA_ALLOC_CONF=%s", config);
+        return g_strdup_printf("%s=expandable_segments:True%s%s", env, *config != '\0' ? "," : "",
+                               config);
+    return g_strdup_printf("%s=%s", env, config);
 }
 
 /* Why @best needs less than @baseline, from their breakdowns at the peak ("" when they do not
