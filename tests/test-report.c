@@ -111,23 +111,40 @@ test_answer(void)
     fsim_test_remove_tree(dir);
 }
 
+/* The report of a shared snapshot (only its device 0 where @device0) replayed by caching with
+ * PyTorch's default settings and with expandable segments; %NULL where the snapshot is missing. */
+static char *
+report_default_vs_expandable(const char *name, gboolean device0)
+{
+    g_autofree char *trace = fsim_test_shared_trace(name);
+    g_autofree char *dir = NULL;
+    g_autofree char *db = NULL;
+    g_autofree char *out = NULL;
+    char *html;
+
+    if (trace == NULL)
+        return NULL;
+    dir = fsim_test_tmp_dir();
+    db = g_build_filename(dir, "r.db", NULL);
+    out = g_build_filename(dir, "report", NULL);
+    run_ok((const char *const[]){"replay", trace, "-p", "caching", "-c", "", "-c",
+                                 "expandable_segments:True", "--db", db,
+                                 /* the list ends here unless @device0 */
+                                 device0 ? "--trace-device" : NULL, "0", NULL});
+    html = read_report(db, out, FALSE);
+    fsim_test_remove_tree(dir);
+    return html;
+}
+
 /* A setting to change: the sentence names it, what it saves, and why (the pinned memory). */
 static void
 test_answer_change(void)
 {
-    g_autofree char *dir = fsim_test_tmp_dir();
-    g_autofree char *db = g_build_filename(dir, "r.db", NULL);
-    g_autofree char *out = g_build_filename(dir, "report", NULL);
-    g_autofree char *trace = NULL;
-    g_autofree char *html = NULL;
+    g_autofree char *html = report_default_vs_expandable(
+        "Constructor-Sun__code_location__memory_snapshot.pickle", TRUE);
 
-    trace = fsim_test_shared_trace("Constructor-Sun__code_location__memory_snapshot.pickle");
-    if (trace == NULL)
+    if (html == NULL)
         return;
-    run_ok((const char *const[]){"replay", trace, "-p", "caching", "-c", "", "-c",
-                                 "expandable_segments:True", "--trace-device", "0", "--db", db,
-                                 NULL});
-    html = read_report(db, out, FALSE);
     check_tables(html);
     g_assert_cmpuint(count(html, "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (run "
                                  "caching expandable_segments:True): it needs"),
@@ -136,30 +153,20 @@ test_answer_change(void)
     /* the recording itself, beside the models */
     g_assert_cmpuint(count(html, "the recording itself reserved"), ==, 2);
     g_assert_cmpuint(count(html, "what the recording did</span>"), ==, 1);
-    fsim_test_remove_tree(dir);
 }
 
 /* On a snapshot recorded with torch_npu the setting is torch_npu's variable. */
 static void
 test_answer_npu(void)
 {
-    g_autofree char *dir = fsim_test_tmp_dir();
-    g_autofree char *db = g_build_filename(dir, "r.db", NULL);
-    g_autofree char *out = g_build_filename(dir, "report", NULL);
-    g_autofree char *trace = NULL;
-    g_autofree char *html = NULL;
+    g_autofree char *html = report_default_vs_expandable(
+        "codeasier__MemSnapDump__tests__test_data__snapshot_with_empty_cache.pkl", FALSE);
 
-    trace = fsim_test_shared_trace(
-        "codeasier__MemSnapDump__tests__test_data__snapshot_with_empty_cache.pkl");
-    if (trace == NULL)
+    if (html == NULL)
         return;
-    run_ok((const char *const[]){"replay", trace, "-p", "caching", "-c", "", "-c",
-                                 "expandable_segments:True", "--db", db, NULL});
-    html = read_report(db, out, FALSE);
     g_assert_cmpuint(count(html, "Set PYTORCH_NPU_ALLOC_CONF=expandable_segments:True (run "), ==,
                      2);
     g_assert_cmpuint(count(html, "PYTORCH_CUDA_ALLOC_CONF="), ==, 0);
-    fsim_test_remove_tree(dir);
 }
 
 /* tune's recommendation, when the database has one, is the answer. */
