@@ -327,18 +327,25 @@ fsim_cli_format_time_ns(uint64_t ns)
 }
 
 /* The bar counts thousandths: the work's total changes once the plots are known. */
-void
-fsim_cli_plot_progress(gpointer data, guint done, guint total)
+/* FsimPlotOptions.progress: the bar appears on a terminal only (fsim_progress_new()). */
+static void
+plot_progress(gpointer data, guint done, guint total)
 {
-    FsimProgress **progress = data;
+    FsimCliPlotArgs *args = data;
 
-    if (*progress == NULL)
-        *progress = fsim_progress_new("plot", 1000);
-    fsim_progress_update(*progress, (uint64_t)done * 1000 / MAX(total, 1));
+    if (args->progress == NULL)
+        args->progress = fsim_progress_new("plot", 1000);
+    fsim_progress_update(args->progress, (uint64_t)done * 1000 / MAX(total, 1));
 }
 
 void
-fsim_cli_plot_args_add(GOptionContext *context, FsimCliPlotArgs *args, const char *out_help)
+fsim_cli_plot_progress_end(FsimCliPlotArgs *args)
+{
+    g_clear_pointer(&args->progress, fsim_progress_free);
+}
+
+static void
+plot_args_add(GOptionContext *context, FsimCliPlotArgs *args, const char *out_help)
 {
     GOptionEntry entries[] = {
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &args->db_path, "The results database (replay --db)",
@@ -353,13 +360,12 @@ fsim_cli_plot_args_add(GOptionContext *context, FsimCliPlotArgs *args, const cha
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
 
-    memset(args, 0, sizeof(*args));
     g_option_context_add_main_entries(context, entries, NULL);
 }
 
-int
-fsim_cli_plot_args_parse(GOptionContext *context, const char *command, FsimCliPlotArgs *args,
-                         int *argc, char ***argv)
+static int
+plot_args_parse(GOptionContext *context, const char *command, FsimCliPlotArgs *args, int *argc,
+                char ***argv)
 {
     int status = fsim_cli_parse_operand(context, command, argc, argv, NULL);
 
@@ -375,8 +381,8 @@ fsim_cli_plot_args_parse(GOptionContext *context, const char *command, FsimCliPl
     return FSIM_EXIT_OK;
 }
 
-void
-fsim_cli_plot_args_clear(FsimCliPlotArgs *args)
+static void
+plot_args_clear(FsimCliPlotArgs *args)
 {
     char **strings[] = {&args->db_path, &args->run_list, &args->out_dir, &args->format,
                         &args->gnuplot};
@@ -384,6 +390,44 @@ fsim_cli_plot_args_clear(FsimCliPlotArgs *args)
     for (gsize i = 0; i < G_N_ELEMENTS(strings); i++)
         g_clear_pointer(strings[i], g_free);
     args->options.gnuplot = NULL;
+    fsim_cli_plot_progress_end(args);
+    g_clear_pointer(&args->runs, g_ptr_array_unref);
+    g_clear_pointer(&args->ids, g_array_unref);
+    g_clear_pointer(&args->store, fsim_store_close);
+}
+
+static int
+plot_run(const FsimCliPlotCommand *command, FsimCliPlotArgs *args)
+{
+    GError *error = NULL;
+
+    args->runs =
+        fsim_cli_select_runs(args->db_path, args->run_list, &args->store, &args->ids, &error);
+    if (args->runs == NULL)
+        return fsim_cli_fail(command->name, error);
+    args->options.progress = plot_progress;
+    args->options.progress_data = args;
+    if (!command->draw(args, &error)) {
+        fsim_cli_plot_progress_end(args);
+        return fsim_cli_fail(command->name, error);
+    }
+    return FSIM_EXIT_OK;
+}
+
+int
+fsim_cli_plot_main(const FsimCliPlotCommand *command, int argc, char **argv)
+{
+    g_autoptr(GOptionContext) context = g_option_context_new(command->parameter);
+    FsimCliPlotArgs args = {0};
+    int status;
+
+    plot_args_add(context, &args, command->out_help);
+    g_option_context_set_description(context, command->description);
+    status = plot_args_parse(context, command->name, &args, &argc, &argv);
+    if (status == FSIM_EXIT_OK)
+        status = plot_run(command, &args);
+    plot_args_clear(&args);
+    return status;
 }
 
 void
@@ -415,6 +459,20 @@ fsim_cli_json_string(JsonBuilder *builder, const char *name, const char *value)
         json_builder_add_string_value(builder, value);
     else
         json_builder_add_null_value(builder);
+}
+
+void
+fsim_cli_json_begin_array(JsonBuilder *builder, const char *name)
+{
+    json_builder_set_member_name(builder, name);
+    json_builder_begin_array(builder);
+}
+
+void
+fsim_cli_json_begin_object(JsonBuilder *builder, const char *name)
+{
+    json_builder_set_member_name(builder, name);
+    json_builder_begin_object(builder);
 }
 
 void

@@ -118,6 +118,25 @@ int fsim_cli_parse_json_only(const char *command, const char *parameter, const c
         "json", 0, 0, G_OPTION_ARG_NONE, (flag), "Print one JSON object on stdout", NULL \
     }
 
+/* The run options of the commands that compare policies (replay, cuda replay, fit): `-p LIST`,
+ * `-c STRING` (repeatable: each is a run) and `--set POLICY.KEY=VALUE` (repeatable). */
+#define FSIM_CLI_POLICIES_ENTRY(list)                                                 \
+    {                                                                                 \
+        "policies", 'p', 0, G_OPTION_ARG_STRING, (list),                              \
+            "Comma-separated policies (default: all; see 'fragsim policies')", "LIST" \
+    }
+#define FSIM_CLI_ALLOC_CONFS_ENTRY(strv)                                                        \
+    {                                                                                           \
+        "alloc-conf", 'c', 0, G_OPTION_ARG_STRING_ARRAY, (strv),                                \
+            "A PYTORCH_CUDA_ALLOC_CONF for caching and expandable (repeatable: each is a run)", \
+            "STRING"                                                                            \
+    }
+#define FSIM_CLI_SET_ENTRY(strv)                                                          \
+    {                                                                                     \
+        "set", 0, 0, G_OPTION_ARG_STRING_ARRAY, (strv), "Set a policy knob (repeatable)", \
+            "POLICY.KEY=VALUE"                                                            \
+    }
+
 /**
  * fsim_cli_fail:
  * @command: the subcommand name, for the message prefix.
@@ -182,7 +201,9 @@ GPtrArray *fsim_cli_select_runs(const char *db_path, const char *run_list, FsimS
  * FsimCliPlotArgs:
  *
  * The options `plot` and `report` share: `--db FILE` (required), `--run IDS`, `-o DIR`
- * (required), `--format png|svg` and `--gnuplot PATH`; @options is what the last two set.
+ * (required), `--format png|svg` and `--gnuplot PATH`; @options is what the last two set.  Then
+ * what fsim_cli_plot_main() opened from them: the database, the runs selected
+ * (fsim_cli_select_runs()) and, once drawing reports progress, the progress bar.
  */
 typedef struct {
     char *db_path;
@@ -191,19 +212,34 @@ typedef struct {
     char *format;
     char *gnuplot;
     FsimPlotOptions options;
+    FsimStore *store;
+    GPtrArray *runs; /* FsimStoredRun */
+    GArray *ids;     /* the ids of --run; NULL without it */
+    struct FsimProgress *progress;
 } FsimCliPlotArgs;
 
-/* Add the options to @context's main group; @out_help says what -o DIR receives. */
-void fsim_cli_plot_args_add(GOptionContext *context, FsimCliPlotArgs *args, const char *out_help);
+/**
+ * FsimCliPlotCommand:
+ * @name: the command, for messages.
+ * @parameter: the usage line's parameter text.
+ * @out_help: what `-o DIR` receives.
+ * @description: the text after the options in --help.
+ * @draw: draws the selected runs with @args->options (whose progress callback is set) and
+ *     prints what it wrote, after fsim_cli_plot_progress_end(); %FALSE with @error set.
+ */
+typedef struct {
+    const char *name;
+    const char *parameter;
+    const char *out_help;
+    const char *description;
+    gboolean (*draw)(FsimCliPlotArgs *args, GError **error);
+} FsimCliPlotCommand;
 
-/* fsim_cli_parse_operand() without operands, then the required options and the format.
- * Returns: %FSIM_EXIT_OK, or %FSIM_EXIT_USAGE after printing the usage error. */
-int fsim_cli_plot_args_parse(GOptionContext *context, const char *command, FsimCliPlotArgs *args,
-                             int *argc, char ***argv);
-void fsim_cli_plot_args_clear(FsimCliPlotArgs *args);
-/* FsimPlotOptions.progress for plot and report: @data is a (FsimProgress **), NULL at first; the
- * bar appears on a terminal only (fsim_progress_new()). */
-void fsim_cli_plot_progress(gpointer data, guint done, guint total);
+/* A command that draws stored runs (plot, report): parses its options, selects the runs and
+ * calls @command->draw.  Returns: the exit status. */
+int fsim_cli_plot_main(const FsimCliPlotCommand *command, int argc, char **argv);
+/* Erase the progress bar of @args, if any. */
+void fsim_cli_plot_progress_end(FsimCliPlotArgs *args);
 
 /* A modelled time as the tables show it: "4.1 ms", "2.69 s", "250.2 us" (caller frees). */
 char *fsim_cli_format_time_ns(uint64_t ns);
@@ -217,6 +253,9 @@ void fsim_cli_json_int(JsonBuilder *builder, const char *name, int64_t value);
 void fsim_cli_json_double(JsonBuilder *builder, const char *name, double value);
 void fsim_cli_json_bool(JsonBuilder *builder, const char *name, gboolean value);
 void fsim_cli_json_string(JsonBuilder *builder, const char *name, const char *value);
+/* Begin an array or an object that is the value of member @name (end it as usual). */
+void fsim_cli_json_begin_array(JsonBuilder *builder, const char *name);
+void fsim_cli_json_begin_object(JsonBuilder *builder, const char *name);
 
 /* Add a metric set to a JSON object being built (every FSIM_METRICS key). */
 void fsim_cli_json_add_metrics(JsonBuilder *builder, const FsimMetrics *metrics);

@@ -32,8 +32,7 @@ calibrate_json(const FsimCudaCalibration *cal, const FsimDeviceSpec *spec, const
         json_builder_add_null_value(builder);
     fsim_cmd_cuda_json_add_u64(builder, "free_bytes", cal->free_bytes);
     fsim_cmd_cuda_json_add_u64(builder, "observed_step", cal->observed_step);
-    json_builder_set_member_name(builder, "steps");
-    json_builder_begin_array(builder);
+    fsim_cli_json_begin_array(builder, "steps");
     for (guint i = 0; i < cal->steps->len; i++) {
         const FsimCudaUsageStep *step = &g_array_index(cal->steps, FsimCudaUsageStep, i);
 
@@ -44,16 +43,13 @@ calibrate_json(const FsimCudaCalibration *cal, const FsimDeviceSpec *spec, const
         json_builder_end_object(builder);
     }
     json_builder_end_array(builder);
-    json_builder_set_member_name(builder, "series");
-    json_builder_begin_array(builder);
+    fsim_cli_json_begin_array(builder, "series");
     for (int s = 0; s < FSIM_CUDA_SERIES_COUNT; s++) {
         const FsimCudaSeries *series = &cal->series[s];
 
         json_builder_begin_object(builder);
-        json_builder_set_member_name(builder, "name");
-        json_builder_add_string_value(builder, series->name);
-        json_builder_set_member_name(builder, "points");
-        json_builder_begin_array(builder);
+        fsim_cli_json_string(builder, "name", series->name);
+        fsim_cli_json_begin_array(builder, "points");
         for (guint i = 0; i < series->sizes->len; i++) {
             json_builder_begin_array(builder);
             json_builder_add_int_value(builder, (gint64)g_array_index(series->sizes, uint64_t, i));
@@ -61,17 +57,13 @@ calibrate_json(const FsimCudaCalibration *cal, const FsimDeviceSpec *spec, const
             json_builder_end_array(builder);
         }
         json_builder_end_array(builder);
-        json_builder_set_member_name(builder, "base_ns");
-        json_builder_add_double_value(builder, series->fit.base);
-        json_builder_set_member_name(builder, "per_gib_ns");
-        json_builder_add_double_value(builder, series->fit.slope);
-        json_builder_set_member_name(builder, "r2");
-        json_builder_add_double_value(builder, series->fit.r2);
+        fsim_cli_json_double(builder, "base_ns", series->fit.base);
+        fsim_cli_json_double(builder, "per_gib_ns", series->fit.slope);
+        fsim_cli_json_double(builder, "r2", series->fit.r2);
         json_builder_end_object(builder);
     }
     json_builder_end_array(builder);
-    json_builder_set_member_name(builder, "costs");
-    json_builder_begin_object(builder);
+    fsim_cli_json_begin_object(builder, "costs");
     for (gsize i = 0; i < G_N_ELEMENTS(costs); i++)
         fsim_cmd_cuda_json_add_u64(builder, costs[i].name, costs[i].value);
     json_builder_end_object(builder);

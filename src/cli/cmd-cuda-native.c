@@ -16,10 +16,8 @@ native_json_run(JsonBuilder *builder, guint i, gpointer data)
     const FsimCudaNativeResult *r = &g_array_index((GArray *)data, FsimCudaNativeResult, i);
 
     json_builder_begin_object(builder);
-    json_builder_set_member_name(builder, "mode");
-    json_builder_add_string_value(builder, fsim_cuda_native_mode_name(r->mode));
-    json_builder_set_member_name(builder, "trace_device");
-    json_builder_add_int_value(builder, r->trace_device);
+    fsim_cli_json_string(builder, "mode", fsim_cuda_native_mode_name(r->mode));
+    fsim_cli_json_int(builder, "trace_device", r->trace_device);
     fsim_cmd_cuda_json_add_u64(builder, "events", r->events);
     fsim_cmd_cuda_json_add_u64(builder, "allocs", r->allocs);
     fsim_cmd_cuda_json_add_u64(builder, "frees", r->frees);

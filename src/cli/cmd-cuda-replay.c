@@ -79,30 +79,22 @@ replay_json_run(JsonBuilder *builder, guint i, gpointer data)
     g_autofree char *label = fsim_run_label(r->policy, config);
 
     json_builder_begin_object(builder);
-    json_builder_set_member_name(builder, "policy");
-    json_builder_add_string_value(builder, r->policy);
-    json_builder_set_member_name(builder, "config");
-    json_builder_add_string_value(builder, config);
-    json_builder_set_member_name(builder, "label");
-    json_builder_add_string_value(builder, label);
-    json_builder_set_member_name(builder, "device");
-    json_builder_add_string_value(builder, r->gpu_spec.name);
+    fsim_cli_json_string(builder, "policy", r->policy);
+    fsim_cli_json_string(builder, "config", config);
+    fsim_cli_json_string(builder, "label", label);
+    fsim_cli_json_string(builder, "device", r->gpu_spec.name);
     fsim_cmd_cuda_json_add_u64(builder, "capacity_bytes", r->gpu_spec.capacity_bytes);
-    json_builder_set_member_name(builder, "trace_device");
-    json_builder_add_int_value(builder, r->trace_device);
-    json_builder_set_member_name(builder, "status");
-    json_builder_add_string_value(builder, r->gpu_oom_stopped ? "oom" : "complete");
+    fsim_cli_json_int(builder, "trace_device", r->trace_device);
+    fsim_cli_json_string(builder, "status", r->gpu_oom_stopped ? "oom" : "complete");
     fsim_cli_json_add_metrics(builder, &r->gpu);
-    json_builder_set_member_name(builder, "measured");
-    json_builder_begin_object(builder);
+    fsim_cli_json_begin_object(builder, "measured");
     fsim_cmd_cuda_json_add_u64(builder, "alloc_time_ns", measured->measured_time_ns);
     fsim_cmd_cuda_json_add_u64(builder, "peak_used_bytes", measured->peak_used_bytes);
     fsim_cmd_cuda_json_add_u64(builder, "baseline_used_bytes", measured->baseline_used_bytes);
     fsim_cmd_cuda_json_add_u64(builder, "usage_samples", measured->usage_samples);
     fsim_cmd_cuda_json_add_u64(builder, "handles_created", measured->handles_created);
     fsim_cmd_cuda_json_add_u64(builder, "peak_handles", measured->peak_handles);
-    json_builder_set_member_name(builder, "calls");
-    json_builder_begin_object(builder);
+    fsim_cli_json_begin_object(builder, "calls");
     for (int c = 0; c < FSIM_CALL_COUNT; c++)
         fsim_cmd_cuda_json_add_latency(builder, fsim_device_call_name((FsimDeviceCall)c),
                                        &measured->calls[c], (gint64)measured->modelled_ns[c]);
@@ -111,12 +103,9 @@ replay_json_run(JsonBuilder *builder, guint i, gpointer data)
     fsim_cmd_cuda_json_add_latency(builder, "touch", &measured->touch, -1);
     json_builder_end_object(builder);
     if (r->has_model) {
-        json_builder_set_member_name(builder, "model");
-        json_builder_begin_object(builder);
-        json_builder_set_member_name(builder, "device");
-        json_builder_add_string_value(builder, r->model_spec.name);
-        json_builder_set_member_name(builder, "status");
-        json_builder_add_string_value(builder, r->model_oom_stopped ? "oom" : "complete");
+        fsim_cli_json_begin_object(builder, "model");
+        fsim_cli_json_string(builder, "device", r->model_spec.name);
+        fsim_cli_json_string(builder, "status", r->model_oom_stopped ? "oom" : "complete");
         fsim_cli_json_add_metrics(builder, &r->model);
         json_builder_end_object(builder);
     }
@@ -271,10 +260,8 @@ cuda_replay_report(FsimTrace *trace, const FsimCudaReplayResult *result, const c
 int
 fsim_cmd_cuda_replay(int argc, char **argv)
 {
-    g_autofree char *policy_list = NULL;
+    g_auto(FsimCliRunArgs) run_args = {0};
     g_autofree char *device_name = NULL;
-    g_auto(GStrv) sets = NULL;
-    g_auto(GStrv) alloc_confs = NULL;
     gint trace_device = -1;
     gint gpu = 0;
     gboolean no_model = FALSE;
@@ -283,17 +270,13 @@ fsim_cmd_cuda_replay(int argc, char **argv)
     gboolean fail_on_oom = FALSE;
     gboolean paranoid = FALSE;
     GOptionEntry entries[] = {
-        {"policies", 'p', 0, G_OPTION_ARG_STRING, &policy_list,
-         "Comma-separated policies (default: all; see 'fragsim policies')", "LIST"},
+        FSIM_CLI_POLICIES_ENTRY(&run_args.policy_list),
         {"device", 'd', 0, G_OPTION_ARG_STRING, &device_name,
          "Cost model and capacity cap: a preset, a size or a profile from 'fragsim cuda "
          "calibrate' (default: the GPU's free memory, the default costs)",
          "DEVICE"},
-        {"alloc-conf", 'c', 0, G_OPTION_ARG_STRING_ARRAY, &alloc_confs,
-         "A PYTORCH_CUDA_ALLOC_CONF for caching and expandable (repeatable: each is a run)",
-         "STRING"},
-        {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Set a policy knob (repeatable)",
-         "POLICY.KEY=VALUE"},
+        FSIM_CLI_ALLOC_CONFS_ENTRY(&run_args.alloc_confs),
+        FSIM_CLI_SET_ENTRY(&run_args.sets),
         FSIM_CLI_REPLAY_DEVICE_ENTRY(&trace_device),
         {"gpu", 0, 0, G_OPTION_ARG_INT, &gpu, "CUDA device ordinal to run on (default 0)", "N"},
         {"no-model", 0, 0, G_OPTION_ARG_NONE, &no_model,
@@ -326,21 +309,18 @@ fsim_cmd_cuda_replay(int argc, char **argv)
     int status = FSIM_EXIT_OK;
     gboolean any_oom = FALSE;
 
-    g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_add_main_entries(context, fsim_replay_outputs_entries(outputs), NULL);
-    status = fsim_cli_parse_command(
-        context, NULL,
+    status = fsim_replay_outputs_parse(
+        outputs, context, entries,
         "Each policy runs on the GPU, its device calls carried out for real, and on the\n"
         "simulated device in lock step; the table compares them (docs/cuda.md).\n"
         "Example: fragsim cuda replay snapshot.pickle -p caching,expandable -d gpu.ini",
-        "cuda replay", &argc, &argv, "TRACE");
+        "cuda replay", &argc, &argv);
     if (status != FSIM_EXIT_OK)
         return status;
     if (device_name != NULL && !fsim_device_spec_parse(device_name, &model, &error))
         return fsim_cli_fail("cuda replay", error);
-    if (!fsim_cli_open_runs(argv[1], (const char *const *)alloc_confs, (const char *const *)sets,
-                            "paged.page_size=20MiB", "device", policy_list, &configs, &policies,
-                            &n_runs, &trace, &error))
+    if (!fsim_cli_open_runs(argv[1], &run_args, "paged.page_size=20MiB", "device", &configs,
+                            &policies, &n_runs, &trace, &error))
         return fsim_cli_fail("cuda replay", error);
     devices = fsim_cmd_cuda_trace_devices(trace, trace_device, &error);
     if (devices == NULL)

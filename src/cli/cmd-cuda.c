@@ -89,8 +89,7 @@ fsim_cmd_cuda_json_add_gpu(JsonBuilder *builder, const FsimCudaDriverInfo *info)
     g_autofree char *capability =
         g_strdup_printf("%d.%d", info->compute_major, info->compute_minor);
 
-    json_builder_set_member_name(builder, "gpu");
-    json_builder_begin_object(builder);
+    fsim_cli_json_begin_object(builder, "gpu");
     fsim_cli_json_string(builder, "name", info->name);
     fsim_cli_json_int(builder, "ordinal", info->ordinal);
     fsim_cmd_cuda_json_add_u64(builder, "total_bytes", info->total_bytes);
@@ -114,8 +113,7 @@ fsim_cmd_cuda_print_runs(const FsimTrace *trace, const FsimCudaDriverInfo *info,
     json_builder_begin_object(builder);
     fsim_cli_json_string(builder, "trace", fsim_trace_path(trace));
     fsim_cmd_cuda_json_add_gpu(builder, info);
-    json_builder_set_member_name(builder, "runs");
-    json_builder_begin_array(builder);
+    fsim_cli_json_begin_array(builder, "runs");
     for (guint i = 0; i < n; i++)
         add_run(builder, i, data);
     json_builder_end_array(builder);
@@ -129,20 +127,17 @@ void
 fsim_cmd_cuda_json_add_latency(JsonBuilder *builder, const char *name, const FsimLatency *latency,
                                gint64 modelled_ns)
 {
-    json_builder_set_member_name(builder, name);
-    json_builder_begin_object(builder);
+    fsim_cli_json_begin_object(builder, name);
     fsim_cmd_cuda_json_add_u64(builder, "count", latency->count);
     fsim_cmd_cuda_json_add_u64(builder, "total_ns", latency->total_ns);
     if (modelled_ns >= 0)
         fsim_cmd_cuda_json_add_u64(builder, "modelled_ns", (uint64_t)modelled_ns);
     fsim_cmd_cuda_json_add_u64(builder, "min_ns", latency->count != 0 ? latency->min_ns : 0);
-    json_builder_set_member_name(builder, "mean_ns");
-    json_builder_add_double_value(builder, fsim_latency_mean(latency));
+    fsim_cli_json_double(builder, "mean_ns", fsim_latency_mean(latency));
     fsim_cmd_cuda_json_add_u64(builder, "p50_ns", fsim_latency_quantile(latency, 0.5));
     fsim_cmd_cuda_json_add_u64(builder, "p99_ns", fsim_latency_quantile(latency, 0.99));
     fsim_cmd_cuda_json_add_u64(builder, "max_ns", latency->max_ns);
-    json_builder_set_member_name(builder, "histogram");
-    json_builder_begin_array(builder);
+    fsim_cli_json_begin_array(builder, "histogram");
     for (guint i = 0; i < FSIM_LATENCY_BUCKETS; i++) {
         if (latency->buckets[i] == 0)
             continue;

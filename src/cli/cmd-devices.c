@@ -25,8 +25,7 @@ fsim_cmd_devices(int argc, char **argv)
         g_autoptr(JsonBuilder) builder = json_builder_new();
 
         json_builder_begin_object(builder);
-        json_builder_set_member_name(builder, "devices");
-        json_builder_begin_array(builder);
+        fsim_cli_json_begin_array(builder, "devices");
         for (gsize i = 0; i < n; i++) {
             const FsimDeviceCosts *c = &presets[i].costs;
 
@@ -36,8 +35,7 @@ fsim_cmd_devices(int argc, char **argv)
             fsim_cli_json_int(builder, "total_bytes", (gint64)presets[i].total_bytes);
             fsim_cli_json_int(builder, "capacity_bytes", (gint64)presets[i].capacity_bytes);
             fsim_cli_json_int(builder, "granularity_bytes", (gint64)presets[i].granularity);
-            json_builder_set_member_name(builder, "costs_ns");
-            json_builder_begin_object(builder);
+            fsim_cli_json_begin_object(builder, "costs_ns");
 #define COST(field) fsim_cli_json_int(builder, #field, (gint64)c->field)
             COST(malloc_ns);
             COST(malloc_per_gib_ns);

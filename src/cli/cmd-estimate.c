@@ -20,8 +20,7 @@ fsim_cli_print_models(gboolean json)
     if (json) {
         g_autoptr(JsonBuilder) builder = json_builder_new();
         json_builder_begin_object(builder);
-        json_builder_set_member_name(builder, "models");
-        json_builder_begin_array(builder);
+        fsim_cli_json_begin_array(builder, "models");
         for (gsize i = 0; i < n; i++) {
             const FsimModelShape *m = &presets[i];
             json_builder_begin_object(builder);

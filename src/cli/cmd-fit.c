@@ -337,8 +337,7 @@ fit_json_ranks(JsonBuilder *builder, const Result *r, GArray *ranks)
 {
     fsim_cli_json_int(builder, "worst_rank", r->worst);
     fsim_cli_json_int(builder, "spread_bytes", (int64_t)r->spread);
-    json_builder_set_member_name(builder, "ranks");
-    json_builder_begin_array(builder);
+    fsim_cli_json_begin_array(builder, "ranks");
     for (guint i = 0; i < ranks->len; i++) {
         const Rank *rank = &g_array_index(ranks, Rank, i);
 
@@ -356,33 +355,24 @@ fit_print_json(Target target, const Result *results, guint n, GArray *ranks)
 {
     g_autoptr(JsonBuilder) builder = json_builder_new();
     json_builder_begin_object(builder);
-    json_builder_set_member_name(builder, "target");
-    json_builder_add_string_value(builder, target_names[target]);
-    json_builder_set_member_name(builder, "results");
-    json_builder_begin_array(builder);
+    fsim_cli_json_string(builder, "target", target_names[target]);
+    fsim_cli_json_begin_array(builder, "results");
     for (guint i = 0; i < n; i++) {
         const Result *r = &results[i];
         json_builder_begin_object(builder);
-        json_builder_set_member_name(builder, "policy");
-        json_builder_add_string_value(builder, r->policy);
-        json_builder_set_member_name(builder, "config");
-        json_builder_add_string_value(builder, r->config);
-        json_builder_set_member_name(builder, "label");
-        json_builder_add_string_value(builder, r->label);
-        json_builder_set_member_name(builder, "answer");
-        json_builder_add_int_value(builder, (gint64)r->answer);
+        fsim_cli_json_string(builder, "policy", r->policy);
+        fsim_cli_json_string(builder, "config", r->config);
+        fsim_cli_json_string(builder, "label", r->label);
+        fsim_cli_json_int(builder, "answer", (gint64)r->answer);
         if (target == TARGET_DEVICE) {
-            json_builder_set_member_name(builder, "needed_bytes");
-            json_builder_add_int_value(builder, (gint64)r->answer);
+            fsim_cli_json_int(builder, "needed_bytes", (gint64)r->answer);
         }
-        json_builder_set_member_name(builder, "peak_reserved_bytes");
-        json_builder_add_int_value(builder, (gint64)r->trial.metrics.peak_reserved_bytes);
-        json_builder_set_member_name(builder, "peak_utilization");
-        json_builder_add_double_value(builder, r->trial.metrics.peak_utilization);
-        json_builder_set_member_name(builder, "peak_requested_bytes");
-        json_builder_add_int_value(builder, (gint64)r->trial.metrics.peak_requested_bytes);
-        json_builder_set_member_name(builder, "runs");
-        json_builder_add_int_value(builder, (gint64)r->runs);
+        fsim_cli_json_int(builder, "peak_reserved_bytes",
+                          (gint64)r->trial.metrics.peak_reserved_bytes);
+        fsim_cli_json_double(builder, "peak_utilization", r->trial.metrics.peak_utilization);
+        fsim_cli_json_int(builder, "peak_requested_bytes",
+                          (gint64)r->trial.metrics.peak_requested_bytes);
+        fsim_cli_json_int(builder, "runs", (gint64)r->runs);
         if (r->rank_answers != NULL)
             fit_json_ranks(builder, r, ranks);
         json_builder_end_object(builder);
@@ -500,15 +490,12 @@ fsim_cmd_fit(int argc, char **argv)
          "device (smallest capacity; the default for a trace), batch (the default for a model) "
          "or seq",
          "WHAT"},
-        {"policies", 'p', 0, G_OPTION_ARG_STRING, &policy_list,
-         "Comma-separated policies (default: all; see 'fragsim policies')", "LIST"},
+        FSIM_CLI_POLICIES_ENTRY(&policy_list),
         {"device", 'd', 0, G_OPTION_ARG_STRING, &device_name,
          "The GPU to fit (batch, seq) or whose granularity and costs to use (device); default "
          "" FSIM_DEVICE_DEFAULT,
          "DEVICE"},
-        {"alloc-conf", 'c', 0, G_OPTION_ARG_STRING_ARRAY, &alloc_confs,
-         "A PYTORCH_CUDA_ALLOC_CONF for caching and expandable (repeatable: each is a run)",
-         "STRING"},
+        FSIM_CLI_ALLOC_CONFS_ENTRY(&alloc_confs),
         {"trace-device", 0, 0, G_OPTION_ARG_INT, &trace_device,
          "Fit only this device of each trace (default: every device with events, the ranks "
          "of one job)",

@@ -14,16 +14,14 @@ info_print_json(const FsimTraceInfo *info)
     json_builder_begin_object(builder);
     fsim_cli_json_string(builder, "path", info->path);
     fsim_cli_json_string(builder, "format", info->format);
-    json_builder_set_member_name(builder, "devices");
-    json_builder_begin_array(builder);
+    fsim_cli_json_begin_array(builder, "devices");
     for (guint i = 0; i < info->devices->len; i++) {
         const FsimTraceDeviceInfo *dev = &g_array_index(info->devices, FsimTraceDeviceInfo, i);
 
         json_builder_begin_object(builder);
         fsim_cli_json_int(builder, "device", dev->device);
         fsim_cli_json_int(builder, "events", (gint64)dev->events);
-        json_builder_set_member_name(builder, "actions");
-        json_builder_begin_object(builder);
+        fsim_cli_json_begin_object(builder, "actions");
         for (guint a = 0; a < dev->actions->len; a++) {
             const FsimTraceActionCount *action =
                 &g_array_index(dev->actions, FsimTraceActionCount, a);

@@ -14,25 +14,15 @@
 
 #include "cli.h"
 
-static int
-plot_run(FsimCliPlotArgs *args)
+static gboolean
+plot_draw(FsimCliPlotArgs *args, GError **error)
 {
-    g_autoptr(FsimProgress) progress = NULL;
-    g_autoptr(FsimStore) store = NULL;
-    g_autoptr(GArray) ids = NULL;
-    g_autoptr(GPtrArray) runs = NULL;
-    g_autoptr(GPtrArray) files = NULL;
-    GError *error = NULL;
+    g_autoptr(GPtrArray) files =
+        fsim_plot_render(args->store, args->runs, args->out_dir, &args->options, error);
 
-    runs = fsim_cli_select_runs(args->db_path, args->run_list, &store, &ids, &error);
-    if (runs == NULL)
-        return fsim_cli_fail("plot", error);
-    args->options.progress = fsim_cli_plot_progress;
-    args->options.progress_data = &progress;
-    files = fsim_plot_render(store, runs, args->out_dir, &args->options, &error);
-    g_clear_pointer(&progress, fsim_progress_free);
+    fsim_cli_plot_progress_end(args);
     if (files == NULL)
-        return fsim_cli_fail("plot", error);
+        return FALSE;
     for (guint i = 0; i < files->len; i++) {
         const FsimPlotFile *file = files->pdata[i];
         g_autofree char *path = g_build_filename(args->out_dir, file->image, NULL);
@@ -40,27 +30,23 @@ plot_run(FsimCliPlotArgs *args)
         g_print("%s  %s\n", path, file->title);
     }
     g_print("%u plots of %u runs in %s (data files and plots.sh beside them)\n", files->len,
-            runs->len, args->out_dir);
-    return FSIM_EXIT_OK;
+            args->runs->len, args->out_dir);
+    return TRUE;
 }
 
 int
 fsim_cmd_plot(int argc, char **argv)
 {
-    g_autoptr(GOptionContext) context = g_option_context_new("- plot stored runs with gnuplot");
-    FsimCliPlotArgs args;
-    int status;
+    static const FsimCliPlotCommand command = {
+        .name = "plot",
+        .parameter = "- plot stored runs with gnuplot",
+        .out_help = "Directory for the images, their data and plots.sh (created if missing)",
+        .description = "Plots: timeline, fragmentation, compare and sizes for each trace and "
+                       "device, and an\naddress map for each run (docs/plots.md).  Templates "
+                       "come from FRAGSIM_PLOTS_DIR when set.\n"
+                       "Example: fragsim plot --db results.db -o plots",
+        .draw = plot_draw,
+    };
 
-    fsim_cli_plot_args_add(
-        context, &args, "Directory for the images, their data and plots.sh (created if missing)");
-    g_option_context_set_description(
-        context, "Plots: timeline, fragmentation, compare and sizes for each trace and device, "
-                 "and an\naddress map for each run (docs/plots.md).  Templates come from "
-                 "FRAGSIM_PLOTS_DIR when set.\n"
-                 "Example: fragsim plot --db results.db -o plots");
-    status = fsim_cli_plot_args_parse(context, "plot", &args, &argc, &argv);
-    if (status == FSIM_EXIT_OK)
-        status = plot_run(&args);
-    fsim_cli_plot_args_clear(&args);
-    return status;
+    return fsim_cli_plot_main(&command, argc, argv);
 }

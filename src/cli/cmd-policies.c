@@ -40,26 +40,18 @@ fsim_cmd_policies(int argc, char **argv)
         g_autoptr(JsonBuilder) builder = json_builder_new();
 
         json_builder_begin_object(builder);
-        json_builder_set_member_name(builder, "policies");
-        json_builder_begin_array(builder);
+        fsim_cli_json_begin_array(builder, "policies");
         for (gsize i = 0; i < n; i++) {
             json_builder_begin_object(builder);
-            json_builder_set_member_name(builder, "name");
-            json_builder_add_string_value(builder, policies[i]->name);
-            json_builder_set_member_name(builder, "summary");
-            json_builder_add_string_value(builder, policies[i]->summary);
-            json_builder_set_member_name(builder, "private_pools");
-            json_builder_add_boolean_value(builder, policies[i]->pool_begin != NULL);
-            json_builder_set_member_name(builder, "knobs");
-            json_builder_begin_array(builder);
+            fsim_cli_json_string(builder, "name", policies[i]->name);
+            fsim_cli_json_string(builder, "summary", policies[i]->summary);
+            fsim_cli_json_bool(builder, "private_pools", policies[i]->pool_begin != NULL);
+            fsim_cli_json_begin_array(builder, "knobs");
             for (const FsimKnob *k = policies[i]->knobs; k != NULL && k->name != NULL; k++) {
                 json_builder_begin_object(builder);
-                json_builder_set_member_name(builder, "name");
-                json_builder_add_string_value(builder, k->name);
-                json_builder_set_member_name(builder, "default");
-                json_builder_add_string_value(builder, k->default_value);
-                json_builder_set_member_name(builder, "summary");
-                json_builder_add_string_value(builder, k->summary);
+                fsim_cli_json_string(builder, "name", k->name);
+                fsim_cli_json_string(builder, "default", k->default_value);
+                fsim_cli_json_string(builder, "summary", k->summary);
                 json_builder_end_object(builder);
             }
             json_builder_end_array(builder);

@@ -344,10 +344,8 @@ replay_make_runs(FsimTrace *trace, uint32_t device, GPtrArray *policies, GPtrArr
 int
 fsim_cmd_replay(int argc, char **argv)
 {
-    g_autofree char *policy_list = NULL;
+    g_auto(FsimCliRunArgs) run_args = {0};
     g_autofree char *device_name = NULL;
-    g_auto(GStrv) sets = NULL;
-    g_auto(GStrv) alloc_confs = NULL;
     gboolean inferred_releases = FALSE;
     gint trace_device = -1;
     gboolean json = FALSE;
@@ -356,16 +354,12 @@ fsim_cmd_replay(int argc, char **argv)
     gboolean no_needed = FALSE;
     g_autofree char *platform = NULL;
     GOptionEntry entries[] = {
-        {"policies", 'p', 0, G_OPTION_ARG_STRING, &policy_list,
-         "Comma-separated policies (default: all; see 'fragsim policies')", "LIST"},
+        FSIM_CLI_POLICIES_ENTRY(&run_args.policy_list),
         {"device", 'd', 0, G_OPTION_ARG_STRING, &device_name,
          "Modelled GPU: a preset, a size (80GiB) or a profile (default " FSIM_DEVICE_DEFAULT ")",
          "DEVICE"},
-        {"alloc-conf", 'c', 0, G_OPTION_ARG_STRING_ARRAY, &alloc_confs,
-         "A PYTORCH_CUDA_ALLOC_CONF for caching and expandable (repeatable: each is a run)",
-         "STRING"},
-        {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Set a policy knob (repeatable)",
-         "POLICY.KEY=VALUE"},
+        FSIM_CLI_ALLOC_CONFS_ENTRY(&run_args.alloc_confs),
+        FSIM_CLI_SET_ENTRY(&run_args.sets),
         {"no-needed", 0, 0, G_OPTION_ARG_NONE, &no_needed,
          "Skip the capacity each run needs (needed_bytes: more replays of the trace)", NULL},
         {"inferred-releases", 0, 0, G_OPTION_ARG_NONE, &inferred_releases,
@@ -396,10 +390,8 @@ fsim_cmd_replay(int argc, char **argv)
     guint n_runs = 0;
     gboolean any_oom = FALSE, any_error = FALSE;
 
-    g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_add_main_entries(context, fsim_replay_outputs_entries(outputs), NULL);
-    status = fsim_cli_parse_command(
-        context, NULL,
+    status = fsim_replay_outputs_parse(
+        outputs, context, entries,
         "Formats: fragsim text traces (.gz too), PyTorch memory snapshots, RMM logs.\n"
         "Each (policy, -c configuration) pair is a run.  'needs' is needed_bytes: the least\n"
         "capacity on which the run, and on every larger one, has no OOM (docs/metrics.md).\n"
@@ -407,15 +399,15 @@ fsim_cmd_replay(int argc, char **argv)
         "expandable_segments:True\n"
         "Exit status: 0 success, 1 bad input, 2 usage error, 3 OOM under --fail-on-oom,\n"
         "6 some runs ended in error (their rows say why) while the others completed.",
-        "replay", &argc, &argv, "TRACE");
+        "replay", &argc, &argv);
     if (status != FSIM_EXIT_OK)
         return status;
     if (!fsim_device_spec_parse(device_name != NULL ? device_name : FSIM_DEVICE_DEFAULT, &spec,
                                 &error))
         return fsim_cli_fail("replay", error);
-    if (!fsim_cli_open_runs(argv[1], (const char *const *)alloc_confs, (const char *const *)sets,
-                            "paged.page_size=64KiB", "device for fault injection", policy_list,
-                            &configs, &policies, &n_runs, &trace, &error))
+    if (!fsim_cli_open_runs(argv[1], &run_args, "paged.page_size=64KiB",
+                            "device for fault injection", &configs, &policies, &n_runs, &trace,
+                            &error))
         return fsim_cli_fail("replay", error);
     if (!fsim_cli_choose_platform(trace, configs, platform, "replay", json, &error))
         return fsim_cli_fail("replay", error);

@@ -25,13 +25,10 @@ json_add_side(JsonBuilder *builder, const char *name, const FsimValidateSide *si
     }
     json_builder_begin_object(builder);
     if (recorded) {
-        json_builder_set_member_name(builder, "index");
-        json_builder_add_int_value(builder, (gint64)side->index);
+        fsim_cli_json_int(builder, "index", (gint64)side->index);
     }
-    json_builder_set_member_name(builder, "addr");
-    json_builder_add_int_value(builder, (gint64)side->addr);
-    json_builder_set_member_name(builder, "size");
-    json_builder_add_int_value(builder, (gint64)side->size);
+    fsim_cli_json_int(builder, "addr", (gint64)side->addr);
+    fsim_cli_json_int(builder, "size", (gint64)side->size);
     json_builder_end_object(builder);
 }
 
@@ -41,31 +38,22 @@ validate_print_json(const FsimValidateReport *report)
     g_autoptr(JsonBuilder) builder = json_builder_new();
 
     json_builder_begin_object(builder);
-    json_builder_set_member_name(builder, "trace");
-    json_builder_add_string_value(builder, report->path);
-    json_builder_set_member_name(builder, "exact");
-    json_builder_add_boolean_value(builder, report->exact);
-    json_builder_set_member_name(builder, "devices");
-    json_builder_begin_array(builder);
+    fsim_cli_json_string(builder, "trace", report->path);
+    fsim_cli_json_bool(builder, "exact", report->exact);
+    fsim_cli_json_begin_array(builder, "devices");
     for (guint i = 0; i < report->devices->len; i++) {
         const FsimValidateDevice *d = &g_array_index(report->devices, FsimValidateDevice, i);
         const FsimDivergence *div = &d->first_divergence;
 
         json_builder_begin_object(builder);
-        json_builder_set_member_name(builder, "device");
-        json_builder_add_int_value(builder, d->device);
-        json_builder_set_member_name(builder, "policy");
-        json_builder_add_string_value(builder, d->policy);
-        json_builder_set_member_name(builder, "exact");
-        json_builder_add_boolean_value(builder, d->exact);
+        fsim_cli_json_int(builder, "device", d->device);
+        fsim_cli_json_string(builder, "policy", d->policy);
+        fsim_cli_json_bool(builder, "exact", d->exact);
         /* the kinds of DESIGN.md; OOMs show in `exact` and `first_divergence` */
         for (int k = FSIM_VALIDATE_ALLOC; k <= FSIM_VALIDATE_SEGMENT_UNMAP; k++) {
-            json_builder_set_member_name(builder, fsim_validate_kind_name((FsimValidateKind)k));
-            json_builder_begin_object(builder);
-            json_builder_set_member_name(builder, "matched");
-            json_builder_add_int_value(builder, (gint64)d->counts[k].matched);
-            json_builder_set_member_name(builder, "total");
-            json_builder_add_int_value(builder, (gint64)d->counts[k].total);
+            fsim_cli_json_begin_object(builder, fsim_validate_kind_name((FsimValidateKind)k));
+            fsim_cli_json_int(builder, "matched", (gint64)d->counts[k].matched);
+            fsim_cli_json_int(builder, "total", (gint64)d->counts[k].total);
             json_builder_end_object(builder);
         }
         json_builder_set_member_name(builder, "first_divergence");
@@ -73,10 +61,8 @@ validate_print_json(const FsimValidateReport *report)
             json_builder_add_null_value(builder);
         } else {
             json_builder_begin_object(builder);
-            json_builder_set_member_name(builder, "event_index");
-            json_builder_add_int_value(builder, (gint64)div->event_index);
-            json_builder_set_member_name(builder, "kind");
-            json_builder_add_string_value(builder, fsim_validate_kind_action(div->kind));
+            fsim_cli_json_int(builder, "event_index", (gint64)div->event_index);
+            fsim_cli_json_string(builder, "kind", fsim_validate_kind_action(div->kind));
             json_add_side(builder, "recorded", &div->recorded, TRUE);
             json_add_side(builder, "model", &div->model, FALSE);
             json_builder_end_object(builder);

@@ -8,39 +8,20 @@
 
 #include <string.h>
 
-#include "fragsim/alloc-conf.h"
 #include "fragsim/validate.h"
 
 #include "cli.h"
 
-static void
-config_free(gpointer data)
-{
-    FsimCliConfig *config = data;
-
-    g_free(config->text);
-    g_key_file_unref(config->knobs);
-    g_free(config);
-}
-
-/* One configuration from the alloc-conf string @text (NULL: the default). */
+/* One configuration from the alloc-conf string @text (NULL: the default), then @sets. */
 static FsimCliConfig *
 config_new(const char *text, const char *const *sets, const char *set_example,
            const char *device_note, GError **error)
 {
-    g_autoptr(GKeyFile) knobs = g_key_file_new();
-    FsimAllocConf conf;
-    FsimCliConfig *config;
+    FsimCliConfig *config = fsim_sweep_config_new(text, error);
 
-    fsim_alloc_conf_init(&conf);
-    if (text != NULL &&
-        (!fsim_alloc_conf_parse(&conf, text, error) || !fsim_alloc_conf_apply(knobs, text, error)))
-        return NULL;
-    if (!fsim_cli_apply_sets(knobs, sets, set_example, device_note, error))
-        return NULL;
-    config = g_new0(FsimCliConfig, 1);
-    config->text = fsim_alloc_conf_to_string(&conf);
-    config->knobs = g_steal_pointer(&knobs);
+    if (config != NULL &&
+        !fsim_cli_apply_sets(config->knobs, sets, set_example, device_note, error))
+        g_clear_pointer(&config, fsim_sweep_config_free);
     return config;
 }
 
@@ -48,7 +29,7 @@ GPtrArray *
 fsim_cli_configs(const char *const *alloc_confs, const char *const *sets, const char *set_example,
                  const char *device_note, GError **error)
 {
-    g_autoptr(GPtrArray) configs = g_ptr_array_new_with_free_func(config_free);
+    g_autoptr(GPtrArray) configs = g_ptr_array_new_with_free_func(fsim_sweep_config_free);
     gsize n = 0;
 
     while (alloc_confs != NULL && alloc_confs[n] != NULL)
@@ -57,17 +38,10 @@ fsim_cli_configs(const char *const *alloc_confs, const char *const *sets, const 
     for (gsize i = 0; i < MAX(n, 1); i++) {
         FsimCliConfig *config =
             config_new(n > 0 ? alloc_confs[i] : NULL, sets, set_example, device_note, error);
-        gboolean seen = FALSE;
 
         if (config == NULL)
             return NULL;
-        for (guint j = 0; j < configs->len && !seen; j++)
-            seen =
-                strcmp(((FsimCliConfig *)g_ptr_array_index(configs, j))->text, config->text) == 0;
-        if (seen)
-            config_free(config);
-        else
-            g_ptr_array_add(configs, config);
+        fsim_sweep_configs_add(configs, config);
     }
     return g_steal_pointer(&configs);
 }
@@ -88,16 +62,24 @@ fsim_cli_count_runs(const GPtrArray *policies, const GPtrArray *configs)
     return n;
 }
 
-gboolean
-fsim_cli_open_runs(const char *path, const char *const *alloc_confs, const char *const *sets,
-                   const char *set_example, const char *device_note, const char *policy_list,
-                   GPtrArray **configs, GPtrArray **policies, guint *n_runs, FsimTrace **trace,
-                   GError **error)
+void
+fsim_cli_run_args_clear(FsimCliRunArgs *args)
 {
-    *configs = fsim_cli_configs(alloc_confs, sets, set_example, device_note, error);
+    g_clear_pointer(&args->policy_list, g_free);
+    g_clear_pointer(&args->alloc_confs, g_strfreev);
+    g_clear_pointer(&args->sets, g_strfreev);
+}
+
+gboolean
+fsim_cli_open_runs(const char *path, const FsimCliRunArgs *args, const char *set_example,
+                   const char *device_note, GPtrArray **configs, GPtrArray **policies,
+                   guint *n_runs, FsimTrace **trace, GError **error)
+{
+    *configs = fsim_cli_configs((const char *const *)args->alloc_confs,
+                                (const char *const *)args->sets, set_example, device_note, error);
     if (*configs == NULL)
         return FALSE;
-    *policies = fsim_cli_policies(policy_list, error);
+    *policies = fsim_cli_policies(args->policy_list, error);
     if (*policies == NULL)
         return FALSE;
     *n_runs = fsim_cli_count_runs(*policies, *configs);

@@ -9,19 +9,19 @@
 
 #include "fragsim/fragsim.h"
 
+#include "sweep/sweep.h"
+
 G_BEGIN_DECLS
 
 /**
  * FsimCliConfig:
- * @text: the canonical PYTORCH_CUDA_ALLOC_CONF: the settings that differ from PyTorch's
- *     defaults, keys in a fixed order, values as a user writes them; "" for the default.
- * @knobs: the run's key file: @text's knobs in the `caching` and `expandable` groups, then the
- *     `--set` knobs.
+ *
+ * A sweep's configuration (#FsimSweepConfig): @text, the canonical PYTORCH_CUDA_ALLOC_CONF
+ * (the settings that differ from PyTorch's defaults, keys in a fixed order, values as a user
+ * writes them; "" for the default); @knobs, the run's key file: @text's knobs in the `caching`
+ * and `expandable` groups, then the `--set` knobs.
  */
-typedef struct {
-    char *text;
-    GKeyFile *knobs;
-} FsimCliConfig;
+typedef FsimSweepConfig FsimCliConfig;
 
 /**
  * fsim_cli_configs:
@@ -44,9 +44,26 @@ guint fsim_cli_policy_runs(const char *policy, const GPtrArray *configs);
 guint fsim_cli_count_runs(const GPtrArray *policies, const GPtrArray *configs);
 
 /**
+ * FsimCliRunArgs:
+ * @policy_list: (nullable): the `-p` argument (fsim_cli_policies()).
+ * @alloc_confs, @sets: (nullable): the `-c` and `--set` arguments (fsim_cli_configs()).
+ *
+ * The arguments that choose a comparison's runs, as FSIM_CLI_POLICIES_ENTRY(),
+ * FSIM_CLI_ALLOC_CONFS_ENTRY() and FSIM_CLI_SET_ENTRY() fill them; g_auto() clears them.
+ */
+typedef struct {
+    char *policy_list;
+    char **alloc_confs;
+    char **sets;
+} FsimCliRunArgs;
+
+void fsim_cli_run_args_clear(FsimCliRunArgs *args);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(FsimCliRunArgs, fsim_cli_run_args_clear)
+
+/**
  * fsim_cli_open_runs:
  * @path: the TRACE argument.
- * @policy_list: (nullable): the `-p` argument (fsim_cli_policies()).
+ * @args: the `-p`, `-c` and `--set` arguments.
  * @configs, @policies: (out) (transfer full): what fsim_cli_configs() and fsim_cli_policies()
  *     return; set before a later step fails, for the caller to free.
  * @n_runs: (out): fsim_cli_count_runs() of them.
@@ -55,10 +72,9 @@ guint fsim_cli_count_runs(const GPtrArray *policies, const GPtrArray *configs);
  * What `replay` and `cuda replay` build from their arguments before they run, in the order
  * that decides which error a command with several bad arguments reports.
  */
-gboolean fsim_cli_open_runs(const char *path, const char *const *alloc_confs,
-                            const char *const *sets, const char *set_example,
-                            const char *device_note, const char *policy_list, GPtrArray **configs,
-                            GPtrArray **policies, guint *n_runs, FsimTrace **trace, GError **error);
+gboolean fsim_cli_open_runs(const char *path, const FsimCliRunArgs *args, const char *set_example,
+                            const char *device_note, GPtrArray **configs, GPtrArray **policies,
+                            guint *n_runs, FsimTrace **trace, GError **error);
 
 /* The config text of @policy's run @c (0 <= @c < fsim_cli_policy_runs()): the configuration's
  * canonical text, "" for a policy that ignores the configurations (unless only one was given). */

@@ -58,25 +58,20 @@ fsim_cli_json_add_pools(JsonBuilder *builder, const GArray *pools)
 {
     if (pools == NULL)
         return;
-    json_builder_set_member_name(builder, "pools");
-    json_builder_begin_array(builder);
+    fsim_cli_json_begin_array(builder, "pools");
     for (guint i = 0; i < pools->len; i++) {
         const FsimStoredPool *p = &g_array_index(pools, FsimStoredPool, i);
 
         json_builder_begin_object(builder);
-        json_builder_set_member_name(builder, "pool");
-        json_builder_add_int_value(builder, (gint64)p->pool);
+        fsim_cli_json_int(builder, "pool", (gint64)p->pool);
         json_builder_set_member_name(builder, "needed_bytes");
         if (p->needed_bytes >= 0)
             json_builder_add_int_value(builder, p->needed_bytes);
         else
             json_builder_add_null_value(builder);
-        json_builder_set_member_name(builder, "peak_reserved_bytes");
-        json_builder_add_int_value(builder, (gint64)p->peak_reserved_bytes);
-        json_builder_set_member_name(builder, "reserved_bytes");
-        json_builder_add_int_value(builder, (gint64)p->reserved_bytes);
-        json_builder_set_member_name(builder, "use_count");
-        json_builder_add_int_value(builder, (gint64)p->use_count);
+        fsim_cli_json_int(builder, "peak_reserved_bytes", (gint64)p->peak_reserved_bytes);
+        fsim_cli_json_int(builder, "reserved_bytes", (gint64)p->reserved_bytes);
+        fsim_cli_json_int(builder, "use_count", (gint64)p->use_count);
         json_builder_end_object(builder);
     }
     json_builder_end_array(builder);

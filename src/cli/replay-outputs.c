@@ -17,6 +17,8 @@
 #include "fragsim/memviz.h"
 #include "fragsim/store.h"
 
+#include "cli.h"
+
 typedef struct {
     FsimEngine *engine;   /* borrowed; NULL for a run written whole (recorded, or in error) */
     const ReplayRun *key; /* that run */
@@ -87,10 +89,14 @@ fsim_replay_outputs_free(FsimReplayOutputs *outputs)
     g_free(outputs);
 }
 
-const GOptionEntry *
-fsim_replay_outputs_entries(FsimReplayOutputs *outputs)
+int
+fsim_replay_outputs_parse(FsimReplayOutputs *outputs, GOptionContext *context,
+                          const GOptionEntry *entries, const char *description, const char *command,
+                          int *argc, char ***argv)
 {
-    return outputs->entries;
+    g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_add_main_entries(context, outputs->entries, NULL);
+    return fsim_cli_parse_command(context, NULL, description, command, argc, argv, "TRACE");
 }
 
 gboolean

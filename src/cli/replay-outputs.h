@@ -6,8 +6,8 @@
  * cmd-replay.c calls these hooks and knows nothing else of the store or the exporter:
  *
  *   outputs = fsim_replay_outputs_new();
- *   g_option_context_add_main_entries(context, fsim_replay_outputs_entries(outputs), NULL);
- *   ... parse, open the trace ...
+ *   fsim_replay_outputs_parse(outputs, context, entries, description, command, &argc, &argv);
+ *   ... open the trace ...
  *   fsim_replay_outputs_open(outputs, trace, n_runs, trace_device, &error);
  *   ... for each engine created: fsim_replay_outputs_attach(outputs, engine, trace_device, config,
  *       label, &error);
@@ -31,9 +31,18 @@ FsimReplayOutputs *fsim_replay_outputs_new(void);
 void fsim_replay_outputs_free(FsimReplayOutputs *outputs);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimReplayOutputs, fsim_replay_outputs_free)
 
-/* Returns: (transfer none): the option entries (--db, --samples, --export-snapshot), filling
- * @outputs when parsed; valid as long as @outputs. */
-const GOptionEntry *fsim_replay_outputs_entries(FsimReplayOutputs *outputs);
+/**
+ * fsim_replay_outputs_parse:
+ * @entries: the command's options; the outputs' (--db, --samples, --export-snapshot) follow
+ *     them, filling @outputs.
+ *
+ * fsim_cli_parse_command() of a command that replays one TRACE with these outputs.
+ *
+ * Returns: %FSIM_EXIT_OK, or %FSIM_EXIT_USAGE after printing the usage error.
+ */
+int fsim_replay_outputs_parse(FsimReplayOutputs *outputs, GOptionContext *context,
+                              const GOptionEntry *entries, const char *description,
+                              const char *command, int *argc, char ***argv);
 
 /**
  * fsim_replay_outputs_open:

@@ -28,32 +28,22 @@ replay_print_json(const char *path, GPtrArray *runs,
     g_autoptr(JsonBuilder) builder = json_builder_new();
 
     json_builder_begin_object(builder);
-    json_builder_set_member_name(builder, "trace");
-    json_builder_add_string_value(builder, path);
-    json_builder_set_member_name(builder, "runs");
-    json_builder_begin_array(builder);
+    fsim_cli_json_string(builder, "trace", path);
+    fsim_cli_json_begin_array(builder, "runs");
     for (guint i = 0; i < runs->len; i++) {
         const ReplayRun *run = g_ptr_array_index(runs, i);
         int64_t id = run_id != NULL ? run_id(data, run) : -1;
 
         json_builder_begin_object(builder);
-        json_builder_set_member_name(builder, "policy");
-        json_builder_add_string_value(builder, run->policy);
-        json_builder_set_member_name(builder, "config");
-        json_builder_add_string_value(builder, run->config);
-        json_builder_set_member_name(builder, "label");
-        json_builder_add_string_value(builder, run->label);
-        json_builder_set_member_name(builder, "device");
-        json_builder_add_string_value(builder, run->device.name);
-        json_builder_set_member_name(builder, "capacity_bytes");
-        json_builder_add_int_value(builder, (gint64)run->device.capacity_bytes);
-        json_builder_set_member_name(builder, "trace_device");
-        json_builder_add_int_value(builder, run->trace_device);
-        json_builder_set_member_name(builder, "status");
-        json_builder_add_string_value(builder, replay_status_name(run->status));
+        fsim_cli_json_string(builder, "policy", run->policy);
+        fsim_cli_json_string(builder, "config", run->config);
+        fsim_cli_json_string(builder, "label", run->label);
+        fsim_cli_json_string(builder, "device", run->device.name);
+        fsim_cli_json_int(builder, "capacity_bytes", (gint64)run->device.capacity_bytes);
+        fsim_cli_json_int(builder, "trace_device", run->trace_device);
+        fsim_cli_json_string(builder, "status", replay_status_name(run->status));
         if (run->status == REPLAY_ERROR) {
-            json_builder_set_member_name(builder, "error");
-            json_builder_add_string_value(builder, run->error);
+            fsim_cli_json_string(builder, "error", run->error);
         }
         if (id >= 0) {
             json_builder_set_member_name(builder, "run_id"); /* the row in --db */

@@ -242,8 +242,7 @@ json_candidate_members(JsonBuilder *b, const TuneJob *job, const FsimTuneResult 
     fsim_cli_json_int(b, "peak_requested_bytes", (int64_t)m->peak_requested_bytes);
     fsim_cli_json_int(b, "modelled_alloc_time_ns", (int64_t)c->cost_ns);
     fsim_cli_json_int(b, "driver_calls", (int64_t)c->driver_calls);
-    json_builder_set_member_name(b, "ranks");
-    json_builder_begin_array(b);
+    fsim_cli_json_begin_array(b, "ranks");
     for (guint i = 0; i < job->ranks->len; i++) {
         json_builder_begin_object(b);
         fsim_cli_json_string(b, "trace", job_rank(job, i)->trace);
@@ -272,8 +271,7 @@ json_recommended(JsonBuilder *b, const TuneJob *job, const FsimTuneResult *resul
     const FsimTuneCandidate *r =
         result->recommended != NULL ? result->recommended : result->default_candidate;
 
-    json_builder_set_member_name(b, "recommended");
-    json_builder_begin_object(b);
+    fsim_cli_json_begin_object(b, "recommended");
     json_candidate_members(b, job, result, r);
     fsim_cli_json_bool(b, "keep_default", result->recommended == NULL);
     if (job->run_id >= 0) {
@@ -291,8 +289,7 @@ tune_print_json(const TuneJob *job, const FsimTuneResult *result)
 
     json_builder_begin_object(b);
     fsim_cli_json_string(b, "trace", g_ptr_array_index(job->paths, 0));
-    json_builder_set_member_name(b, "traces");
-    json_builder_begin_array(b);
+    fsim_cli_json_begin_array(b, "traces");
     for (guint i = 0; i < job->paths->len; i++)
         json_builder_add_string_value(b, g_ptr_array_index(job->paths, i));
     json_builder_end_array(b);
@@ -311,8 +308,7 @@ tune_print_json(const TuneJob *job, const FsimTuneResult *result)
         json_candidate(b, job, result, result->recorded);
     else
         json_builder_add_null_value(b);
-    json_builder_set_member_name(b, "candidates");
-    json_builder_begin_array(b);
+    fsim_cli_json_begin_array(b, "candidates");
     for (guint i = 0; i < shown->len; i++)
         json_candidate(b, job, result, g_ptr_array_index(shown, i));
     json_builder_end_array(b);

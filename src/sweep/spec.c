@@ -37,14 +37,43 @@ sweep_trace_free(gpointer data)
     g_free(trace);
 }
 
-static void
-sweep_config_free(gpointer data)
+void
+fsim_sweep_config_free(gpointer data)
 {
     FsimSweepConfig *config = data;
 
     g_free(config->text);
     g_key_file_unref(config->knobs);
     g_free(config);
+}
+
+FsimSweepConfig *
+fsim_sweep_config_new(const char *text, GError **error)
+{
+    g_autoptr(GKeyFile) knobs = g_key_file_new();
+    FsimAllocConf conf;
+    FsimSweepConfig *config;
+
+    fsim_alloc_conf_init(&conf);
+    if (text != NULL &&
+        (!fsim_alloc_conf_parse(&conf, text, error) || !fsim_alloc_conf_apply(knobs, text, error)))
+        return NULL;
+    config = g_new0(FsimSweepConfig, 1);
+    config->text = fsim_alloc_conf_to_string(&conf);
+    config->knobs = g_steal_pointer(&knobs);
+    return config;
+}
+
+void
+fsim_sweep_configs_add(GPtrArray *configs, FsimSweepConfig *config)
+{
+    for (guint j = 0; j < configs->len; j++) {
+        if (strcmp(((FsimSweepConfig *)g_ptr_array_index(configs, j))->text, config->text) == 0) {
+            fsim_sweep_config_free(config);
+            return;
+        }
+    }
+    g_ptr_array_add(configs, config);
 }
 
 void
@@ -210,27 +239,12 @@ spec_load_configs(FsimSweepSpec *spec, GKeyFile *file, GError **error)
 
     for (gsize i = 0; i < MAX(n, 1); i++) {
         const char *text = n > 0 ? texts[i] : "";
-        g_autoptr(GKeyFile) knobs = g_key_file_new();
         g_autoptr(GError) local_error = NULL;
-        FsimAllocConf conf;
-        FsimSweepConfig *config;
-        g_autofree char *canonical = NULL;
-        gboolean seen = FALSE;
+        FsimSweepConfig *config = fsim_sweep_config_new(*text != '\0' ? text : NULL, &local_error);
 
-        fsim_alloc_conf_init(&conf);
-        if (*text != '\0' && (!fsim_alloc_conf_parse(&conf, text, &local_error) ||
-                              !fsim_alloc_conf_apply(knobs, text, &local_error)))
+        if (config == NULL)
             return spec_fail(spec, "alloc-confs", error, "'%s': %s", text, local_error->message);
-        canonical = fsim_alloc_conf_to_string(&conf);
-        for (guint j = 0; j < spec->configs->len && !seen; j++)
-            seen = strcmp(((FsimSweepConfig *)g_ptr_array_index(spec->configs, j))->text,
-                          canonical) == 0;
-        if (seen)
-            continue;
-        config = g_new0(FsimSweepConfig, 1);
-        config->text = g_steal_pointer(&canonical);
-        config->knobs = g_steal_pointer(&knobs);
-        g_ptr_array_add(spec->configs, config);
+        fsim_sweep_configs_add(spec->configs, config);
     }
     return TRUE;
 }
@@ -347,7 +361,7 @@ fsim_sweep_spec_load(const char *path, GError **error)
     spec->path = g_strdup(path);
     spec->traces = g_ptr_array_new_with_free_func(sweep_trace_free);
     spec->policies = g_ptr_array_new_with_free_func(g_free);
-    spec->configs = g_ptr_array_new_with_free_func(sweep_config_free);
+    spec->configs = g_ptr_array_new_with_free_func(fsim_sweep_config_free);
     spec->devices = g_ptr_array_new_with_free_func(g_free);
     spec->jobs = g_ptr_array_new_with_free_func(g_free);
     if (!g_key_file_load_from_file(file, path, G_KEY_FILE_NONE, &local_error)) {

@@ -46,6 +46,14 @@ typedef struct {
     GKeyFile *knobs;
 } FsimSweepConfig;
 
+/* The configuration of the alloc-conf string @text (NULL: PyTorch's default); NULL with the
+ * parser's error for a bad string.  `replay -c` makes its runs' configurations so too. */
+FsimSweepConfig *fsim_sweep_config_new(const char *text, GError **error);
+void fsim_sweep_config_free(gpointer config);
+/* Add @config (transfer full) to @configs unless one of them has its canonical text already,
+ * then free it: a list of configurations without duplicates, in the order given. */
+void fsim_sweep_configs_add(GPtrArray *configs, FsimSweepConfig *config);
+
 /**
  * FsimSweepJob:
  * @index: its place in the whole list, from 0 (the same on every machine).
