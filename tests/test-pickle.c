@@ -255,6 +255,35 @@ test_load_ints(void)
     g_assert_cmpfloat(double_of(fsim_pickle_item(l, 10)), ==, 1e41);
 }
 
+/* Whether a str came from a text opcode: only STRING and UNICODE say so. */
+static void
+test_load_text_strings(void)
+{
+    static const struct {
+        const guint8 *bytes;
+        gsize len;
+        gboolean text;
+    } cases[] = {
+        {B("\x80\x04\x8c\x01"
+           "a."),
+         FALSE},
+        {B("\x80\x02]q\x00(X\x01\x00\x00\x00"
+           "bU\x01"
+           "cT\x01\x00\x00\x00"
+           "de."),
+         FALSE},
+        {B("(lp0\nI1\naL2L\na."), FALSE},
+        {B("Vtorch\\u005fnpu\n."), TRUE},
+        {B("S'x'\n."), TRUE},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(FsimPickle) pickle = load_ok(cases[i].bytes, cases[i].len);
+
+        g_assert_cmpint(fsim_pickle_text_strings(pickle), ==, cases[i].text);
+    }
+}
+
 static void
 test_load_strings(void)
 {
@@ -276,6 +305,7 @@ test_load_strings(void)
     g_autoptr(FsimPickle) pickle = load_ok(B(bytes));
     const FsimPickleValue *l = fsim_pickle_root(pickle);
     g_assert_cmpuint(fsim_pickle_len(l), ==, 12);
+    g_assert_true(fsim_pickle_text_strings(pickle)); /* UNICODE and STRING */
     gsize n = 0;
     g_assert_cmpstr(str_of(fsim_pickle_item(l, 0)), ==, "abc");
     const char *s = fsim_pickle_get_str(fsim_pickle_item(l, 1), &n);
@@ -1662,6 +1692,7 @@ main(int argc, char **argv)
     g_test_add_func("/pickle/load/scalars", test_load_scalars);
     g_test_add_func("/pickle/load/ints", test_load_ints);
     g_test_add_func("/pickle/load/strings", test_load_strings);
+    g_test_add_func("/pickle/load/text-strings", test_load_text_strings);
     g_test_add_func("/pickle/load/containers", test_load_containers);
     g_test_add_func("/pickle/load/nested-dict", test_load_nested_dict);
     g_test_add_func("/pickle/load/stack-ops", test_load_stack_ops);

@@ -618,6 +618,39 @@ test_truncated(void)
     g_rmdir(dir);
 }
 
+/* torch_npu is told by the frames' file names even where no "torch_npu/" is in the file's bytes:
+ * a protocol 0 pickle spells it with an escape (the reader skips the frames only when the bytes
+ * rule it out), with or without stacks. */
+static void
+test_npu_frames_escaped(void)
+{
+    static const char escaped[] = "(dp0\nVdevice_traces\np1\n(lp2\n(lp3\n(dp4\nVaction\np5\n"
+                                  "Valloc\np6\nsVaddr\np7\nI1024\nsVsize\np8\nI512\nsVstream\n"
+                                  "p9\nI0\nsVframes\np10\n(lp11\n(dp12\nVfilename\np13\n"
+                                  "V/x/torch\\u005fnpu/npu/memory.py\np14\nsVline\np15\nI3\n"
+                                  "sVname\np16\nVf\np17\nsasaas.";
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = g_dir_make_tmp("fragsim-torch-XXXXXX", &error);
+    g_autofree char *path = NULL;
+    g_autofree char *other = g_strdup(escaped);
+
+    g_assert_no_error(error);
+    path = g_build_filename(dir, "npu.pickle", NULL);
+    memcpy(strstr(other, "\\u005fnpu"), "\\u005fgpu", 9); /* torch_gpu: no torch_npu */
+    for (int k = 0; k < 4; k++) {
+        g_autoptr(FsimTrace) trace = NULL;
+
+        g_file_set_contents(path, k < 2 ? escaped : other, -1, &error);
+        g_assert_no_error(error);
+        trace = k % 2 == 0 ? fsim_trace_open(path, &error)
+                           : fsim_trace_open_without_stacks(path, &error);
+        g_assert_no_error(error);
+        g_assert_cmpint(trace->frames_name_torch_npu, ==, k < 2);
+    }
+    g_unlink(path);
+    g_rmdir(dir);
+}
+
 /* ---- the shared snapshots ------------------------------------------------------------------ */
 
 typedef struct {
@@ -1249,6 +1282,7 @@ main(int argc, char **argv)
     g_test_add_func("/reader/torch/pools/trace", test_pools_trace);
     g_test_add_func("/reader/torch/pools/convert", test_pools_convert);
     g_test_add_func("/reader/torch/legacy", test_legacy);
+    g_test_add_func("/reader/torch/npu-frames-escaped", test_npu_frames_escaped);
     g_test_add_data_func("/reader/torch/list/proto5", "ok-torch-list.pickle", test_list);
     g_test_add_data_func("/reader/torch/list/proto1", "ok-torch-list-proto1.pickle", test_list);
     g_test_add_data_func("/reader/torch/list/proto0", "ok-torch-list-proto0.pickle", test_list);

@@ -198,6 +198,19 @@ gsize fsim_pickle_arena_bytes(const FsimPickle *pickle);
 guint64 fsim_pickle_input_bytes(const FsimPickle *pickle);
 
 /**
+ * fsim_pickle_text_strings:
+ * @pickle: a loaded pickle.
+ *
+ * Whether some str was read from a protocol 0 text opcode (STRING, UNICODE), whose escapes can
+ * spell bytes the input does not hold as such.  When not, the bytes of every str are in the
+ * input as they are (binary opcodes copy them), so a reader can rule a string out of every value
+ * by searching the input's bytes for it.
+ *
+ * Returns: %TRUE when a text string opcode ran.
+ */
+gboolean fsim_pickle_text_strings(const FsimPickle *pickle);
+
+/**
  * fsim_pickle_type:
  * @v: a value.
  *

@@ -297,7 +297,8 @@ fsim_torch_frames_scan(TorchLoader *ld, const FsimPickleValue *v)
     TorchFramesKey probe;
     gpointer none = NULL;
 
-    if (ld->trace->base.frames_name_torch_npu || twin_seen(&ld->twins_scanned, v, &none))
+    if (!ld->npu_frames || ld->trace->base.frames_name_torch_npu ||
+        twin_seen(&ld->twins_scanned, v, &none))
         return;
     probe.items = fsim_pickle_items(v, &probe.n);
     if (probe.n == 0 || frames_seen(&ld->scanned, &probe, NULL))

@@ -96,6 +96,7 @@ typedef struct {
     TorchTrace *trace;
     uint64_t dropped_annotations;
     gboolean wants_stacks; /* FALSE: frames are only looked at (fsim_trace_open_without_stacks) */
+    gboolean npu_frames;   /* FALSE: no frame can name torch_npu (torch_load_pickle()) */
     /* `frames` seen so far (torch-fields.c): a snapshot repeats a few hundred stacks thousands
      * of times, each a fresh list of memo references to shared frame dicts. */
     GHashTable *stack_ids;     /* (nullable) TorchFramesKey* (the list's items) -> stack id */

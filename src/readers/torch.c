@@ -137,11 +137,29 @@ torch_read_root(TorchLoader *ld, const FsimPickleValue *root, GError **error)
     return TRUE;
 }
 
+/* Whether the @len bytes at @data hold @needle (NUL-terminated, not empty). */
+static gboolean
+bytes_contain(const guint8 *data, gsize len, const char *needle)
+{
+    gsize n = strlen(needle);
+
+    for (const guint8 *p = data; len >= n && (gsize)(p - data) <= len - n; p++) {
+        p = memchr(p, needle[0], len - n + 1 - (gsize)(p - data));
+        if (p == NULL)
+            return FALSE;
+        if (memcmp(p, needle, n) == 0)
+            return TRUE;
+    }
+    return FALSE;
+}
+
 /* Loads the pickle: from the mapped file when it is a plain one (the copy through a stream
  * costs as much as unpickling), else (compressed, not a regular file) streamed through the
- * decompressor, never held whole. */
+ * decompressor, never held whole.  *@npu_frames is FALSE when no str of the pickle can name a
+ * file of torch_npu: the bytes were all there and hold no "torch_npu/", and no str came from a
+ * text opcode (fsim_pickle_text_strings()); then no frame needs looking at for it. */
 static FsimPickle *
-torch_load_pickle(const char *path, GError **error)
+torch_load_pickle(const char *path, gboolean *npu_frames, GError **error)
 {
     g_autoptr(GMappedFile) mapped = NULL;
     g_autoptr(GInputStream) in = NULL;
@@ -160,12 +178,16 @@ torch_load_pickle(const char *path, GError **error)
                         "%s: larger than %" G_GSIZE_FORMAT " bytes", path, TORCH_MAX_BYTES);
             return NULL;
         }
-        if (len >= 2 && data[0] == 0x1f && data[1] == 0x8b)
+        if (len >= 2 && data[0] == 0x1f && data[1] == 0x8b) {
             g_clear_pointer(&mapped, g_mapped_file_unref); /* compressed: streamed below */
-        else
+        } else {
             pickle = fsim_pickle_load(data, len, NULL, &local_error);
+            *npu_frames = pickle == NULL || fsim_pickle_text_strings(pickle) ||
+                          bytes_contain(data, len, "torch_npu/");
+        }
     }
     if (mapped == NULL) {
+        *npu_frames = TRUE;
         in = fsim_input_open(path, error);
         if (in == NULL)
             return NULL;
@@ -184,7 +206,7 @@ torch_open(const char *path, GError **error)
     TorchLoader ld = {.path = path, .wants_stacks = fsim_trace_opening_wants_stacks()};
     gsize len;
 
-    pickle = torch_load_pickle(path, error);
+    pickle = torch_load_pickle(path, &ld.npu_frames, error);
     if (pickle == NULL)
         return NULL;
     len = (gsize)fsim_pickle_input_bytes(pickle);

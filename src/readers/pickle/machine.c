@@ -916,6 +916,7 @@ load(Loader *l, FsimPickle *pickle, const FsimPickleLimits *limits, uint64_t mem
 
     gboolean ok = load_run(l, &pickle->root);
     pickle->input_bytes = input_offset(&l->in);
+    pickle->text_strings = l->text_strings;
     list_cache_clear(l);
     if (ok) {
         /* Values only the memo kept are garbage now. */

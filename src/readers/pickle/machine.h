@@ -46,6 +46,7 @@ typedef struct {
     ListCacheSlot *list_cache; /* (nullable) lists.c */
     uint8_t *list_cache_next;  /* per bucket: the way to replace next */
     uint64_t twins;            /* twin numbers given so far (lists.c) */
+    gboolean text_strings;     /* a str came from STRING or UNICODE (fsim_pickle_text_strings) */
 
     guint max_depth;
     size_t max_stack;

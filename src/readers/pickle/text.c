@@ -329,6 +329,7 @@ load_string(Loader *l)
         return load_fail(l, FSIM_TRACE_ERROR_SYNTAX, "%s: the argument must be quoted", op_name(l));
     const char *s = line + 1;
     const char *end = line + len - 1;
+    l->text_strings = TRUE;
     g_autofree char *decoded = g_malloc((size_t)(end - s) + 1);
     char *out = decoded;
     while (s < end) {
@@ -356,6 +357,7 @@ load_unicode(Loader *l)
     size_t len = 0;
     if (!read_line(l, &line, &len))
         return FALSE;
+    l->text_strings = TRUE;
     /* A byte becomes at most 2 UTF-8 bytes; an escape of 6 or 10 bytes at most 4. */
     g_autofree char *decoded = g_malloc(2 * len + 1);
     char *out = decoded;

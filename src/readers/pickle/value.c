@@ -282,6 +282,13 @@ fsim_pickle_input_bytes(const FsimPickle *pickle)
     return pickle->input_bytes;
 }
 
+gboolean
+fsim_pickle_text_strings(const FsimPickle *pickle)
+{
+    g_return_val_if_fail(pickle != NULL, FALSE);
+    return pickle->text_strings;
+}
+
 /* ---- Accessors ----------------------------------------------------------------------------- */
 
 FsimPickleType

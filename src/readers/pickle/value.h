@@ -141,4 +141,5 @@ struct FsimPickle {
     Heap heap;
     FsimPickleValue *root;
     uint64_t input_bytes;
+    gboolean text_strings;
 };
