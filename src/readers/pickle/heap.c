@@ -186,6 +186,19 @@ heap_clear(Heap *heap)
     heap_init(heap, budget);
 }
 
+void
+heap_expect(Heap *heap, size_t bytes)
+{
+    /* The first chunk as large as the expected graph allows, up to a huge page: fresh 4 KiB
+     * pages cost a fault each (about a microsecond in a virtual machine) where a huge page costs
+     * one.  Only while the budget has room for many such chunks: a tight budget keeps the
+     * growth from CHUNK_MIN, so that what fits in it still loads. */
+    if (heap->chunks != NULL || heap->budget / 16 < HUGE_PAGE)
+        return;
+    while (heap->next_chunk < MIN(bytes, HUGE_PAGE))
+        heap->next_chunk *= 2;
+}
+
 gboolean
 heap_charge(Heap *heap, gssize delta)
 {

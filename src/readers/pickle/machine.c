@@ -134,7 +134,7 @@ read_le64(const guint8 *p)
 
 /* ---- The stack ----------------------------------------------------------------------------- */
 
-static G_GNUC_NO_INLINE gboolean
+G_GNUC_NO_INLINE gboolean
 grow_stack(Loader *l)
 {
     if (l->stack_len >= l->max_stack)
@@ -146,18 +146,6 @@ grow_stack(Loader *l)
         return over_budget(l);
     l->stack = g_renew(FsimPickleValue *, l->stack, cap);
     l->stack_cap = cap;
-    return TRUE;
-}
-
-gboolean
-push(Loader *l, FsimPickleValue *v)
-{
-    if (G_UNLIKELY(v == NULL))
-        return over_budget(l);
-    if (G_UNLIKELY(l->stack_len == l->stack_cap) && !grow_stack(l))
-        return FALSE;
-    value_ref(v);
-    l->stack[l->stack_len++] = v;
     return TRUE;
 }
 
@@ -960,6 +948,7 @@ fsim_pickle_load(const guint8 *data, gsize len, const FsimPickleLimits *limits, 
     Loader l = {.error = error};
     FsimPickle *pickle = pickle_new(limits);
     input_init_memory(&l.in, data, len);
+    heap_expect(&pickle->heap, 2 * len); /* real snapshots: 2 to 4 values per byte */
     /* A pickler numbers its memo entries 0, 1, 2, ... and each costs at least a byte. */
     return load(&l, pickle, limits, len);
 }

@@ -67,8 +67,22 @@ gboolean over_budget(Loader *l);
 /* Fails for what input_*() reported (not INPUT_OK); @n is the bytes the opcode needed. */
 gboolean input_fail(Loader *l, InputStatus status, size_t n);
 
-/* Pushes @v (a reference is taken); a NULL @v is a budget failure. */
-gboolean push(Loader *l, FsimPickleValue *v);
+/* Makes room for one more value on the stack; FALSE (with the error set) at its limit. */
+gboolean grow_stack(Loader *l);
+
+/* Pushes @v (a reference is taken); a NULL @v is a budget failure.  Inline: most opcodes end
+ * here. */
+static inline gboolean
+push(Loader *l, FsimPickleValue *v)
+{
+    if (G_UNLIKELY(v == NULL))
+        return over_budget(l);
+    if (G_UNLIKELY(l->stack_len == l->stack_cap) && !grow_stack(l))
+        return FALSE;
+    value_ref(v);
+    l->stack[l->stack_len++] = v;
+    return TRUE;
+}
 
 static inline FsimPickleValue *
 new_value(Loader *l, FsimPickleType type)
