@@ -137,17 +137,22 @@ torch_read_root(TorchLoader *ld, const FsimPickleValue *root, GError **error)
     return TRUE;
 }
 
-/* Whether the @len bytes at @data hold @needle (NUL-terminated, not empty). */
+/* Whether the @len bytes at @data hold "torch_npu/".  Found from its '_', the rarest of its bytes
+ * in snapshots (a few thousand in a megabyte, where memchr() on 't' stops ten times as often
+ * and glibc's memmem() reads every byte). */
 static gboolean
-bytes_contain(const guint8 *data, gsize len, const char *needle)
+bytes_name_torch_npu(const guint8 *data, gsize len)
 {
-    gsize n = strlen(needle);
+    static const char needle[] = "torch_npu/";
+    const gsize at = 5; /* needle[at] is the '_' */
+    const guint8 *end = data + len;
 
-    for (const guint8 *p = data; len >= n && (gsize)(p - data) <= len - n; p++) {
-        p = memchr(p, needle[0], len - n + 1 - (gsize)(p - data));
+    for (const guint8 *p = data + MIN(at, len); p < end; p++) {
+        p = memchr(p, '_', (gsize)(end - p));
         if (p == NULL)
             return FALSE;
-        if (memcmp(p, needle, n) == 0)
+        if ((gsize)(end - p) >= sizeof(needle) - 1 - at &&
+            memcmp(p - at, needle, sizeof(needle) - 1) == 0)
             return TRUE;
     }
     return FALSE;
@@ -183,7 +188,7 @@ torch_load_pickle(const char *path, gboolean *npu_frames, GError **error)
         } else {
             pickle = fsim_pickle_load(data, len, NULL, &local_error);
             *npu_frames = pickle == NULL || fsim_pickle_text_strings(pickle) ||
-                          bytes_contain(data, len, "torch_npu/");
+                          bytes_name_torch_npu(data, len);
         }
     }
     if (mapped == NULL) {

@@ -58,36 +58,6 @@ read_le32(const guint8 *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-void
-run_memo_gets(Loader *l)
-{
-    const guint8 *p = l->in.p;
-    const guint8 *end = l->in.end;
-    FsimPickleValue **stack = l->stack;
-    FsimPickleValue *const *memo = l->memo;
-    size_t len = l->stack_len;
-    size_t cap = l->stack_cap;
-    size_t memo_cap = l->memo_cap;
-
-    while (end - p >= 5) {
-        size_t width = p[0] == 'h' ? 2 : p[0] == 'j' ? 5 : 0;
-        size_t index = width == 2 ? p[1] : read_le32(p + 1);
-        FsimPickleValue *v;
-
-        if (width == 0 || index >= memo_cap || len == cap)
-            break;
-        v = memo[index];
-        if (v == NULL || v->refs == UINT32_MAX)
-            break;
-        v->flags |= VALUE_SEALED; /* shared from now on, as push_shared() does */
-        v->refs++;
-        stack[len++] = v;
-        p += width;
-    }
-    l->in.p = p;
-    l->stack_len = len;
-}
-
 /* FNV-1a over 8 bytes at a time: the runs are a few hundred bytes. */
 static uint64_t
 run_hash(const guint8 *p, size_t len)

@@ -276,6 +276,48 @@ append_items(Loader *l, size_t base)
 
 /* SETITEM, SETITEMS: sets key/value pairs stack[base..stack_len) in the dict at
  * stack[base - 1]. */
+/* SETITEMS into a fresh dict (the common case: `EMPTY_DICT MEMOIZE MARK k v k v ... SETITEMS`):
+ * one pass over the pairs, into an array of the exact size.  FALSE, changing nothing that
+ * matters, wherever the general path has something to check or report (then it runs: it seals
+ * the same items, or the load fails). */
+static inline gboolean
+setitems_fresh(Loader *l, FsimPickleValue *dict, FsimPickleValue *const *items, size_t n)
+{
+    uint32_t height = 1;
+    uint64_t nodes = 1;
+    if (dict->type != FSIM_PICKLE_DICT || (dict->flags & VALUE_SEALED) || dict->u.c.len != 0 ||
+        dict->u.c.items != NULL || n == 0 || n % 2 != 0 || n > 64)
+        return FALSE;
+    FsimPickleValue **array = heap_alloc(l->heap, n * sizeof(void *));
+    if (array == NULL)
+        return FALSE;
+    for (size_t i = 0; i < n; i++) {
+        FsimPickleValue *item = items[i];
+        array[i] = item;
+        if (!value_is_container(item)) {
+            nodes++;
+            continue;
+        }
+        if ((i % 2 == 0 && item->type != FSIM_PICKLE_TUPLE) || item->height >= l->max_depth) {
+            heap_free(l->heap, array, n * sizeof(void *));
+            return FALSE;
+        }
+        item->flags |= VALUE_SEALED;
+        height = MAX(height, item->height + 1u);
+        nodes += item->u.c.nodes;
+    }
+    if (nodes > max_nodes(l)) {
+        heap_free(l->heap, array, n * sizeof(void *));
+        return FALSE;
+    }
+    dict->u.c.items = array;
+    dict->u.c.cap = (uint32_t)n;
+    dict->u.c.len = (uint32_t)(n / 2);
+    dict->height = (uint16_t)height;
+    dict->u.c.nodes = nodes;
+    return TRUE;
+}
+
 static gboolean
 do_setitems(Loader *l, size_t base)
 {
@@ -283,6 +325,10 @@ do_setitems(Loader *l, size_t base)
         return underflow(l);
     FsimPickleValue *dict = l->stack[base - 1];
     size_t n = l->stack_len - base;
+    if (setitems_fresh(l, dict, l->stack + base, n)) {
+        l->stack_len = base;
+        return TRUE;
+    }
     if (n % 2 != 0)
         return load_fail(l, FSIM_TRACE_ERROR_SYNTAX, "%s: odd number of items", op_name(l));
     if (!check_modifiable(l, dict, FSIM_PICKLE_DICT))

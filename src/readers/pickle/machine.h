@@ -99,11 +99,43 @@ gboolean memo_put(Loader *l, uint64_t index);
 /* APPENDS: appends stack[base..stack_len) to the list at stack[base - 1]. */
 gboolean append_items(Loader *l, size_t base);
 
-/* The hot paths (lists.c).  run_memo_gets() pushes the memo gets at in.p while each is a plain
- * push.  run_memo_list(), at a MARK, takes MARK, a run of memo gets and APPENDS into the empty
- * list on top of the stack at once: 1 when it did, 0 when it consumed nothing (the generic path
- * runs), -1 on an error.  list_cache_clear() drops the cache's references. */
-void run_memo_gets(Loader *l);
+/* The hot paths.  run_memo_gets() pushes the memo gets at in.p while each is a plain push (inline:
+ * the opcode loop runs it before most opcodes).  run_memo_list() (lists.c), at a MARK, takes
+ * MARK, a run of memo gets and APPENDS into the empty list on top of the stack at once: 1 when it
+ * did, 0 when it consumed nothing (the generic path runs), -1 on an error.  list_cache_clear()
+ * drops the cache's references. */
+static inline void
+run_memo_gets(Loader *l)
+{
+    const guint8 *p = l->in.p;
+    const guint8 *end = l->in.end;
+    FsimPickleValue **stack = l->stack;
+    FsimPickleValue *const *memo = l->memo;
+    size_t len = l->stack_len;
+    size_t cap = l->stack_cap;
+    size_t memo_cap = l->memo_cap;
+
+    while (end - p >= 5) {
+        size_t width = p[0] == 'h' ? 2 : p[0] == 'j' ? 5 : 0;
+        size_t index = width == 2 ? p[1]
+                                  : (uint32_t)p[1] | (uint32_t)p[2] << 8 | (uint32_t)p[3] << 16 |
+                                        (uint32_t)p[4] << 24;
+        FsimPickleValue *v;
+
+        if (width == 0 || index >= memo_cap || len == cap)
+            break;
+        v = memo[index];
+        if (v == NULL || v->refs == UINT32_MAX)
+            break;
+        v->flags |= VALUE_SEALED; /* shared from now on, as push_shared() does */
+        v->refs++;
+        stack[len++] = v;
+        p += width;
+    }
+    l->in.p = p;
+    l->stack_len = len;
+}
+
 int run_memo_list(Loader *l);
 void list_cache_clear(Loader *l);
 
