@@ -266,9 +266,9 @@ fsim_torch_read_traces(TorchLoader *ld, const FsimPickleValue *traces, GError **
         if (dev == NULL)
             return FALSE;
         /* The list's length is bounded by the input, and each entry costs budget. */
-        g_array_unref(dev->entries);
-        dev->entries =
-            g_array_sized_new(FALSE, FALSE, sizeof(TorchEntry), (guint)MIN(n, ld->budget));
+        fsim_torch_array_give(TORCH_SPARE_ENTRIES, dev->entries);
+        dev->entries = fsim_torch_array_take(TORCH_SPARE_ENTRIES, sizeof(TorchEntry),
+                                             (guint)MIN(n, ld->budget));
         w.depth = 2;
         entries = fsim_pickle_items(trace, &n);
         for (gsize i = 0; i < n; i++) {

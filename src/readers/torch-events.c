@@ -258,7 +258,8 @@ fsim_torch_build_device(TorchLoader *ld, TorchDevice *dev, GError **error)
                dev->device, dev->backwards);
 
     g_array_sort(dev->marks, mark_compare);
-    dev->events = g_array_sized_new(FALSE, FALSE, sizeof(TorchEvent), n + dev->marks->len);
+    dev->events =
+        fsim_torch_array_take(TORCH_SPARE_EVENTS, sizeof(TorchEvent), n + dev->marks->len);
     for (guint i = 0; i < n; i++) {
         const TorchEntry *e = &g_array_index(dev->entries, TorchEntry, i);
         FsimTime time = dev->timed ? e->time : (FsimTime)i * TORCH_CLOCK_STEP_NS;
@@ -273,7 +274,7 @@ fsim_torch_build_device(TorchLoader *ld, TorchDevice *dev, GError **error)
     else
         g_array_unref(b.outcomes);
     fsim_trace_add_device(&ld->trace->base, dev->device);
-    g_clear_pointer(&dev->entries, g_array_unref);
+    fsim_torch_array_give(TORCH_SPARE_ENTRIES, g_steal_pointer(&dev->entries));
     g_clear_pointer(&dev->marks, g_array_unref);
     g_clear_pointer(&dev->final_segments, g_array_unref);
     g_clear_pointer(&dev->final_blocks, g_array_unref);

@@ -373,6 +373,48 @@ fsim_torch_action_from_name(const char *name, gsize len)
     return TORCH_UNKNOWN;
 }
 
+/* ---- Arrays reused across opens ------------------------------------------------------------ */
+
+/* The largest array kept for the next open. */
+#define TORCH_SPARE_MAX_BYTES ((gsize)16 << 20)
+
+static struct {
+    GMutex lock;
+    GArray *arrays[TORCH_N_SPARES];
+} spares;
+
+GArray *
+fsim_torch_array_take(TorchSpare which, guint element_size, guint reserve)
+{
+    GArray *array;
+
+    g_mutex_lock(&spares.lock);
+    array = g_steal_pointer(&spares.arrays[which]);
+    g_mutex_unlock(&spares.lock);
+    if (array == NULL)
+        return g_array_sized_new(FALSE, FALSE, element_size, reserve);
+    g_assert(g_array_get_element_size(array) == element_size);
+    g_array_set_size(array, 0);
+    return array;
+}
+
+void
+fsim_torch_array_give(TorchSpare which, GArray *array)
+{
+    if (array == NULL)
+        return;
+    /* (an empty one may never have held anything: a fresh array does as well) */
+    if (array->len > 0 &&
+        (gsize)array->len * g_array_get_element_size(array) <= TORCH_SPARE_MAX_BYTES) {
+        g_mutex_lock(&spares.lock);
+        if (spares.arrays[which] == NULL)
+            spares.arrays[which] = g_steal_pointer(&array);
+        g_mutex_unlock(&spares.lock);
+    }
+    if (array != NULL)
+        g_array_unref(array);
+}
+
 void
 fsim_torch_device_free(gpointer data)
 {
@@ -380,11 +422,11 @@ fsim_torch_device_free(gpointer data)
 
     if (dev == NULL)
         return;
-    g_clear_pointer(&dev->entries, g_array_unref);
+    fsim_torch_array_give(TORCH_SPARE_ENTRIES, g_steal_pointer(&dev->entries));
     g_clear_pointer(&dev->marks, g_array_unref);
     g_clear_pointer(&dev->final_segments, g_array_unref);
     g_clear_pointer(&dev->final_blocks, g_array_unref);
-    g_clear_pointer(&dev->events, g_array_unref);
+    fsim_torch_array_give(TORCH_SPARE_EVENTS, g_steal_pointer(&dev->events));
     g_clear_pointer(&dev->unknown, g_hash_table_unref);
     g_free(dev);
 }

@@ -187,6 +187,24 @@ void fsim_torch_loader_clear(TorchLoader *ld);
 /* The action named @name (@len bytes), TORCH_UNKNOWN if none. */
 TorchAction fsim_torch_action_from_name(const char *name, gsize len);
 
+/* The arrays of a device that are as long as its trace (its entries while opening, its events)
+ * are reused across opens: the last one dropped of each kind is kept (up to 16 MiB) for the next
+ * open, whose fresh pages would cost a fault each the first time they are written (about a
+ * microsecond in a virtual machine, as long as decoding what fills them). */
+typedef enum {
+    TORCH_SPARE_ENTRIES, /* TorchEntry */
+    TORCH_SPARE_EVENTS,  /* TorchEvent */
+    TORCH_N_SPARES,
+} TorchSpare;
+
+/* An empty array of @element_size items (which must be that of @which), room for @reserve when
+ * it is new. */
+GArray *fsim_torch_array_take(TorchSpare which, guint element_size, guint reserve);
+
+/* Drops @array (nullable; an array of @which's), keeping it for the next open if none is kept and
+ * it held something. */
+void fsim_torch_array_give(TorchSpare which, GArray *array);
+
 /* Free a TorchDevice (a GDestroyNotify). */
 void fsim_torch_device_free(gpointer data);
 
