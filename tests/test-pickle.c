@@ -1153,6 +1153,29 @@ test_memory_live(void)
     }
 }
 
+/* expect_memory: the first chunk is taken as large as the hint says (up to a huge page), where
+ * the budget has room for it; without the hint memory follows the live graph. */
+static void
+test_memory_expect(void)
+{
+    static const char bytes[] = "\x80\x02]q\x00K\x01"
+                                "a.";
+    FsimPickleLimits hinted = {.expect_memory = 8 << 20};
+    FsimPickleLimits tight = {.expect_memory = 8 << 20, .max_memory = 1 << 20};
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimPickle) plain = load_ok(B(bytes));
+    g_autoptr(FsimPickle) big = fsim_pickle_load(B(bytes), &hinted, &error);
+    g_autoptr(FsimPickle) small = NULL;
+
+    g_assert_no_error(error);
+    small = fsim_pickle_load(B(bytes), &tight, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(fsim_pickle_arena_bytes(plain), <, 64 * 1024);
+    g_assert_cmpuint(fsim_pickle_arena_bytes(big), >=, 2 * 1024 * 1024);
+    g_assert_cmpuint(fsim_pickle_arena_bytes(small), <, 64 * 1024);
+    g_assert_cmpuint(fsim_pickle_len(fsim_pickle_root(big)), ==, 1);
+}
+
 /* A budget: crossing it is a clean error that names it. */
 static void
 test_memory_budget(void)
@@ -1708,6 +1731,7 @@ main(int argc, char **argv)
     g_test_add_func("/pickle/load/memory-bound", test_memory_bound);
     g_test_add_func("/pickle/load/memory-live", test_memory_live);
     g_test_add_func("/pickle/load/memory-budget", test_memory_budget);
+    g_test_add_func("/pickle/load/memory-expect", test_memory_expect);
     g_test_add_func("/pickle/load/stream-long-str", test_stream_long_str);
     g_test_add_func("/pickle/bad/global", test_bad_global);
     g_test_add_func("/pickle/bad/forbidden", test_bad_forbidden);

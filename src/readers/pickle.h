@@ -82,6 +82,12 @@ typedef struct FsimPickle FsimPickle;
  * @max_memory: the most bytes the loader may hold at once: values, the stack, the memo and the
  *     input window.  0 means the process's budget, fsim_memory_budget().
  * @max_input: fsim_pickle_load_stream() only: the most bytes it reads.  0 means no limit.
+ * @expect_memory: fsim_pickle_load() only: a hint, the bytes the caller expects the loader to
+ *     hold at its peak.  The first chunk of memory is then taken that large (up to a 2 MiB huge
+ *     page, and only where @max_memory holds 16 of those) instead of growing to it from 16 KiB,
+ *     so that fresh memory costs one page fault where it would cost hundreds.  Only for inputs
+ *     whose values all stay alive (a snapshot that memoizes everything): the peak then depends
+ *     on the hint as well as on the live graph.  0: no hint.
  *
  * Safety limits of fsim_pickle_load() and fsim_pickle_load_stream().  Exceeding one is a
  * %FSIM_TRACE_ERROR_LIMIT error.
@@ -106,6 +112,7 @@ typedef struct {
     uint64_t max_nodes;
     gsize max_memory;
     uint64_t max_input;
+    gsize expect_memory;
 } FsimPickleLimits;
 
 /**

@@ -186,7 +186,11 @@ torch_load_pickle(const char *path, gboolean *npu_frames, GError **error)
         if (len >= 2 && data[0] == 0x1f && data[1] == 0x8b) {
             g_clear_pointer(&mapped, g_mapped_file_unref); /* compressed: streamed below */
         } else {
-            pickle = fsim_pickle_load(data, len, NULL, &local_error);
+            /* Everything a snapshot holds is memoized, so alive to the end: 2 to 4 values of
+             * 40 bytes per 10 bytes of pickle. */
+            FsimPickleLimits whole = {.expect_memory = 2 * len};
+
+            pickle = fsim_pickle_load(data, len, &whole, &local_error);
             *npu_frames = pickle == NULL || fsim_pickle_text_strings(pickle) ||
                           bytes_name_torch_npu(data, len);
         }

@@ -994,7 +994,7 @@ fsim_pickle_load(const guint8 *data, gsize len, const FsimPickleLimits *limits, 
     Loader l = {.error = error};
     FsimPickle *pickle = pickle_new(limits);
     input_init_memory(&l.in, data, len);
-    heap_expect(&pickle->heap, 2 * len); /* real snapshots: 2 to 4 values per byte */
+    heap_expect(&pickle->heap, limits->expect_memory);
     /* A pickler numbers its memo entries 0, 1, 2, ... and each costs at least a byte. */
     return load(&l, pickle, limits, len);
 }

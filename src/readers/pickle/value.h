@@ -79,8 +79,8 @@ typedef struct {
 /* Sets up an empty heap with a budget of @budget bytes. */
 void heap_init(Heap *heap, size_t budget);
 
-/* The heap will likely grow to about @bytes: its first chunk is taken that large (up to a huge
- * page) rather than grown to from 16 KiB. */
+/* The heap will likely grow to about @bytes (FsimPickleLimits.expect_memory; 0: no hint): its
+ * first chunk is taken that large (up to a huge page) rather than grown to from 16 KiB. */
 void heap_expect(Heap *heap, size_t bytes);
 
 /* Frees every block at once. */
