@@ -52,12 +52,6 @@ struct ListCacheSlot {
     FsimPickleValue *list; /* (nullable) holds a reference */
 };
 
-static inline uint32_t
-read_le32(const guint8 *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* FNV-1a over 8 bytes at a time: the runs are a few hundred bytes. */
 static uint64_t
 run_hash(const guint8 *p, size_t len)
