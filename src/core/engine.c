@@ -19,6 +19,9 @@
 #include "pool-scopes.h"
 #include "range-set.h"
 
+/* For exact comparisons of two fractions of 64-bit byte counts (gcc and clang have it). */
+__extension__ typedef unsigned __int128 EngineU128;
+
 typedef struct {
     const FsimObserver *ops;
     gpointer data;
@@ -39,6 +42,7 @@ struct FsimEngine {
     FsimPoolScopes *pools; /* private-pool scopes and references, checked before the policy */
     uint64_t seq;
     GArray *observers; /* of ObserverEntry */
+    guint n_observers; /* observers->len, read once per event on the hot path */
     GArray *ooms;      /* of FsimOomRecord */
     FsimEngineCounters counters;
     FsimMetrics metrics;
@@ -50,11 +54,15 @@ struct FsimEngine {
     uint64_t at_peak_requested;
     uint64_t at_peak_largest_free;
     gboolean at_peak_seen;
-    double min_utilization; /* > 1 until measured */
+    /* the least utilisation so far, min_requested / min_reserved (0 / 0 until measured), kept
+     * as a fraction so that each event compares it by two multiplications, not a division */
+    uint64_t min_requested;
+    uint64_t min_reserved;
     FsimTime last_time;
     gboolean started;
     gboolean finished;
     gboolean failed;
+    gboolean running; /* started, neither finished nor failed: the hot path tests only this */
     gint64 wall_start_us;
     const FsimLiveAlloc *releasing; /* during release callbacks */
 };
@@ -126,7 +134,6 @@ fsim_engine_new(const FsimRunConfig *config, GError **error)
     engine->ooms = g_array_new(FALSE, FALSE, sizeof(FsimOomRecord));
     engine->metrics.first_oom_event = -1;
     engine->metrics.needed_bytes = -1; /* computed by src/analysis/needed.c, not the engine */
-    engine->min_utilization = 2.0;
     engine->device->observer = engine_device_observer;
     engine->device->observer_data = engine;
     return engine;
@@ -156,11 +163,12 @@ fsim_engine_add_observer(FsimEngine *engine, const FsimObserver *observer, gpoin
 
     g_return_if_fail(engine != NULL && observer != NULL);
     g_array_append_val(engine->observers, entry);
+    engine->n_observers = engine->observers->len;
 }
 
 /* By index: the array's data is NULL while it is empty, and NULL + 0 is undefined. */
 #define FOREACH_OBSERVER(engine, entry)                                                            \
-    for (guint entry##_i = 0; entry##_i < (engine)->observers->len; entry##_i++)                   \
+    for (guint entry##_i = 0; entry##_i < (engine)->n_observers; entry##_i++)                      \
         for (ObserverEntry *entry = &g_array_index((engine)->observers, ObserverEntry, entry##_i); \
              entry != NULL; entry = NULL)
 
@@ -222,48 +230,68 @@ engine_policy_stats(const FsimEngine *engine, FsimPolicyStats *out)
         engine->policy->ops->get_stats(engine->policy, out);
 }
 
+/* A new tightest moment: reserved at a new peak, or as high with more allocated. */
+static G_NO_INLINE void
+engine_update_at_peak(FsimEngine *engine, uint64_t reserved)
+{
+    const FsimEngineCounters *c = &engine->counters;
+    FsimPolicyStats stats;
+
+    engine_policy_stats(engine, &stats);
+    engine->at_peak_seen = TRUE;
+    engine->at_peak_reserved = reserved;
+    engine->at_peak_allocated = c->allocated_bytes;
+    engine->at_peak_requested = c->requested_bytes;
+    engine->at_peak_largest_free = stats.largest_free_block;
+}
+
 /* After every event: peaks, the tightest moment, minimum utilisation. */
-static void
+static inline void
 engine_update_peaks(FsimEngine *engine)
 {
     FsimEngineCounters *c = &engine->counters;
     uint64_t reserved = (uint64_t)engine->device->reserved.current;
+    uint64_t requested = c->requested_bytes;
 
     c->reserved_bytes = reserved;
-    if (c->requested_bytes > engine->peak_requested)
-        engine->peak_requested = c->requested_bytes;
-    if (c->allocated_bytes > engine->peak_allocated)
-        engine->peak_allocated = c->allocated_bytes;
-    if (!engine->at_peak_seen || reserved > engine->at_peak_reserved ||
-        (reserved == engine->at_peak_reserved && c->allocated_bytes > engine->at_peak_allocated)) {
-        FsimPolicyStats stats;
-
-        engine_policy_stats(engine, &stats);
-        engine->at_peak_seen = TRUE;
-        engine->at_peak_reserved = reserved;
-        engine->at_peak_allocated = c->allocated_bytes;
-        engine->at_peak_requested = c->requested_bytes;
-        engine->at_peak_largest_free = stats.largest_free_block;
-    }
+    engine->peak_requested = MAX(engine->peak_requested, requested);
+    engine->peak_allocated = MAX(engine->peak_allocated, c->allocated_bytes);
+    if (G_UNLIKELY(reserved > engine->at_peak_reserved ||
+                   (reserved == engine->at_peak_reserved &&
+                    c->allocated_bytes > engine->at_peak_allocated) ||
+                   !engine->at_peak_seen))
+        engine_update_at_peak(engine, reserved);
     /* Utilisation (of what the program asked for, so that rounding counts as waste) counts only
      * while requested memory is at least half its running peak: at start-up and tear-down a few
-     * bytes sit in memory a caching policy keeps, which says nothing about fragmentation. */
-    if (reserved > 0 && c->requested_bytes * 2 >= engine->peak_requested) {
-        double utilization = (double)MIN(c->requested_bytes, reserved) / (double)reserved;
+     * bytes sit in memory a caching policy keeps, which says nothing about fragmentation.  The
+     * comparison of MIN(requested, reserved) / reserved with the least so far is exact, in
+     * 128-bit products; the least is stored as its fraction (0 / 0 until one is measured). */
+    if (reserved > 0 && requested * 2 >= engine->peak_requested) {
+        uint64_t used = MIN(requested, reserved);
 
-        if (utilization < engine->min_utilization)
-            engine->min_utilization = utilization;
+        if (engine->min_reserved == 0 || (EngineU128)used * engine->min_reserved <
+                                             (EngineU128)engine->min_requested * reserved) {
+            engine->min_requested = used;
+            engine->min_reserved = reserved;
+        }
     }
 }
 
 static void
 engine_release(FsimEngine *engine, FsimLiveEntry *entry)
 {
-    FsimLiveAlloc alloc = {entry->id,     entry->block,       entry->requested,
-                           entry->stream, entry->alloc_event, entry->alloc_time};
+    FsimLiveAlloc alloc;
 
-    fsim_live_table_remove(&engine->live, entry);
     engine->counters.live_blocks--;
+    if (G_LIKELY(engine->n_observers == 0)) {
+        /* the policy never touches the table: its block is read in place */
+        engine->policy->ops->dealloc(engine->policy, &entry->block, engine->counters.now);
+        fsim_live_table_remove(&engine->live, entry);
+        return;
+    }
+    alloc = (FsimLiveAlloc){entry->id,     entry->block,       entry->requested,
+                            entry->stream, entry->alloc_event, entry->alloc_time};
+    fsim_live_table_remove(&engine->live, entry);
     engine->policy->ops->dealloc(engine->policy, &alloc.block, engine->counters.now);
     engine->releasing = &alloc;
     FOREACH_OBSERVER(engine, obs)
@@ -552,20 +580,13 @@ engine_pool_event(FsimEngine *engine, const FsimEvent *ev, GError **error)
     return engine_check(engine, fsim_event_kind_name(ev->kind), error);
 }
 
+/* The kinds other than alloc and free. */
 static gboolean
-engine_handle(FsimEngine *engine, const FsimEvent *ev, GError **error)
+engine_handle_other(FsimEngine *engine, const FsimEvent *ev, GError **error)
 {
     gboolean ok = TRUE;
 
-    engine->counters.event_index = ev->index;
-    engine->counters.now = ev->time;
     switch (ev->kind) {
-    case FSIM_EV_ALLOC:
-        ok = engine_alloc(engine, ev, error);
-        break;
-    case FSIM_EV_FREE:
-        ok = engine_free(engine, ev, error);
-        break;
     case FSIM_EV_FREE_COMPLETED:
         ok = engine_free_completed(engine, ev, error);
         break;
@@ -587,7 +608,25 @@ engine_handle(FsimEngine *engine, const FsimEvent *ev, GError **error)
                     "event %" G_GUINT64_FORMAT ": unknown kind %d", ev->index, (int)ev->kind);
         return FALSE;
     }
-    if (!ok)
+    return ok;
+}
+
+/* Inlined into fsim_engine_process(): one function's prologue per event. */
+static inline G_ALWAYS_INLINE gboolean
+engine_handle(FsimEngine *engine, const FsimEvent *ev, GError **error)
+{
+    gboolean ok;
+
+    engine->counters.event_index = ev->index;
+    engine->counters.now = ev->time;
+    /* the two common kinds first: a branch instead of the switch's indirect jump */
+    if (G_LIKELY(ev->kind == FSIM_EV_ALLOC))
+        ok = engine_alloc(engine, ev, error);
+    else if (G_LIKELY(ev->kind == FSIM_EV_FREE))
+        ok = engine_free(engine, ev, error);
+    else
+        ok = engine_handle_other(engine, ev, error);
+    if (G_UNLIKELY(!ok))
         return FALSE;
     engine->counters.events++;
     engine->metrics.events++;
@@ -616,8 +655,10 @@ engine_run_queue(FsimEngine *engine, FsimTime time, GError **error)
     return TRUE;
 }
 
-gboolean
-fsim_engine_process(FsimEngine *engine, const FsimEvent *ev, GError **error)
+/* fsim_engine_process() when the engine is not running yet, or the event is out of order, or
+ * scheduled events are waiting: the checks and the queue. */
+static G_NO_INLINE gboolean
+engine_process_slow(FsimEngine *engine, const FsimEvent *ev, GError **error)
 {
     g_return_val_if_fail(engine != NULL && ev != NULL, FALSE);
     g_return_val_if_fail(!engine->finished, FALSE);
@@ -629,12 +670,14 @@ fsim_engine_process(FsimEngine *engine, const FsimEvent *ev, GError **error)
         engine->failed = TRUE;
         return FALSE;
     }
+    engine->running = TRUE;
     if (ev->time < engine->last_time) {
         g_set_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_TIME,
                     "event %" G_GUINT64_FORMAT ": time %" G_GUINT64_FORMAT
                     " ns is before the previous event's %" G_GUINT64_FORMAT " ns",
                     ev->index, ev->time, engine->last_time);
         engine->failed = TRUE;
+        engine->running = FALSE;
         return FALSE;
     }
     engine->last_time = ev->time;
@@ -642,10 +685,28 @@ fsim_engine_process(FsimEngine *engine, const FsimEvent *ev, GError **error)
     if (fsim_event_queue_length(&engine->queue) != 0 &&
         !engine_run_queue(engine, ev->time, error)) {
         engine->failed = TRUE;
+        engine->running = FALSE;
         return FALSE;
     }
     if (!engine_handle(engine, ev, error)) {
         engine->failed = TRUE;
+        engine->running = FALSE;
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean
+fsim_engine_process(FsimEngine *engine, const FsimEvent *ev, GError **error)
+{
+    if (G_UNLIKELY(engine == NULL || ev == NULL || !engine->running ||
+                   ev->time < engine->last_time || fsim_event_queue_length(&engine->queue) != 0))
+        return engine_process_slow(engine, ev, error);
+    engine->last_time = ev->time;
+    engine->seq++;
+    if (G_UNLIKELY(!engine_handle(engine, ev, error))) {
+        engine->failed = TRUE;
+        engine->running = FALSE;
         return FALSE;
     }
     return TRUE;
@@ -664,6 +725,7 @@ fsim_engine_finish(FsimEngine *engine, GError **error)
     if (!engine->failed && !engine_run_queue(engine, G_MAXUINT64, error))
         return FALSE;
     engine->finished = TRUE;
+    engine->running = FALSE;
     m->peak_requested_bytes = engine->peak_requested;
     m->peak_allocated_bytes = engine->peak_allocated;
     m->peak_reserved_bytes = (uint64_t)engine->device->reserved.peak;
@@ -687,7 +749,9 @@ fsim_engine_finish(FsimEngine *engine, GError **error)
     m->external_frag_bytes_at_peak = engine->at_peak_reserved > engine->at_peak_allocated
                                          ? engine->at_peak_reserved - engine->at_peak_allocated
                                          : 0;
-    m->min_utilization = engine->min_utilization <= 1.0 ? engine->min_utilization : 0.0;
+    m->min_utilization = engine->min_reserved != 0
+                             ? (double)engine->min_requested / (double)engine->min_reserved
+                             : 0.0;
     m->device_mallocs = engine->device->calls[FSIM_CALL_MEM_ALLOC];
     m->device_frees = engine->device->calls[FSIM_CALL_MEM_FREE];
     m->device_maps = engine->device->calls[FSIM_CALL_MAP];

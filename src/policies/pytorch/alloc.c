@@ -163,8 +163,7 @@ alloc_found_block(Pytorch *pt, Block *block, uint64_t size, uint64_t requested, 
     if (split) {
         Block *remaining = block;
 
-        block = block_new(pt);
-        block->segment = remaining->segment;
+        block = block_new(pt, remaining->segment);
         block->addr = remaining->addr;
         block->size = size;
         block_link_before(block, remaining);
@@ -174,25 +173,25 @@ alloc_found_block(Pytorch *pt, Block *block, uint64_t size, uint64_t requested, 
         stats->num_splits++;
         if (already_split && !expandable) {
             /* an inactive split block shrinks by @size */
-            fsim_counter_add(&stats->inactive_split_bytes, -(int64_t)size);
+            stat_down(&stats->inactive_split_bytes, size);
         } else if (!expandable) {
             /* a new inactive split block appears */
-            fsim_counter_add(&stats->inactive_split_bytes, (int64_t)remaining->size);
-            fsim_counter_add(&stats->inactive_split, 1);
+            stat_up(&stats->inactive_split_bytes, remaining->size);
+            stat_up(&stats->inactive_split, 1);
         }
     } else if (already_split && !expandable) {
-        fsim_counter_add(&stats->inactive_split_bytes, -(int64_t)block->size);
-        fsim_counter_add(&stats->inactive_split, -1);
+        stat_down(&stats->inactive_split_bytes, block->size);
+        stat_down(&stats->inactive_split, 1);
     }
     block->flags |= BLOCK_ALLOCATED;
     block->requested = requested;
-    fsim_counter_add(&stats->allocation, 1);
-    fsim_counter_add(&stats->allocated_bytes, (int64_t)block->size);
-    fsim_counter_add(&stats->active, 1);
-    fsim_counter_add(&stats->active_bytes, (int64_t)block->size);
-    fsim_counter_add(&stats->requested_bytes, (int64_t)requested);
+    stat_up(&stats->allocation, 1);
+    stat_up(&stats->allocated_bytes, block->size);
+    stat_up(&stats->active, 1);
+    stat_up(&stats->active_bytes, block->size);
+    stat_up(&stats->requested_bytes, requested);
     if (block->size >= pt->conf.max_split_size)
-        fsim_counter_add(&stats->oversize_allocations, 1);
+        stat_up(&stats->oversize_allocations, 1);
     return block;
 }
 
@@ -241,8 +240,7 @@ npu_align_block(Pytorch *pt, Block *block, uint64_t size)
         if (!block_is_split(block))
             fsim_counter_add(&stats->inactive_split_bytes, (int64_t)block->size);
     }
-    rest = block_new(pt);
-    rest->segment = block->segment;
+    rest = block_new(pt, block->segment);
     rest->addr = block->addr + offset;
     rest->size = block->size - offset;
     block_link_after(rest, block);
@@ -267,7 +265,9 @@ FsimStatus
 fsim_pytorch_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
 {
     Pytorch *pt = pytorch_from_policy(self);
-    uint64_t size = fsim_pytorch_round_size(&pt->conf, req->size);
+    uint64_t size = G_LIKELY(pt->round_plain)
+                        ? round_up(MAX(req->size, FSIM_PYTORCH_MIN_BLOCK), FSIM_PYTORCH_MIN_BLOCK)
+                        : fsim_pytorch_round_size(&pt->conf, req->size);
     Pool *pool = get_pool(pt, size, req->stream);
     uint64_t alloc_size = fsim_pytorch_allocation_size(&pt->conf, size);
     Block *block = get_free_block(pt, pool, req->stream, size);

@@ -14,28 +14,32 @@
 G_BEGIN_DECLS
 
 enum {
-    BLOCK_RED = 1u << 0,       /* red node of the tree it is in */
-    BLOCK_ALLOCATED = 1u << 1, /* handed out (or pending free): not mergeable, not in a tree */
-    BLOCK_UNMAPPED = 1u << 2,  /* address space of an expandable segment without pages */
-    BLOCK_PENDING = 1u << 3,   /* seeded active_pending_free: active but no longer allocated */
-    BLOCK_IN_TREE = 1u << 4,   /* in its stream's free set or unmapped tree */
+    BLOCK_RED = 1u << 0,        /* red node of the tree it is in */
+    BLOCK_ALLOCATED = 1u << 1,  /* handed out (or pending free): not mergeable, not in a tree */
+    BLOCK_UNMAPPED = 1u << 2,   /* address space of an expandable segment without pages */
+    BLOCK_PENDING = 1u << 3,    /* seeded active_pending_free: active but no longer allocated */
+    BLOCK_IN_TREE = 1u << 4,    /* in its stream's free set or unmapped tree */
+    BLOCK_EXPANDABLE = 1u << 5, /* of an expandable segment: segment->expandable, kept here so
+                                 * that the best-fit search does not read the segment */
 };
 
 typedef struct Block Block;
 typedef struct Segment Segment;
 
+/* What a free reads first (links, segment, place, flags) comes first: 52 bytes, the first line
+ * of the block or two. */
 struct Block {
-    Block *left; /* tree links */
-    Block *right;
-    Block *parent;
     Block *prev; /* neighbours in the segment, by address */
     Block *next;
     Segment *segment;
     uint64_t addr;
     uint64_t size;
-    uint64_t requested;    /* the request an allocated block serves */
-    int64_t gc_count_base; /* the pool's GC clock when the block was last cached */
+    uint64_t requested; /* the request an allocated block serves */
     uint32_t flags;
+    int64_t gc_count_base; /* the pool's GC clock when the block was last cached */
+    Block *left;           /* tree links */
+    Block *right;
+    Block *parent;
 };
 
 static inline gboolean

@@ -102,6 +102,9 @@ fsim_pytorch_create(const FsimPolicyOps *ops, FsimDevice *device, GKeyFile *conf
     pt->conf = conf;
     pt->expandable = conf.expandable_segments;
     pt->gc_active = conf.has_memory_fraction && conf.garbage_collection_threshold > 0.0;
+    pt->round_plain = conf.platform != FSIM_PLATFORM_NPU;
+    for (guint i = 0; i < FSIM_ALLOC_CONF_INTERVALS; i++)
+        pt->round_plain = pt->round_plain && conf.roundup_power2_divisions[i] <= 1;
     /* setMemoryFraction(): fraction x the total cudaMemGetInfo reports */
     pt->allowed_memory_maximum =
         (uint64_t)(conf.per_process_memory_fraction * (double)device->spec.total_bytes);

@@ -9,17 +9,19 @@
 
 #include "model.h"
 
-uint64_t
-fsim_pytorch_try_merge(Pytorch *pt, Block *dst, Block *src)
+/* try_merge_blocks() with @set, the (pool, stream) of @dst's segment, which is @src's: neighbours
+ * never cross a segment. */
+static inline uint64_t
+try_merge_in(Pytorch *pt, StreamSet *set, Block *dst, Block *src)
 {
     uint64_t subsumed;
 
     if (src == NULL || block_allocated(src) || block_unmapped(src) != block_unmapped(dst))
         return 0;
-    if (block_unmapped(src))
-        fsim_pytorch_tree_erase(&src->segment->set->unmapped, src);
+    if (G_UNLIKELY(block_unmapped(src)))
+        fsim_pytorch_tree_erase(&set->unmapped, src);
     else
-        freeset_erase(&src->segment->set->free, src);
+        freeset_erase(&set->free, src);
     if (dst->prev == src) {
         dst->addr = src->addr;
         dst->prev = src->prev;
@@ -39,6 +41,12 @@ fsim_pytorch_try_merge(Pytorch *pt, Block *dst, Block *src)
     return subsumed;
 }
 
+uint64_t
+fsim_pytorch_try_merge(Pytorch *pt, Block *dst, Block *src)
+{
+    return try_merge_in(pt, dst->segment->set, dst, src);
+}
+
 /* free() and free_block(): the block is cached again, merged with free neighbours. */
 void
 fsim_pytorch_dealloc(FsimPolicy *self, const FsimBlock *fblock, FsimTime now)
@@ -46,6 +54,7 @@ fsim_pytorch_dealloc(FsimPolicy *self, const FsimBlock *fblock, FsimTime now)
     Pytorch *pt = pytorch_from_policy(self);
     Block *block = (Block *)(uintptr_t)fblock->cookie;
     Stats *stats = &pt->stats;
+    StreamSet *set = block->segment->set;
     uint64_t size = block->size;
     uint64_t requested = block->requested;
     Block *candidates[2];
@@ -56,16 +65,16 @@ fsim_pytorch_dealloc(FsimPolicy *self, const FsimBlock *fblock, FsimTime now)
     g_assert(block_allocated(block) && block->addr == fblock->addr && size == fblock->size);
     if ((block->flags & BLOCK_PENDING) == 0) {
         /* free(): the allocation ends (a seeded pending block's ended before the trace) */
-        fsim_counter_add(&stats->allocation, -1);
-        fsim_counter_add(&stats->allocated_bytes, -(int64_t)size);
+        stat_down(&stats->allocation, 1);
+        stat_down(&stats->allocated_bytes, size);
         if (size >= pt->conf.max_split_size)
-            fsim_counter_add(&stats->oversize_allocations, -1);
+            stat_down(&stats->oversize_allocations, 1);
     }
     block->flags &= ~(uint32_t)(BLOCK_ALLOCATED | BLOCK_PENDING);
     candidates[0] = block->prev;
     candidates[1] = block->next;
     for (int i = 0; i < 2; i++) {
-        uint64_t subsumed = fsim_pytorch_try_merge(pt, block, candidates[i]);
+        uint64_t subsumed = try_merge_in(pt, set, block, candidates[i]);
 
         if (subsumed > 0) {
             net_blocks--;
@@ -82,7 +91,7 @@ fsim_pytorch_dealloc(FsimPolicy *self, const FsimBlock *fblock, FsimTime now)
         fsim_counter_add(&stats->inactive_split, net_blocks);
         fsim_counter_add(&stats->inactive_split_bytes, net_bytes);
     }
-    fsim_counter_add(&stats->active, -1);
-    fsim_counter_add(&stats->active_bytes, -(int64_t)size);
-    fsim_counter_add(&stats->requested_bytes, -(int64_t)requested);
+    stat_down(&stats->active, 1);
+    stat_down(&stats->active_bytes, size);
+    stat_down(&stats->requested_bytes, requested);
 }

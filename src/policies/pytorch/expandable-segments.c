@@ -41,11 +41,10 @@ find_expandable_block(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t size)
     if (fsim_device_va_reserve(device, reservation, device->spec.granularity, &addr) != FSIM_OK)
         return NULL;
     segment = fsim_pytorch_segment_new(pt, pool, stream, addr, reservation, page);
-    block = block_new(pt);
-    block->segment = segment;
+    block = block_new(pt, segment);
     block->addr = addr;
     block->size = reservation;
-    block->flags = BLOCK_UNMAPPED;
+    block->flags |= BLOCK_UNMAPPED;
     segment->head = block;
     fsim_pytorch_tree_insert(&set->unmapped, block);
     return block;
@@ -66,12 +65,11 @@ map_block(Pytorch *pt, Block *block, uint64_t size)
     fsim_pytorch_tree_erase(&segment->set->unmapped, block);
     block->flags &= ~(uint32_t)BLOCK_UNMAPPED;
     if (bytes < block->size) {
-        Block *rest = block_new(pt);
+        Block *rest = block_new(pt, segment);
 
-        rest->segment = segment;
         rest->addr = block->addr + bytes;
         rest->size = block->size - bytes;
-        rest->flags = BLOCK_UNMAPPED;
+        rest->flags |= BLOCK_UNMAPPED;
         block_link_after(rest, block);
         fsim_pytorch_tree_insert(&segment->set->unmapped, rest);
         block->size = bytes;
@@ -130,18 +128,16 @@ fsim_pytorch_unmap_block(Pytorch *pt, Block *block)
     bytes = end - begin;
     freeset_erase(&segment->set->free, block);
     if (begin > block->addr) {
-        Block *before = block_new(pt);
+        Block *before = block_new(pt, segment);
 
-        before->segment = segment;
         before->addr = block->addr;
         before->size = begin - block->addr;
         block_link_before(before, block);
         pool_insert_free(before);
     }
     if (end < block->addr + block->size) {
-        Block *after = block_new(pt);
+        Block *after = block_new(pt, segment);
 
-        after->segment = segment;
         after->addr = end;
         after->size = block->addr + block->size - end;
         block_link_after(after, block);

@@ -169,8 +169,9 @@ typedef struct {
 typedef struct {
     FsimPolicy base; /* must be first */
     FsimAllocConf conf;
-    gboolean expandable; /* expandable segments are on */
-    gboolean gc_active;  /* a memory fraction and a GC threshold are both set */
+    gboolean expandable;  /* expandable segments are on */
+    gboolean gc_active;   /* a memory fraction and a GC threshold are both set */
+    gboolean round_plain; /* CUDA without roundup_power2_divisions: round_size is to 512 B */
     uint64_t allowed_memory_maximum;
     uint64_t total_allocated_memory; /* cudaMalloc'd plus mapped bytes, as PyTorch counts */
     Pool small;
@@ -202,6 +203,23 @@ pytorch_from_const_policy(const FsimPolicy *self)
     return (const Pytorch *)self;
 }
 
+/* The memory_stats() counters on the hot path, where the direction of a change is known: an
+ * increase updates the peak without testing its sign, a decrease only the current value (it
+ * moves neither the peak nor the total).  The same counts as fsim_counter_add(). */
+static inline void
+stat_up(FsimCounter *counter, uint64_t n)
+{
+    counter->current += (int64_t)n;
+    counter->total += (int64_t)n;
+    counter->peak = MAX(counter->peak, counter->current);
+}
+
+static inline void
+stat_down(FsimCounter *counter, uint64_t n)
+{
+    counter->current -= (int64_t)n;
+}
+
 /* Reserved bytes change in @pool: PyTorch's count, and the pool's own for per-pool answers. */
 static inline void
 pool_reserved_add(Pytorch *pt, Pool *pool, int64_t bytes)
@@ -220,7 +238,7 @@ round_up(uint64_t value, uint64_t unit)
 static inline gboolean
 block_expandable(const Block *block)
 {
-    return block->segment->expandable;
+    return (block->flags & BLOCK_EXPANDABLE) != 0;
 }
 
 /* ---- block-pool.c ------------------------------------------------------------------------------
@@ -229,9 +247,9 @@ block_expandable(const Block *block)
 /* Give the slab another SLAB_CHUNK spare blocks. */
 void fsim_pytorch_slab_grow(Pytorch *pt);
 
-/* A zeroed block from the slab. */
+/* A block of @segment from the slab, zeroed but for its segment and BLOCK_EXPANDABLE. */
 static inline Block *
-block_new(Pytorch *pt)
+block_new(Pytorch *pt, Segment *segment)
 {
     Block *block;
 
@@ -239,7 +257,8 @@ block_new(Pytorch *pt)
         fsim_pytorch_slab_grow(pt);
     block = pt->spare;
     pt->spare = block->next;
-    *block = (Block){0}; /* stores, not a call to memset */
+    /* stores, not a call to memset */
+    *block = (Block){.segment = segment, .flags = segment->expandable ? BLOCK_EXPANDABLE : 0};
     return block;
 }
 

@@ -56,12 +56,11 @@ static Block *
 seed_block(Pytorch *pt, Segment *segment, Block **tail, uint64_t addr, uint64_t size,
            uint32_t flags)
 {
-    Block *block = block_new(pt);
+    Block *block = block_new(pt, segment);
 
-    block->segment = segment;
     block->addr = addr;
     block->size = size;
-    block->flags = flags;
+    block->flags |= flags;
     if (*tail == NULL)
         segment->head = block;
     else

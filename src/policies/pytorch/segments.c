@@ -62,8 +62,7 @@ fsim_pytorch_malloc_segment(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t a
     if (fsim_device_mem_alloc(pt->base.device, alloc_size, &addr) != FSIM_OK)
         return NULL;
     segment = fsim_pytorch_segment_new(pt, pool, stream, addr, alloc_size, 0);
-    block = block_new(pt);
-    block->segment = segment;
+    block = block_new(pt, segment);
     block->addr = addr;
     block->size = alloc_size;
     segment->head = block;
