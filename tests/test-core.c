@@ -10,6 +10,7 @@
 
 #include "fragsim/fragsim.h"
 
+#include "core/addr-map.h"
 #include "core/event-queue.h"
 #include "core/live-table.h"
 #include "core/range-set.h"
@@ -211,6 +212,43 @@ size_key_compare(gconstpointer a, gconstpointer b, gpointer data)
     return x->key < y->key ? -1 : x->key > y->key ? 1 : 0;
 }
 
+/* The address map against a GHashTable: random inserts, lookups and removals of aligned
+ * addresses (probe runs that wrap and shift back), through several doublings. */
+static void
+test_addr_map(void)
+{
+    FsimAddrMap map;
+    g_autoptr(GHashTable) model = g_hash_table_new(g_int64_hash, g_int64_equal);
+    g_autoptr(GArray) keys = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    g_autoptr(GRand) rand = g_rand_new_with_seed(7);
+
+    fsim_addr_map_init(&map);
+    g_array_set_size(keys, 4096);
+    for (guint i = 0; i < keys->len; i++)
+        g_array_index(keys, uint64_t, i) = 0x7f0000000000 + (uint64_t)i * 2 * 1024 * 1024;
+    for (int i = 0; i < 200000; i++) {
+        uint64_t *key = &g_array_index(keys, uint64_t, g_rand_int_range(rand, 0, 4096));
+        gpointer value = g_hash_table_lookup(model, key);
+        FsimAddrSlot *slot = fsim_addr_map_lookup(&map, *key);
+
+        g_assert_cmpint(slot != NULL, ==, value != NULL);
+        if (slot != NULL)
+            g_assert_cmpuint(slot->value, ==, GPOINTER_TO_SIZE(value));
+        if (slot == NULL && g_rand_int_range(rand, 0, 100) < (i < 100000 ? 80 : 30)) {
+            uint64_t v = (uint64_t)g_rand_int_range(rand, 1, 1 << 30);
+
+            fsim_addr_map_insert(&map, *key, v);
+            g_hash_table_insert(model, key, GSIZE_TO_POINTER(v));
+        } else if (slot != NULL && g_rand_boolean(rand)) {
+            fsim_addr_map_remove(&map, slot);
+            g_hash_table_remove(model, key);
+        }
+        g_assert_cmpuint(map.count, ==, g_hash_table_size(model));
+    }
+    g_assert_cmpuint(map.bits, >, 6);
+    fsim_addr_map_clear(&map);
+}
+
 /* The size set against a GTree: random inserts, erasures and lower bounds over few sizes (bins
  * of thousands: chunks split and merge) and many; full walks both ways; the invariants. */
 static void
@@ -241,6 +279,18 @@ test_size_set_against_gtree(gconstpointer data)
 
                 g_tree_insert(model, key, key);
                 fsim_size_set_insert(set, key->size, key->key, key);
+            }
+        } else if (node != NULL && g_rand_int_range(rand, 0, 4) == 0) {
+            /* replace in place or move: a size a little off, often in the same bin */
+            SizeKey *key = g_tree_node_key(node);
+            SizeKey moved = {key->size + (uint64_t)g_rand_int_range(rand, 0, 3) * 4096 - 4096,
+                             key->key + (uint64_t)g_rand_int_range(rand, 0, 3) * 512};
+
+            if (moved.size > 4096 && g_tree_lookup(model, &moved) == NULL) {
+                g_tree_steal(model, key);
+                *key = moved;
+                g_tree_insert(model, key, key);
+                fsim_size_set_replace_at(set, &cursor, key->size, key->key, key);
             }
         } else if (node != NULL) {
             SizeKey *key = g_tree_node_key(node);
@@ -564,6 +614,7 @@ main(int argc, char **argv)
     g_test_add_func("/range-set/basics", test_range_set);
     g_test_add_func("/live-table/against-ghashtable", test_live_table);
     g_test_add_func("/live-table/entries", test_live_table_entries);
+    g_test_add_func("/addr-map/against-ghashtable", test_addr_map);
     g_test_add_data_func("/size-set/few-sizes", GUINT_TO_POINTER(3), test_size_set_against_gtree);
     g_test_add_data_func("/size-set/many-sizes", GUINT_TO_POINTER(5000),
                          test_size_set_against_gtree);

@@ -23,7 +23,7 @@
 
 #include "fragsim/device.h"
 
-#include "live-table.h"
+#include "addr-map.h"
 #include "range-set.h"
 #include "size-set.h"
 
@@ -37,14 +37,14 @@
 #define SIM_VA_LOW ((FsimAddr)0x200000)
 
 /* The free ranges are indexed three times: by_size holds (size, start) pairs in a size set, for
- * best fit; by_start and by_end map each range's first and last-plus-one addresses to the
- * range (start, in requested; size, in block.size), for the neighbours a range given back
- * merges with, which are one probe each.  No range is an allocation of its own. */
+ * best fit; by_start maps each range's first address to its size and by_end its last-plus-one
+ * address to its start, for the neighbours a range given back merges with, which are one probe
+ * each. */
 typedef struct {
     FsimDevice base;
     FsimSizeSet by_size;
-    FsimLiveTable by_start;
-    FsimLiveTable by_end;
+    FsimAddrMap by_start;
+    FsimAddrMap by_end;
     /* paranoid bookkeeping: live cudaMalloc ranges and reservations (addr -> size) and mapped
      * pages */
     GHashTable *allocations;
@@ -56,53 +56,78 @@ typedef struct {
 static void
 free_range_insert(SimDevice *sim, FsimAddr start, uint64_t size)
 {
-    FsimLiveEntry *entry;
-
     fsim_size_set_insert(&sim->by_size, size, start, NULL);
-    entry = fsim_live_table_insert(&sim->by_start, start);
-    entry->requested = start;
-    entry->block.size = size;
-    entry = fsim_live_table_insert(&sim->by_end, start + size);
-    entry->requested = start;
-    entry->block.size = size;
+    fsim_addr_map_insert(&sim->by_start, start, size);
+    fsim_addr_map_insert(&sim->by_end, start + size, start);
 }
 
+/* Set the value of @key, which must be present in @map. */
+static inline void
+addr_map_set(FsimAddrMap *map, uint64_t key, uint64_t value)
+{
+    FsimAddrSlot *slot = fsim_addr_map_lookup(map, key);
+
+    g_assert(slot != NULL);
+    slot->value = value;
+}
+
+/* The by_size cursor of the free range [start, start+size), which must be there. */
 static void
-free_range_remove(SimDevice *sim, FsimAddr start, uint64_t size)
+free_range_find(SimDevice *sim, FsimAddr start, uint64_t size, FsimSizeCursor *cursor)
 {
-    fsim_size_set_erase(&sim->by_size, size, start, NULL);
-    fsim_live_table_remove(&sim->by_start, fsim_live_table_lookup(&sim->by_start, start));
-    fsim_live_table_remove(&sim->by_end, fsim_live_table_lookup(&sim->by_end, start + size));
+    gboolean found = fsim_size_set_find(&sim->by_size, size, start, NULL, cursor);
+
+    g_assert(found);
 }
 
-/* Take [start, start+size) out of the free range [range_start, range_start+range_size). */
+/* Take [start, start+size) out of the free range at @cursor.  A range that keeps a part on one
+ * side is changed in place where it can be: its by_size entry replaced, the address map entry of
+ * the side that stays rewritten. */
 static void
-free_range_carve(SimDevice *sim, FsimAddr range_start, uint64_t range_size, FsimAddr start,
-                 uint64_t size)
+free_range_carve(SimDevice *sim, const FsimSizeCursor *cursor, FsimAddr start, uint64_t size)
 {
-    FsimAddr range_end = range_start + range_size;
+    const FsimSizeEntry *range = fsim_size_set_entry(cursor);
+    FsimAddr range_start = range->key;
+    FsimAddr range_end = range->key + range->size;
+    FsimAddr end = start + size;
 
-    free_range_remove(sim, range_start, range_size);
-    if (start > range_start)
-        free_range_insert(sim, range_start, start - range_start);
-    if (start + size < range_end)
-        free_range_insert(sim, start + size, range_end - (start + size));
-}
-
-/* The free range containing [start, start+size), as its by_size entry, or NULL.  A walk over the
- * ranges large enough: hints come from validation, once per segment, not per block. */
-static const FsimSizeEntry *
-free_range_containing(SimDevice *sim, FsimAddr start, uint64_t size)
-{
-    FsimSizeCursor cursor;
-
-    fsim_size_set_lower_bound(&sim->by_size, size, 0, &cursor);
-    for (const FsimSizeEntry *range = fsim_size_set_entry(&cursor); range != NULL;
-         fsim_size_set_next(&sim->by_size, &cursor), range = fsim_size_set_entry(&cursor)) {
-        if (range->key <= start && start + size <= range->key + range->size)
-            return range;
+    if (start > range_start) {
+        /* the left part keeps the range's start */
+        fsim_size_set_replace_at(&sim->by_size, cursor, start - range_start, range_start, NULL);
+        addr_map_set(&sim->by_start, range_start, start - range_start);
+        if (end < range_end) {
+            addr_map_set(&sim->by_end, range_end, end);
+            fsim_size_set_insert(&sim->by_size, range_end - end, end, NULL);
+            fsim_addr_map_insert(&sim->by_start, end, range_end - end);
+        } else {
+            fsim_addr_map_erase(&sim->by_end, range_end);
+        }
+        fsim_addr_map_insert(&sim->by_end, start, range_start);
+    } else if (end < range_end) {
+        /* the right part keeps the range's end */
+        fsim_size_set_replace_at(&sim->by_size, cursor, range_end - end, end, NULL);
+        fsim_addr_map_erase(&sim->by_start, range_start);
+        fsim_addr_map_insert(&sim->by_start, end, range_end - end);
+        addr_map_set(&sim->by_end, range_end, end);
+    } else {
+        fsim_size_set_erase_at(&sim->by_size, cursor);
+        fsim_addr_map_erase(&sim->by_start, range_start);
+        fsim_addr_map_erase(&sim->by_end, range_end);
     }
-    return NULL;
+}
+
+/* The free range containing [start, start+size): its by_size cursor, FALSE if none.  A walk
+ * over the ranges large enough: hints come from validation, once per segment, not per block. */
+static gboolean
+free_range_containing(SimDevice *sim, FsimAddr start, uint64_t size, FsimSizeCursor *cursor)
+{
+    fsim_size_set_lower_bound(&sim->by_size, size, 0, cursor);
+    for (const FsimSizeEntry *range = fsim_size_set_entry(cursor); range != NULL;
+         fsim_size_set_next(&sim->by_size, cursor), range = fsim_size_set_entry(cursor)) {
+        if (range->key <= start && start + size <= range->key + range->size)
+            return TRUE;
+    }
+    return FALSE;
 }
 
 static gboolean
@@ -113,11 +138,10 @@ va_take(SimDevice *sim, uint64_t size, uint64_t alignment, FsimAddr *out)
 
     if (device->has_next_address) {
         FsimAddr want = device->next_address;
-        const FsimSizeEntry *range = free_range_containing(sim, want, size);
 
         device->has_next_address = FALSE;
-        if (range != NULL) {
-            free_range_carve(sim, range->key, range->size, want, size);
+        if (free_range_containing(sim, want, size, &cursor)) {
+            free_range_carve(sim, &cursor, want, size);
             *out = want;
             return TRUE;
         }
@@ -130,7 +154,7 @@ va_take(SimDevice *sim, uint64_t size, uint64_t alignment, FsimAddr *out)
         FsimAddr start = (range->key + alignment - 1) & ~(alignment - 1);
 
         if (start - range->key + size <= range->size) {
-            free_range_carve(sim, range->key, range->size, start, size);
+            free_range_carve(sim, &cursor, start, size);
             *out = start;
             return TRUE;
         }
@@ -138,27 +162,46 @@ va_take(SimDevice *sim, uint64_t size, uint64_t alignment, FsimAddr *out)
     return FALSE;
 }
 
+/* Give [start, start+size) back, merged with the free ranges that end where it starts (prev)
+ * and start where it ends (next).  A merge grows a neighbour in place: its by_size entry
+ * replaced, the address map entry of its outer side rewritten. */
 static void
 va_give_back(SimDevice *sim, FsimAddr start, uint64_t size)
 {
     FsimAddr end = start + size;
-    const FsimLiveEntry *prev = fsim_live_table_lookup(&sim->by_end, start);
-    const FsimLiveEntry *next = fsim_live_table_lookup(&sim->by_start, end);
+    FsimAddrSlot *prev = fsim_addr_map_lookup(&sim->by_end, start);
+    FsimAddrSlot *next = fsim_addr_map_lookup(&sim->by_start, end);
+    /* Read both before either changes: a removal moves slots. */
+    FsimAddr prev_start = prev != NULL ? prev->value : start;
+    uint64_t next_size = next != NULL ? next->value : 0;
+    FsimAddr next_end = end + next_size;
+    FsimSizeCursor cursor;
 
-    g_assert(fsim_live_table_lookup(&sim->by_start, start) == NULL);
+    g_assert(fsim_addr_map_lookup(&sim->by_start, start) == NULL);
     if (prev != NULL) {
-        FsimAddr prev_start = prev->requested;
-
-        free_range_remove(sim, prev_start, start - prev_start);
-        start = prev_start;
+        /* prev grows to next_end: its start stays */
+        if (next != NULL) {
+            fsim_addr_map_remove(&sim->by_start, next);
+            fsim_size_set_erase(&sim->by_size, next_size, end, NULL);
+        }
+        fsim_addr_map_remove(&sim->by_end, prev);
+        free_range_find(sim, prev_start, start - prev_start, &cursor);
+        fsim_size_set_replace_at(&sim->by_size, &cursor, next_end - prev_start, prev_start, NULL);
+        addr_map_set(&sim->by_start, prev_start, next_end - prev_start);
+        if (next != NULL)
+            addr_map_set(&sim->by_end, next_end, prev_start);
+        else
+            fsim_addr_map_insert(&sim->by_end, next_end, prev_start);
+    } else if (next != NULL) {
+        /* next grows down to start: its end stays */
+        fsim_addr_map_remove(&sim->by_start, next);
+        fsim_addr_map_insert(&sim->by_start, start, next_end - start);
+        free_range_find(sim, end, next_size, &cursor);
+        fsim_size_set_replace_at(&sim->by_size, &cursor, next_end - start, start, NULL);
+        addr_map_set(&sim->by_end, next_end, start);
+    } else {
+        free_range_insert(sim, start, size);
     }
-    if (next != NULL) {
-        uint64_t next_size = next->block.size;
-
-        free_range_remove(sim, end, next_size);
-        end += next_size;
-    }
-    free_range_insert(sim, start, end - start);
 }
 
 /* A policy broke the device contract: a bug, reported loudly in paranoid builds. */
@@ -292,8 +335,8 @@ sim_destroy(FsimDevice *device)
     SimDevice *sim = sim_from_device(device);
 
     fsim_size_set_clear(&sim->by_size);
-    fsim_live_table_clear(&sim->by_start);
-    fsim_live_table_clear(&sim->by_end);
+    fsim_addr_map_clear(&sim->by_start);
+    fsim_addr_map_clear(&sim->by_end);
     g_clear_pointer(&sim->allocations, g_hash_table_unref);
     g_clear_pointer(&sim->reservations, g_hash_table_unref);
     g_clear_pointer(&sim->mapped, fsim_range_set_free);
@@ -326,8 +369,8 @@ fsim_device_sim_new(const FsimDeviceSpec *spec, GKeyFile *config, GError **error
     sim->base.ops = &sim_ops;
     sim->base.spec = *spec;
     sim->base.faults = faults;
-    fsim_live_table_init(&sim->by_start);
-    fsim_live_table_init(&sim->by_end);
+    fsim_addr_map_init(&sim->by_start);
+    fsim_addr_map_init(&sim->by_end);
     free_range_insert(sim, SIM_VA_BASE, SIM_VA_SIZE);
     free_range_insert(sim, SIM_VA_LOW, SIM_VA_BASE - spec->granularity - SIM_VA_LOW);
 #ifdef FSIM_PARANOID

@@ -416,6 +416,30 @@ fsim_size_set_erase_at(FsimSizeSet *set, const FsimSizeCursor *cursor)
     }
 }
 
+/* Replace the entry at @cursor by (size, key, item): in place when the new pair keeps its bin
+ * and its place between its neighbours in the chunk (a free range shrunk or grown a little),
+ * else an erasure and an insertion.  @cursor is spent. */
+static inline void
+fsim_size_set_replace_at(FsimSizeSet *set, const FsimSizeCursor *cursor, uint64_t size,
+                         uint64_t key, gpointer item)
+{
+    FsimSizeChunk *chunk = cursor->at;
+    guint pos = cursor->pos;
+
+    if (fsim_size_set_bin(size) == cursor->bin &&
+        (pos == 0 ? cursor->chunk == 0
+                  : fsim_size_entry_less(&chunk->entries[pos - 1], size, key)) &&
+        (pos + 1 == chunk->len ? cursor->chunk + 1 == set->bins[cursor->bin].n_chunks
+                               : !fsim_size_entry_less(&chunk->entries[pos + 1], size, key + 1))) {
+        chunk->entries[pos].size = size;
+        chunk->entries[pos].key = key;
+        chunk->entries[pos].item = item;
+        return;
+    }
+    fsim_size_set_erase_at(set, cursor);
+    fsim_size_set_insert(set, size, key, item);
+}
+
 /* Erase (size, key, item), which must be in the set. */
 static inline void
 fsim_size_set_erase(FsimSizeSet *set, uint64_t size, uint64_t key, gconstpointer item)

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+#include "addr-map.h"
+
+#include <glib.h>
+
+#define ADDR_MAP_MIN_BITS 6
+
+void
+fsim_addr_map_init(FsimAddrMap *map)
+{
+    map->bits = ADDR_MAP_MIN_BITS;
+    map->count = 0;
+    map->slots = g_new0(FsimAddrSlot, (gsize)1 << map->bits);
+}
+
+void
+fsim_addr_map_clear(FsimAddrMap *map)
+{
+    g_clear_pointer(&map->slots, g_free);
+    map->count = 0;
+}
+
+void
+fsim_addr_map_grow(FsimAddrMap *map)
+{
+    FsimAddrSlot *old = map->slots;
+    gsize old_n = (gsize)1 << map->bits;
+    gsize mask;
+
+    g_assert(map->bits < 40);
+    map->bits++;
+    mask = ((gsize)1 << map->bits) - 1;
+    map->slots = g_new0(FsimAddrSlot, mask + 1);
+    for (gsize i = 0; i < old_n; i++) {
+        if (old[i].key != 0) {
+            gsize j = fsim_addr_map_home(map, old[i].key);
+
+            while (map->slots[j].key != 0)
+                j = (j + 1) & mask;
+            map->slots[j] = old[i];
+        }
+    }
+    g_free(old);
+}
