@@ -41,10 +41,11 @@
  */
 #include <glib.h>
 
+#include "core/size-set.h"
+#include "core/slab.h"
 #include "policies.h"
 
 #define BFC_MIN_ALLOCATION             256u
-#define BFC_NUM_BINS                   21
 #define BFC_MAX_INTERNAL_FRAGMENTATION (128 * FSIM_MiB)
 #define BFC_INITIAL_GROWTH             (2 * FSIM_MiB)
 
@@ -57,7 +58,7 @@ struct Chunk {
     Chunk *prev; /* address-order neighbours inside one region */
     Chunk *next;
     Region *region;
-    int bin; /* -1 while in use */
+    gboolean free; /* in the free set */
 };
 
 struct Region {
@@ -77,7 +78,11 @@ typedef struct {
     uint64_t regions_bytes;
     uint64_t in_use_bytes;
     Region *regions;
-    GTree *bins[BFC_NUM_BINS]; /* free Chunk* ordered by (size, address) */
+    /* Free chunks by (size, address).  TensorFlow's 21 bins of [256 x 2^i, 256 x 2^(i+1)) bytes
+     * each ordered by (size, address), searched from the request's bin upward, are this order
+     * cut in 21: the first chunk of the first bin with a fit is the set's lower bound. */
+    FsimSizeSet free_set;
+    FsimSlab chunks;
     uint64_t num_splits;
     uint64_t num_merges;
     uint64_t num_retries;
@@ -104,43 +109,24 @@ bfc_rounded_bytes(uint64_t bytes)
     return (bytes + BFC_MIN_ALLOCATION - 1) / BFC_MIN_ALLOCATION * BFC_MIN_ALLOCATION;
 }
 
-static int
-bfc_bin_for_size(uint64_t size)
-{
-    uint64_t v = MAX(size, BFC_MIN_ALLOCATION) >> 8;
-    int bin = 0;
-
-    while (v > 1) {
-        v >>= 1;
-        bin++;
-    }
-    return MIN(bin, BFC_NUM_BINS - 1);
-}
-
-static gint
-chunk_by_size(gconstpointer a, gconstpointer b, gpointer data)
-{
-    const Chunk *x = a;
-    const Chunk *y = b;
-
-    (void)data;
-    if (x->size != y->size)
-        return x->size < y->size ? -1 : 1;
-    return x->addr < y->addr ? -1 : x->addr > y->addr ? 1 : 0;
-}
-
 static void
 bfc_insert_free(Bfc *bfc, Chunk *chunk)
 {
-    chunk->bin = bfc_bin_for_size(chunk->size);
-    g_tree_insert(bfc->bins[chunk->bin], chunk, chunk);
+    chunk->free = TRUE;
+    fsim_size_set_insert(&bfc->free_set, chunk->size, chunk->addr, chunk);
 }
 
 static void
 bfc_remove_free(Bfc *bfc, Chunk *chunk)
 {
-    g_tree_remove(bfc->bins[chunk->bin], chunk);
-    chunk->bin = -1;
+    fsim_size_set_erase(&bfc->free_set, chunk->size, chunk->addr, chunk);
+    chunk->free = FALSE;
+}
+
+static Chunk *
+bfc_chunk_new(Bfc *bfc)
+{
+    return fsim_slab_alloc0(&bfc->chunks);
 }
 
 static FsimPolicy *
@@ -172,20 +158,20 @@ bfc_create(FsimDevice *device, GKeyFile *config, GError **error)
                                           : BFC_MAX_INTERNAL_FRAGMENTATION;
     bfc->region_size = bfc_rounded_bytes(allow_growth ? MIN(bfc->memory_limit, BFC_INITIAL_GROWTH)
                                                       : bfc->memory_limit);
-    for (int i = 0; i < BFC_NUM_BINS; i++)
-        bfc->bins[i] = g_tree_new_full(chunk_by_size, NULL, NULL, NULL);
+    fsim_size_set_init(&bfc->free_set);
+    fsim_slab_init(&bfc->chunks, sizeof(Chunk), 1024);
     return &bfc->base;
 }
 
 static void
-bfc_free_region_chunks(Region *region)
+bfc_free_region_chunks(Bfc *bfc, Region *region)
 {
     Chunk *chunk = region->first;
 
     while (chunk != NULL) {
         Chunk *next = chunk->next;
 
-        g_free(chunk);
+        fsim_slab_free(&bfc->chunks, chunk);
         chunk = next;
     }
 }
@@ -199,12 +185,11 @@ bfc_destroy(FsimPolicy *self)
     while (region != NULL) {
         Region *next = region->next;
 
-        bfc_free_region_chunks(region);
         g_free(region);
         region = next;
     }
-    for (int i = 0; i < BFC_NUM_BINS; i++)
-        g_tree_destroy(bfc->bins[i]);
+    fsim_size_set_clear(&bfc->free_set);
+    fsim_slab_clear(&bfc->chunks);
     g_free(bfc);
 }
 
@@ -212,7 +197,7 @@ bfc_destroy(FsimPolicy *self)
 static void
 bfc_split(Bfc *bfc, Chunk *chunk, uint64_t size)
 {
-    Chunk *rest = g_new0(Chunk, 1);
+    Chunk *rest = bfc_chunk_new(bfc);
 
     rest->addr = chunk->addr + size;
     rest->size = chunk->size - size;
@@ -231,22 +216,17 @@ bfc_split(Bfc *bfc, Chunk *chunk, uint64_t size)
 static Chunk *
 bfc_find(Bfc *bfc, uint64_t rounded)
 {
-    Chunk probe = {.addr = 0, .size = rounded};
+    FsimSizeCursor cursor;
+    Chunk *chunk = fsim_size_set_lower_bound(&bfc->free_set, rounded, 0, &cursor);
 
-    for (int bin = bfc_bin_for_size(rounded); bin < BFC_NUM_BINS; bin++) {
-        GTreeNode *node = g_tree_lower_bound(bfc->bins[bin], &probe);
-        Chunk *chunk;
-
-        if (node == NULL)
-            continue;
-        chunk = g_tree_node_key(node);
-        bfc_remove_free(bfc, chunk);
-        if (chunk->size >= rounded * 2 || chunk->size - rounded >= bfc->max_internal_fragmentation)
-            bfc_split(bfc, chunk, rounded);
-        bfc->in_use_bytes += chunk->size;
-        return chunk;
-    }
-    return NULL;
+    if (chunk == NULL)
+        return NULL;
+    fsim_size_set_erase_at(&bfc->free_set, &cursor);
+    chunk->free = FALSE;
+    if (chunk->size >= rounded * 2 || chunk->size - rounded >= bfc->max_internal_fragmentation)
+        bfc_split(bfc, chunk, rounded);
+    bfc->in_use_bytes += chunk->size;
+    return chunk;
 }
 
 /* Extend: add a region big enough for @rounded bytes. */
@@ -281,7 +261,7 @@ bfc_extend(Bfc *bfc, uint64_t rounded)
     region = g_new0(Region, 1);
     region->addr = addr;
     region->size = bytes;
-    region->first = g_new0(Chunk, 1);
+    region->first = bfc_chunk_new(bfc);
     region->first->addr = addr;
     region->first->size = bytes;
     region->first->region = region;
@@ -303,7 +283,7 @@ bfc_deallocate_free_regions(Bfc *bfc, uint64_t rounded)
     if (!bfc->garbage_collection)
         return FALSE;
     for (Region *region = bfc->regions; region != NULL; region = region->next) {
-        if (region->first->bin >= 0 && region->first->next == NULL)
+        if (region->first->free && region->first->next == NULL)
             free_bytes += region->size;
     }
     if (free_bytes == 0 || rounded > bfc->memory_limit - bfc->regions_bytes + free_bytes)
@@ -312,13 +292,13 @@ bfc_deallocate_free_regions(Bfc *bfc, uint64_t rounded)
     while (*link != NULL) {
         Region *region = *link;
 
-        if (region->first->bin >= 0 && region->first->next == NULL) {
+        if (region->first->free && region->first->next == NULL) {
             *link = region->next;
             bfc_remove_free(bfc, region->first);
             fsim_device_mem_free(bfc->base.device, region->addr, region->size);
             bfc->regions_bytes -= region->size;
             bfc->regions_freed++;
-            bfc_free_region_chunks(region);
+            bfc_free_region_chunks(bfc, region);
             g_free(region);
         } else {
             link = &region->next;
@@ -355,7 +335,7 @@ bfc_merge(Bfc *bfc, Chunk *left, Chunk *right)
     left->next = right->next;
     if (right->next != NULL)
         right->next->prev = left;
-    g_free(right);
+    fsim_slab_free(&bfc->chunks, right);
     bfc->num_merges++;
 }
 
@@ -366,13 +346,13 @@ bfc_dealloc(FsimPolicy *self, const FsimBlock *block, FsimTime now)
     Chunk *chunk = (Chunk *)(uintptr_t)block->cookie;
 
     (void)now;
-    g_assert(chunk != NULL && chunk->bin < 0 && chunk->size == block->size);
+    g_assert(chunk != NULL && !chunk->free && chunk->size == block->size);
     bfc->in_use_bytes -= chunk->size;
-    if (chunk->next != NULL && chunk->next->bin >= 0) {
+    if (chunk->next != NULL && chunk->next->free) {
         bfc_remove_free(bfc, chunk->next);
         bfc_merge(bfc, chunk, chunk->next);
     }
-    if (chunk->prev != NULL && chunk->prev->bin >= 0) {
+    if (chunk->prev != NULL && chunk->prev->free) {
         Chunk *prev = chunk->prev;
 
         bfc_remove_free(bfc, prev);
@@ -386,17 +366,12 @@ static void
 bfc_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
 {
     const Bfc *bfc = (const Bfc *)self;
+    FsimSizeCursor cursor;
+    const Chunk *last;
 
     out->cached_bytes = bfc->regions_bytes - bfc->in_use_bytes;
-    out->largest_free_block = 0;
-    for (int bin = BFC_NUM_BINS - 1; bin >= 0; bin--) {
-        GTreeNode *last = g_tree_node_last(bfc->bins[bin]);
-
-        if (last != NULL) {
-            out->largest_free_block = ((const Chunk *)g_tree_node_key(last))->size;
-            break;
-        }
-    }
+    last = fsim_size_set_last(&bfc->free_set, &cursor);
+    out->largest_free_block = last != NULL ? last->size : 0;
     out->num_splits = bfc->num_splits;
     out->num_merges = bfc->num_merges;
     out->num_alloc_retries = bfc->num_retries;
@@ -424,14 +399,15 @@ bfc_check_region(const Bfc *bfc, const Region *region, uint64_t *in_use, guint *
                         "chunk at %#" G_GINT64_MODIFIER "x breaks its region's chain", chunk->addr);
             return FALSE;
         }
-        if (chunk->bin >= 0) {
-            if (chunk->next != NULL && chunk->next->bin >= 0) {
+        if (chunk->free) {
+            FsimSizeCursor cursor;
+
+            if (chunk->next != NULL && chunk->next->free) {
                 g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
                             "free chunks at %#" G_GINT64_MODIFIER "x not coalesced", chunk->addr);
                 return FALSE;
             }
-            if (chunk->bin != bfc_bin_for_size(chunk->size) ||
-                g_tree_lookup(bfc->bins[chunk->bin], chunk) != chunk) {
+            if (!fsim_size_set_find(&bfc->free_set, chunk->size, chunk->addr, chunk, &cursor)) {
                 g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
                             "free chunk at %#" G_GINT64_MODIFIER "x not in its bin", chunk->addr);
                 return FALSE;
@@ -458,7 +434,7 @@ bfc_check(const FsimPolicy *self, GError **error)
     uint64_t regions = 0;
     uint64_t reserved = 0;
     guint n_free = 0;
-    guint n_binned = 0;
+    guint n_binned = (guint)bfc->free_set.count;
 
     for (const Region *region = bfc->regions; region != NULL; region = region->next) {
         if (!bfc_check_region(bfc, region, &in_use, &n_free, error))
@@ -466,8 +442,6 @@ bfc_check(const FsimPolicy *self, GError **error)
         regions += region->size;
         reserved += fsim_device_round(self->device, region->size);
     }
-    for (int i = 0; i < BFC_NUM_BINS; i++)
-        n_binned += (guint)g_tree_nnodes(bfc->bins[i]);
     if (in_use != bfc->in_use_bytes || regions != bfc->regions_bytes || n_free != n_binned ||
         regions > bfc->memory_limit || reserved != (uint64_t)self->device->reserved.current) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
@@ -512,8 +486,7 @@ bfc_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointer 
         visitor->segment(data, &segment);
         for (const Chunk *chunk = region->first; chunk != NULL; chunk = chunk->next) {
             gboolean whole = chunk == region->first && chunk->next == NULL;
-            FsimBlockView block = {
-                .addr = chunk->addr, .size = chunk->size, .free = chunk->bin >= 0};
+            FsimBlockView block = {.addr = chunk->addr, .size = chunk->size, .free = chunk->free};
 
             block.releasable = block.free && whole && bfc->garbage_collection ? chunk->size : 0;
             visitor->block(data, &block);

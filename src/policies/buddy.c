@@ -27,6 +27,7 @@
  */
 #include <glib.h>
 
+#include "core/size-set.h"
 #include "policies.h"
 
 #define BUDDY_MAX_ORDER 40
@@ -41,16 +42,18 @@ struct Region {
 typedef struct {
     FsimAddr addr;
     guint order;
-    Region *region;
-} FreeBlock;
+} FreeBlock; /* as describe() lists them */
 
 typedef struct {
     FsimPolicy base; /* must be first */
     uint64_t min_block;
     guint min_shift;
     guint max_order;
-    GPtrArray *regions;                     /* Region*, owned */
-    GTree *free_lists[BUDDY_MAX_ORDER + 1]; /* FreeBlock* by address, owned */
+    GPtrArray *regions; /* Region*, owned */
+    /* The free lists: free blocks by (size, address), each with its Region as the item.  The
+     * lowest-addressed block of the first non-empty list of order k or above is the set's lower
+     * bound at the size of order k. */
+    FsimSizeSet free_set;
     uint64_t regions_bytes;
     uint64_t allocated_bytes; /* in regions */
     uint64_t oversize_bytes;  /* direct cudaMallocs, as rounded by the device */
@@ -121,8 +124,7 @@ buddy_create(FsimDevice *device, GKeyFile *config, GError **error)
     buddy->max_order = (guint)max_order;
     buddy->regions = g_ptr_array_new_with_free_func(g_free);
     buddy->oversize = g_array_new(FALSE, FALSE, sizeof(FsimBlock));
-    for (guint k = 0; k <= buddy->max_order; k++)
-        buddy->free_lists[k] = g_tree_new_full(free_block_by_addr, NULL, g_free, NULL);
+    fsim_size_set_init(&buddy->free_set);
     return &buddy->base;
 }
 
@@ -131,8 +133,7 @@ buddy_destroy(FsimPolicy *self)
 {
     Buddy *buddy = buddy_from_policy(self);
 
-    for (guint k = 0; k <= buddy->max_order; k++)
-        g_tree_destroy(buddy->free_lists[k]);
+    fsim_size_set_clear(&buddy->free_set);
     g_ptr_array_unref(buddy->regions);
     g_array_unref(buddy->oversize);
     g_free(buddy);
@@ -141,23 +142,36 @@ buddy_destroy(FsimPolicy *self)
 static void
 buddy_insert_free(Buddy *buddy, FsimAddr addr, guint order, Region *region)
 {
-    FreeBlock *block = g_new(FreeBlock, 1);
+    fsim_size_set_insert(&buddy->free_set, buddy_block_size(buddy, order), addr, region);
+}
 
-    block->addr = addr;
-    block->order = order;
-    block->region = region;
-    g_tree_insert(buddy->free_lists[order], block, block);
+/* The order of a block of @size bytes. */
+static guint
+buddy_order_of(const Buddy *buddy, uint64_t size)
+{
+    return (guint)__builtin_ctzll(size) - buddy->min_shift;
+}
+
+/* Find the free block of @order at @addr in @region: its cursor, FALSE when not free. */
+static gboolean
+buddy_find_free(const Buddy *buddy, FsimAddr addr, guint order, const Region *region,
+                FsimSizeCursor *cursor)
+{
+    return fsim_size_set_find(&buddy->free_set, buddy_block_size(buddy, order), addr, region,
+                              cursor);
 }
 
 /* The smallest order whose block holds @size, or max_order + 1 when none does. */
 static guint
 buddy_order_for(const Buddy *buddy, uint64_t size)
 {
-    guint order = 0;
+    guint order;
 
-    while (order <= buddy->max_order && buddy_block_size(buddy, order) < size)
-        order++;
-    return order;
+    if (size <= buddy->min_block)
+        return 0;
+    /* ceil(log2(size)) - log2(min_block) */
+    order = 64u - (guint)__builtin_clzll(size - 1) - buddy->min_shift;
+    return MIN(order, buddy->max_order + 1);
 }
 
 /* A new region of order max_order, or smaller down to @order when the device refuses. */
@@ -191,21 +205,18 @@ buddy_grow(Buddy *buddy, guint order)
 static gboolean
 buddy_take(Buddy *buddy, guint order, FsimAddr *addr, Region **region)
 {
-    guint k = order;
-    GTreeNode *node = NULL;
-    FreeBlock *block;
+    FsimSizeCursor cursor;
+    const FsimSizeEntry *block;
+    guint k;
 
-    for (; k <= buddy->max_order; k++) {
-        node = g_tree_node_first(buddy->free_lists[k]);
-        if (node != NULL)
-            break;
-    }
-    if (node == NULL)
+    *region =
+        fsim_size_set_lower_bound(&buddy->free_set, buddy_block_size(buddy, order), 0, &cursor);
+    if (*region == NULL)
         return FALSE;
-    block = g_tree_node_key(node);
-    *addr = block->addr;
-    *region = block->region;
-    g_tree_remove(buddy->free_lists[k], block);
+    block = fsim_size_set_entry(&cursor);
+    *addr = block->key;
+    k = buddy_order_of(buddy, block->size);
+    fsim_size_set_erase_at(&buddy->free_set, &cursor);
     while (k > order) {
         k--;
         buddy_insert_free(buddy, *addr + buddy_block_size(buddy, k), k, *region);
@@ -222,11 +233,11 @@ buddy_release_free_regions(Buddy *buddy)
 
     for (guint i = buddy->regions->len; i-- > 0;) {
         Region *region = g_ptr_array_index(buddy->regions, i);
-        FreeBlock probe = {.addr = region->addr};
+        FsimSizeCursor cursor;
 
-        if (g_tree_lookup(buddy->free_lists[region->order], &probe) == NULL)
+        if (!buddy_find_free(buddy, region->addr, region->order, region, &cursor))
             continue;
-        g_tree_remove(buddy->free_lists[region->order], &probe);
+        fsim_size_set_erase_at(&buddy->free_set, &cursor);
         fsim_device_mem_free(buddy->base.device, region->addr,
                              buddy_block_size(buddy, region->order));
         buddy->regions_bytes -= buddy_block_size(buddy, region->order);
@@ -304,17 +315,17 @@ buddy_dealloc(FsimPolicy *self, const FsimBlock *block, FsimTime now)
         }
         return;
     }
-    order = (guint)g_bit_nth_lsf(block->size, -1) - buddy->min_shift;
+    order = buddy_order_of(buddy, block->size);
     g_assert(buddy_block_size(buddy, order) == block->size && order <= region->order);
     buddy->allocated_bytes -= block->size;
     while (order < region->order) {
-        FreeBlock probe = {.addr = region->addr +
-                                   ((addr - region->addr) ^ buddy_block_size(buddy, order))};
+        FsimAddr other = region->addr + ((addr - region->addr) ^ buddy_block_size(buddy, order));
+        FsimSizeCursor cursor;
 
-        if (g_tree_lookup(buddy->free_lists[order], &probe) == NULL)
+        if (!buddy_find_free(buddy, other, order, region, &cursor))
             break;
-        g_tree_remove(buddy->free_lists[order], &probe);
-        addr = MIN(addr, probe.addr);
+        fsim_size_set_erase_at(&buddy->free_set, &cursor);
+        addr = MIN(addr, other);
         order++;
         buddy->num_merges++;
     }
@@ -332,15 +343,12 @@ static void
 buddy_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
 {
     const Buddy *buddy = (const Buddy *)self;
+    FsimSizeCursor cursor;
 
     out->cached_bytes = buddy->regions_bytes - buddy->allocated_bytes;
-    out->largest_free_block = 0;
-    for (guint k = buddy->max_order + 1; k-- > 0;) {
-        if (g_tree_nnodes(buddy->free_lists[k]) > 0) {
-            out->largest_free_block = buddy_block_size(buddy, k);
-            break;
-        }
-    }
+    out->largest_free_block = fsim_size_set_last(&buddy->free_set, &cursor) != NULL
+                                  ? fsim_size_set_entry(&cursor)->size
+                                  : 0;
     out->num_splits = buddy->num_splits;
     out->num_merges = buddy->num_merges;
     out->num_alloc_retries = buddy->num_retries;
@@ -349,58 +357,46 @@ buddy_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
     out->n_extra = 1;
 }
 
-typedef struct {
-    const Buddy *buddy;
-    guint order;
-    uint64_t free_bytes;
-    GError *error;
-} BuddyCheck;
-
-static gboolean
-buddy_check_free_block(gpointer key, gpointer value, gpointer data)
+/* One free block's invariants: a block of its order at a multiple of its size in its region, and
+ * not merged with a free buddy.  NULL when they hold. */
+static const char *
+buddy_check_free_block(const Buddy *buddy, const FsimSizeEntry *block)
 {
-    const FreeBlock *block = key;
-    BuddyCheck *check = data;
-    const Buddy *buddy = check->buddy;
-    uint64_t size = buddy_block_size(buddy, check->order);
-    uint64_t offset = block->addr - block->region->addr;
+    const Region *region = block->item;
+    guint order = buddy_order_of(buddy, block->size);
+    uint64_t offset = block->key - region->addr;
+    FsimSizeCursor cursor;
 
-    (void)value;
-    if (block->order != check->order || block->order > block->region->order || offset % size != 0 ||
-        offset + size > buddy_block_size(buddy, block->region->order)) {
-        g_set_error(&check->error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                    "free block at %#" G_GINT64_MODIFIER "x of order %u is misplaced", block->addr,
-                    check->order);
-        return TRUE;
-    }
-    if (block->order < block->region->order) {
-        FreeBlock probe = {.addr = block->region->addr + (offset ^ size)};
-
-        if (g_tree_lookup(buddy->free_lists[check->order], &probe) != NULL) {
-            g_set_error(&check->error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                        "free buddies at %#" G_GINT64_MODIFIER "x not merged", block->addr);
-            return TRUE;
-        }
-    }
-    check->free_bytes += size;
-    return FALSE;
+    if (buddy_block_size(buddy, order) != block->size || order > region->order ||
+        offset % block->size != 0 || offset + block->size > buddy_block_size(buddy, region->order))
+        return "is misplaced";
+    if (order < region->order &&
+        buddy_find_free(buddy, region->addr + (offset ^ block->size), order, region, &cursor))
+        return "and its buddy are free, not merged";
+    return NULL;
 }
 
 static gboolean
 buddy_check(const FsimPolicy *self, GError **error)
 {
     const Buddy *buddy = (const Buddy *)self;
-    BuddyCheck check = {.buddy = buddy};
+    uint64_t free_bytes = 0;
     uint64_t regions = 0;
     uint64_t reserved;
+    FsimSizeCursor cursor;
 
-    for (guint k = 0; k <= buddy->max_order; k++) {
-        check.order = k;
-        g_tree_foreach(buddy->free_lists[k], buddy_check_free_block, &check);
-        if (check.error != NULL) {
-            g_propagate_error(error, check.error);
+    for (fsim_size_set_first(&buddy->free_set, &cursor); fsim_size_set_entry(&cursor) != NULL;
+         fsim_size_set_next(&buddy->free_set, &cursor)) {
+        const FsimSizeEntry *block = fsim_size_set_entry(&cursor);
+        const char *wrong = buddy_check_free_block(buddy, block);
+
+        if (wrong != NULL) {
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                        "free block at %#" G_GINT64_MODIFIER "x of %" G_GUINT64_FORMAT " bytes %s",
+                        block->key, block->size, wrong);
             return FALSE;
         }
+        free_bytes += block->size;
     }
     reserved = buddy->oversize_bytes;
     for (guint i = 0; i < buddy->regions->len; i++) {
@@ -410,34 +406,35 @@ buddy_check(const FsimPolicy *self, GError **error)
         reserved += fsim_device_round(self->device, buddy_block_size(buddy, region->order));
     }
     if (regions != buddy->regions_bytes ||
-        check.free_bytes + buddy->allocated_bytes != buddy->regions_bytes ||
+        free_bytes + buddy->allocated_bytes != buddy->regions_bytes ||
         reserved != (uint64_t)self->device->reserved.current) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
                     "accounting mismatch: regions %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
                     ", free %" G_GUINT64_FORMAT " + allocated %" G_GUINT64_FORMAT
                     ", reserved %" G_GUINT64_FORMAT "/%" G_GINT64_FORMAT,
-                    regions, buddy->regions_bytes, check.free_bytes, buddy->allocated_bytes,
-                    reserved, self->device->reserved.current);
+                    regions, buddy->regions_bytes, free_bytes, buddy->allocated_bytes, reserved,
+                    self->device->reserved.current);
         return FALSE;
     }
     return TRUE;
 }
 
-typedef struct {
-    const Region *region;
-    GArray *blocks; /* FreeBlock of @region */
-} RegionFree;
-
-static gboolean
-buddy_collect_free(gpointer key, gpointer value, gpointer data)
+/* The free blocks of @region, in address order, into @blocks. */
+static void
+buddy_region_free_blocks(const Buddy *buddy, const Region *region, GArray *blocks)
 {
-    const FreeBlock *block = value;
-    RegionFree *rf = data;
+    FsimSizeCursor cursor;
 
-    (void)key;
-    if (block->region == rf->region)
-        g_array_append_val(rf->blocks, *block);
-    return FALSE;
+    g_array_set_size(blocks, 0);
+    for (fsim_size_set_first(&buddy->free_set, &cursor); fsim_size_set_entry(&cursor) != NULL;
+         fsim_size_set_next(&buddy->free_set, &cursor)) {
+        const FsimSizeEntry *entry = fsim_size_set_entry(&cursor);
+        FreeBlock block = {.addr = entry->key, .order = buddy_order_of(buddy, entry->size)};
+
+        if (entry->item == region)
+            g_array_append_val(blocks, block);
+    }
+    g_array_sort_with_data(blocks, free_block_by_addr, NULL);
 }
 
 static gint
@@ -481,7 +478,6 @@ buddy_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointe
     for (guint i = 0; i < segments->len; i++) {
         const FsimSegmentView *view = &g_array_index(segments, FsimSegmentView, i);
         const Region *region = NULL;
-        RegionFree rf;
 
         visitor->segment(data, view);
         for (guint r = 0; r < buddy->regions->len && region == NULL; r++) {
@@ -492,11 +488,7 @@ buddy_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointe
         }
         if (region == NULL)
             continue; /* an oversize block: in use */
-        g_array_set_size(blocks, 0);
-        rf = (RegionFree){region, blocks};
-        for (guint k = 0; k <= region->order; k++)
-            g_tree_foreach(buddy->free_lists[k], buddy_collect_free, &rf);
-        g_array_sort_with_data(blocks, free_block_by_addr, NULL);
+        buddy_region_free_blocks(buddy, region, blocks);
         for (guint b = 0; b < blocks->len; b++) {
             const FreeBlock *free_block = &g_array_index(blocks, FreeBlock, b);
             FsimBlockView block = {.addr = free_block->addr,
