@@ -34,6 +34,7 @@
 #include "fragsim/trace.h"
 
 #include "core/live-table.h"
+#include "line-reader.h"
 #include "readers.h"
 
 #define RMM_BUFFER_SIZE (256 * 1024)
@@ -83,14 +84,7 @@ typedef struct {
 
 /* Reads rows one after the other. */
 typedef struct {
-    char *path;
-    GInputStream *in;
-    char *buf;
-    gsize cap;
-    gsize start;
-    gsize end;
-    gboolean eof;
-    uint64_t line;
+    FsimLineReader lines;
     gboolean in_rows;            /* the header is read: blank lines are skipped in bulk */
     guint n_fields;              /* of the header */
     guint column[RMM_N_COLUMNS]; /* field index of each column */
@@ -118,109 +112,13 @@ typedef struct {
     uint64_t next_id;
 } RmmStream;
 
-static gboolean G_GNUC_PRINTF(4, 5)
-    rmm_error(const RmmParser *p, GError **error, FsimTraceError code, const char *format, ...)
-{
-    va_list args;
-    g_autofree char *message = NULL;
-
-    va_start(args, format);
-    message = g_strdup_vprintf(format, args);
-    va_end(args);
-    g_set_error(error, FSIM_TRACE_ERROR, code, "%s:%" G_GUINT64_FORMAT ": %s", p->path, p->line,
-                message);
-    return FALSE;
-}
-
 /* ---- lines and fields ---------------------------------------------------------------------- */
-
-/* Skips the blank lines (empty, or a lone CR) at the read position, counting them, so that a
- * log of nothing but newlines reads at memory speed rather than a line at a time. */
-static void
-rmm_skip_blank(RmmParser *p)
-{
-    const char *s = p->buf + p->start;
-    const char *end = p->buf + p->end;
-    uint64_t lines = 0;
-
-    /* Eight newlines at a time first: a long run of them is the only case that matters. */
-    while (end - s >= 8) {
-        uint64_t word;
-
-        memcpy(&word, s, sizeof(word));
-        if (word != UINT64_C(0x0a0a0a0a0a0a0a0a))
-            break;
-        s += 8;
-        lines += 8;
-    }
-    for (;;) {
-        if (s < end && *s == '\n') {
-            s++;
-        } else if (s + 1 < end && s[0] == '\r' && s[1] == '\n') {
-            s += 2;
-        } else {
-            break;
-        }
-        lines++;
-    }
-    p->start = (gsize)(s - p->buf);
-    p->line += lines;
-}
 
 static gboolean
 rmm_read_line(RmmParser *p, char **line, gsize *len, GError **error)
 {
-    for (;;) {
-        char *nl;
-
-        if (p->in_rows)
-            rmm_skip_blank(p);
-        nl = p->start < p->end ? memchr(p->buf + p->start, '\n', p->end - p->start) : NULL;
-
-        if (nl != NULL || (p->eof && p->start < p->end)) {
-            char *begin = p->buf + p->start;
-            gsize n = nl != NULL ? (gsize)(nl - begin) : p->end - p->start;
-
-            p->start += n + (nl != NULL ? 1 : 0);
-            if (n > 0 && begin[n - 1] == '\r')
-                n--;
-            begin[n] = '\0'; /* the newline, or the spare byte kept at the end of buf */
-            *line = begin;
-            *len = n;
-            p->line++;
-            return TRUE;
-        }
-        if (p->eof)
-            return FALSE;
-        if (p->start > 0) {
-            memmove(p->buf, p->buf + p->start, p->end - p->start);
-            p->end -= p->start;
-            p->start = 0;
-        }
-        if (p->end + 1 >= p->cap) {
-            if (p->cap >= RMM_MAX_LINE + RMM_BUFFER_SIZE) {
-                p->line++;
-                return rmm_error(p, error, FSIM_TRACE_ERROR_LIMIT, "line longer than %d bytes",
-                                 RMM_MAX_LINE);
-            }
-            p->cap *= 2;
-            p->buf = g_realloc(p->buf, p->cap);
-        }
-        {
-            g_autoptr(GError) local_error = NULL;
-            gssize n = g_input_stream_read(p->in, p->buf + p->end, p->cap - p->end - 1, NULL,
-                                           &local_error);
-
-            if (n < 0) {
-                g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: %s", p->path,
-                            local_error->message);
-                return FALSE;
-            }
-            if (n == 0)
-                p->eof = TRUE;
-            p->end += (gsize)n;
-        }
-    }
+    return fsim_line_reader_next(&p->lines, p->in_rows ? FSIM_LINES_SKIP_BLANK : FSIM_LINES_ALL,
+                                 line, len, error);
 }
 
 static char *
@@ -377,9 +275,7 @@ rmm_clock(RmmParser *p, uint64_t raw, gboolean clock)
 static void
 rmm_parser_clear(RmmParser *p)
 {
-    g_clear_object(&p->in);
-    g_clear_pointer(&p->buf, g_free);
-    g_clear_pointer(&p->path, g_free);
+    fsim_line_reader_clear(&p->lines);
 }
 
 static gboolean
@@ -391,23 +287,19 @@ rmm_parser_open(RmmParser *p, const char *path, GError **error)
     guint n;
 
     memset(p, 0, sizeof(*p));
-    p->path = g_strdup(path);
-    p->in = fsim_input_open(path, error);
-    if (p->in == NULL)
+    fsim_line_reader_init(&p->lines, path, fsim_input_open(path, error), RMM_BUFFER_SIZE,
+                          RMM_MAX_LINE + RMM_BUFFER_SIZE, RMM_MAX_LINE);
+    if (p->lines.in == NULL)
         return FALSE;
-    p->cap = RMM_BUFFER_SIZE;
-    p->buf = g_malloc(p->cap);
-    if (!rmm_read_line(p, &line, &len, error)) {
-        if (error != NULL && *error != NULL)
-            return FALSE;
-        return rmm_error(p, error, FSIM_TRACE_ERROR_EMPTY, "the file is empty");
-    }
+    if (!rmm_read_line(p, &line, &len, error))
+        return fsim_line_reader_empty(&p->lines, error);
     /* A UTF-8 byte order mark, if an editor added one. */
     if (len >= 3 && memcmp(line, "\xef\xbb\xbf", 3) == 0)
         line += 3;
     n = rmm_split(line, fields);
     if (n > RMM_MAX_FIELDS)
-        return rmm_error(p, error, FSIM_TRACE_ERROR_HEADER, "more than %d columns", RMM_MAX_FIELDS);
+        return fsim_line_reader_error(&p->lines, error, FSIM_TRACE_ERROR_HEADER,
+                                      "more than %d columns", RMM_MAX_FIELDS);
     p->n_fields = n;
     for (int c = 0; c < RMM_N_COLUMNS; c++) {
         guint i;
@@ -415,10 +307,10 @@ rmm_parser_open(RmmParser *p, const char *path, GError **error)
         for (i = 0; i < n && strcmp(fields[i], rmm_column_names[c]) != 0; i++)
             ;
         if (i == n)
-            return rmm_error(p, error, FSIM_TRACE_ERROR_HEADER,
-                             "missing column '%s' (an RMM log starts with "
-                             "'Thread,Time,Action,Pointer,Size,Stream')",
-                             rmm_column_names[c]);
+            return fsim_line_reader_error(&p->lines, error, FSIM_TRACE_ERROR_HEADER,
+                                          "missing column '%s' (an RMM log starts with "
+                                          "'Thread,Time,Action,Pointer,Size,Stream')",
+                                          rmm_column_names[c]);
         p->column[c] = i;
     }
     p->in_rows = TRUE;
@@ -450,42 +342,46 @@ rmm_parser_next(RmmParser *p, RmmRow *row, GError **error)
         guint n;
 
         if (memchr(line, '\0', len) != NULL)
-            return rmm_error(p, error, FSIM_TRACE_ERROR_SYNTAX, "NUL byte in the line");
+            return fsim_line_reader_error(&p->lines, error, FSIM_TRACE_ERROR_SYNTAX,
+                                          "NUL byte in the line");
         if (*trim(line) == '\0')
             continue;
         n = rmm_split(line, fields);
         if (n != p->n_fields)
-            return rmm_error(p, error, FSIM_TRACE_ERROR_SYNTAX, "%s fields where the header has %u",
-                             n > RMM_MAX_FIELDS ? "too many"
-                             : n < p->n_fields  ? "too few"
-                                                : "?",
-                             p->n_fields);
+            return fsim_line_reader_error(&p->lines, error, FSIM_TRACE_ERROR_SYNTAX,
+                                          "%s fields where the header has %u",
+                                          n > RMM_MAX_FIELDS ? "too many"
+                                          : n < p->n_fields  ? "too few"
+                                                             : "?",
+                                          p->n_fields);
         memset(row, 0, sizeof(*row));
-        row->line = p->line;
+        row->line = p->lines.line;
         row->action_name = fields[p->column[RMM_COL_ACTION]];
         row->action = rmm_action(row->action_name);
         if (row->action == RMM_UNKNOWN)
             return TRUE;
         text = fields[p->column[RMM_COL_TIME]];
         if (!parse_time(text, &raw, &clock))
-            return rmm_error(p, error, FSIM_TRACE_ERROR_NUMBER,
-                             "bad time '%s' (expected HH:MM:SS.ffffff)", text);
+            return fsim_line_reader_error(&p->lines, error, FSIM_TRACE_ERROR_NUMBER,
+                                          "bad time '%s' (expected HH:MM:SS.ffffff)", text);
         text = fields[p->column[RMM_COL_POINTER]];
         if (!parse_hex(text, &row->pointer))
-            return rmm_error(p, error, FSIM_TRACE_ERROR_NUMBER,
-                             "bad pointer '%s' (expected hex such as 0x7f8a40000000, or (nil))",
-                             text);
+            return fsim_line_reader_error(
+                &p->lines, error, FSIM_TRACE_ERROR_NUMBER,
+                "bad pointer '%s' (expected hex such as 0x7f8a40000000, or (nil))", text);
         text = fields[p->column[RMM_COL_SIZE]];
         if (!fsim_parse_u64(text, &row->size))
-            return rmm_error(p, error, FSIM_TRACE_ERROR_NUMBER,
-                             "bad size '%s' (expected a number of bytes)", text);
+            return fsim_line_reader_error(&p->lines, error, FSIM_TRACE_ERROR_NUMBER,
+                                          "bad size '%s' (expected a number of bytes)", text);
         if (row->size > FSIM_MAX_SIZE)
-            return rmm_error(p, error, FSIM_TRACE_ERROR_SIZE,
-                             "size %" G_GUINT64_FORMAT " is absurd (above 2^60 bytes)", row->size);
+            return fsim_line_reader_error(&p->lines, error, FSIM_TRACE_ERROR_SIZE,
+                                          "size %" G_GUINT64_FORMAT " is absurd (above 2^60 bytes)",
+                                          row->size);
         text = fields[p->column[RMM_COL_STREAM]];
         if (!parse_hex(text, &row->stream))
-            return rmm_error(p, error, FSIM_TRACE_ERROR_NUMBER,
-                             "bad stream '%s' (expected a hex handle such as 0x5612a8c0)", text);
+            return fsim_line_reader_error(
+                &p->lines, error, FSIM_TRACE_ERROR_NUMBER,
+                "bad stream '%s' (expected a hex handle such as 0x5612a8c0)", text);
         row->time = rmm_clock(p, raw, clock);
         return TRUE;
     }

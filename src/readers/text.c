@@ -35,6 +35,7 @@
 #include "fragsim/trace.h"
 
 #include "core/live-table.h"
+#include "line-reader.h"
 #include "readers.h"
 
 #define TEXT_HEADER      "fragsim-trace v1"
@@ -49,18 +50,11 @@ typedef struct {
 
 typedef struct {
     FsimTraceStream base;
-    char *path;
-    GInputStream *in;
-    char *buf;
-    gsize cap;
-    gsize start; /* first unread byte */
-    gsize end;   /* one past the last byte read */
-    gboolean eof;
-    uint64_t line;
+    FsimLineReader lines; /* with no input stream over a mapped file: buf holds a line's copy */
     FsimTime last_time;
     FsimLiveTable live; /* ids allocated and not yet freed (or freed and pending) */
     char *label;        /* the current mark's label */
-    /* A mapped plain file (then in is NULL and buf holds a copy of the current line): */
+    /* A mapped plain file: */
     const char *map;
     gsize map_len;
     gsize map_pos;      /* start of the next line */
@@ -77,20 +71,6 @@ text_probe(const guint8 *head, gsize len)
     return len >= strlen(TEXT_MAGIC) && memcmp(head, TEXT_MAGIC, strlen(TEXT_MAGIC)) == 0;
 }
 
-static gboolean G_GNUC_PRINTF(4, 5)
-    text_error(TextStream *s, GError **error, FsimTraceError code, const char *format, ...)
-{
-    va_list args;
-    g_autofree char *message = NULL;
-
-    va_start(args, format);
-    message = g_strdup_vprintf(format, args);
-    va_end(args);
-    g_set_error(error, FSIM_TRACE_ERROR, code, "%s:%" G_GUINT64_FORMAT ": %s", s->path, s->line,
-                message);
-    return FALSE;
-}
-
 /* The mapped file's next line, copied into buf and NUL-terminated, for the general parser. */
 static gboolean
 text_map_read_line(TextStream *s, char **line, gsize *len, GError **error)
@@ -104,52 +84,22 @@ text_map_read_line(TextStream *s, char **line, gsize *len, GError **error)
         return FALSE;
     nl = memchr(begin, '\n', left);
     n = nl != NULL ? (gsize)(nl - begin) : left;
-    s->line++;
+    s->lines.line++;
     if (n >= TEXT_MAX_LINE)
-        return text_error(s, error, FSIM_TRACE_ERROR_LIMIT, "line longer than %d bytes",
-                          TEXT_MAX_LINE);
+        return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_LIMIT,
+                                      "line longer than %d bytes", TEXT_MAX_LINE);
     s->map_pos += n + (nl != NULL ? 1 : 0);
     if (n > 0 && begin[n - 1] == '\r')
         n--;
-    if (n + 1 > s->cap) {
-        s->cap = n + 1;
-        s->buf = g_realloc(s->buf, s->cap);
+    if (n + 1 > s->lines.cap) {
+        s->lines.cap = n + 1;
+        s->lines.buf = g_realloc(s->lines.buf, s->lines.cap);
     }
-    memcpy(s->buf, begin, n);
-    s->buf[n] = '\0';
-    *line = s->buf;
+    memcpy(s->lines.buf, begin, n);
+    s->lines.buf[n] = '\0';
+    *line = s->lines.buf;
     *len = n;
     return TRUE;
-}
-
-/* Skips the blank lines (empty, or a lone CR) and the lines that start with `#` at the read
- * position, counting them, so that comments and blank lines read at memory speed rather than a
- * line at a time.  A line that does not end in the buffer is left to text_read_line(). */
-static void
-text_skip_blank(TextStream *s)
-{
-    const char *p = s->buf + s->start;
-    const char *end = s->buf + s->end;
-    uint64_t lines = 0;
-
-    for (;;) {
-        if (p < end && *p == '\n') {
-            p++;
-        } else if (p + 1 < end && p[0] == '\r' && p[1] == '\n') {
-            p += 2;
-        } else if (p < end && *p == '#') {
-            const char *nl = memchr(p, '\n', (size_t)(end - p));
-
-            if (nl == NULL || memchr(p, '\0', (size_t)(nl - p)) != NULL)
-                break; /* partial, or a NUL byte the normal path reports */
-            p = nl + 1;
-        } else {
-            break;
-        }
-        lines++;
-    }
-    s->start = (gsize)(p - s->buf);
-    s->line += lines;
 }
 
 /* Read the next line into [*line, *line + *len), without its newline.  FALSE at the end of the
@@ -159,58 +109,8 @@ text_read_line(TextStream *s, char **line, gsize *len, GError **error)
 {
     if (s->map != NULL)
         return text_map_read_line(s, line, len, error);
-    for (;;) {
-        char *nl;
-
-        if (s->line > 0)
-            text_skip_blank(s);
-        nl = s->start < s->end ? memchr(s->buf + s->start, '\n', s->end - s->start) : NULL;
-
-        if (nl != NULL || (s->eof && s->start < s->end)) {
-            char *begin = s->buf + s->start;
-            gsize n = nl != NULL ? (gsize)(nl - begin) : s->end - s->start;
-
-            s->start += n + (nl != NULL ? 1 : 0);
-            if (n > 0 && begin[n - 1] == '\r')
-                n--;
-            begin[n] = '\0'; /* the newline, or the spare byte kept at the end of buf */
-            *line = begin;
-            *len = n;
-            s->line++;
-            return TRUE;
-        }
-        if (s->eof)
-            return FALSE;
-        /* Move the partial line to the front and read more. */
-        if (s->start > 0) {
-            memmove(s->buf, s->buf + s->start, s->end - s->start);
-            s->end -= s->start;
-            s->start = 0;
-        }
-        if (s->end + 1 >= s->cap) {
-            if (s->cap >= TEXT_MAX_LINE) {
-                s->line++;
-                return text_error(s, error, FSIM_TRACE_ERROR_LIMIT, "line longer than %d bytes",
-                                  TEXT_MAX_LINE);
-            }
-            s->cap *= 2;
-            s->buf = g_realloc(s->buf, s->cap);
-        }
-        {
-            g_autoptr(GError) local_error = NULL;
-            gssize n = g_input_stream_read(s->in, s->buf + s->end, s->cap - s->end - 1, NULL,
-                                           &local_error);
-
-            if (n < 0) {
-                g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: %s", s->path,
-                            local_error->message);
-                return FALSE;
-            }
-            if (n == 0)
-                s->eof = TRUE;
-            s->end += (gsize)n;
-        }
-    }
+    return fsim_line_reader_next(
+        &s->lines, s->lines.line > 0 ? FSIM_LINES_SKIP_COMMENTS : FSIM_LINES_ALL, line, len, error);
 }
 
 /* Map @path when it is a non-empty regular file that is not gzip-compressed; NULL otherwise (the
@@ -252,12 +152,10 @@ text_stream_new(const char *path, gboolean map_ok, GError **error)
             return NULL;
     }
     s = g_new0(TextStream, 1);
-    s->path = g_strdup(path);
-    s->in = g_steal_pointer(&in);
+    fsim_line_reader_init(&s->lines, path, g_steal_pointer(&in),
+                          map != NULL ? 256 : TEXT_BUFFER_SIZE, TEXT_MAX_LINE, TEXT_MAX_LINE);
     s->map = map;
     s->map_len = map_len;
-    s->cap = map != NULL ? 256 : TEXT_BUFFER_SIZE;
-    s->buf = g_malloc(s->cap);
     fsim_live_table_init(&s->live);
     return &s->base;
 }
@@ -267,11 +165,9 @@ text_stream_close(FsimTraceStream *stream)
 {
     TextStream *s = (TextStream *)stream;
 
-    g_clear_object(&s->in);
     if (s->map != NULL)
         munmap((void *)(uintptr_t)s->map, s->map_len);
-    g_free(s->buf);
-    g_free(s->path);
+    fsim_line_reader_clear(&s->lines);
     g_free(s->label);
     fsim_live_table_clear(&s->live);
     g_free(s);
@@ -283,18 +179,16 @@ text_read_header(TextStream *s, GError **error)
     char *line;
     gsize len;
 
-    if (!text_read_line(s, &line, &len, error)) {
-        if (error != NULL && *error != NULL)
-            return FALSE;
-        return text_error(s, error, FSIM_TRACE_ERROR_EMPTY, "the file is empty");
-    }
+    if (!text_read_line(s, &line, &len, error))
+        return fsim_line_reader_empty(&s->lines, error);
     if (strcmp(line, TEXT_HEADER) != 0) {
         if (g_str_has_prefix(line, TEXT_MAGIC " "))
-            return text_error(s, error, FSIM_TRACE_ERROR_HEADER,
-                              "unsupported version '%s' (this fragsim reads '" TEXT_HEADER "')",
-                              line + strlen(TEXT_MAGIC) + 1);
-        return text_error(s, error, FSIM_TRACE_ERROR_HEADER,
-                          "the first line must be exactly '" TEXT_HEADER "'");
+            return fsim_line_reader_error(
+                &s->lines, error, FSIM_TRACE_ERROR_HEADER,
+                "unsupported version '%s' (this fragsim reads '" TEXT_HEADER "')",
+                line + strlen(TEXT_MAGIC) + 1);
+        return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_HEADER,
+                                      "the first line must be exactly '" TEXT_HEADER "'");
     }
     return TRUE;
 }
@@ -397,9 +291,10 @@ text_field_u64(TextStream *s, const Field *f, const char *what, uint64_t *out, G
         return TRUE;
     text = g_strndup(f->ptr, f->len);
     if (text[0] == '-')
-        return text_error(s, error, FSIM_TRACE_ERROR_NUMBER, "%s '%s' is negative", what, text);
-    return text_error(s, error, FSIM_TRACE_ERROR_NUMBER,
-                      "%s '%s' is not a non-negative 64-bit integer", what, text);
+        return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_NUMBER,
+                                      "%s '%s' is negative", what, text);
+    return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_NUMBER,
+                                  "%s '%s' is not a non-negative 64-bit integer", what, text);
 }
 
 /* The label of a mark: the rest of the line after the kind field, trimmed. */
@@ -458,24 +353,27 @@ text_parse_line(TextStream *s, char *line, gsize len, FsimEvent *ev, gboolean *s
 
     n = text_split(line, len, f, &nul);
     if (nul)
-        return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "NUL byte in the line");
+        return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_SYNTAX,
+                                      "NUL byte in the line");
     if (n == 0) {
         *skip = TRUE;
         return TRUE;
     }
     *skip = FALSE;
     memset(ev, 0, sizeof(*ev));
-    ev->index = s->line;
+    ev->index = s->lines.line;
     if (!text_field_u64(s, &f[0], "time", &ev->time, error))
         return FALSE;
     if (ev->time < s->last_time)
-        return text_error(s, error, FSIM_TRACE_ERROR_TIME,
-                          "time %" G_GUINT64_FORMAT
-                          " ns goes backwards (previous event at %" G_GUINT64_FORMAT " ns)",
-                          ev->time, s->last_time);
+        return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_TIME,
+                                      "time %" G_GUINT64_FORMAT
+                                      " ns goes backwards (previous event at %" G_GUINT64_FORMAT
+                                      " ns)",
+                                      ev->time, s->last_time);
     s->last_time = ev->time;
     if (n < 2)
-        return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "missing the event kind");
+        return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_SYNTAX,
+                                      "missing the event kind");
     kind = &f[1];
     if (FIELD_IS(kind, "mark")) {
         g_free(s->label);
@@ -485,7 +383,7 @@ text_parse_line(TextStream *s, char *line, gsize len, FsimEvent *ev, gboolean *s
         return TRUE;
     }
     if (n > TEXT_MAX_FIELDS)
-        return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "too many fields");
+        return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_SYNTAX, "too many fields");
     /* An optional last word flags an event: `alloc ID SIZE STREAM recorded_oom`, `free ID
      * STREAM recorded_oom`, `empty_cache inferred` (see event.h). */
     if (FIELD_IS(kind, "alloc")) {
@@ -529,27 +427,29 @@ text_parse_line(TextStream *s, char *line, gsize len, FsimEvent *ev, gboolean *s
     } else {
         g_autofree char *name = g_strndup(kind->ptr, kind->len);
 
-        return text_error(s, error, FSIM_TRACE_ERROR_KIND,
-                          "unknown event kind '%s' (valid: alloc, free, free_requested, "
-                          "free_completed, empty_cache, mark, pool_begin, pool_end, "
-                          "pool_release)",
-                          name);
+        return fsim_line_reader_error(
+            &s->lines, error, FSIM_TRACE_ERROR_KIND,
+            "unknown event kind '%s' (valid: alloc, free, free_requested, "
+            "free_completed, empty_cache, mark, pool_begin, pool_end, "
+            "pool_release)",
+            name);
     }
     if (n < expect_min) {
         g_autofree char *name = g_strndup(kind->ptr, kind->len);
 
-        return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "'%s' needs %s", name,
-                          ev->kind == FSIM_EV_ALLOC          ? "an id and a size (then a stream)"
-                          : ev->kind == FSIM_EV_POOL_RELEASE ? "a pool"
-                          : ev->kind >= FSIM_EV_POOL_BEGIN   ? "a pool (then a stream)"
-                                                             : "an id (then a stream)");
+        return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_SYNTAX, "'%s' needs %s",
+                                      name,
+                                      ev->kind == FSIM_EV_ALLOC ? "an id and a size (then a stream)"
+                                      : ev->kind == FSIM_EV_POOL_RELEASE ? "a pool"
+                                      : ev->kind >= FSIM_EV_POOL_BEGIN   ? "a pool (then a stream)"
+                                                                         : "an id (then a stream)");
     }
     if (n > expect_max) {
         g_autofree char *name = g_strndup(kind->ptr, kind->len);
         g_autofree char *extra = g_strndup(f[expect_max].ptr, f[expect_max].len);
 
-        return text_error(s, error, FSIM_TRACE_ERROR_SYNTAX, "unexpected field '%s' after '%s'",
-                          extra, name);
+        return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_SYNTAX,
+                                      "unexpected field '%s' after '%s'", extra, name);
     }
     if (ev->kind == FSIM_EV_EMPTY_CACHE)
         return TRUE;
@@ -557,8 +457,9 @@ text_parse_line(TextStream *s, char *line, gsize len, FsimEvent *ev, gboolean *s
         if (!text_field_u64(s, &f[2], "pool", &ev->id, error))
             return FALSE;
         if (ev->id == 0)
-            return text_error(s, error, FSIM_TRACE_ERROR_NUMBER,
-                              "pool 0 is the default pool: private pools are numbered from 1");
+            return fsim_line_reader_error(
+                &s->lines, error, FSIM_TRACE_ERROR_NUMBER,
+                "pool 0 is the default pool: private pools are numbered from 1");
         if (n == 4 && !text_field_u64(s, &f[3], "stream", &ev->stream, error))
             return FALSE;
         return TRUE;
@@ -569,10 +470,12 @@ text_parse_line(TextStream *s, char *line, gsize len, FsimEvent *ev, gboolean *s
         if (!text_field_u64(s, &f[3], "size", &ev->size, error))
             return FALSE;
         if (ev->size == 0)
-            return text_error(s, error, FSIM_TRACE_ERROR_SIZE, "alloc of zero bytes");
+            return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_SIZE,
+                                          "alloc of zero bytes");
         if (ev->size > FSIM_MAX_SIZE)
-            return text_error(s, error, FSIM_TRACE_ERROR_SIZE,
-                              "size %" G_GUINT64_FORMAT " is absurd (above 2^60 bytes)", ev->size);
+            return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_SIZE,
+                                          "size %" G_GUINT64_FORMAT " is absurd (above 2^60 bytes)",
+                                          ev->size);
         if (n == 5 && !text_field_u64(s, &f[4], "stream", &ev->stream, error))
             return FALSE;
     } else if (n == 4 && !text_field_u64(s, &f[3], "stream", &ev->stream, error)) {
@@ -580,10 +483,10 @@ text_parse_line(TextStream *s, char *line, gsize len, FsimEvent *ev, gboolean *s
     }
     entry = fsim_live_table_lookup(&s->live, ev->id);
     if (ev->kind == FSIM_EV_ALLOC && entry != NULL)
-        return text_error(s, error, FSIM_TRACE_ERROR_DUPLICATE,
-                          "id %" G_GUINT64_FORMAT " is allocated again while %s", ev->id,
-                          entry->state == FSIM_LIVE_PENDING ? "its free is pending"
-                                                            : "it is still live");
+        return fsim_line_reader_error(
+            &s->lines, error, FSIM_TRACE_ERROR_DUPLICATE,
+            "id %" G_GUINT64_FORMAT " is allocated again while %s", ev->id,
+            entry->state == FSIM_LIVE_PENDING ? "its free is pending" : "it is still live");
     text_track(s, ev, entry);
     return TRUE;
 }
@@ -747,7 +650,7 @@ text_fast_line(TextStream *s, FsimEvent *ev)
     text_track(s, ev, entry);
     s->last_time = ev->time;
     s->map_pos = (gsize)(next - s->map);
-    ev->index = ++s->line;
+    ev->index = ++s->lines.line;
     return TRUE;
 }
 
