@@ -11,6 +11,7 @@
 #include "fragsim/explain.h"
 #include "fragsim/memviz.h"
 #include "fragsim/metrics.h"
+#include "fragsim/owned.h"
 #include "fragsim/plan.h"
 #include "fragsim/plot.h"
 #include "fragsim/policy.h"

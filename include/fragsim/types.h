@@ -157,6 +157,9 @@ fsim_compare_u64(uint64_t a, uint64_t b)
 /* A GCompareDataFunc for keys that point to #FsimAddr values (a GTree of ranges by start). */
 gint fsim_addr_compare(gconstpointer a, gconstpointer b, gpointer unused);
 
+/* A GCompareFunc for pointers to uint64_t values (g_array_sort() of a uint64_t array). */
+gint fsim_u64_compare(gconstpointer a, gconstpointer b);
+
 /**
  * fsim_format_size:
  * @bytes: a size.

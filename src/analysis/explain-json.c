@@ -92,21 +92,37 @@ add_pool_name(JsonBuilder *b, gboolean private_pool, uint64_t id)
         json_builder_add_string_value(b, "default");
 }
 
+/* `"@name": {"@names[0]": @values[0], ...}`: an object of @n counts. */
+static void
+add_u64_object(JsonBuilder *b, const char *name, const char *const *names, const uint64_t *values,
+               guint n)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_begin_object(b);
+    for (guint i = 0; i < n; i++)
+        add_u64(b, names[i], values[i]);
+    json_builder_end_object(b);
+}
+
 static void
 add_breakdown(JsonBuilder *b, const FsimBreakdown *breakdown)
 {
-    json_builder_set_member_name(b, "breakdown");
-    json_builder_begin_object(b);
-    add_u64(b, "live_requested_bytes", breakdown->live_requested_bytes);
-    add_u64(b, "rounding_bytes", breakdown->rounding_bytes);
-    add_u64(b, "free_releasable_bytes", breakdown->free_releasable_bytes);
-    add_u64(b, "free_pinned_bytes", breakdown->free_pinned_bytes);
-    json_builder_end_object(b);
+    static const char *const names[] = {"live_requested_bytes", "rounding_bytes",
+                                        "free_releasable_bytes", "free_pinned_bytes"};
+    const uint64_t values[] = {breakdown->live_requested_bytes, breakdown->rounding_bytes,
+                               breakdown->free_releasable_bytes, breakdown->free_pinned_bytes};
+
+    add_u64_object(b, "breakdown", names, values, G_N_ELEMENTS(names));
 }
 
 static void
 add_request(JsonBuilder *b, const FsimExplainRequest *r)
 {
+    static const char *const free_block_names[] = {"too_small", "other_stream", "other_pool",
+                                                   "refused"};
+    const uint64_t free_blocks[] = {r->free_blocks_too_small, r->free_blocks_other_stream,
+                                    r->free_blocks_other_pool, r->free_blocks_refused};
+
     json_builder_set_member_name(b, "request");
     json_builder_begin_object(b);
     add_u64(b, "size", r->size);
@@ -115,13 +131,7 @@ add_request(JsonBuilder *b, const FsimExplainRequest *r)
     add_bool(b, "recorded", r->recorded);
     add_u64(b, "device_free_bytes", r->device_free_bytes);
     add_u64(b, "largest_free_same_stream_bytes", r->largest_free_same_stream_bytes);
-    json_builder_set_member_name(b, "free_blocks");
-    json_builder_begin_object(b);
-    add_u64(b, "too_small", r->free_blocks_too_small);
-    add_u64(b, "other_stream", r->free_blocks_other_stream);
-    add_u64(b, "other_pool", r->free_blocks_other_pool);
-    add_u64(b, "refused", r->free_blocks_refused);
-    json_builder_end_object(b);
+    add_u64_object(b, "free_blocks", free_block_names, free_blocks, G_N_ELEMENTS(free_blocks));
     add_string(b, "reason", r->reason);
     json_builder_end_object(b);
 }

@@ -38,12 +38,11 @@ bar_compare(gconstpointer a, gconstpointer b)
 {
     const Bar *x = a;
     const Bar *y = b;
+    int order = fsim_compare_u64(y->pinned, x->pinned); /* the most pinned first */
 
-    if (x->pinned != y->pinned)
-        return x->pinned > y->pinned ? -1 : 1;
-    if (x->free != y->free)
-        return x->free > y->free ? -1 : 1;
-    return x->segment < y->segment ? -1 : x->segment > y->segment ? 1 : 0;
+    if (order == 0)
+        order = fsim_compare_u64(y->free, x->free); /* then the most free */
+    return order != 0 ? order : fsim_compare_u64(x->segment, y->segment);
 }
 
 static void

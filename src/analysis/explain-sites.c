@@ -9,6 +9,7 @@
  */
 #include <glib.h>
 
+#include "fragsim/owned.h"
 #include "fragsim/types.h"
 
 #include "explain-private.h"
@@ -73,11 +74,10 @@ explain_sites_new(const FsimTrace *trace, uint32_t device)
 void
 explain_sites_free(ExplainSites *sites)
 {
-    if (sites == NULL)
-        return;
-    g_hash_table_unref(sites->by_id);
-    g_ptr_array_unref(sites->marks);
-    g_free(sites);
+    static const FsimOwned owned[] = {FSIM_OWNED(ExplainSites, by_id, g_hash_table_unref),
+                                      FSIM_OWNED(ExplainSites, marks, g_ptr_array_unref)};
+
+    fsim_owned_free(sites, owned, G_N_ELEMENTS(owned));
 }
 
 static void

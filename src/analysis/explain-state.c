@@ -22,6 +22,7 @@
 
 #include "fragsim/device.h"
 #include "fragsim/engine.h"
+#include "fragsim/owned.h"
 
 #include "explain-private.h"
 
@@ -359,28 +360,18 @@ pin_compare(gconstpointer a, gconstpointer b)
     const FsimPinSite *x = *(FsimPinSite *const *)a;
     const FsimPinSite *y = *(FsimPinSite *const *)b;
 
-    if (x->pinned_bytes != y->pinned_bytes)
-        return x->pinned_bytes > y->pinned_bytes ? -1 : 1;
-    return g_strcmp0(x->site, y->site);
-}
+    int most_pinned_first = fsim_compare_u64(y->pinned_bytes, x->pinned_bytes);
 
-static gint
-u64_compare(gconstpointer a, gconstpointer b)
-{
-    uint64_t x = *(const uint64_t *)a;
-    uint64_t y = *(const uint64_t *)b;
-
-    return x < y ? -1 : x > y ? 1 : 0;
+    return most_pinned_first != 0 ? most_pinned_first : g_strcmp0(x->site, y->site);
 }
 
 static void
 pin_site_free(gpointer data)
 {
-    FsimPinSite *site = data;
+    static const FsimOwned owned[] = {FSIM_OWNED(FsimPinSite, site, g_free),
+                                      FSIM_OWNED(FsimPinSite, sizes, g_array_unref)};
 
-    g_free(site->site);
-    g_array_unref(site->sizes);
-    g_free(site);
+    fsim_owned_free(data, owned, G_N_ELEMENTS(owned));
 }
 
 /* Group the live blocks that pin memory by site, largest first. */
@@ -418,7 +409,7 @@ pins_group(GArray *blocks, const GArray *owner, const GArray *live, const Explai
         FsimPinSite *site = g_ptr_array_index(pins, i);
         guint kept = 0;
 
-        g_array_sort(site->sizes, u64_compare);
+        g_array_sort(site->sizes, fsim_u64_compare);
         for (guint k = 0; k < site->sizes->len; k++) {
             uint64_t size = g_array_index(site->sizes, uint64_t, k);
 
@@ -572,15 +563,14 @@ pools_breakdown(const GArray *segments, const GArray *blocks)
 void
 explain_moment_free(FsimMoment *moment)
 {
-    if (moment == NULL)
-        return;
-    g_clear_pointer(&moment->segments, g_array_unref);
-    g_clear_pointer(&moment->blocks, g_array_unref);
-    g_clear_pointer(&moment->pins, g_ptr_array_unref);
-    g_clear_pointer(&moment->alternatives, g_ptr_array_unref);
-    g_clear_pointer(&moment->pools, g_array_unref);
-    g_free(moment->request.reason);
-    g_free(moment);
+    static const FsimOwned owned[] = {FSIM_OWNED(FsimMoment, segments, g_array_unref),
+                                      FSIM_OWNED(FsimMoment, blocks, g_array_unref),
+                                      FSIM_OWNED(FsimMoment, pins, g_ptr_array_unref),
+                                      FSIM_OWNED(FsimMoment, alternatives, g_ptr_array_unref),
+                                      FSIM_OWNED(FsimMoment, pools, g_array_unref),
+                                      FSIM_OWNED(FsimMoment, request.reason, g_free)};
+
+    fsim_owned_free(moment, owned, G_N_ELEMENTS(owned));
 }
 
 FsimMoment *
@@ -633,10 +623,9 @@ explain_capture(const FsimEngine *engine, const ExplainSites *sites, const Expla
 void
 explain_alternative_free(FsimAlternative *alternative)
 {
-    if (alternative == NULL)
-        return;
-    g_free(alternative->policy);
-    g_free(alternative->config);
-    g_free(alternative->advice);
-    g_free(alternative);
+    static const FsimOwned owned[] = {FSIM_OWNED(FsimAlternative, policy, g_free),
+                                      FSIM_OWNED(FsimAlternative, config, g_free),
+                                      FSIM_OWNED(FsimAlternative, advice, g_free)};
+
+    fsim_owned_free(alternative, owned, G_N_ELEMENTS(owned));
 }

@@ -22,6 +22,7 @@
 #include "fragsim/alloc-conf.h"
 #include "fragsim/device.h"
 #include "fragsim/engine.h"
+#include "fragsim/owned.h"
 
 #include "explain-private.h"
 #include "feed.h"
@@ -83,15 +84,14 @@ fsim_moment_kind_name(FsimMomentKind kind)
 void
 fsim_explanation_free(FsimExplanation *explanation)
 {
-    if (explanation == NULL)
-        return;
-    g_free(explanation->trace);
-    g_free(explanation->policy);
-    g_free(explanation->config);
-    g_free(explanation->device);
-    g_clear_pointer(&explanation->moments, g_ptr_array_unref);
-    g_clear_pointer(&explanation->pool_needs, g_array_unref);
-    g_free(explanation);
+    static const FsimOwned owned[] = {FSIM_OWNED(FsimExplanation, trace, g_free),
+                                      FSIM_OWNED(FsimExplanation, policy, g_free),
+                                      FSIM_OWNED(FsimExplanation, config, g_free),
+                                      FSIM_OWNED(FsimExplanation, device, g_free),
+                                      FSIM_OWNED(FsimExplanation, moments, g_ptr_array_unref),
+                                      FSIM_OWNED(FsimExplanation, pool_needs, g_array_unref)};
+
+    fsim_owned_free(explanation, owned, G_N_ELEMENTS(owned));
 }
 
 /* ---- the run: policy, settings, device ------------------------------------------------------- */
@@ -99,12 +99,11 @@ fsim_explanation_free(FsimExplanation *explanation)
 void
 explain_run_free(ExplainRun *run)
 {
-    if (run == NULL)
-        return;
-    g_free(run->policy);
-    g_free(run->conf);
-    g_clear_pointer(&run->config, g_key_file_unref);
-    g_free(run);
+    static const FsimOwned owned[] = {FSIM_OWNED(ExplainRun, policy, g_free),
+                                      FSIM_OWNED(ExplainRun, conf, g_free),
+                                      FSIM_OWNED(ExplainRun, config, g_key_file_unref)};
+
+    fsim_owned_free(run, owned, G_N_ELEMENTS(owned));
 }
 
 static gboolean
@@ -213,6 +212,23 @@ explain_run_feed(FsimTrace *trace, const ExplainRun *run, FsimEngine *engine, GE
            fsim_replay_feed_run(trace, run->trace_device, FALSE, engine, NULL, error);
 }
 
+/* explain_run_feed() to an engine whose observer keeps its first failure in *@observed: that
+ * failure, if any, is the run's (when the feed itself fails, its error wins). */
+static gboolean
+feed_observed(FsimTrace *trace, const ExplainRun *run, FsimEngine *engine, GError **observed,
+              GError **error)
+{
+    if (!explain_run_feed(trace, run, engine, error)) {
+        g_clear_error(observed);
+        return FALSE;
+    }
+    if (*observed != NULL) {
+        g_propagate_error(error, g_steal_pointer(observed));
+        return FALSE;
+    }
+    return TRUE;
+}
+
 /* ---- pass 1: find the moments ---------------------------------------------------------------- */
 
 static void
@@ -306,14 +322,8 @@ pass_scan(FsimTrace *trace, const ExplainRun *setup, const FsimExplainOptions *o
     if (!fsim_engine_start(engine, error))
         return FALSE;
     scan.peak_reserved = (uint64_t)fsim_engine_device(engine)->reserved.current;
-    if (!explain_run_feed(trace, setup, engine, error)) {
-        g_clear_error(&scan.error);
+    if (!feed_observed(trace, setup, engine, &scan.error, error))
         return FALSE;
-    }
-    if (scan.error != NULL) {
-        g_propagate_error(error, scan.error);
-        return FALSE;
-    }
     for (guint i = 0; options->at != NULL && i < options->at->len; i++) {
         uint64_t at = g_array_index(options->at, uint64_t, i);
 
@@ -450,15 +460,7 @@ pass_capture(FsimTrace *trace, const ExplainRun *setup, GArray *targets, GPtrArr
     if (!fsim_engine_start(engine, error))
         return FALSE;
     capture_targets(&cap, -1);
-    if (!explain_run_feed(trace, setup, engine, error)) {
-        g_clear_error(&cap.error);
-        return FALSE;
-    }
-    if (cap.error != NULL) {
-        g_propagate_error(error, cap.error);
-        return FALSE;
-    }
-    return TRUE;
+    return feed_observed(trace, setup, engine, &cap.error, error);
 }
 
 FsimExplanation *

@@ -16,6 +16,8 @@
 
 #include <string.h>
 
+#include "fragsim/owned.h"
+
 #include "analysis/feed.h"
 
 /* One decoded event: what engines read of an FsimEvent, without the mark label. */
@@ -47,10 +49,9 @@ fsim_event_log_new(uint32_t device)
 void
 fsim_event_log_free(FsimEventLog *log)
 {
-    if (log == NULL)
-        return;
-    g_array_unref(log->events);
-    g_free(log);
+    static const FsimOwned owned[] = {FSIM_OWNED(FsimEventLog, events, g_array_unref)};
+
+    fsim_owned_free(log, owned, G_N_ELEMENTS(owned));
 }
 
 void

@@ -9,6 +9,8 @@
 
 #include <string.h>
 
+#include "fragsim/owned.h"
+
 #include "analysis/tune.h"
 
 /* At most this many values per knob. */
@@ -36,15 +38,6 @@ collect_size(uint64_t size, gpointer data)
     g_hash_table_insert(
         c->counts, key,
         GSIZE_TO_POINTER(GPOINTER_TO_SIZE(g_hash_table_lookup(c->counts, key)) + 1));
-}
-
-static gint
-compare_u64(gconstpointer a, gconstpointer b)
-{
-    uint64_t x = *(const uint64_t *)a;
-    uint64_t y = *(const uint64_t *)b;
-
-    return x < y ? -1 : x > y;
 }
 
 /* Keep at most @max values of the sorted @values, evenly spaced, the first and last among them. */
@@ -91,7 +84,7 @@ values_max_split(FsimTuneValues *v, const uint64_t *rounded, guint n, uint64_t l
         if (threshold <= rounded[k])
             append_unique_u64(v->max_split, threshold);
     }
-    g_array_sort(v->max_split, compare_u64);
+    g_array_sort(v->max_split, fsim_u64_compare);
     thin(v->max_split, MAX_SPLIT_VALUES);
 }
 
@@ -109,7 +102,7 @@ values_max_non_split(FsimTuneValues *v, const uint64_t *rounded, guint n)
         if (step > LARGE_BUFFER)
             append_unique_u64(v->max_non_split, step);
     }
-    g_array_sort(v->max_non_split, compare_u64);
+    g_array_sort(v->max_non_split, fsim_u64_compare);
     thin(v->max_non_split, MAX_NON_SPLIT_VALUES);
 }
 
@@ -228,7 +221,7 @@ fsim_tune_values_new(const FsimTuneRank *ranks, guint n_ranks, FsimPlatform plat
 
         g_array_append_val(sizes, size);
     }
-    g_array_sort(sizes, compare_u64);
+    g_array_sort(sizes, fsim_u64_compare);
     size_counts = g_new0(uint64_t, MAX(sizes->len, 1));
     intervals = g_new0(int, MAX(sizes->len, 1));
     fsim_alloc_conf_init(&defaults);
@@ -242,7 +235,7 @@ fsim_tune_values_new(const FsimTuneRank *ranks, guint n_ranks, FsimPlatform plat
         if (size > FSIM_PYTORCH_SMALL_SIZE)
             append_unique_u64(rounded, size);
     }
-    g_array_sort(rounded, compare_u64);
+    g_array_sort(rounded, fsim_u64_compare);
     values_max_split(v, (const uint64_t *)(const void *)rounded->data, rounded->len,
                      platform == FSIM_PLATFORM_NPU ? LARGE_BUFFER + MIB : LARGE_BUFFER);
     if (platform != FSIM_PLATFORM_NPU) /* torch_npu has no max_non_split_rounding_mb */
@@ -259,13 +252,12 @@ fsim_tune_values_new(const FsimTuneRank *ranks, guint n_ranks, FsimPlatform plat
 void
 fsim_tune_values_free(FsimTuneValues *values)
 {
-    if (values == NULL)
-        return;
-    g_array_unref(values->max_split);
-    g_array_unref(values->max_non_split);
-    g_array_unref(values->divisions);
-    for (guint i = 0; i < values->n_intervals; i++)
+    static const FsimOwned owned[] = {FSIM_OWNED(FsimTuneValues, max_split, g_array_unref),
+                                      FSIM_OWNED(FsimTuneValues, max_non_split, g_array_unref),
+                                      FSIM_OWNED(FsimTuneValues, divisions, g_array_unref),
+                                      FSIM_OWNED(FsimTuneValues, gc, g_array_unref)};
+
+    for (guint i = 0; values != NULL && i < values->n_intervals; i++)
         g_array_unref(values->interval_divisions[i]);
-    g_array_unref(values->gc);
-    g_free(values);
+    fsim_owned_free(values, owned, G_N_ELEMENTS(owned));
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "fragsim/alloc-conf.h"
+#include "fragsim/owned.h"
 
 #define MIB FSIM_MiB
 
@@ -45,20 +46,18 @@ typedef enum {
 static void
 candidate_free(gpointer data)
 {
-    FsimTuneCandidate *c = data;
+    static const FsimOwned owned[] = {FSIM_OWNED(FsimTuneCandidate, config, g_free),
+                                      FSIM_OWNED(FsimTuneCandidate, ranks, g_free)};
 
-    g_free(c->config);
-    g_free(c->ranks);
-    g_free(c);
+    fsim_owned_free(data, owned, G_N_ELEMENTS(owned));
 }
 
 void
 fsim_tune_result_free(FsimTuneResult *result)
 {
-    if (result == NULL)
-        return;
-    g_ptr_array_unref(result->candidates);
-    g_free(result);
+    static const FsimOwned owned[] = {FSIM_OWNED(FsimTuneResult, candidates, g_ptr_array_unref)};
+
+    fsim_owned_free(result, owned, G_N_ELEMENTS(owned));
 }
 
 GKeyFile *

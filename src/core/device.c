@@ -41,6 +41,22 @@ fault_hit(FsimDevice *device, FsimDeviceCall call)
     return device->faults.fail_from[call] != 0 && attempt >= device->faults.fail_from[call];
 }
 
+/* Count an attempt of @call (seeding calls are not attempts). */
+static void
+count_attempt(FsimDevice *device, FsimDeviceCall call)
+{
+    if (!device->seeding)
+        device->attempts[call]++;
+}
+
+/* Count an attempt of @call; TRUE when the injected faults say it fails. */
+static gboolean
+attempt_fails(FsimDevice *device, FsimDeviceCall call)
+{
+    count_attempt(device, call);
+    return fault_hit(device, call);
+}
+
 static uint64_t
 cost_per_gib(uint64_t per_gib_ns, uint64_t size)
 {
@@ -117,9 +133,7 @@ note_refusal(FsimDevice *device, uint64_t size)
 FsimStatus
 fsim_device_mem_alloc(FsimDevice *device, uint64_t size, FsimAddr *out)
 {
-    if (!device->seeding)
-        device->attempts[FSIM_CALL_MEM_ALLOC]++;
-    if (fault_hit(device, FSIM_CALL_MEM_ALLOC))
+    if (attempt_fails(device, FSIM_CALL_MEM_ALLOC))
         return FSIM_OOM;
     if (device->ops->mem_alloc(device, size, out) != FSIM_OK) {
         note_refusal(device, size);
@@ -133,8 +147,7 @@ fsim_device_mem_alloc(FsimDevice *device, uint64_t size, FsimAddr *out)
 void
 fsim_device_mem_free(FsimDevice *device, FsimAddr addr, uint64_t size)
 {
-    if (!device->seeding)
-        device->attempts[FSIM_CALL_MEM_FREE]++;
+    count_attempt(device, FSIM_CALL_MEM_FREE);
     device->ops->mem_free(device, addr, size);
     account(device, FSIM_CALL_MEM_FREE, addr, size, 0);
 }
@@ -144,9 +157,7 @@ fsim_device_mem_free(FsimDevice *device, FsimAddr addr, uint64_t size)
 FsimStatus
 fsim_device_va_reserve(FsimDevice *device, uint64_t size, uint64_t alignment, FsimAddr *out)
 {
-    if (!device->seeding)
-        device->attempts[FSIM_CALL_VA_RESERVE]++;
-    if (fault_hit(device, FSIM_CALL_VA_RESERVE))
+    if (attempt_fails(device, FSIM_CALL_VA_RESERVE))
         return FSIM_OOM;
     if (device->ops->va_reserve(device, size, alignment, out) != FSIM_OK)
         return FSIM_OOM;
@@ -190,8 +201,7 @@ fsim_arena_va_ready(FsimArenaVa *arena, FsimDevice *device)
 void
 fsim_device_va_release(FsimDevice *device, FsimAddr addr, uint64_t size)
 {
-    if (!device->seeding)
-        device->attempts[FSIM_CALL_VA_RELEASE]++;
+    count_attempt(device, FSIM_CALL_VA_RELEASE);
     device->ops->va_release(device, addr, size);
     account(device, FSIM_CALL_VA_RELEASE, addr, size, 0);
 }
@@ -201,9 +211,7 @@ fsim_device_va_release(FsimDevice *device, FsimAddr addr, uint64_t size)
 FsimStatus
 fsim_device_map(FsimDevice *device, FsimAddr addr, uint64_t size, uint64_t handle_size)
 {
-    if (!device->seeding)
-        device->attempts[FSIM_CALL_MAP]++;
-    if (fault_hit(device, FSIM_CALL_MAP))
+    if (attempt_fails(device, FSIM_CALL_MAP))
         return FSIM_OOM;
     if (device->ops->map(device, addr, size, handle_size) != FSIM_OK) {
         note_refusal(device, size);
@@ -217,8 +225,7 @@ fsim_device_map(FsimDevice *device, FsimAddr addr, uint64_t size, uint64_t handl
 void
 fsim_device_unmap(FsimDevice *device, FsimAddr addr, uint64_t size, uint64_t handle_size)
 {
-    if (!device->seeding)
-        device->attempts[FSIM_CALL_UNMAP]++;
+    count_attempt(device, FSIM_CALL_UNMAP);
     device->ops->unmap(device, addr, size, handle_size);
     account(device, FSIM_CALL_UNMAP, addr, size, handle_size);
 }

@@ -5,6 +5,7 @@
  */
 #include <glib.h>
 
+#include "fragsim/owned.h"
 #include "fragsim/plan.h"
 #include "fragsim/types.h"
 
@@ -98,10 +99,9 @@ fsim_lifetimes_from_trace(FsimTrace *trace, uint32_t device, GError **error)
 void
 fsim_lifetimes_free(FsimLifetimes *lifetimes)
 {
-    if (lifetimes == NULL)
-        return;
-    g_free(lifetimes->items);
-    g_free(lifetimes);
+    static const FsimOwned owned[] = {FSIM_OWNED(FsimLifetimes, items, g_free)};
+
+    fsim_owned_free(lifetimes, owned, G_N_ELEMENTS(owned));
 }
 
 /* ---- the placement checker ---------------------------------------------------------------- */
@@ -121,7 +121,7 @@ check_by_offset(gconstpointer a, gconstpointer b, gpointer data)
 
     if (check->offsets[x] != check->offsets[y])
         return check->offsets[x] < check->offsets[y] ? -1 : 1;
-    return x < y ? -1 : x > y ? 1 : 0;
+    return fsim_compare_u64(x, y);
 }
 
 static gint
@@ -135,7 +135,7 @@ check_by_end(gconstpointer a, gconstpointer b, gpointer data)
 
     if (ex != ey)
         return ex < ey ? -1 : 1;
-    return x < y ? -1 : x > y ? 1 : 0;
+    return fsim_compare_u64(x, y);
 }
 
 static gboolean

@@ -6,6 +6,7 @@
  */
 #include "pool-scopes.h"
 
+#include "fragsim/owned.h"
 #include "fragsim/types.h"
 
 typedef struct {
@@ -20,10 +21,9 @@ struct FsimPoolScopes {
 static void
 scope_pool_free(gpointer data)
 {
-    ScopePool *pool = data;
+    static const FsimOwned owned[] = {FSIM_OWNED(ScopePool, streams, g_array_unref)};
 
-    g_array_unref(pool->streams);
-    g_free(pool);
+    fsim_owned_free(data, owned, G_N_ELEMENTS(owned));
 }
 
 FsimPoolScopes *
@@ -38,10 +38,9 @@ fsim_pool_scopes_new(void)
 void
 fsim_pool_scopes_free(FsimPoolScopes *scopes)
 {
-    if (scopes == NULL)
-        return;
-    g_hash_table_unref(scopes->pools);
-    g_free(scopes);
+    static const FsimOwned owned[] = {FSIM_OWNED(FsimPoolScopes, pools, g_hash_table_unref)};
+
+    fsim_owned_free(scopes, owned, G_N_ELEMENTS(owned));
 }
 
 static ScopePool *

@@ -7,6 +7,7 @@
 
 #include <glib.h>
 
+#include "fragsim/owned.h"
 #include "fragsim/types.h"
 
 struct FsimRangeSet {
@@ -40,10 +41,9 @@ fsim_range_set_new(void)
 void
 fsim_range_set_free(FsimRangeSet *set)
 {
-    if (set == NULL)
-        return;
-    g_tree_destroy(set->tree);
-    g_free(set);
+    static const FsimOwned owned[] = {FSIM_OWNED(FsimRangeSet, tree, g_tree_destroy)};
+
+    fsim_owned_free(set, owned, G_N_ELEMENTS(owned));
 }
 
 /* The range with the greatest start <= value, or NULL. */

@@ -18,6 +18,7 @@
 
 #include <string.h>
 
+#include "fragsim/owned.h"
 #include "fragsim/trace.h"
 
 typedef struct {
@@ -87,13 +88,12 @@ stack_table_new(void)
 void
 fsim_stack_table_free(FsimStackTable *table)
 {
-    if (table == NULL)
-        return;
-    g_hash_table_unref(table->ids);
-    g_array_unref(table->stacks);
-    g_array_unref(table->frames);
-    g_string_chunk_free(table->strings);
-    g_free(table);
+    static const FsimOwned owned[] = {FSIM_OWNED(FsimStackTable, ids, g_hash_table_unref),
+                                      FSIM_OWNED(FsimStackTable, stacks, g_array_unref),
+                                      FSIM_OWNED(FsimStackTable, frames, g_array_unref),
+                                      FSIM_OWNED(FsimStackTable, strings, g_string_chunk_free)};
+
+    fsim_owned_free(table, owned, G_N_ELEMENTS(owned));
 }
 
 static FsimStackTable *

@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fragsim/owned.h"
+
 #include "core/live-table.h"
 #include "core/stacks.h"
 #include "readers/binary-format.h"
@@ -121,13 +123,10 @@ fsim_input_read_all(const char *path, gsize max_bytes, GBytes **out, GError **er
 static void
 initial_state_free(gpointer data)
 {
-    FsimInitialState *state = data;
+    static const FsimOwned owned[] = {FSIM_OWNED(FsimInitialState, segments, g_free),
+                                      FSIM_OWNED(FsimInitialState, blocks, g_free)};
 
-    if (state == NULL)
-        return;
-    g_free(state->segments);
-    g_free(state->blocks);
-    g_free(state);
+    fsim_owned_free(data, owned, G_N_ELEMENTS(owned));
 }
 
 static void
@@ -252,15 +251,19 @@ fsim_trace_opening_wants_stacks(void)
 void
 fsim_trace_close(FsimTrace *trace)
 {
+    static const FsimOwned owned[] = {
+        FSIM_OWNED(FsimTrace, path, g_free),
+        FSIM_OWNED(FsimTrace, devices, g_array_unref),
+        FSIM_OWNED(FsimTrace, states, g_ptr_array_unref),
+        FSIM_OWNED(FsimTrace, outcomes, g_ptr_array_unref),
+        FSIM_OWNED(FsimTrace, settings, g_ptr_array_unref),
+        FSIM_OWNED(FsimTrace, alloc_conf, g_free),
+        FSIM_OWNED(FsimTrace, stacks, fsim_stack_table_free),
+    };
+
     if (trace == NULL)
         return;
-    g_clear_pointer(&trace->path, g_free);
-    g_clear_pointer(&trace->devices, g_array_unref);
-    g_clear_pointer(&trace->states, g_ptr_array_unref);
-    g_clear_pointer(&trace->outcomes, g_ptr_array_unref);
-    g_clear_pointer(&trace->settings, g_ptr_array_unref);
-    g_clear_pointer(&trace->alloc_conf, g_free);
-    g_clear_pointer(&trace->stacks, fsim_stack_table_free);
+    fsim_owned_clear(trace, owned, G_N_ELEMENTS(owned));
     trace->format->close(trace);
 }
 
@@ -430,14 +433,13 @@ action_count_clear(gpointer data)
 void
 fsim_trace_info_free(FsimTraceInfo *info)
 {
-    if (info == NULL)
-        return;
-    g_free(info->path);
-    g_free(info->format);
-    g_clear_pointer(&info->devices, g_array_unref);
-    g_clear_pointer(&info->settings, g_ptr_array_unref);
-    g_free(info->alloc_conf);
-    g_free(info);
+    static const FsimOwned owned[] = {FSIM_OWNED(FsimTraceInfo, path, g_free),
+                                      FSIM_OWNED(FsimTraceInfo, format, g_free),
+                                      FSIM_OWNED(FsimTraceInfo, devices, g_array_unref),
+                                      FSIM_OWNED(FsimTraceInfo, settings, g_ptr_array_unref),
+                                      FSIM_OWNED(FsimTraceInfo, alloc_conf, g_free)};
+
+    fsim_owned_free(info, owned, G_N_ELEMENTS(owned));
 }
 
 FsimTraceDeviceInfo *
@@ -690,15 +692,22 @@ fsim_trace_writer_open_format(const char *path, FsimTraceWriteFormat format, GEr
     return g_steal_pointer(&writer);
 }
 
+/* FALSE, with @error set, once a write has failed: the writer writes nothing more. */
+static gboolean
+writer_usable(const FsimTraceWriter *writer, GError **error)
+{
+    if (writer->failed)
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: an earlier write failed", writer->path);
+    return !writer->failed;
+}
+
 static gboolean
 writer_put(FsimTraceWriter *writer, GError **error)
 {
     g_autoptr(GError) local_error = NULL;
 
-    if (writer->failed) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: an earlier write failed", writer->path);
+    if (!writer_usable(writer, error))
         return FALSE;
-    }
     if (!g_output_stream_write_all(writer->out, writer->line->str, writer->line->len, NULL, NULL,
                                    &local_error)) {
         writer->failed = TRUE;
@@ -737,17 +746,22 @@ append_u64(GString *line, uint64_t value)
         g_string_append_c(line, digits[--n]);
 }
 
+/* Append a space and @value: the next field of an event's line. */
+static void
+append_field(GString *line, uint64_t value)
+{
+    g_string_append_c(line, ' ');
+    append_u64(line, value);
+}
+
 gboolean
 fsim_trace_writer_write(FsimTraceWriter *writer, const FsimEvent *ev, GError **error)
 {
     GString *line = writer->line;
 
     if (writer->binary != NULL) {
-        if (writer->failed) {
-            g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: an earlier write failed",
-                        writer->path);
+        if (!writer_usable(writer, error))
             return FALSE;
-        }
         writer->failed = !fsim_binary_writer_write(writer->binary, ev, error);
         return !writer->failed;
     }
@@ -756,28 +770,18 @@ fsim_trace_writer_write(FsimTraceWriter *writer, const FsimEvent *ev, GError **e
     g_string_append_c(line, ' ');
     switch (ev->kind) {
     case FSIM_EV_ALLOC:
-        g_string_append(line, "alloc ");
-        append_u64(line, ev->id);
-        g_string_append_c(line, ' ');
-        append_u64(line, ev->size);
-        g_string_append_c(line, ' ');
-        append_u64(line, ev->stream);
-        if ((ev->flags & FSIM_EVF_RECORDED_OOM) != 0)
-            g_string_append(line, " recorded_oom");
-        break;
     case FSIM_EV_FREE:
-        g_string_append(line, (ev->flags & FSIM_EVF_DEFERRED) != 0 ? "free_requested " : "free ");
-        append_u64(line, ev->id);
-        g_string_append_c(line, ' ');
-        append_u64(line, ev->stream);
-        if ((ev->flags & FSIM_EVF_RECORDED_OOM) != 0)
-            g_string_append(line, " recorded_oom");
-        break;
     case FSIM_EV_FREE_COMPLETED:
-        g_string_append(line, "free_completed ");
-        append_u64(line, ev->id);
-        g_string_append_c(line, ' ');
-        append_u64(line, ev->stream);
+        if (ev->kind == FSIM_EV_FREE && (ev->flags & FSIM_EVF_DEFERRED) != 0)
+            g_string_append(line, "free_requested");
+        else
+            g_string_append(line, fsim_event_kind_name(ev->kind));
+        append_field(line, ev->id);
+        if (ev->kind == FSIM_EV_ALLOC)
+            append_field(line, ev->size);
+        append_field(line, ev->stream);
+        if (ev->kind != FSIM_EV_FREE_COMPLETED && (ev->flags & FSIM_EVF_RECORDED_OOM) != 0)
+            g_string_append(line, " recorded_oom");
         break;
     case FSIM_EV_EMPTY_CACHE:
         g_string_append(line, (ev->flags & FSIM_EVF_INFERRED) != 0 ? "empty_cache inferred"
@@ -787,12 +791,9 @@ fsim_trace_writer_write(FsimTraceWriter *writer, const FsimEvent *ev, GError **e
     case FSIM_EV_POOL_END:
     case FSIM_EV_POOL_RELEASE:
         g_string_append(line, fsim_event_kind_name(ev->kind));
-        g_string_append_c(line, ' ');
-        append_u64(line, ev->id);
-        if (ev->kind != FSIM_EV_POOL_RELEASE) {
-            g_string_append_c(line, ' ');
-            append_u64(line, ev->stream);
-        }
+        append_field(line, ev->id);
+        if (ev->kind != FSIM_EV_POOL_RELEASE)
+            append_field(line, ev->stream);
         break;
     case FSIM_EV_MARK: {
         const char *label = ev->label != NULL && *ev->label != '\0' ? ev->label : "mark";

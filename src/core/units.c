@@ -134,6 +134,12 @@ fsim_addr_compare(gconstpointer a, gconstpointer b, gpointer unused)
     return fsim_compare_u64(*(const FsimAddr *)a, *(const FsimAddr *)b);
 }
 
+gint
+fsim_u64_compare(gconstpointer a, gconstpointer b)
+{
+    return fsim_compare_u64(*(const uint64_t *)a, *(const uint64_t *)b);
+}
+
 char *
 fsim_format_size(uint64_t bytes)
 {

@@ -12,6 +12,8 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include "fragsim/owned.h"
+
 #include "binary-format.h"
 
 #define WRITER_BUFFER_BYTES (1 << 20)
@@ -225,15 +227,17 @@ fsim_binary_writer_finish(FsimBinaryWriter *writer, GError **error)
 void
 fsim_binary_writer_free(FsimBinaryWriter *writer)
 {
+    static const FsimOwned owned[] = {
+        FSIM_OWNED(FsimBinaryWriter, buf, g_free),
+        FSIM_OWNED(FsimBinaryWriter, path, g_free),
+        FSIM_OWNED(FsimBinaryWriter, stream_index, g_hash_table_unref),
+        FSIM_OWNED(FsimBinaryWriter, streams, g_array_unref),
+        FSIM_OWNED(FsimBinaryWriter, label_offset, g_hash_table_unref),
+        FSIM_OWNED(FsimBinaryWriter, strings, g_byte_array_unref)};
+
     if (writer == NULL)
         return;
     if (writer->fd >= 0)
         close(writer->fd);
-    g_free(writer->buf);
-    g_free(writer->path);
-    g_hash_table_unref(writer->stream_index);
-    g_array_unref(writer->streams);
-    g_hash_table_unref(writer->label_offset);
-    g_byte_array_unref(writer->strings);
-    g_free(writer);
+    fsim_owned_free(writer, owned, G_N_ELEMENTS(owned));
 }

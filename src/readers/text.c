@@ -255,6 +255,43 @@ field_is(const Field *f, const char *word, gsize word_len)
 
 #define FIELD_IS(f, literal) field_is((f), literal, sizeof(literal) - 1)
 
+/* The event kinds a line may name, `mark` apart: the word, the event and its flags, how many
+ * fields its line has (the time and the kind included), what the missing ones are, and the
+ * optional last word that flags the event (`alloc ID SIZE STREAM recorded_oom`, `free ID STREAM
+ * recorded_oom`, `empty_cache inferred`: see event.h). */
+typedef struct {
+    const char *word;
+    FsimEventKind kind;
+    uint32_t flags;
+    guint min_fields, max_fields;
+    const char *needs;
+    const char *flag_word;
+    uint32_t flag;
+} TextKind;
+
+/* clang-format off */
+static const TextKind text_kinds[] = {
+    {"alloc", FSIM_EV_ALLOC, 0, 4, 5, "an id and a size (then a stream)", "recorded_oom", FSIM_EVF_RECORDED_OOM},
+    {"free", FSIM_EV_FREE, 0, 3, 4, "an id (then a stream)", "recorded_oom", FSIM_EVF_RECORDED_OOM},
+    {"free_requested", FSIM_EV_FREE, FSIM_EVF_DEFERRED, 3, 4, "an id (then a stream)", "recorded_oom", FSIM_EVF_RECORDED_OOM},
+    {"free_completed", FSIM_EV_FREE_COMPLETED, 0, 3, 4, "an id (then a stream)", NULL, 0},
+    {"pool_begin", FSIM_EV_POOL_BEGIN, 0, 3, 4, "a pool (then a stream)", NULL, 0},
+    {"pool_end", FSIM_EV_POOL_END, 0, 3, 4, "a pool (then a stream)", NULL, 0},
+    {"pool_release", FSIM_EV_POOL_RELEASE, 0, 3, 3, "a pool", NULL, 0},
+    {"empty_cache", FSIM_EV_EMPTY_CACHE, 0, 2, 2, "", "inferred", FSIM_EVF_INFERRED},
+};
+/* clang-format on */
+
+static const TextKind *
+text_kind(const Field *word)
+{
+    for (gsize i = 0; i < G_N_ELEMENTS(text_kinds); i++) {
+        if (field_is(word, text_kinds[i].word, strlen(text_kinds[i].word)))
+            return &text_kinds[i];
+    }
+    return NULL;
+}
+
 /* A decimal u64 field; FALSE on anything else (sign, non-digit, overflow). */
 static gboolean
 field_u64(const Field *f, uint64_t *out)
@@ -345,6 +382,7 @@ text_parse_line(TextStream *s, char *line, gsize len, FsimEvent *ev, gboolean *s
     Field f[TEXT_MAX_FIELDS];
     guint n;
     const Field *kind;
+    const TextKind *type;
     guint expect_min;
     guint expect_max;
     FsimLiveEntry *entry;
@@ -384,47 +422,8 @@ text_parse_line(TextStream *s, char *line, gsize len, FsimEvent *ev, gboolean *s
     }
     if (n > TEXT_MAX_FIELDS)
         return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_SYNTAX, "too many fields");
-    /* An optional last word flags an event: `alloc ID SIZE STREAM recorded_oom`, `free ID
-     * STREAM recorded_oom`, `empty_cache inferred` (see event.h). */
-    if (FIELD_IS(kind, "alloc")) {
-        ev->kind = FSIM_EV_ALLOC;
-        expect_min = 4;
-        expect_max = 5;
-        if (n == 6 && FIELD_IS(&f[5], "recorded_oom")) {
-            ev->flags |= FSIM_EVF_RECORDED_OOM;
-            n--;
-        }
-    } else if (FIELD_IS(kind, "free") || FIELD_IS(kind, "free_requested")) {
-        ev->kind = FSIM_EV_FREE;
-        if (kind->len > 4)
-            ev->flags |= FSIM_EVF_DEFERRED;
-        expect_min = 3;
-        expect_max = 4;
-        if (n == 5 && FIELD_IS(&f[4], "recorded_oom")) {
-            ev->flags |= FSIM_EVF_RECORDED_OOM;
-            n--;
-        }
-    } else if (FIELD_IS(kind, "free_completed")) {
-        ev->kind = FSIM_EV_FREE_COMPLETED;
-        expect_min = 3;
-        expect_max = 4;
-    } else if (FIELD_IS(kind, "pool_begin") || FIELD_IS(kind, "pool_end")) {
-        ev->kind = kind->len == 10 ? FSIM_EV_POOL_BEGIN : FSIM_EV_POOL_END;
-        expect_min = 3;
-        expect_max = 4;
-    } else if (FIELD_IS(kind, "pool_release")) {
-        ev->kind = FSIM_EV_POOL_RELEASE;
-        expect_min = 3;
-        expect_max = 3;
-    } else if (FIELD_IS(kind, "empty_cache")) {
-        ev->kind = FSIM_EV_EMPTY_CACHE;
-        expect_min = 2;
-        expect_max = 2;
-        if (n == 3 && FIELD_IS(&f[2], "inferred")) {
-            ev->flags |= FSIM_EVF_INFERRED;
-            n--;
-        }
-    } else {
+    type = text_kind(kind);
+    if (type == NULL) {
         g_autofree char *name = g_strndup(kind->ptr, kind->len);
 
         return fsim_line_reader_error(
@@ -434,15 +433,20 @@ text_parse_line(TextStream *s, char *line, gsize len, FsimEvent *ev, gboolean *s
             "pool_release)",
             name);
     }
+    ev->kind = type->kind;
+    ev->flags |= type->flags;
+    if (type->flag_word != NULL && n == type->max_fields + 1 &&
+        field_is(&f[type->max_fields], type->flag_word, strlen(type->flag_word))) {
+        ev->flags |= type->flag;
+        n--;
+    }
+    expect_min = type->min_fields;
+    expect_max = type->max_fields;
     if (n < expect_min) {
         g_autofree char *name = g_strndup(kind->ptr, kind->len);
 
         return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_SYNTAX, "'%s' needs %s",
-                                      name,
-                                      ev->kind == FSIM_EV_ALLOC ? "an id and a size (then a stream)"
-                                      : ev->kind == FSIM_EV_POOL_RELEASE ? "a pool"
-                                      : ev->kind >= FSIM_EV_POOL_BEGIN   ? "a pool (then a stream)"
-                                                                         : "an id (then a stream)");
+                                      name, type->needs);
     }
     if (n > expect_max) {
         g_autofree char *name = g_strndup(kind->ptr, kind->len);
