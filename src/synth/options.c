@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "fragsim/owned.h"
 #include "fragsim/types.h"
 
 #include "synth.h"
@@ -27,15 +28,19 @@ fsim_train_options_init(FsimTrainOptions *o)
 void
 fsim_train_options_clear(FsimTrainOptions *o)
 {
-    g_clear_pointer(&o->model, g_free);
-    g_clear_pointer(&o->params, g_free);
-    g_clear_pointer(&o->precision, g_free);
-    g_clear_pointer(&o->dtype, g_free);
-    g_clear_pointer(&o->optimizer, g_free);
-    g_clear_pointer(&o->checkpointing, g_free);
-    g_clear_pointer(&o->attention, g_free);
-    g_clear_pointer(&o->lora_targets, g_free);
-    g_clear_pointer(&o->activations, g_free);
+    static const FsimOwned owned[] = {
+        FSIM_OWNED(FsimTrainOptions, model, g_free),
+        FSIM_OWNED(FsimTrainOptions, params, g_free),
+        FSIM_OWNED(FsimTrainOptions, precision, g_free),
+        FSIM_OWNED(FsimTrainOptions, dtype, g_free),
+        FSIM_OWNED(FsimTrainOptions, optimizer, g_free),
+        FSIM_OWNED(FsimTrainOptions, checkpointing, g_free),
+        FSIM_OWNED(FsimTrainOptions, attention, g_free),
+        FSIM_OWNED(FsimTrainOptions, lora_targets, g_free),
+        FSIM_OWNED(FsimTrainOptions, activations, g_free),
+    };
+
+    fsim_owned_clear(o, owned, G_N_ELEMENTS(owned));
 }
 
 GOptionGroup *

@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "fragsim/event.h"
+#include "fragsim/owned.h"
 #include "fragsim/types.h"
 
 #include "synth.h"
@@ -54,13 +55,6 @@ typedef struct {
     uint64_t capacity; /* reserved token slots */
     GArray *ids;       /* uint64_t: the KV allocations (2 per layer, or one per block) */
 } Request;
-
-typedef struct {
-    FsimEventKind kind;
-    uint64_t id;
-    uint64_t size;
-    const char *label; /* a MARK's, static */
-} Pending;
 
 typedef struct {
     FsimSynth base;
@@ -84,8 +78,7 @@ typedef struct {
     FsimTime stats_time;
     FsimServeStats stats;
 
-    GArray *pending;
-    guint pending_pos;
+    FsimSynthQueue queue;
     FsimTime event_time;
     uint64_t next_id;
 } Serve;
@@ -93,23 +86,21 @@ typedef struct {
 static void
 request_free(gpointer data)
 {
-    Request *r = data;
-    g_clear_pointer(&r->ids, g_array_unref);
-    g_free(r);
+    static const FsimOwned owned[] = {FSIM_OWNED(Request, ids, g_array_unref)};
+
+    fsim_owned_free(data, owned, G_N_ELEMENTS(owned));
 }
 
 static void
 serve_emit(Serve *s, FsimEventKind kind, uint64_t id, uint64_t size)
 {
-    Pending p = {.kind = kind, .id = id, .size = size};
-    g_array_append_val(s->pending, p);
+    fsim_synth_queue_push(&s->queue, kind, id, size, NULL);
 }
 
 static void
 serve_mark(Serve *s, const char *label)
 {
-    Pending p = {.kind = FSIM_EV_MARK, .label = label};
-    g_array_append_val(s->pending, p);
+    fsim_synth_queue_push(&s->queue, FSIM_EV_MARK, 0, 0, label);
 }
 
 static uint64_t
@@ -329,8 +320,10 @@ serve_capture(Serve *s, uint64_t batch)
 
 /* Run the simulation until it produced events or ended. */
 static gboolean
-serve_fill(Serve *s)
+serve_fill(FsimSynth *synth)
 {
+    Serve *s = (Serve *)synth;
+
     if (!s->started) {
         s->started = TRUE;
         serve_mark(s, "load");
@@ -347,14 +340,14 @@ serve_fill(Serve *s)
         return TRUE;
     }
     FsimSynthHeapItem item;
-    while (s->pending->len == 0 && fsim_synth_heap_pop(&s->heap, &item)) {
+    while (s->queue.items->len == 0 && fsim_synth_heap_pop(&s->heap, &item)) {
         s->event_time = item.time;
         if (item.kind == EV_ARRIVAL)
             serve_arrival(s, item.time);
         else
             serve_iteration(s, item.time);
     }
-    if (s->pending->len == 0) {
+    if (s->queue.items->len == 0) {
         serve_integrate(s, s->stats_time);
         return FALSE;
     }
@@ -367,23 +360,10 @@ serve_next(FsimSynth *synth, FsimEvent *ev, GError **error)
     Serve *s = (Serve *)synth;
     (void)error;
 
-    while (s->pending_pos == s->pending->len) {
-        g_array_set_size(s->pending, 0);
-        s->pending_pos = 0;
-        if (!serve_fill(s))
-            return FALSE;
-    }
-    const Pending *p = &g_array_index(s->pending, Pending, s->pending_pos++);
-    memset(ev, 0, sizeof *ev);
-    ev->kind = p->kind;
-    ev->id = p->id;
-    ev->size = p->size;
+    /* every event is on the default stream, the graphs' captures included */
+    if (!fsim_synth_queue_next(&s->queue, synth, serve_fill, ev))
+        return FALSE;
     ev->time = s->event_time;
-    ev->index = synth->events + 1;
-    if (p->kind >= FSIM_EV_POOL_BEGIN)
-        ev->stream = 0; /* the graphs are captured on the default stream */
-    if (p->kind == FSIM_EV_MARK)
-        ev->label = p->label;
     return TRUE;
 }
 
@@ -395,7 +375,7 @@ serve_destroy(FsimSynth *synth)
     g_clear_pointer(&s->active, g_ptr_array_unref);
     g_clear_pointer(&s->weights, g_array_unref);
     g_clear_pointer(&s->graphs, g_array_unref);
-    g_clear_pointer(&s->pending, g_array_unref);
+    fsim_synth_queue_clear(&s->queue);
     g_clear_pointer(&s->rand, g_rand_free);
     fsim_synth_heap_clear(&s->heap);
 }
@@ -504,7 +484,7 @@ fsim_synth_serve_new(const FsimServeConfig *config, GError **error)
     fsim_synth_heap_init(&s->heap);
     g_queue_init(&s->waiting);
     s->active = g_ptr_array_new_with_free_func(request_free);
-    s->pending = g_array_new(FALSE, FALSE, sizeof(Pending));
+    fsim_synth_queue_init(&s->queue, 0);
     s->graphs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
     if (config->n_graph_batches > 0)
         g_array_append_vals(s->graphs, config->graph_batches, (guint)config->n_graph_batches);

@@ -74,6 +74,40 @@ fsim_synth_write(FsimSynth *synth, const char *path, const char *comment, uint64
     return TRUE;
 }
 
+/* ---- Queue of events made ahead ------------------------------------------------------------- */
+
+void
+fsim_synth_queue_init(FsimSynthQueue *queue, guint reserve)
+{
+    queue->items = g_array_sized_new(FALSE, FALSE, sizeof(FsimSynthPending), reserve);
+    queue->pos = 0;
+}
+
+void
+fsim_synth_queue_clear(FsimSynthQueue *queue)
+{
+    g_clear_pointer(&queue->items, g_array_unref);
+}
+
+gboolean
+fsim_synth_queue_next(FsimSynthQueue *queue, FsimSynth *synth, FsimSynthFill fill, FsimEvent *ev)
+{
+    while (queue->pos == queue->items->len) {
+        g_array_set_size(queue->items, 0);
+        queue->pos = 0;
+        if (!fill(synth))
+            return FALSE;
+    }
+    const FsimSynthPending *p = &g_array_index(queue->items, FsimSynthPending, queue->pos++);
+    memset(ev, 0, sizeof *ev);
+    ev->kind = p->kind;
+    ev->id = p->id;
+    ev->size = p->size;
+    ev->label = p->label;
+    ev->index = synth->events + 1;
+    return TRUE;
+}
+
 /* ---- Heap of future events --------------------------------------------------------------- */
 
 void

@@ -570,6 +570,46 @@ gboolean fsim_synth_heap_pop(FsimSynthHeap *heap, FsimSynthHeapItem *out);
 /* Returns: (nullable): the earliest item, not removed. */
 const FsimSynthHeapItem *fsim_synth_heap_peek(const FsimSynthHeap *heap);
 
+/**
+ * FsimSynthQueue:
+ *
+ * The events a generator has made but not handed out yet, in order.  A generator that makes
+ * several events at a time (a layer's tensors, an iteration's frees) appends them with
+ * fsim_synth_queue_push(); its next() takes them one at a time with fsim_synth_queue_next(),
+ * which calls the generator's fill function whenever the queue runs dry.
+ */
+typedef struct {
+    FsimEventKind kind;
+    uint64_t id;
+    uint64_t size;
+    const char *label; /* a MARK's: static, or kept by the generator until the event is out */
+} FsimSynthPending;
+
+typedef struct {
+    GArray *items; /* FsimSynthPending */
+    guint pos;     /* the next one to hand out */
+} FsimSynthQueue;
+
+/* Makes the next events into the (empty) queue; FALSE when the generator has no more. */
+typedef gboolean (*FsimSynthFill)(FsimSynth *synth);
+
+void fsim_synth_queue_init(FsimSynthQueue *queue, guint reserve);
+void fsim_synth_queue_clear(FsimSynthQueue *queue);
+
+static inline void
+fsim_synth_queue_push(FsimSynthQueue *queue, FsimEventKind kind, uint64_t id, uint64_t size,
+                      const char *label)
+{
+    FsimSynthPending p = {.kind = kind, .id = id, .size = size, .label = label};
+    g_array_append_val(queue->items, p);
+}
+
+/* Hands out the next event into @ev: zeroed, then its kind, id, size, label and index (the
+ * caller sets the time, and the stream if not 0), calling @fill(@synth) while the queue is empty.
+ * Returns: FALSE when @fill makes no more. */
+gboolean fsim_synth_queue_next(FsimSynthQueue *queue, FsimSynth *synth, FsimSynthFill fill,
+                               FsimEvent *ev);
+
 /* ---- Command-line options shared by `synth train`, `estimate` and `fit` ------------------ */
 
 /**

@@ -37,48 +37,58 @@
 
 #define TRAIN_CHUNK 512 /* parameters per unit of the setup and optimizer phases */
 
+/* A parameter's weight, allocated at the start: frozen weights are partitioned by ZeRO-3 just as
+ * trained ones. */
+static void
+weight_alloc(Train *t, guint i)
+{
+    const FsimParamTensor *p = &g_array_index(t->params, FsimParamTensor, i);
+
+    t->weight[i] = train_alloc(t, fsim_train_partition(t, numel(p), 3) * t->dims.we);
+}
+
+/* Runs @each on the next chunk of parameters (the trained ones only when @trained_only).
+ * Returns: TRUE when that chunk was the last (the cursor is back at the first parameter). */
+static gboolean
+train_param_chunk(Train *t, void (*each)(Train *t, guint i), gboolean trained_only)
+{
+    guint n_params = t->params->len;
+    guint end = MIN(n_params, t->cursor + TRAIN_CHUNK);
+
+    for (; t->cursor < end; t->cursor++) {
+        if (!trained_only || t->trained[t->cursor])
+            each(t, t->cursor);
+    }
+    if (t->cursor < n_params)
+        return FALSE;
+    t->cursor = 0;
+    return TRUE;
+}
+
 /* Append the next unit's events; FALSE when the trace is complete.
  *
  * Longer than ~80 lines: one case per phase of a step, each a few lines, read together as the
  * step's program. */
 static gboolean
-train_fill(Train *t)
+train_fill(FsimSynth *synth)
 {
+    Train *t = (Train *)synth;
     const FsimTrainConfig *c = &t->config;
-    guint n_params = t->params->len;
 
     switch (t->phase) {
-    case PHASE_WEIGHTS: {
-        guint end = MIN(n_params, t->cursor + TRAIN_CHUNK);
-        for (; t->cursor < end; t->cursor++) {
-            const FsimParamTensor *p = &g_array_index(t->params, FsimParamTensor, t->cursor);
-            /* frozen weights are partitioned by ZeRO-3 just as trained ones */
-            t->weight[t->cursor] =
-                train_alloc(t, fsim_train_partition(t, numel(p), 3) * t->dims.we);
-        }
-        if (t->cursor == n_params) {
-            t->cursor = 0;
+    case PHASE_WEIGHTS:
+        if (train_param_chunk(t, weight_alloc, FALSE))
             t->phase = PHASE_OPT_STATE;
-        }
         return TRUE;
-    }
-    case PHASE_OPT_STATE: {
-        guint end = MIN(n_params, t->cursor + TRAIN_CHUNK);
-        for (; t->cursor < end; t->cursor++) {
-            if (t->trained[t->cursor])
-                fsim_train_opt_state(t, t->cursor);
-        }
-        if (t->cursor == n_params) {
-            t->cursor = 0;
+    case PHASE_OPT_STATE:
+        if (train_param_chunk(t, fsim_train_opt_state, TRUE)) {
             t->step = 1;
             t->phase = PHASE_STEP_MARK;
         }
         return TRUE;
-    }
     case PHASE_STEP_MARK: {
         g_snprintf(t->label, sizeof t->label, "step-%" G_GUINT64_FORMAT, t->step);
-        Pending p = {.kind = FSIM_EV_MARK};
-        g_array_append_val(t->pending, p);
+        fsim_synth_queue_push(&t->queue, FSIM_EV_MARK, 0, 0, t->label);
         t->micro = 0;
         t->phase = PHASE_INPUTS;
         return TRUE;
@@ -132,21 +142,10 @@ train_fill(Train *t)
             t->phase = PHASE_OPT_STEP;
         }
         return TRUE;
-    case PHASE_OPT_STEP: {
-        guint end = MIN(n_params, t->cursor + TRAIN_CHUNK);
-        for (; t->cursor < end; t->cursor++) {
-            if (t->trained[t->cursor])
-                fsim_train_opt_update(t, t->cursor);
-        }
-        if (t->cursor == n_params) {
-            t->cursor = 0;
-            if (t->step++ == c->steps)
-                t->phase = PHASE_DONE;
-            else
-                t->phase = PHASE_STEP_MARK;
-        }
+    case PHASE_OPT_STEP:
+        if (train_param_chunk(t, fsim_train_opt_update, TRUE))
+            t->phase = t->step++ == c->steps ? PHASE_DONE : PHASE_STEP_MARK;
         return TRUE;
-    }
     case PHASE_DONE:
         return FALSE;
     }
@@ -159,23 +158,10 @@ train_next(FsimSynth *synth, FsimEvent *ev, GError **error)
     Train *t = (Train *)synth;
     (void)error;
 
-    while (t->pending_pos == t->pending->len) {
-        g_array_set_size(t->pending, 0);
-        t->pending_pos = 0;
-        if (!train_fill(t))
-            return FALSE;
-    }
-    const Pending *p = &g_array_index(t->pending, Pending, t->pending_pos++);
-    memset(ev, 0, sizeof *ev);
-    ev->kind = p->kind;
-    ev->id = p->id;
-    ev->size = p->size;
-    ev->index = synth->events + 1;
-    if (p->kind == FSIM_EV_MARK) {
-        ev->label = t->label;
-    } else {
+    if (!fsim_synth_queue_next(&t->queue, synth, train_fill, ev))
+        return FALSE;
+    if (ev->kind != FSIM_EV_MARK)
         t->now += TRAIN_EVENT_NS;
-    }
     ev->time = t->now;
     return TRUE;
 }
@@ -185,7 +171,7 @@ train_destroy(FsimSynth *synth)
 {
     Train *t = (Train *)synth;
     g_clear_pointer(&t->params, g_array_unref);
-    g_clear_pointer(&t->pending, g_array_unref);
+    fsim_synth_queue_clear(&t->queue);
     g_free(t->weight);
     g_free(t->grad);
     g_free(t->trained);
@@ -265,7 +251,7 @@ fsim_synth_train_new(const FsimTrainConfig *config, GError **error)
     t->globals_first = t->layer_first[m->layers];
     t->saved = g_new0(uint64_t, (gsize)m->layers * SLOT_COUNT);
     t->ckpt = g_new0(uint64_t, m->layers);
-    t->pending = g_array_sized_new(FALSE, FALSE, sizeof(Pending), 256);
+    fsim_synth_queue_init(&t->queue, 256);
     t->phase = PHASE_WEIGHTS;
     return &t->base;
 }

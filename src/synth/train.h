@@ -70,12 +70,6 @@ typedef enum {
     FWD_RECOMPUTE, /* full checkpointing's recomputation in backward: keep, drop the output */
 } FwdMode;
 
-typedef struct {
-    FsimEventKind kind;
-    uint64_t id;
-    uint64_t size;
-} Pending;
-
 /* Tensor sizes of one micro-batch, in bytes unless named otherwise. */
 typedef struct {
     uint64_t e;      /* bytes per activation element: 2 (mixed) or 4 (fp32) */
@@ -115,8 +109,7 @@ typedef struct {
     uint32_t layer;
     guint cursor; /* parameter cursor of chunked phases */
 
-    GArray *pending; /* Pending */
-    guint pending_pos;
+    FsimSynthQueue queue;
     uint64_t next_id;
     FsimTime now;
     char label[32];
@@ -135,18 +128,16 @@ numel(const FsimParamTensor *p)
 static inline uint64_t
 train_alloc(Train *t, uint64_t size)
 {
-    Pending p = {.kind = FSIM_EV_ALLOC, .id = ++t->next_id, .size = size};
     g_assert(size > 0);
-    g_array_append_val(t->pending, p);
-    return p.id;
+    fsim_synth_queue_push(&t->queue, FSIM_EV_ALLOC, ++t->next_id, size, NULL);
+    return t->next_id;
 }
 
 static inline void
 train_free(Train *t, uint64_t id)
 {
     g_assert(id != 0);
-    Pending p = {.kind = FSIM_EV_FREE, .id = id};
-    g_array_append_val(t->pending, p);
+    fsim_synth_queue_push(&t->queue, FSIM_EV_FREE, id, 0, NULL);
 }
 
 /* Free *id when set, and clear it. */
