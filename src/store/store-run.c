@@ -16,6 +16,17 @@
 
 /* ---- one run: collection ------------------------------------------------------------------- */
 
+/* The events since the last fold into the current sample and phase (store_fold()): the
+ * per-event work is these few minima and maxima; a sample or phase is updated once per fold, at
+ * the end of a sample, at a mark and at the end of the run. */
+typedef struct {
+    uint64_t events;
+    uint64_t requested_min, requested_max;
+    uint64_t allocated_min, allocated_max;
+    uint64_t reserved_min, reserved_max;     /* reserved_max: with peaks inside an event */
+    uint64_t requested, allocated, reserved; /* after the last event */
+} StoreSpan;
+
 typedef struct {
     double area; /* size x lifetime in events: the heap key */
     FsimStoredBlock block;
@@ -29,6 +40,11 @@ struct FsimStoreRun {
     gboolean done;
     gboolean has_metrics; /* fsim_store_run_set_metrics() */
     FsimMetrics metrics;
+
+    /* the engine's, read on every event */
+    const FsimEngineCounters *counters;
+    const FsimDevice *device;
+    StoreSpan span;
 
     /* samples */
     GArray *buckets; /* FsimStoredSample, closed */
@@ -64,7 +80,6 @@ struct FsimStoreRun {
 
     uint64_t last_index;
     FsimTime last_time;
-    gboolean any_event;
 };
 
 void
@@ -112,6 +127,15 @@ samples_merge_pairs(FsimStoreRun *run)
 }
 
 static void
+span_reset(StoreSpan *span)
+{
+    span->events = 0;
+    span->requested_min = span->allocated_min = span->reserved_min = G_MAXUINT64;
+    span->requested_max = span->allocated_max = span->reserved_max = 0;
+}
+
+/* Close the current sample: the span must have been folded. */
+static void
 samples_close_bucket(FsimStoreRun *run)
 {
     if (!run->has_current)
@@ -120,47 +144,6 @@ samples_close_bucket(FsimStoreRun *run)
     run->has_current = FALSE;
     if (run->buckets->len >= run->limits.max_samples)
         samples_merge_pairs(run);
-}
-
-/* Adds the state after @ev to the current bucket.  Returns: the highest reserved bytes the event
- * reached (its peak inside the event included). */
-static uint64_t
-samples_add(FsimStoreRun *run, const FsimEngine *engine, const FsimEvent *ev)
-{
-    const FsimEngineCounters *c = fsim_engine_counters(engine);
-    const FsimDevice *device = fsim_engine_device(engine);
-    FsimStoredSample *s = &run->current;
-    uint64_t peak = (uint64_t)device->reserved.peak;
-    uint64_t reserved_high = c->reserved_bytes;
-
-    /* A peak reached inside the event (memory taken then given back, as in a release-and-retry)
-     * is not visible in the counters after it: the device's running peak catches it. */
-    if (peak > run->seen_reserved_peak) {
-        run->seen_reserved_peak = peak;
-        reserved_high = MAX(reserved_high, peak);
-    }
-    if (!run->has_current) {
-        memset(s, 0, sizeof(*s));
-        s->event_index = ev->index;
-        s->time = ev->time;
-        s->requested_min = s->allocated_min = s->reserved_min = G_MAXUINT64;
-        run->has_current = TRUE;
-    }
-    s->event_index_last = ev->index;
-    s->time_last = ev->time;
-    s->events++;
-    s->requested = c->requested_bytes;
-    s->allocated = c->allocated_bytes;
-    s->reserved = c->reserved_bytes;
-    s->requested_min = MIN(s->requested_min, c->requested_bytes);
-    s->requested_max = MAX(s->requested_max, c->requested_bytes);
-    s->allocated_min = MIN(s->allocated_min, c->allocated_bytes);
-    s->allocated_max = MAX(s->allocated_max, c->allocated_bytes);
-    s->reserved_min = MIN(s->reserved_min, c->reserved_bytes);
-    s->reserved_max = MAX(s->reserved_max, reserved_high);
-    if (s->events >= run->width)
-        samples_close_bucket(run);
-    return reserved_high;
 }
 
 /* Close the current phase and open one at @index, @time (@label NULL: before the first mark).
@@ -182,25 +165,57 @@ phase_open(FsimStoreRun *run, const char *label, uint64_t index, FsimTime time)
     run->has_phase = TRUE;
 }
 
+/* Fold the span into the current sample and phase (both open when the span has events). */
 static void
-phase_add(FsimStoreRun *run, const FsimEngine *engine, const FsimEvent *ev, uint64_t reserved_high)
+store_fold(FsimStoreRun *run)
 {
-    const FsimEngineCounters *c = fsim_engine_counters(engine);
+    StoreSpan *span = &run->span;
+    FsimStoredSample *s = &run->current;
     FsimStoredPhase *p = &run->phase;
 
+    if (span->events == 0)
+        return;
+    s->event_index_last = p->event_index_last = run->last_index;
+    s->time_last = p->time_last = run->last_time;
+    s->events += span->events;
+    s->requested = span->requested;
+    s->allocated = span->allocated;
+    s->reserved = span->reserved;
+    s->requested_min = MIN(s->requested_min, span->requested_min);
+    s->requested_max = MAX(s->requested_max, span->requested_max);
+    s->allocated_min = MIN(s->allocated_min, span->allocated_min);
+    s->allocated_max = MAX(s->allocated_max, span->allocated_max);
+    s->reserved_min = MIN(s->reserved_min, span->reserved_min);
+    s->reserved_max = MAX(s->reserved_max, span->reserved_max);
+    p->events += span->events;
+    p->peak_requested_bytes = MAX(p->peak_requested_bytes, span->requested_max);
+    p->peak_allocated_bytes = MAX(p->peak_allocated_bytes, span->allocated_max);
+    p->peak_reserved_bytes = MAX(p->peak_reserved_bytes, span->reserved_max);
+    p->reserved_bytes_end = span->reserved;
+    span_reset(span);
+}
+
+/* Before @ev joins the span: open a sample and a phase where none is, and a new phase at a mark
+ * (the span so far belongs to the one before). */
+static void
+store_open(FsimStoreRun *run, const FsimEvent *ev)
+{
     if (ev->kind == FSIM_EV_MARK) {
+        store_fold(run);
         run->any_mark = TRUE;
         phase_open(run, ev->label != NULL ? ev->label : "", ev->index, ev->time);
     } else if (!run->has_phase) {
         phase_open(run, NULL, ev->index, ev->time);
     }
-    p->event_index_last = ev->index;
-    p->time_last = ev->time;
-    p->events++;
-    p->peak_requested_bytes = MAX(p->peak_requested_bytes, c->requested_bytes);
-    p->peak_allocated_bytes = MAX(p->peak_allocated_bytes, c->allocated_bytes);
-    p->peak_reserved_bytes = MAX(p->peak_reserved_bytes, MAX(reserved_high, c->reserved_bytes));
-    p->reserved_bytes_end = c->reserved_bytes;
+    if (!run->has_current) {
+        FsimStoredSample *s = &run->current;
+
+        memset(s, 0, sizeof(*s));
+        s->event_index = ev->index;
+        s->time = ev->time;
+        s->requested_min = s->allocated_min = s->reserved_min = G_MAXUINT64;
+        run->has_current = TRUE;
+    }
 }
 
 static gboolean
@@ -289,28 +304,81 @@ blocks_offer(FsimStoreRun *run, const FsimStoredBlock *block, uint64_t end_index
         blocks_settle(run);
 }
 
-static void
-observe_event(gpointer data, const FsimEngine *engine, const FsimEvent *ev)
+/* The end of a sample (out of line: once per sample). */
+G_GNUC_NO_INLINE static void
+store_close(FsimStoreRun *run)
 {
-    FsimStoreRun *run = data;
+    store_fold(run);
+    samples_close_bucket(run);
+}
 
-    if (run->done)
-        return;
-    run->any_event = TRUE;
+/* The state after @ev joins the span (the hot path of a run with a database). */
+static inline void
+span_add(FsimStoreRun *run, const FsimEvent *ev)
+{
+    const FsimEngineCounters *c = run->counters;
+    StoreSpan *span = &run->span;
+    uint64_t requested = c->requested_bytes;
+    uint64_t allocated = c->allocated_bytes;
+    uint64_t reserved = c->reserved_bytes;
+    uint64_t reserved_high = reserved;
+    uint64_t peak = (uint64_t)run->device->reserved.peak;
+
+    /* A peak reached inside the event (memory taken then given back, as in a release-and-retry)
+     * is not visible in the counters after it: the device's running peak catches it. */
+    if (G_UNLIKELY(peak > run->seen_reserved_peak)) {
+        run->seen_reserved_peak = peak;
+        reserved_high = MAX(reserved_high, peak);
+    }
     run->last_index = ev->index;
     run->last_time = ev->time;
-    phase_add(run, engine, ev, samples_add(run, engine, ev));
+    span->events++;
+    span->requested = requested;
+    span->allocated = allocated;
+    span->reserved = reserved;
+    span->requested_min = MIN(span->requested_min, requested);
+    span->requested_max = MAX(span->requested_max, requested);
+    span->allocated_min = MIN(span->allocated_min, allocated);
+    span->allocated_max = MAX(span->allocated_max, allocated);
+    span->reserved_min = MIN(span->reserved_min, reserved);
+    span->reserved_max = MAX(span->reserved_max, reserved_high);
     if (ev->kind == FSIM_EV_ALLOC && ev->size > 0) {
         guint log2 = (guint)g_bit_storage(ev->size) - 1;
 
         log2 = MIN(log2, STORE_SIZE_BUCKETS - 1);
         run->size_count[log2]++;
         run->size_bytes[log2] += ev->size;
-    } else if (ev->kind == FSIM_EV_MARK && run->marks->len < run->limits.max_marks) {
+    }
+    if (G_UNLIKELY(run->current.events + span->events >= run->width))
+        store_close(run);
+}
+
+/* An event that opens a sample or a phase, or a mark (kept up to max_marks). */
+G_GNUC_NO_INLINE static void
+observe_event_opening(FsimStoreRun *run, const FsimEvent *ev)
+{
+    store_open(run, ev);
+    if (ev->kind == FSIM_EV_MARK && run->marks->len < run->limits.max_marks) {
         FsimStoredMark mark = {ev->index, ev->time, g_strdup(ev->label != NULL ? ev->label : "")};
 
         g_array_append_val(run->marks, mark);
     }
+    span_add(run, ev);
+}
+
+/* Every event.  No call on the common path: the rest is out of line. */
+static void
+observe_event(gpointer data, const FsimEngine *engine, const FsimEvent *ev)
+{
+    FsimStoreRun *run = data;
+
+    (void)engine;
+    if (G_UNLIKELY(run->done))
+        return;
+    if (G_UNLIKELY(!run->has_current || ev->kind == FSIM_EV_MARK))
+        observe_event_opening(run, ev);
+    else
+        span_add(run, ev);
 }
 
 /* A block of the engine's as the database stores it; @free_event -1 while it lives. */
@@ -511,6 +579,9 @@ fsim_store_attach(FsimStore *store, FsimEngine *engine, const FsimStoreRunInfo *
     run->store = store;
 
     run->engine = engine;
+    run->counters = fsim_engine_counters(engine);
+    run->device = fsim_engine_device(engine);
+    span_reset(&run->span);
     run->width = 1;
     run->buckets = g_array_new(FALSE, FALSE, sizeof(FsimStoredSample));
     run->segments = g_array_new(FALSE, FALSE, sizeof(FsimStoredSegment));
@@ -858,6 +929,7 @@ fsim_store_run_finish(FsimStoreRun *run, FsimStoreStatus status, GError **error)
     }
     store = run->store;
     run->done = TRUE;
+    store_fold(run);
     samples_close_bucket(run);
     ok = store_run_simple(store, STMT_BEGIN, "starting the run's transaction", &local_error);
     if (ok) {
