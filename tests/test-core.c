@@ -605,10 +605,72 @@ test_device_vmm_costs(void)
     g_assert_cmpuint(device->calls[FSIM_CALL_UNMAP], ==, 2);
 }
 
+/* fsim_owned_clear()/fsim_owned_free(): each listed member freed once, in order, with its own
+ * function, NULL ones skipped and left NULL; the struct itself only by _free. */
+typedef struct {
+    char *name;
+    GArray *items;
+    char *absent;
+    struct {
+        char *reason;
+    } nested;
+    char *not_owned;
+} OwnedThing;
+
+static GString *owned_log;
+
+static void
+owned_log_free(gpointer data)
+{
+    g_string_append_printf(owned_log, "%s;", (const char *)data);
+    g_free(data);
+}
+
+static void
+owned_log_array(gpointer data)
+{
+    g_string_append_printf(owned_log, "array %u;", ((GArray *)data)->len);
+    g_array_unref(data);
+}
+
+static void
+test_owned(void)
+{
+    static const FsimOwned owned[] = {FSIM_OWNED(OwnedThing, name, owned_log_free),
+                                      FSIM_OWNED(OwnedThing, items, owned_log_array),
+                                      FSIM_OWNED(OwnedThing, absent, owned_log_free),
+                                      FSIM_OWNED(OwnedThing, nested.reason, owned_log_free)};
+    char kept[] = "kept";
+    OwnedThing local = {.not_owned = kept};
+    OwnedThing *thing = g_new0(OwnedThing, 1);
+
+    owned_log = g_string_new(NULL);
+    local.name = g_strdup("a");
+    local.items = g_array_new(FALSE, FALSE, sizeof(int));
+    g_array_set_size(local.items, 3);
+    local.nested.reason = g_strdup("b");
+    fsim_owned_clear(&local, owned, G_N_ELEMENTS(owned));
+    g_assert_cmpstr(owned_log->str, ==, "a;array 3;b;");
+    g_assert_null(local.name);
+    g_assert_null(local.items);
+    g_assert_null(local.nested.reason);
+    g_assert_true(local.not_owned == kept);
+    fsim_owned_clear(&local, owned, G_N_ELEMENTS(owned)); /* twice: nothing more */
+    g_assert_cmpstr(owned_log->str, ==, "a;array 3;b;");
+
+    g_string_truncate(owned_log, 0);
+    thing->absent = g_strdup("c");
+    fsim_owned_free(thing, owned, G_N_ELEMENTS(owned)); /* the struct too: ASan sees a leak */
+    fsim_owned_free(NULL, owned, G_N_ELEMENTS(owned));
+    g_assert_cmpstr(owned_log->str, ==, "c;");
+    g_string_free(owned_log, TRUE);
+}
+
 int
 main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/owned/clear-and-free", test_owned);
     g_test_add_func("/units/parse-size", test_parse_size);
     g_test_add_func("/units/format-size", test_format_size);
     g_test_add_func("/range-set/basics", test_range_set);

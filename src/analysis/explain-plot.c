@@ -154,6 +154,64 @@ plot_data(const FsimMoment *m, guint *n_bars, uint64_t *x_max)
     return g_strdup_printf("%s\n\n%s\n\n%s", fills->str, lines->str, request->str);
 }
 
+/* The image's data file and gnuplot script, DIR/@data_name and DIR/@script_name (a copy of
+ * explain.gp from @templates); the number of bars drawn and the widest in *@n_bars, *@x_max. */
+static gboolean
+plot_files(const FsimMoment *m, const char *templates, const char *dir, const char *data_name,
+           const char *script_name, guint *n_bars, uint64_t *x_max, GError **error)
+{
+    g_autofree char *template = g_build_filename(templates, "explain.gp", NULL);
+    g_autofree char *data_path = g_build_filename(dir, data_name, NULL);
+    g_autofree char *script_path = g_build_filename(dir, script_name, NULL);
+    g_autofree char *script = NULL;
+    g_autofree char *data = NULL;
+    g_autoptr(GError) local_error = NULL;
+
+    if (!g_file_get_contents(template, &script, NULL, &local_error)) {
+        g_set_error(error, FSIM_PLOT_ERROR, FSIM_PLOT_ERROR_NO_TEMPLATES, "%s",
+                    local_error->message);
+        return FALSE;
+    }
+    data = plot_data(m, n_bars, x_max);
+    return plot_write(data_path, data, error) && plot_write(script_path, script, error);
+}
+
+/* The image's title: the trace, device, policy, moment and reserved memory. */
+static char *
+plot_title(const FsimExplanation *e, const FsimMoment *m, guint n_bars)
+{
+    g_autofree char *name = g_path_get_basename(e->trace);
+    g_autofree char *trace_name = fsim_plot_escape(name);
+    g_autofree char *reserved = fsim_format_size(m->reserved_bytes);
+
+    return g_strdup_printf(
+        "%s, device %u, %s: %s at event %" G_GINT64_FORMAT ", %s reserved%s", trace_name,
+        e->trace_device, e->policy, fsim_moment_kind_name(m->kind), m->event, reserved,
+        m->segments->len > n_bars ? " (segments with the most free memory)" : "");
+}
+
+/* Runs gnuplot's @argv in @dir; FALSE, with the reason, unless it draws the image @path. */
+static gboolean
+plot_run(char **argv, const char *dir, const char *path, GError **error)
+{
+    g_autofree char *err = NULL;
+    g_autoptr(GError) local_error = NULL;
+    int status = 0;
+
+    (void)g_unlink(path);
+    if (!g_spawn_sync(dir, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, NULL, &err, &status,
+                      &local_error) ||
+        !g_spawn_check_wait_status(status, &local_error) ||
+        !g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
+        g_set_error(error, FSIM_PLOT_ERROR, FSIM_PLOT_ERROR_FAILED,
+                    "gnuplot failed drawing %s (%s)%s%s", path,
+                    local_error != NULL ? local_error->message : "no image written",
+                    err != NULL && *err != '\0' ? ": " : "", err != NULL ? err : "");
+        return FALSE;
+    }
+    return TRUE;
+}
+
 gboolean
 fsim_explain_plot(const FsimExplanation *e, guint index, const char *path, const char *gnuplot,
                   GError **error)
@@ -163,22 +221,14 @@ fsim_explain_plot(const FsimExplanation *e, guint index, const char *path, const
     g_autofree char *templates = NULL;
     g_autofree char *dir = g_path_get_dirname(path);
     g_autofree char *base = g_path_get_basename(path);
-    g_autofree char *stem = NULL;
-    g_autofree char *data_name = NULL;
-    g_autofree char *script_name = NULL;
-    g_autofree char *template = NULL;
-    g_autofree char *script = NULL;
-    g_autofree char *data = NULL;
+    g_autofree char *stem = g_strndup(base, strlen(base) - 4);
+    g_autofree char *data_name = g_strconcat(stem, ".dat", NULL);
+    g_autofree char *script_name = g_strconcat(stem, ".gp", NULL);
     g_autofree char *title = NULL;
-    g_autofree char *trace_name = NULL;
-    g_autofree char *reserved = NULL;
     g_autofree char *bars_text = NULL;
     g_autofree char *x_text = NULL;
-    g_autofree char *err = NULL;
-    g_autoptr(GError) local_error = NULL;
     guint n_bars;
     uint64_t x_max;
-    int status = 0;
 
     g_return_val_if_fail(index < e->moments->len, FALSE);
     m = g_ptr_array_index(e->moments, index);
@@ -186,35 +236,10 @@ fsim_explain_plot(const FsimExplanation *e, guint index, const char *path, const
     if (program == NULL)
         return FALSE;
     templates = fsim_plot_find_templates(NULL, error);
-    if (templates == NULL)
+    if (templates == NULL ||
+        !plot_files(m, templates, dir, data_name, script_name, &n_bars, &x_max, error))
         return FALSE;
-    stem = g_strndup(base, strlen(base) - 4);
-    data_name = g_strconcat(stem, ".dat", NULL);
-    script_name = g_strconcat(stem, ".gp", NULL);
-    template = g_build_filename(templates, "explain.gp", NULL);
-    if (!g_file_get_contents(template, &script, NULL, &local_error)) {
-        g_set_error(error, FSIM_PLOT_ERROR, FSIM_PLOT_ERROR_NO_TEMPLATES, "%s",
-                    local_error->message);
-        return FALSE;
-    }
-    data = plot_data(m, &n_bars, &x_max);
-    {
-        g_autofree char *data_path = g_build_filename(dir, data_name, NULL);
-        g_autofree char *script_path = g_build_filename(dir, script_name, NULL);
-
-        if (!plot_write(data_path, data, error) || !plot_write(script_path, script, error))
-            return FALSE;
-    }
-    {
-        g_autofree char *name = g_path_get_basename(e->trace);
-
-        trace_name = fsim_plot_escape(name);
-    }
-    reserved = fsim_format_size(m->reserved_bytes);
-    title = g_strdup_printf(
-        "%s, device %u, %s: %s at event %" G_GINT64_FORMAT ", %s reserved%s", trace_name,
-        e->trace_device, e->policy, fsim_moment_kind_name(m->kind), m->event, reserved,
-        m->segments->len > n_bars ? " (segments with the most free memory)" : "");
+    title = plot_title(e, m, n_bars);
     bars_text = g_strdup_printf("%u", n_bars);
     x_text = g_strdup_printf("%.6f", (double)MAX(x_max, 1) / (double)FSIM_MiB);
     {
@@ -225,17 +250,6 @@ fsim_explain_plot(const FsimExplanation *e, guint index, const char *path, const
                         title,   bars_text, x_text,      request,   NULL};
 
         g_strlcpy(format, g_str_has_suffix(path, ".svg") ? "svg" : "png", sizeof(format));
-        (void)g_unlink(path);
-        if (!g_spawn_sync(dir, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, NULL, &err, &status,
-                          &local_error) ||
-            !g_spawn_check_wait_status(status, &local_error) ||
-            !g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
-            g_set_error(error, FSIM_PLOT_ERROR, FSIM_PLOT_ERROR_FAILED,
-                        "gnuplot failed drawing %s (%s)%s%s", path,
-                        local_error != NULL ? local_error->message : "no image written",
-                        err != NULL && *err != '\0' ? ": " : "", err != NULL ? err : "");
-            return FALSE;
-        }
+        return plot_run(argv, dir, path, error);
     }
-    return TRUE;
 }

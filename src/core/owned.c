@@ -4,16 +4,23 @@
  */
 #include "fragsim/owned.h"
 
+#include <string.h>
+
 void
 fsim_owned_clear(gpointer item, const FsimOwned *owned, gsize n)
 {
     if (item == NULL)
         return;
     for (gsize i = 0; i < n; i++) {
-        gpointer *member = (gpointer *)(void *)((guint8 *)item + owned[i].offset);
+        guint8 *member = (guint8 *)item + owned[i].offset;
+        gpointer value;
 
-        if (*member != NULL)
-            owned[i].destroy(g_steal_pointer(member));
+        /* Copied, not read through a gpointer lvalue: the member is a char *, a GArray *... */
+        memcpy(&value, member, sizeof(value));
+        if (value == NULL)
+            continue;
+        memcpy(member, &(gpointer){NULL}, sizeof(value));
+        owned[i].destroy(value);
     }
 }
 
