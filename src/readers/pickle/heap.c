@@ -23,14 +23,7 @@
 
 #include "value.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define HEAP_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define HEAP_ASAN 1
-#endif
-#endif
-#if defined(HEAP_ASAN)
+#if defined(HEAP_ASAN) /* (value.h) */
 #include <sanitizer/asan_interface.h>
 #define HEAP_REDZONE 16
 #else
@@ -258,7 +251,7 @@ big_alloc(Heap *heap, size_t n)
 }
 
 void *
-heap_alloc(Heap *heap, size_t size)
+heap_alloc_slow(Heap *heap, size_t size)
 {
     if (size > G_MAXSSIZE / 2)
         return NULL;

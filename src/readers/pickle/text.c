@@ -72,6 +72,18 @@ new_long(Loader *l, const guint8 *bytes, size_t n)
         return v;
     }
     gboolean negative = (bytes[n - 1] & 0x80) != 0;
+    if (n <= 8) {
+        /* (LONG1 of an address or a time: the sign-extended bytes are the value) */
+        uint64_t u = 0;
+        for (size_t i = n; i-- > 0;)
+            u = u << 8 | bytes[i];
+        if (n < 8 && negative)
+            u |= ~(uint64_t)0 << (8 * n);
+        FsimPickleValue *v = new_value(l, FSIM_PICKLE_INT);
+        if (v != NULL)
+            v->u.u = u;
+        return v;
+    }
     /* Drop redundant sign bytes to find the significant length. */
     size_t sig = n;
     guint8 fill = negative ? 0xff : 0x00;

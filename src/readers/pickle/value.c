@@ -9,26 +9,6 @@
 
 #include <string.h>
 
-FsimPickleValue *
-value_new(Heap *heap, FsimPickleType type, uint64_t offset)
-{
-    FsimPickleValue *v = heap_alloc(heap, sizeof(*v));
-    if (v == NULL)
-        return NULL;
-    v->type = (uint8_t)type;
-    v->flags = 0;
-    v->height = type >= FSIM_PICKLE_LIST ? 1 : 0;
-    v->refs = 0;
-    v->offset = offset;
-    if (type >= FSIM_PICKLE_LIST) {
-        v->u.c.items = NULL;
-        v->u.c.len = 0;
-        v->u.c.cap = 0;
-        v->u.c.nodes = 1;
-    }
-    return v;
-}
-
 /* A blob's header and bytes are one block: the bytes follow the header. */
 static inline size_t
 blob_block(size_t len)

@@ -57,6 +57,16 @@ struct FsimPickleValue {
     } u;
 };
 
+/* Under AddressSanitizer every block is followed by a poisoned gap (heap.c): no inline fast
+ * path then. */
+#if defined(__SANITIZE_ADDRESS__)
+#define HEAP_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HEAP_ASAN 1
+#endif
+#endif
+
 #define HEAP_ALIGN     8
 #define HEAP_MAX_SMALL 1024 /* a list of 120 items: the frames of most stacks */
 #define HEAP_CLASSES   (HEAP_MAX_SMALL / HEAP_ALIGN)
@@ -86,8 +96,32 @@ void heap_expect(Heap *heap, size_t bytes);
 /* Frees every block at once. */
 void heap_clear(Heap *heap);
 
-/* A block of @size bytes, or NULL when it would take the heap past its budget. */
-void *heap_alloc(Heap *heap, size_t size);
+/* heap_alloc() when the fast path cannot serve. */
+void *heap_alloc_slow(Heap *heap, size_t size);
+
+/* A block of @size bytes, or NULL when it would take the heap past its budget.  Inline: a value
+ * is allocated for most opcodes, and the common case is a pop from a free list or a bump. */
+static inline void *
+heap_alloc(Heap *heap, size_t size)
+{
+#if !defined(HEAP_ASAN)
+    size_t n = (MAX(size, (size_t)1) + HEAP_ALIGN - 1) & ~(size_t)(HEAP_ALIGN - 1);
+    if (G_LIKELY(n <= HEAP_MAX_SMALL)) {
+        void **list = &heap->free_small[n / HEAP_ALIGN - 1];
+        void *p = *list;
+        if (p != NULL) {
+            *list = *(void **)p;
+            return p;
+        }
+        if ((size_t)(heap->end - heap->pos) >= n) {
+            p = heap->pos;
+            heap->pos += n;
+            return p;
+        }
+    }
+#endif
+    return heap_alloc_slow(heap, size);
+}
 
 /* Gives back a block of @size bytes from heap_alloc(). */
 void heap_free(Heap *heap, void *p, size_t size);
@@ -109,7 +143,25 @@ value_nodes(const FsimPickleValue *v)
 }
 
 /* A new value of @type with no references, or NULL over the budget.  Containers start empty. */
-FsimPickleValue *value_new(Heap *heap, FsimPickleType type, uint64_t offset);
+static inline FsimPickleValue *
+value_new(Heap *heap, FsimPickleType type, uint64_t offset)
+{
+    FsimPickleValue *v = heap_alloc(heap, sizeof(*v));
+    if (v == NULL)
+        return NULL;
+    v->type = (uint8_t)type;
+    v->flags = 0;
+    v->height = type >= FSIM_PICKLE_LIST ? 1 : 0;
+    v->refs = 0;
+    v->offset = offset;
+    if (type >= FSIM_PICKLE_LIST) {
+        v->u.c.items = NULL;
+        v->u.c.len = 0;
+        v->u.c.cap = 0;
+        v->u.c.nodes = 1;
+    }
+    return v;
+}
 
 /* A new str, bytes or bigint value of @len bytes (copied from @src unless it is NULL: the caller
  * fills them, all @len of them) and a NUL, or NULL over the budget. */
