@@ -184,6 +184,28 @@ fsim_torch_missing(const TorchLoader *ld, const FsimPickleValue *dict, const Tor
                            field);
 }
 
+void
+fsim_torch_dict_fields(const FsimPickleValue *dict, const char *const *keys, gsize n_keys,
+                       const FsimPickleValue **values)
+{
+    gsize n;
+    const FsimPickleValue *const *items = fsim_pickle_dict_items(dict, &n);
+
+    memset(values, 0, n_keys * sizeof(*values));
+    for (gsize k = 0; k < n; k++) {
+        gsize len;
+        const char *key = fsim_pickle_get_str(items[2 * k], &len);
+
+        for (gsize i = 0; key != NULL && i < n_keys; i++) {
+            if (len > 0 && key[0] == keys[i][0] && strlen(keys[i]) == len &&
+                memcmp(key, keys[i], len) == 0) {
+                values[i] = items[2 * k + 1];
+                break;
+            }
+        }
+    }
+}
+
 gboolean
 fsim_torch_is_none(const FsimPickleValue *v)
 {

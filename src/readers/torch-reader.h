@@ -173,6 +173,12 @@ const char *fsim_torch_str(const TorchLoader *ld, const FsimPickleValue *v, cons
 gboolean fsim_torch_missing(const TorchLoader *ld, const FsimPickleValue *dict, const TorchWhere *w,
                             const char *field, GError **error);
 
+/* The values of the str keys @keys[0..@n_keys) of @dict into @values (NULL where absent; a key
+ * set twice: the value set last); its other keys are ignored.  (The entries of device_traces,
+ * the bulk of a snapshot, are read by a switch on the key's length instead.) */
+void fsim_torch_dict_fields(const FsimPickleValue *dict, const char *const *keys, gsize n_keys,
+                            const FsimPickleValue **values);
+
 /* Whether @v is absent (NULL) or None. */
 gboolean fsim_torch_is_none(const FsimPickleValue *v);
 /* `frames` of an entry or a block, interned in the trace: a stack id, 0 for none or malformed

@@ -75,19 +75,35 @@ block_requested(TorchLoader *ld, const FsimPickleValue *requested_v,
     return TRUE;
 }
 
+/* The fields of a block and of a segment this reader looks at (NULL when absent), by name and
+ * as fsim_torch_dict_fields() fills them, in the order of their keys. */
+typedef union {
+    struct {
+        const FsimPickleValue *address, *size, *requested, *state, *history, *frames;
+    } v;
+    const FsimPickleValue *at[6];
+} BlockFields;
+
+static const char *const block_keys[] = {"address", "size",    "requested_size",
+                                         "state",   "history", "frames"};
+
+typedef union {
+    struct {
+        const FsimPickleValue *device, *address, *size, *stream, *type, *expandable, *blocks, *pool;
+    } v;
+    const FsimPickleValue *at[8];
+} SegmentFields;
+
+static const char *const segment_keys[] = {"device", "address",        "total_size",
+                                           "stream", "segment_type",   "is_expandable",
+                                           "blocks", "segment_pool_id"};
+
 static gboolean
 torch_read_block(TorchLoader *ld, TorchDevice *dev, const FsimSeedSegment *seg,
                  const FsimPickleValue *block, const TorchWhere *w, FsimAddr *cursor,
                  GError **error)
 {
-    const FsimPickleValue *address_v = NULL;
-    const FsimPickleValue *size_v = NULL;
-    const FsimPickleValue *requested_v = NULL;
-    const FsimPickleValue *state_v = NULL;
-    const FsimPickleValue *history_v = NULL;
-    const FsimPickleValue *frames_v = NULL;
-    gsize n;
-    const FsimPickleValue *const *items = fsim_pickle_dict_items(block, &n);
+    BlockFields f;
     FsimSeedBlock seed = {0};
     uint64_t requested = 0;
     gboolean has_requested = FALSE;
@@ -95,32 +111,13 @@ torch_read_block(TorchLoader *ld, TorchDevice *dev, const FsimSeedSegment *seg,
 
     if (!fsim_torch_dict(ld, block, w, error))
         return FALSE;
-    for (gsize k = 0; k < n; k++) {
-        gsize len;
-        const char *key = fsim_pickle_get_str(items[2 * k], &len);
-        const FsimPickleValue *value = items[2 * k + 1];
-
-        if (key == NULL)
-            continue;
-        if (KEY_IS(key, len, "address"))
-            address_v = value;
-        else if (KEY_IS(key, len, "size"))
-            size_v = value;
-        else if (KEY_IS(key, len, "requested_size"))
-            requested_v = value;
-        else if (KEY_IS(key, len, "state"))
-            state_v = value;
-        else if (KEY_IS(key, len, "history"))
-            history_v = value;
-        else if (KEY_IS(key, len, "frames"))
-            frames_v = value;
-    }
-    if (size_v == NULL)
+    fsim_torch_dict_fields(block, block_keys, G_N_ELEMENTS(block_keys), f.at);
+    if (f.v.size == NULL)
         return fsim_torch_missing(ld, block, w, "size", error);
-    if (!fsim_torch_size(ld, size_v, w, "size", FALSE, &seed.size, error))
+    if (!fsim_torch_size(ld, f.v.size, w, "size", FALSE, &seed.size, error))
         return FALSE;
     seed.addr = *cursor;
-    if (address_v != NULL && !fsim_torch_u64(ld, address_v, w, "address", &seed.addr, error))
+    if (f.v.address != NULL && !fsim_torch_u64(ld, f.v.address, w, "address", &seed.addr, error))
         return FALSE;
     if (seed.addr + seed.size < seed.addr) {
         g_autofree char *where = fsim_torch_where_text(w);
@@ -129,9 +126,9 @@ torch_read_block(TorchLoader *ld, TorchDevice *dev, const FsimSeedSegment *seg,
                                "%s: the block ends beyond 2^64", where);
     }
     *cursor = seed.addr + seed.size;
-    if (state_v != NULL) {
+    if (f.v.state != NULL) {
         gsize len;
-        const char *state = fsim_torch_str(ld, state_v, w, "state", &len, error);
+        const char *state = fsim_torch_str(ld, f.v.state, w, "state", &len, error);
 
         if (state == NULL)
             return FALSE;
@@ -142,16 +139,17 @@ torch_read_block(TorchLoader *ld, TorchDevice *dev, const FsimSeedSegment *seg,
             seed.pending_free = TRUE;
         }
     }
-    if (!block_requested(ld, requested_v, history_v, w, &requested, &has_requested, error))
+    if (!block_requested(ld, f.v.requested, f.v.history, w, &requested, &has_requested, error))
         return FALSE;
     if (!live)
         return TRUE;
     seed.requested = has_requested ? MIN(requested, seed.size) : seed.size;
     seed.stream = seg->stream;
     /* its frames; in 1.13/2.0 those of its allocation history's latest entry */
-    if (frames_v == NULL && history_v != NULL && fsim_pickle_type(history_v) == FSIM_PICKLE_LIST)
-        frames_v = fsim_pickle_dict_get(fsim_pickle_item(history_v, 0), "frames");
-    seed.stack = fsim_torch_frames(ld, frames_v);
+    if (f.v.frames == NULL && f.v.history != NULL &&
+        fsim_pickle_type(f.v.history) == FSIM_PICKLE_LIST)
+        f.v.frames = fsim_pickle_dict_get(fsim_pickle_item(f.v.history, 0), "frames");
+    seed.stack = fsim_torch_frames(ld, f.v.frames);
     g_array_append_val(dev->final_blocks, seed);
     return TRUE;
 }
@@ -185,68 +183,36 @@ segment_blocks(TorchLoader *ld, TorchDevice *dev, const FsimSeedSegment *seg,
 static gboolean
 torch_read_segment(TorchLoader *ld, const FsimPickleValue *segment, gsize i, GError **error)
 {
-    const FsimPickleValue *device_v = NULL;
-    const FsimPickleValue *address_v = NULL;
-    const FsimPickleValue *size_v = NULL;
-    const FsimPickleValue *stream_v = NULL;
-    const FsimPickleValue *type_v = NULL;
-    const FsimPickleValue *expandable_v = NULL;
-    const FsimPickleValue *blocks_v = NULL;
-    const FsimPickleValue *pool_v = NULL;
+    SegmentFields f;
     TorchWhere w = {.list = "segments", .i = i, .depth = 1};
-    gsize n;
-    const FsimPickleValue *const *items = fsim_pickle_dict_items(segment, &n);
     FsimSeedSegment seg = {0};
     uint64_t device = 0;
     TorchDevice *dev;
 
     if (!fsim_torch_dict(ld, segment, &w, error))
         return FALSE;
-    for (gsize k = 0; k < n; k++) {
-        gsize len;
-        const char *key = fsim_pickle_get_str(items[2 * k], &len);
-        const FsimPickleValue *value = items[2 * k + 1];
-
-        if (key == NULL)
-            continue;
-        if (KEY_IS(key, len, "device"))
-            device_v = value;
-        else if (KEY_IS(key, len, "address"))
-            address_v = value;
-        else if (KEY_IS(key, len, "total_size"))
-            size_v = value;
-        else if (KEY_IS(key, len, "stream"))
-            stream_v = value;
-        else if (KEY_IS(key, len, "segment_type"))
-            type_v = value;
-        else if (KEY_IS(key, len, "is_expandable"))
-            expandable_v = value;
-        else if (KEY_IS(key, len, "blocks"))
-            blocks_v = value;
-        else if (KEY_IS(key, len, "segment_pool_id"))
-            pool_v = value;
-    }
-    if (address_v == NULL)
+    fsim_torch_dict_fields(segment, segment_keys, G_N_ELEMENTS(segment_keys), f.at);
+    if (f.v.address == NULL)
         return fsim_torch_missing(ld, segment, &w, "address", error);
-    if (size_v == NULL)
+    if (f.v.size == NULL)
         return fsim_torch_missing(ld, segment, &w, "total_size", error);
-    if (!fsim_torch_u64(ld, address_v, &w, "address", &seg.addr, error) ||
-        !fsim_torch_size(ld, size_v, &w, "total_size", FALSE, &seg.size, error))
+    if (!fsim_torch_u64(ld, f.v.address, &w, "address", &seg.addr, error) ||
+        !fsim_torch_size(ld, f.v.size, &w, "total_size", FALSE, &seg.size, error))
         return FALSE;
     if (seg.addr + seg.size < seg.addr)
         return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_NUMBER, segment,
                                "segments[%" G_GSIZE_FORMAT "]: the segment ends beyond 2^64", i);
-    if (device_v != NULL && !fsim_torch_u64(ld, device_v, &w, "device", &device, error))
+    if (f.v.device != NULL && !fsim_torch_u64(ld, f.v.device, &w, "device", &device, error))
         return FALSE;
-    if (stream_v != NULL && !fsim_torch_u64(ld, stream_v, &w, "stream", &seg.stream, error))
+    if (f.v.stream != NULL && !fsim_torch_u64(ld, f.v.stream, &w, "stream", &seg.stream, error))
         return FALSE;
-    if (!fsim_torch_is_none(pool_v) &&
-        !fsim_torch_pool(ld, pool_v, &w, "segment_pool_id", &seg.pool_id, error))
+    if (!fsim_torch_is_none(f.v.pool) &&
+        !fsim_torch_pool(ld, f.v.pool, &w, "segment_pool_id", &seg.pool_id, error))
         return FALSE;
     seg.pool = seg.size <= TORCH_SMALL_SEGMENT ? FSIM_POOL_SMALL : FSIM_POOL_LARGE;
-    if (!fsim_torch_is_none(type_v)) {
+    if (!fsim_torch_is_none(f.v.type)) {
         gsize len;
-        const char *type = fsim_torch_str(ld, type_v, &w, "segment_type", &len, error);
+        const char *type = fsim_torch_str(ld, f.v.type, &w, "segment_type", &len, error);
 
         if (type == NULL)
             return FALSE;
@@ -255,18 +221,19 @@ torch_read_segment(TorchLoader *ld, const FsimPickleValue *segment, gsize i, GEr
         else if (KEY_IS(type, len, "large"))
             seg.pool = FSIM_POOL_LARGE;
     }
-    if (!fsim_torch_is_none(expandable_v) && !fsim_pickle_get_bool(expandable_v, &seg.expandable))
-        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, expandable_v,
+    if (!fsim_torch_is_none(f.v.expandable) &&
+        !fsim_pickle_get_bool(f.v.expandable, &seg.expandable))
+        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, f.v.expandable,
                                "segments[%" G_GSIZE_FORMAT
                                "]: 'is_expandable' is %s, expected a bool",
-                               i, fsim_torch_type_name(expandable_v));
-    dev = fsim_torch_device(ld, device_v != NULL ? device_v : segment, device, error);
+                               i, fsim_torch_type_name(f.v.expandable));
+    dev = fsim_torch_device(ld, f.v.device != NULL ? f.v.device : segment, device, error);
     if (dev == NULL)
         return FALSE;
     dev->segments++;
     dev->reserved_bytes = add_saturated(dev->reserved_bytes, seg.size);
     g_array_append_val(dev->final_segments, seg);
-    return segment_blocks(ld, dev, &seg, blocks_v, &w, error);
+    return segment_blocks(ld, dev, &seg, f.v.blocks, &w, error);
 }
 
 gboolean
