@@ -87,7 +87,9 @@ typedef struct FsimPickle FsimPickle;
  *     page, and only where @max_memory holds 16 of those) instead of growing to it from 16 KiB,
  *     so that fresh memory costs one page fault where it would cost hundreds.  Only for inputs
  *     whose values all stay alive (a snapshot that memoizes everything): the peak then depends
- *     on the hint as well as on the live graph.  0: no hint.
+ *     on the hint as well as on the live graph.  With a hint, the values that only the memo
+ *     still holds at STOP are not released one by one but with the pickle (fsim_pickle_free()),
+ *     which saves a walk over the memo.  0: no hint.
  *
  * Safety limits of fsim_pickle_load() and fsim_pickle_load_stream().  Exceeding one is a
  * %FSIM_TRACE_ERROR_LIMIT error.

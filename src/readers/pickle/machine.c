@@ -952,8 +952,9 @@ load(Loader *l, FsimPickle *pickle, const FsimPickleLimits *limits, uint64_t mem
     pickle->input_bytes = input_offset(&l->in);
     pickle->text_strings = l->text_strings;
     list_cache_clear(l);
-    if (ok) {
-        /* Values only the memo kept are garbage now. */
+    /* Values only the memo kept are garbage now; a caller that expects everything to stay
+     * alive (expect_memory) frees them with the rest, without a walk over the memo. */
+    if (ok && limits->expect_memory == 0) {
         for (size_t i = 0; i < l->memo_cap; i++) {
             /* the values are scattered over the heap: fetch ahead */
             if (i + 8 < l->memo_cap && l->memo[i + 8] != NULL)
