@@ -70,12 +70,14 @@ should_split(const Pytorch *pt, const Block *block, uint64_t size)
 {
     uint64_t remaining = block->size - size;
     const PrivatePool *owner = block->segment->pool->owner;
+    gboolean any;
 
     if (owner != NULL && owner->no_split)
         return FALSE; /* MemPool(no_split=True), PyTorch main */
-    if (block->segment->pool->small || pt->expandable)
-        return remaining >= FSIM_PYTORCH_MIN_BLOCK;
-    return size < pt->conf.max_split_size && remaining > FSIM_PYTORCH_SMALL_SIZE;
+    /* the pool is as random as the sizes: the two rules are combined without a branch */
+    any = block->segment->pool->small | pt->expandable;
+    return (any & (remaining >= FSIM_PYTORCH_MIN_BLOCK)) |
+           (!any & (size < pt->conf.max_split_size) & (remaining > FSIM_PYTORCH_SMALL_SIZE));
 }
 
 /* The size a free block can grow to: itself and the unmapped range after it. */
@@ -176,8 +178,8 @@ alloc_found_block(Pytorch *pt, Block *block, uint64_t size, uint64_t requested, 
             stat_down(&stats->inactive_split_bytes, size);
         } else if (!expandable) {
             /* a new inactive split block appears */
-            stat_up(&stats->inactive_split_bytes, remaining->size);
-            stat_up(&stats->inactive_split, 1);
+            stat_up_current(&stats->inactive_split_bytes, remaining->size);
+            stat_up_current(&stats->inactive_split, 1);
         }
     } else if (already_split && !expandable) {
         stat_down(&stats->inactive_split_bytes, block->size);
@@ -185,13 +187,13 @@ alloc_found_block(Pytorch *pt, Block *block, uint64_t size, uint64_t requested, 
     }
     block->flags |= BLOCK_ALLOCATED;
     block->requested = requested;
-    stat_up(&stats->allocation, 1);
+    stat_up_current(&stats->allocation, 1);
     stat_up(&stats->allocated_bytes, block->size);
-    stat_up(&stats->active, 1);
-    stat_up(&stats->active_bytes, block->size);
-    stat_up(&stats->requested_bytes, requested);
+    stat_up_current(&stats->active, 1);
+    stat_up_current(&stats->active_bytes, block->size);
+    stat_up_current(&stats->requested_bytes, requested);
     if (block->size >= pt->conf.max_split_size)
-        stat_up(&stats->oversize_allocations, 1);
+        stat_up_current(&stats->oversize_allocations, 1);
     return block;
 }
 
@@ -258,7 +260,31 @@ get_pool(Pytorch *pt, uint64_t size, uint64_t stream)
 
     if (pp != NULL)
         return small ? &pp->small : &pp->large;
-    return small ? &pt->small : &pt->large;
+    return pt->default_pools[small]; /* a load, not a branch on a random size */
+}
+
+/* malloc() after get_free_block() found nothing: garbage collection, new memory, the MemPool
+ * fallback, release_available_cached_blocks and new memory, release_cached_blocks and a retry.
+ * NULL: out of memory.  Out of line: the hot path is the cached block. */
+static G_NO_INLINE Block *
+alloc_new_memory(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t size)
+{
+    uint64_t alloc_size = fsim_pytorch_allocation_size(&pt->conf, size);
+    Block *block;
+
+    if (pt->gc_active)
+        fsim_pytorch_garbage_collect(pt);
+    block = alloc_block(pt, pool, stream, size, alloc_size, FALSE);
+    if (block == NULL && pt->use_on_oom_ids->len > 0)
+        block = try_mempool_fallback(pt, pool, stream, size);
+    if (block == NULL && fsim_pytorch_release_available_cached_blocks(pt, pool, stream, size))
+        block = alloc_block(pt, pool, stream, size, alloc_size, FALSE);
+    /* Never while a capture is underway: it would free memory a graph may use. */
+    if (block == NULL && pt->captures->len == 0 && fsim_pytorch_release_cached_blocks(pt))
+        block = alloc_block(pt, pool, stream, size, alloc_size, TRUE);
+    if (block == NULL)
+        pt->stats.num_ooms++;
+    return block;
 }
 
 FsimStatus
@@ -269,25 +295,12 @@ fsim_pytorch_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out
                         ? round_up(MAX(req->size, FSIM_PYTORCH_MIN_BLOCK), FSIM_PYTORCH_MIN_BLOCK)
                         : fsim_pytorch_round_size(&pt->conf, req->size);
     Pool *pool = get_pool(pt, size, req->stream);
-    uint64_t alloc_size = fsim_pytorch_allocation_size(&pt->conf, size);
     Block *block = get_free_block(pt, pool, req->stream, size);
 
-    if (block == NULL) {
-        if (pt->gc_active)
-            fsim_pytorch_garbage_collect(pt);
-        block = alloc_block(pt, pool, req->stream, size, alloc_size, FALSE);
-        if (block == NULL && pt->use_on_oom_ids->len > 0)
-            block = try_mempool_fallback(pt, pool, req->stream, size);
-        if (block == NULL &&
-            fsim_pytorch_release_available_cached_blocks(pt, pool, req->stream, size))
-            block = alloc_block(pt, pool, req->stream, size, alloc_size, FALSE);
-        /* Never while a capture is underway: it would free memory a graph may use. */
-        if (block == NULL && pt->captures->len == 0 && fsim_pytorch_release_cached_blocks(pt))
-            block = alloc_block(pt, pool, req->stream, size, alloc_size, TRUE);
-        if (block == NULL) {
-            pt->stats.num_ooms++;
+    if (G_UNLIKELY(block == NULL)) {
+        block = alloc_new_memory(pt, pool, req->stream, size);
+        if (block == NULL)
             return FSIM_OOM;
-        }
     }
     block = npu_align_block(pt, block, size);
     block = alloc_found_block(pt, block, size, req->size, should_split(pt, block, size));

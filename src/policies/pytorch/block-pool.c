@@ -14,7 +14,7 @@
 void
 fsim_pytorch_slab_grow(Pytorch *pt)
 {
-    Block *chunk = g_new(Block, SLAB_CHUNK);
+    Block *chunk = g_new0(Block, SLAB_CHUNK);
 
     g_ptr_array_add(pt->slabs, chunk);
     for (gsize i = 0; i < SLAB_CHUNK; i++) {

@@ -57,7 +57,7 @@ block_allocated(const Block *block)
 static inline gboolean
 block_is_split(const Block *block)
 {
-    return block->prev != NULL || block->next != NULL;
+    return (block->prev != NULL) | (block->next != NULL); /* no branch */
 }
 
 G_END_DECLS

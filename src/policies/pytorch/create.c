@@ -109,6 +109,8 @@ fsim_pytorch_create(const FsimPolicyOps *ops, FsimDevice *device, GKeyFile *conf
     pt->allowed_memory_maximum =
         (uint64_t)(conf.per_process_memory_fraction * (double)device->spec.total_bytes);
     pt->small.small = TRUE;
+    pt->default_pools[0] = &pt->large;
+    pt->default_pools[1] = &pt->small;
     pt->private_pools = g_ptr_array_new_with_free_func(fsim_pytorch_private_pool_free);
     pt->captures = g_array_new(FALSE, FALSE, sizeof(Capture));
     pt->use_on_oom_ids = g_steal_pointer(&use_on_oom);

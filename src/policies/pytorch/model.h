@@ -124,7 +124,10 @@ struct Segment {
     gboolean expandable;
 };
 
-/* PyTorch's DeviceStats, aggregate over both pools (the names are those of memory_stats()). */
+/* PyTorch's DeviceStats, aggregate over both pools (the names are those of memory_stats()).  The
+ * hot path keeps the peak and the total only of the counters get_stats reports them for
+ * (allocated_bytes, reserved_bytes); of the others, through stat_up_current(), the current
+ * value only. */
 typedef struct {
     FsimCounter allocation;
     FsimCounter segment;
@@ -176,6 +179,7 @@ typedef struct {
     uint64_t total_allocated_memory; /* cudaMalloc'd plus mapped bytes, as PyTorch counts */
     Pool small;
     Pool large;
+    Pool *default_pools[2];             /* &large, &small */
     FsimCounter default_reserved_bytes; /* device memory of the default pools' segments */
     GPtrArray *private_pools;           /* PrivatePool*, sorted by id */
     GArray *captures;                   /* Capture, oldest first */
@@ -214,10 +218,24 @@ stat_up(FsimCounter *counter, uint64_t n)
     counter->peak = MAX(counter->peak, counter->current);
 }
 
+/* An increase of a counter whose peak and total nobody reads. */
+static inline void
+stat_up_current(FsimCounter *counter, uint64_t n)
+{
+    counter->current += (int64_t)n;
+}
+
 static inline void
 stat_down(FsimCounter *counter, uint64_t n)
 {
     counter->current -= (int64_t)n;
+}
+
+/* A change of either sign of a counter whose peak and total nobody reads. */
+static inline void
+stat_add_current(FsimCounter *counter, int64_t delta)
+{
+    counter->current += delta;
 }
 
 /* Reserved bytes change in @pool: PyTorch's count, and the pool's own for per-pool answers. */
@@ -247,7 +265,9 @@ block_expandable(const Block *block)
 /* Give the slab another SLAB_CHUNK spare blocks. */
 void fsim_pytorch_slab_grow(Pytorch *pt);
 
-/* A block of @segment from the slab, zeroed but for its segment and BLOCK_EXPANDABLE. */
+/* A block of @segment from the slab, zeroed but for its segment and BLOCK_EXPANDABLE.  The tree
+ * links are left as they are: fsim_pytorch_tree_insert() sets them, and only a block in a tree
+ * has them read. */
 static inline Block *
 block_new(Pytorch *pt, Segment *segment)
 {
@@ -257,8 +277,12 @@ block_new(Pytorch *pt, Segment *segment)
         fsim_pytorch_slab_grow(pt);
     block = pt->spare;
     pt->spare = block->next;
-    /* stores, not a call to memset */
-    *block = (Block){.segment = segment, .flags = segment->expandable ? BLOCK_EXPANDABLE : 0};
+    /* field by field: a whole-struct zeroing compiles to `rep stos`, slow to start */
+    block->prev = block->next = NULL;
+    block->addr = block->size = block->requested = 0;
+    block->gc_count_base = 0;
+    block->segment = segment;
+    block->flags = segment->expandable ? BLOCK_EXPANDABLE : 0;
     return block;
 }
 
@@ -280,7 +304,16 @@ pool_find(Pool *pool, uint64_t stream)
     guint lo = 0;
     guint hi = pool->n_streams;
 
-    if (G_LIKELY(pool->last < pool->n_streams && pool->streams[pool->last]->stream == stream))
+    if (G_LIKELY(pool->n_streams <= 4)) {
+        /* a few streams, in random turns: a scan that selects without a branch on the data
+         * (its length changes only when a stream appears) */
+        StreamSet *found = NULL;
+
+        for (guint i = 0; i < pool->n_streams; i++)
+            found = pool->streams[i]->stream == stream ? pool->streams[i] : found;
+        return found;
+    }
+    if (pool->last < pool->n_streams && pool->streams[pool->last]->stream == stream)
         return pool->streams[pool->last];
     while (lo < hi) {
         guint mid = lo + (hi - lo) / 2;
