@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include "core/size-set.h"
+#include "core/slab.h"
 #include "policies.h"
 
 #define ASYNC_ALIGNMENT 512u
@@ -64,13 +65,13 @@ typedef struct {
     gboolean opportunistic;
     FsimArenaVa va; /* the pool's address space */
     uint64_t page_size;
-    guint32 *page_users; /* chunks in use touching each page */
     guint8 *page_mapped;
+    guint8 *page_busy; /* scratch for a trim: pages a chunk in use touches */
     gsize n_pages;
     uint64_t mapped_bytes;
-    uint64_t page_uses; /* the sum of page_users, for check() */
     uint64_t allocated_bytes;
     Chunk *first;
+    FsimSlab chunks;
     FsimSizeSet free_chunks; /* free Chunk* by (size, offset) */
     GTree *pending;          /* pending Chunk* by (stream, size, offset) */
     uint64_t num_splits;
@@ -127,25 +128,6 @@ async_free_erase(Async *pool, Chunk *chunk)
     fsim_size_set_erase(&pool->free_chunks, chunk->size, chunk->offset, chunk);
 }
 
-/* @chunk into, or out of, the set it belongs in: the pending set when pending, else free. */
-static void
-async_index(Async *pool, Chunk *chunk, gboolean pending)
-{
-    if (pending)
-        g_tree_insert(pool->pending, chunk, chunk);
-    else
-        async_free_insert(pool, chunk);
-}
-
-static void
-async_unindex(Async *pool, Chunk *chunk, gboolean pending)
-{
-    if (pending)
-        g_tree_remove(pool->pending, chunk);
-    else
-        async_free_erase(pool, chunk);
-}
-
 static FsimPolicy *
 async_create(FsimDevice *device, GKeyFile *config, GError **error)
 {
@@ -176,10 +158,11 @@ async_create(FsimDevice *device, GKeyFile *config, GError **error)
     pool->opportunistic = opportunistic;
     pool->page_size = device->spec.granularity;
     pool->n_pages = va_size / pool->page_size;
-    pool->page_users = g_new0(guint32, pool->n_pages);
+    pool->page_busy = g_new0(guint8, pool->n_pages);
     pool->page_mapped = g_new0(guint8, pool->n_pages);
     pool->pending = g_tree_new_full(chunk_by_stream_size, NULL, NULL, NULL);
-    pool->first = g_new0(Chunk, 1);
+    fsim_slab_init(&pool->chunks, sizeof(Chunk), 1024);
+    pool->first = fsim_slab_alloc0(&pool->chunks);
     pool->first->size = va_size;
     async_free_insert(pool, pool->first);
     return &pool->base;
@@ -189,31 +172,30 @@ static void
 async_destroy(FsimPolicy *self)
 {
     Async *pool = async_from_policy(self);
-    Chunk *chunk = pool->first;
 
-    while (chunk != NULL) {
-        Chunk *next = chunk->next;
-
-        g_free(chunk);
-        chunk = next;
-    }
+    fsim_slab_clear(&pool->chunks);
     fsim_size_set_clear(&pool->free_chunks);
     g_tree_destroy(pool->pending);
-    g_free(pool->page_users);
+    g_free(pool->page_busy);
     g_free(pool->page_mapped);
     g_free(pool);
 }
 
-/* Add @delta users to the pages of [offset, offset + size). */
+/* Mark in page_busy the pages that chunks in use (allocated, or pending for their stream) touch:
+ * the pages a trim keeps.  Worked out at a trim, not kept per operation: a trim walks every page
+ * anyway, and allocations and frees are far more frequent. */
 static void
-async_touch(Async *pool, uint64_t offset, uint64_t size, int delta)
+async_mark_busy(Async *pool)
 {
-    gsize first = offset / pool->page_size;
-    gsize last = (offset + size - 1) / pool->page_size;
+    memset(pool->page_busy, 0, pool->n_pages);
+    for (const Chunk *chunk = pool->first; chunk != NULL; chunk = chunk->next) {
+        if (chunk->used) {
+            gsize first = chunk->offset / pool->page_size;
+            gsize last = (chunk->offset + chunk->size - 1) / pool->page_size;
 
-    for (gsize p = first; p <= last; p++)
-        pool->page_users[p] = (guint32)((gint64)pool->page_users[p] + delta);
-    pool->page_uses = (uint64_t)((int64_t)pool->page_uses + delta * (int64_t)(last - first + 1));
+            memset(pool->page_busy + first, 1, last - first + 1);
+        }
+    }
 }
 
 /* Map every unmapped page of [offset, offset + size), run by run; all or nothing. */
@@ -225,6 +207,9 @@ async_map(Async *pool, uint64_t offset, uint64_t size)
     gsize last = (offset + size - 1) / pool->page_size;
     gsize need = 0;
 
+    /* the common case: every page mapped already */
+    if (memchr(pool->page_mapped + first, 0, last - first + 1) == NULL)
+        return TRUE;
     for (gsize p = first; p <= last; p++)
         need += !pool->page_mapped[p];
     if (need * pool->page_size > fsim_device_free_bytes(device))
@@ -255,12 +240,15 @@ async_trim(Async *pool, uint64_t keep)
     FsimDevice *device = pool->base.device;
     gboolean trimmed = FALSE;
 
+    if (pool->mapped_bytes <= keep)
+        return FALSE;
+    async_mark_busy(pool);
     for (gsize p = pool->n_pages; p-- > 0 && pool->mapped_bytes > keep;) {
         gsize low = p;
 
-        if (!pool->page_mapped[p] || pool->page_users[p] != 0)
+        if (!pool->page_mapped[p] || pool->page_busy[p])
             continue;
-        while (low > 0 && pool->page_mapped[low - 1] && pool->page_users[low - 1] == 0 &&
+        while (low > 0 && pool->page_mapped[low - 1] && !pool->page_busy[low - 1] &&
                pool->mapped_bytes - (p - low + 1) * pool->page_size > keep)
             low--;
         fsim_device_unmap(device, pool->va.base + low * pool->page_size,
@@ -275,13 +263,13 @@ async_trim(Async *pool, uint64_t keep)
     return trimmed;
 }
 
-/* The best candidate for @size on @stream: the free set, or the stream's own pending chunks. */
+/* The best candidate for @size on @stream: the free set (@cursor is its place there), or the
+ * stream's own pending chunks. */
 static Chunk *
-async_find(Async *pool, uint64_t size, uint64_t stream)
+async_find(Async *pool, uint64_t size, uint64_t stream, FsimSizeCursor *cursor)
 {
     Chunk probe = {.offset = 0, .size = size, .stream = stream};
-    FsimSizeCursor cursor;
-    Chunk *best = fsim_size_set_lower_bound(&pool->free_chunks, size, 0, &cursor);
+    Chunk *best = fsim_size_set_lower_bound(&pool->free_chunks, size, 0, cursor);
     GTreeNode *node =
         g_tree_nnodes(pool->pending) > 0 ? g_tree_lower_bound(pool->pending, &probe) : NULL;
 
@@ -294,17 +282,19 @@ async_find(Async *pool, uint64_t size, uint64_t stream)
     return best;
 }
 
-/* Take @size bytes from the low end of the free or pending @chunk. */
+/* Take @size bytes from the low end of the free or pending @chunk (@cursor: its place in the free
+ * set when free). */
 static Chunk *
-async_take(Async *pool, Chunk *chunk, uint64_t size)
+async_take(Async *pool, Chunk *chunk, uint64_t size, const FsimSizeCursor *cursor)
 {
     gboolean was_pending = chunk->pending;
 
-    async_unindex(pool, chunk, was_pending);
     if (was_pending)
-        async_touch(pool, chunk->offset, chunk->size, -1);
+        g_tree_remove(pool->pending, chunk);
+    else if (chunk->size <= size)
+        fsim_size_set_erase_at(&pool->free_chunks, cursor);
     if (chunk->size > size) {
-        Chunk *rest = g_new0(Chunk, 1);
+        Chunk *rest = fsim_slab_alloc0(&pool->chunks);
 
         rest->offset = chunk->offset + size;
         rest->size = chunk->size - size;
@@ -317,9 +307,10 @@ async_take(Async *pool, Chunk *chunk, uint64_t size)
             chunk->next->prev = rest;
         chunk->next = rest;
         chunk->size = size;
-        async_index(pool, rest, was_pending);
         if (was_pending)
-            async_touch(pool, rest->offset, rest->size, 1);
+            g_tree_insert(pool->pending, rest, rest);
+        else /* the rest takes the chunk's place in the free set, in place where it keeps it */
+            fsim_size_set_replace_at(&pool->free_chunks, cursor, rest->size, rest->offset, rest);
         pool->num_splits++;
     }
     chunk->used = TRUE;
@@ -339,20 +330,25 @@ async_coalesce(Async *pool, Chunk *chunk)
         chunk->next = next->next;
         if (next->next != NULL)
             next->next->prev = chunk;
-        g_free(next);
+        fsim_slab_free(&pool->chunks, next);
         pool->num_merges++;
     }
     if (chunk->prev != NULL && !chunk->prev->used) {
         Chunk *prev = chunk->prev;
+        FsimSizeCursor cursor;
+        gboolean found =
+            fsim_size_set_find(&pool->free_chunks, prev->size, prev->offset, prev, &cursor);
 
-        async_free_erase(pool, prev);
+        g_assert(found);
         prev->size += chunk->size;
         prev->next = chunk->next;
         if (chunk->next != NULL)
             chunk->next->prev = prev;
-        g_free(chunk);
-        chunk = prev;
+        fsim_slab_free(&pool->chunks, chunk);
         pool->num_merges++;
+        /* prev grows: its entry is replaced, in place where it keeps its place */
+        fsim_size_set_replace_at(&pool->free_chunks, &cursor, prev->size, prev->offset, prev);
+        return;
     }
     async_free_insert(pool, chunk);
 }
@@ -371,25 +367,23 @@ async_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
 {
     Async *pool = async_from_policy(self);
     uint64_t size = (req->size + ASYNC_ALIGNMENT - 1) / ASYNC_ALIGNMENT * ASYNC_ALIGNMENT;
+    FsimSizeCursor cursor = {0};
     Chunk *chunk;
     gboolean pending;
 
     /* a reservation an injected fault refused: this allocation is its OOM, or it tries again */
     if (fsim_arena_va_ready(&pool->va, self->device) != FSIM_OK)
         return FSIM_OOM;
-    chunk = async_find(pool, size, req->stream);
+    chunk = async_find(pool, size, req->stream, &cursor);
     if (chunk == NULL)
         return FSIM_OOM;
     pending = chunk->pending;
-    chunk = async_take(pool, chunk, size);
-    async_touch(pool, chunk->offset, chunk->size, 1);
+    chunk = async_take(pool, chunk, size, &cursor);
     if (!async_map(pool, chunk->offset, chunk->size) &&
         !(async_trim(pool, 0) && (pool->num_retries++, async_map(pool, chunk->offset, size)))) {
-        async_touch(pool, chunk->offset, chunk->size, -1);
         if (pending) {
             /* back to its stream's pending set, as it was */
             chunk->pending = TRUE;
-            async_touch(pool, chunk->offset, chunk->size, 1);
             g_tree_insert(pool->pending, chunk, chunk);
         } else {
             async_release(pool, chunk);
@@ -414,7 +408,6 @@ async_dealloc(FsimPolicy *self, const FsimBlock *block, FsimTime now)
     g_assert(chunk != NULL && chunk->used && !chunk->pending && chunk->size == block->size);
     pool->allocated_bytes -= chunk->size;
     if (pool->opportunistic) {
-        async_touch(pool, chunk->offset, chunk->size, -1);
         async_release(pool, chunk);
         return;
     }
@@ -453,7 +446,6 @@ async_synchronize(Async *pool, gboolean all, uint64_t stream, uint64_t keep)
         Chunk *chunk = g_ptr_array_index(chunks, i);
 
         g_tree_remove(pool->pending, chunk);
-        async_touch(pool, chunk->offset, chunk->size, -1);
         async_release(pool, chunk);
     }
     async_trim(pool, keep);
@@ -492,14 +484,13 @@ async_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
 }
 
 /* Cheap enough to run after every operation: the chain, the indexes, the counters; each used
- * chunk's end pages mapped (the page array itself is kept by async_touch() and async_map()). */
+ * chunk's end pages mapped (the page array itself is kept by async_map() and async_trim()). */
 static gboolean
 async_check(const FsimPolicy *self, GError **error)
 {
     const Async *pool = (const Async *)self;
     uint64_t offset = 0;
     uint64_t allocated = 0;
-    uint64_t uses = 0;
     guint n_free = 0;
     guint n_pending = 0;
 
@@ -527,12 +518,9 @@ async_check(const FsimPolicy *self, GError **error)
             gsize first = chunk->offset / pool->page_size;
             gsize last = (chunk->offset + chunk->size - 1) / pool->page_size;
 
-            uses += last - first + 1;
-            if (!pool->page_mapped[first] || !pool->page_mapped[last] ||
-                pool->page_users[first] == 0 || pool->page_users[last] == 0) {
+            if (!pool->page_mapped[first] || !pool->page_mapped[last]) {
                 g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                            "chunk at %" G_GUINT64_FORMAT " on an unmapped or unused page",
-                            chunk->offset);
+                            "chunk at %" G_GUINT64_FORMAT " on an unmapped page", chunk->offset);
                 return FALSE;
             }
             if (chunk->pending)
@@ -544,14 +532,13 @@ async_check(const FsimPolicy *self, GError **error)
     }
     if (offset != pool->va.size || allocated != pool->allocated_bytes ||
         n_free != pool->free_chunks.count || fsim_size_set_check(&pool->free_chunks) != NULL ||
-        n_pending != (guint)g_tree_nnodes(pool->pending) || uses != pool->page_uses ||
+        n_pending != (guint)g_tree_nnodes(pool->pending) ||
         pool->mapped_bytes != (uint64_t)self->device->reserved.current) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
                     "accounting mismatch: %" G_GUINT64_FORMAT " allocated of %" G_GUINT64_FORMAT
-                    ", %u free chunks, %u pending, page uses %" G_GUINT64_FORMAT
-                    "/%" G_GUINT64_FORMAT ", mapped %" G_GUINT64_FORMAT "/%" G_GINT64_FORMAT,
-                    allocated, pool->allocated_bytes, n_free, n_pending, uses, pool->page_uses,
-                    pool->mapped_bytes, self->device->reserved.current);
+                    ", %u free chunks, %u pending, mapped %" G_GUINT64_FORMAT "/%" G_GINT64_FORMAT,
+                    allocated, pool->allocated_bytes, n_free, n_pending, pool->mapped_bytes,
+                    self->device->reserved.current);
         return FALSE;
     }
     return TRUE;
