@@ -158,6 +158,15 @@ cuda_settle(CudaDevice *cuda)
     cuda->charged_call = -1;
 }
 
+/* Every device call begins so: the previous call's modelled time settled.  FALSE once the device
+ * is closed: the call then does nothing. */
+static gboolean
+cuda_begin(CudaDevice *cuda)
+{
+    cuda_settle(cuda);
+    return !cuda->closed;
+}
+
 /* A call succeeded after @elapsed_ns. */
 static void
 cuda_record(CudaDevice *cuda, FsimDeviceCall call, uint64_t elapsed_ns)
@@ -218,8 +227,7 @@ cuda_mem_alloc(FsimDevice *device, uint64_t size, FsimAddr *out)
     uint64_t start;
     gboolean ok;
 
-    cuda_settle(cuda);
-    if (cuda->closed)
+    if (!cuda_begin(cuda))
         return FSIM_OOM;
     if (fsim_device_round(device, size) > fsim_device_free_bytes(device))
         return FSIM_OOM;
@@ -235,31 +243,51 @@ cuda_mem_alloc(FsimDevice *device, uint64_t size, FsimAddr *out)
     return FSIM_OK;
 }
 
+/* A call the policy should not have made (@why, after the call): the device's failure. */
 static void
-cuda_mem_free(FsimDevice *device, FsimAddr addr, uint64_t size)
+cuda_policy_bug(CudaDevice *cuda, const char *call, FsimAddr addr, uint64_t size, const char *why)
+{
+    cuda_failf(cuda, FSIM_CUDA_ERROR_FAILED,
+               "policy bug: %s of 0x%" G_GINT64_MODIFIER "x (%" G_GUINT64_FORMAT " bytes)%s", call,
+               addr, size, why);
+}
+
+/* cudaFree (@call FSIM_CALL_MEM_FREE, of an allocation) or cuMemAddressFree (of a reservation)
+ * of @addr, which must be a range of @table (else @why names the policy's bug); timed, and the
+ * range forgotten. */
+static void
+cuda_free_range(FsimDevice *device, GHashTable *table, FsimAddr addr, uint64_t size,
+                FsimDeviceCall call, const char *name, const char *why)
 {
     CudaDevice *cuda = cuda_from_device(device);
     FsimCudaDriver *driver = cuda->driver;
+    Range *range = range_lookup(table, addr);
     GError *error = NULL;
     uint64_t start;
+    gboolean ok;
 
-    cuda_settle(cuda);
-    if (cuda->closed)
+    if (!cuda_begin(cuda))
         return;
-    if (range_lookup(cuda->allocations, addr) == NULL) {
-        cuda_failf(cuda, FSIM_CUDA_ERROR_FAILED,
-                   "policy bug: cudaFree of 0x%" G_GINT64_MODIFIER "x (%" G_GUINT64_FORMAT
-                   " bytes), which cudaMalloc did not return",
-                   addr, size);
+    if (range == NULL) {
+        cuda_policy_bug(cuda, name, addr, size, why);
         return;
     }
     start = cuda_now(cuda);
-    if (!driver->ops->mem_free(driver, addr, &error)) {
+    ok = call == FSIM_CALL_MEM_FREE ? driver->ops->mem_free(driver, addr, &error)
+                                    : driver->ops->address_free(driver, addr, range->size, &error);
+    if (!ok) {
         cuda_fail(cuda, error);
         return;
     }
-    cuda_record(cuda, FSIM_CALL_MEM_FREE, cuda_now(cuda) - start);
-    g_hash_table_remove(cuda->allocations, &addr);
+    cuda_record(cuda, call, cuda_now(cuda) - start);
+    g_hash_table_remove(table, &addr);
+}
+
+static void
+cuda_mem_free(FsimDevice *device, FsimAddr addr, uint64_t size)
+{
+    cuda_free_range(device, cuda_from_device(device)->allocations, addr, size, FSIM_CALL_MEM_FREE,
+                    "cudaFree", ", which cudaMalloc did not return");
 }
 
 static FsimStatus
@@ -272,8 +300,7 @@ cuda_va_reserve(FsimDevice *device, uint64_t size, uint64_t alignment, FsimAddr 
     FsimAddr addr = 0;
     uint64_t start;
 
-    cuda_settle(cuda);
-    if (cuda->closed)
+    if (!cuda_begin(cuda))
         return FSIM_OOM;
     alignment = MAX(alignment, device->spec.granularity);
     if ((alignment & (alignment - 1)) != 0) {
@@ -294,29 +321,8 @@ cuda_va_reserve(FsimDevice *device, uint64_t size, uint64_t alignment, FsimAddr 
 static void
 cuda_va_release(FsimDevice *device, FsimAddr addr, uint64_t size)
 {
-    CudaDevice *cuda = cuda_from_device(device);
-    FsimCudaDriver *driver = cuda->driver;
-    Range *range = range_lookup(cuda->reservations, addr);
-    GError *error = NULL;
-    uint64_t start;
-
-    cuda_settle(cuda);
-    if (cuda->closed)
-        return;
-    if (range == NULL) {
-        cuda_failf(cuda, FSIM_CUDA_ERROR_FAILED,
-                   "policy bug: cuMemAddressFree of 0x%" G_GINT64_MODIFIER "x (%" G_GUINT64_FORMAT
-                   " bytes), which was not reserved",
-                   addr, size);
-        return;
-    }
-    start = cuda_now(cuda);
-    if (!driver->ops->address_free(driver, addr, range->size, &error)) {
-        cuda_fail(cuda, error);
-        return;
-    }
-    cuda_record(cuda, FSIM_CALL_VA_RELEASE, cuda_now(cuda) - start);
-    g_hash_table_remove(cuda->reservations, &addr);
+    cuda_free_range(device, cuda_from_device(device)->reservations, addr, size,
+                    FSIM_CALL_VA_RELEASE, "cuMemAddressFree", ", which was not reserved");
 }
 
 /* Unmap and release the page at @addr and forget it.  FALSE (error kept) on failure. */
@@ -347,8 +353,7 @@ cuda_map(FsimDevice *device, FsimAddr addr, uint64_t size, uint64_t handle_size)
     uint64_t done = 0;
     uint64_t start;
 
-    cuda_settle(cuda);
-    if (cuda->closed)
+    if (!cuda_begin(cuda))
         return FSIM_OOM;
     if (handle_size == 0 || size % handle_size != 0) {
         cuda_failf(cuda, FSIM_CUDA_ERROR_FAILED,
@@ -372,10 +377,7 @@ cuda_map(FsimDevice *device, FsimAddr addr, uint64_t size, uint64_t handle_size)
     n_handles = size / handle_size;
     for (uint64_t i = 0; i < n_handles; i++) {
         if (range_lookup(cuda->pages, addr + i * handle_size) != NULL) {
-            cuda_failf(cuda, FSIM_CUDA_ERROR_FAILED,
-                       "policy bug: map of 0x%" G_GINT64_MODIFIER "x (%" G_GUINT64_FORMAT
-                       " bytes) overlaps mapped pages",
-                       addr, size);
+            cuda_policy_bug(cuda, "map", addr, size, " overlaps mapped pages");
             return FSIM_OOM;
         }
     }
@@ -425,8 +427,7 @@ cuda_unmap(FsimDevice *device, FsimAddr addr, uint64_t size, uint64_t handle_siz
     uint64_t start;
     FsimAddr page;
 
-    cuda_settle(cuda);
-    if (cuda->closed)
+    if (!cuda_begin(cuda))
         return;
     (void)handle_size; /* pages keep their own sizes: a range may be unmapped page by page */
     for (page = addr; page < addr + size;) {
@@ -437,10 +438,7 @@ cuda_unmap(FsimDevice *device, FsimAddr addr, uint64_t size, uint64_t handle_siz
         page += range->size;
     }
     if (page != addr + size) {
-        cuda_failf(cuda, FSIM_CUDA_ERROR_FAILED,
-                   "policy bug: unmap of 0x%" G_GINT64_MODIFIER "x (%" G_GUINT64_FORMAT
-                   " bytes), which is not a run of mapped pages",
-                   addr, size);
+        cuda_policy_bug(cuda, "unmap", addr, size, ", which is not a run of mapped pages");
         return;
     }
     start = cuda_now(cuda);
@@ -497,8 +495,7 @@ fsim_cuda_device_close(FsimDevice *device)
 
     g_return_if_fail(fsim_cuda_device_measurements(device) != NULL);
     cuda = cuda_from_device(device);
-    cuda_settle(cuda);
-    if (cuda->closed)
+    if (!cuda_begin(cuda))
         return;
     cuda_release_all(cuda);
     cuda->closed = TRUE;

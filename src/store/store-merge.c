@@ -211,60 +211,81 @@ merge_seen(FsimStore *out, sqlite3_stmt *key_row, gboolean *seen, GError **error
     return TRUE;
 }
 
+/* The statements copying one table: its SELECT on the input, its INSERT on the output and, for
+ * the runs, the key columns of each run on the input (merge_key_sql()). */
+typedef struct {
+    sqlite3_stmt *read;
+    sqlite3_stmt *write;
+    sqlite3_stmt *keys;
+} MergeCopy;
+
+static void
+merge_copy_clear(MergeCopy *copy)
+{
+    /* sqlite3_finalize(NULL) is a harmless no-op */
+    (void)sqlite3_finalize(copy->read);
+    (void)sqlite3_finalize(copy->keys);
+    (void)sqlite3_finalize(copy->write);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(MergeCopy, merge_copy_clear)
+
+static gboolean
+merge_copy_prepare(FsimStore *in, FsimStore *out, const MergeTable *table, MergeCopy *copy,
+                   GError **error)
+{
+    g_autofree char *select = NULL;
+    g_autofree char *insert = NULL;
+
+    merge_sql(table, &select, &insert);
+    if ((copy->read = store_prepare(in, select, error)) == NULL)
+        return FALSE;
+    if (strcmp(table->name, "runs") == 0) {
+        g_autofree char *key_sql = merge_key_sql(table->columns);
+
+        if ((copy->keys = store_prepare(in, key_sql, error)) == NULL)
+            return FALSE;
+    }
+    return (copy->write = store_prepare(out, insert, error)) != NULL;
+}
+
 /* Copy the runs of @in that @out does not have; @ids maps each old id to its new one. */
 static gboolean
 merge_runs(FsimStore *in, FsimStore *out, const MergeTable *runs, GHashTable *ids,
            FsimStoreMergeStats *stats, GError **error)
 {
-    g_autofree char *select = NULL;
-    g_autofree char *insert = NULL;
-    g_autofree char *key_sql = merge_key_sql(runs->columns);
-    sqlite3_stmt *read = NULL, *keys = NULL, *write = NULL;
-    gboolean ok = FALSE;
+    g_auto(MergeCopy) copy = {0};
     int rc;
 
-    merge_sql(runs, &select, &insert);
-    if ((read = store_prepare(in, select, error)) == NULL ||
-        (keys = store_prepare(in, key_sql, error)) == NULL ||
-        (write = store_prepare(out, insert, error)) == NULL)
-        goto out;
-    while ((rc = sqlite3_step(read)) == SQLITE_ROW) {
-        int64_t old_id = sqlite3_column_int64(read, 0);
+    if (!merge_copy_prepare(in, out, runs, &copy, error))
+        return FALSE;
+    while ((rc = sqlite3_step(copy.read)) == SQLITE_ROW) {
+        int64_t old_id = sqlite3_column_int64(copy.read, 0);
         gboolean seen = FALSE;
 
-        if (sqlite3_step(keys) != SQLITE_ROW) {
-            store_fail(in, sqlite3_errcode(in->db), "reading runs", error);
-            goto out;
-        }
-        if (g_strcmp0((const char *)sqlite3_column_text(read, 1), "running") == 0)
+        if (sqlite3_step(copy.keys) != SQLITE_ROW)
+            return store_fail(in, sqlite3_errcode(in->db), "reading runs", error);
+        if (g_strcmp0((const char *)sqlite3_column_text(copy.read, 1), "running") == 0)
             continue;
-        if (!merge_seen(out, keys, &seen, error))
-            goto out;
+        if (!merge_seen(out, copy.keys, &seen, error))
+            return FALSE;
         if (seen) {
             stats->runs_skipped++;
             continue;
         }
-        (void)sqlite3_reset(write);
+        (void)sqlite3_reset(copy.write);
         rc = SQLITE_OK;
         for (guint i = 0; i < runs->columns->len && rc == SQLITE_OK; i++)
-            rc = sqlite3_bind_value(write, (int)i + 1, sqlite3_column_value(read, (int)i + 2));
-        if (!store_step_done(out, write, rc, "copying a run", error))
-            goto out;
+            rc = sqlite3_bind_value(copy.write, (int)i + 1,
+                                    sqlite3_column_value(copy.read, (int)i + 2));
+        if (!store_step_done(out, copy.write, rc, "copying a run", error))
+            return FALSE;
         g_hash_table_insert(
             ids, g_memdup2(&old_id, sizeof(old_id)),
             g_memdup2(&(int64_t){sqlite3_last_insert_rowid(out->db)}, sizeof(int64_t)));
         stats->runs_copied++;
     }
-    if (rc != SQLITE_DONE) {
-        store_fail(in, rc, "reading runs", error);
-        goto out;
-    }
-    ok = TRUE;
-out:
-    (void)sqlite3_finalize(read);
-    (void)sqlite3_finalize(keys);
-    (void)sqlite3_finalize(write);
-    return ok;
+    return rc == SQLITE_DONE || store_fail(in, rc, "reading runs", error);
 }
 
 /* Copy the rows of @table that belong to copied runs, their run ids rewritten. */
@@ -272,50 +293,38 @@ static gboolean
 merge_rows(FsimStore *in, FsimStore *out, const MergeTable *table, GHashTable *ids,
            FsimStoreMergeStats *stats, GError **error)
 {
-    g_autofree char *select = NULL;
-    g_autofree char *insert = NULL;
     g_autofree char *what = g_strdup_printf("copying %s", table->name);
-    sqlite3_stmt *read = NULL, *write = NULL;
-    gboolean ok = FALSE;
+    g_auto(MergeCopy) copy = {0};
     int rc;
 
-    merge_sql(table, &select, &insert);
-    if ((read = store_prepare(in, select, error)) == NULL ||
-        (write = store_prepare(out, insert, error)) == NULL)
-        goto out;
-    while ((rc = sqlite3_step(read)) == SQLITE_ROW) {
+    if (!merge_copy_prepare(in, out, table, &copy, error))
+        return FALSE;
+    while ((rc = sqlite3_step(copy.read)) == SQLITE_ROW) {
         gboolean keep = TRUE;
 
-        (void)sqlite3_reset(write);
+        (void)sqlite3_reset(copy.write);
         rc = SQLITE_OK;
         for (guint i = 0; i < table->columns->len && rc == SQLITE_OK && keep; i++) {
             if (g_array_index(table->is_ref, gboolean, i) &&
-                sqlite3_column_type(read, (int)i) != SQLITE_NULL) {
-                int64_t old_id = sqlite3_column_int64(read, (int)i);
+                sqlite3_column_type(copy.read, (int)i) != SQLITE_NULL) {
+                int64_t old_id = sqlite3_column_int64(copy.read, (int)i);
                 const int64_t *new_id = g_hash_table_lookup(ids, &old_id);
 
                 keep = new_id != NULL;
                 if (keep)
-                    rc = sqlite3_bind_int64(write, (int)i + 1, *new_id);
+                    rc = sqlite3_bind_int64(copy.write, (int)i + 1, *new_id);
             } else {
-                rc = sqlite3_bind_value(write, (int)i + 1, sqlite3_column_value(read, (int)i));
+                rc = sqlite3_bind_value(copy.write, (int)i + 1,
+                                        sqlite3_column_value(copy.read, (int)i));
             }
         }
         if (!keep)
             continue;
-        if (!store_step_done(out, write, rc, what, error))
-            goto out;
+        if (!store_step_done(out, copy.write, rc, what, error))
+            return FALSE;
         stats->rows_copied++;
     }
-    if (rc != SQLITE_DONE) {
-        store_fail(in, rc, what, error);
-        goto out;
-    }
-    ok = TRUE;
-out:
-    (void)sqlite3_finalize(read);
-    (void)sqlite3_finalize(write);
-    return ok;
+    return rc == SQLITE_DONE || store_fail(in, rc, what, error);
 }
 
 /* Copy everything of @in into @out, inside the caller's transaction. */

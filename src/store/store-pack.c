@@ -84,90 +84,134 @@ get_delta(Reader *r, uint64_t previous)
     return previous + (uint64_t)d;
 }
 
-void
-store_pack_blocks(const FsimStoredBlock *blocks, guint n, GByteArray *out)
+/* A chunk's rows one after the other: each row's fields written (pack) or read (unpack) as
+ * differences from the row before, the first from an all-zero row. */
+typedef void (*PackRow)(GByteArray *out, const void *row, const void *prev);
+typedef void (*UnpackRow)(Reader *r, void *row, const void *prev);
+
+static void
+pack_rows(const void *rows, guint n, gsize size, PackRow pack_row, GByteArray *out)
 {
-    FsimStoredBlock prev = {0};
+    g_autofree void *zero = g_malloc0(size);
+    const void *prev = zero;
 
     for (guint i = 0; i < n; i++) {
-        const FsimStoredBlock *b = &blocks[i];
+        const void *row = (const guint8 *)rows + i * size;
 
-        put_delta(out, b->id, prev.id);
-        put_delta(out, b->addr, prev.addr);
-        put_delta(out, b->size, prev.size);
-        put_delta(out, b->size - b->requested, 0);
-        put_delta(out, b->stream, prev.stream);
-        put_delta(out, (uint64_t)b->alloc_event, (uint64_t)prev.alloc_event);
-        put_delta(out, b->alloc_time, prev.alloc_time);
-        put_delta(out, (uint64_t)b->free_event, (uint64_t)b->alloc_event);
-        put_delta(out, b->free_time, b->alloc_time);
-        prev = *b;
+        pack_row(out, row, prev);
+        prev = row;
     }
 }
 
-gboolean
-store_unpack_blocks(const void *data, gsize len, guint rows, GArray *out)
+/* Appends the rows to @out; TRUE when @data held exactly @rows of them. */
+static gboolean
+unpack_rows(const void *data, gsize len, guint rows, UnpackRow unpack_row, GArray *out)
 {
     Reader r = {data, (const guint8 *)data + len, FALSE};
-    FsimStoredBlock prev = {0};
+    gsize size = g_array_get_element_size(out);
+    g_autofree void *prev = g_malloc0(size);
+    g_autofree void *row = g_malloc(size);
 
     for (guint i = 0; i < rows && !r.bad; i++) {
-        FsimStoredBlock b;
-
-        b.id = get_delta(&r, prev.id);
-        b.addr = get_delta(&r, prev.addr);
-        b.size = get_delta(&r, prev.size);
-        b.requested = b.size - get_delta(&r, 0);
-        b.stream = get_delta(&r, prev.stream);
-        b.alloc_event = (int64_t)get_delta(&r, (uint64_t)prev.alloc_event);
-        b.alloc_time = get_delta(&r, prev.alloc_time);
-        b.free_event = (int64_t)get_delta(&r, (uint64_t)b.alloc_event);
-        b.free_time = get_delta(&r, b.alloc_time);
+        unpack_row(&r, row, prev);
         if (!r.bad)
-            g_array_append_val(out, b);
-        prev = b;
+            g_array_append_vals(out, row, 1);
+        memcpy(prev, row, size);
     }
     return !r.bad && r.p == r.end;
 }
 
-void
-store_pack_segments(const FsimStoredSegment *segments, guint n, GByteArray *out)
+static void
+pack_block(GByteArray *out, const void *row, const void *previous)
 {
-    FsimStoredSegment prev = {0};
+    const FsimStoredBlock *b = row;
+    const FsimStoredBlock *prev = previous;
 
-    for (guint i = 0; i < n; i++) {
-        const FsimStoredSegment *s = &segments[i];
+    put_delta(out, b->id, prev->id);
+    put_delta(out, b->addr, prev->addr);
+    put_delta(out, b->size, prev->size);
+    put_delta(out, b->size - b->requested, 0);
+    put_delta(out, b->stream, prev->stream);
+    put_delta(out, (uint64_t)b->alloc_event, (uint64_t)prev->alloc_event);
+    put_delta(out, b->alloc_time, prev->alloc_time);
+    put_delta(out, (uint64_t)b->free_event, (uint64_t)b->alloc_event);
+    put_delta(out, b->free_time, b->alloc_time);
+}
 
-        put_delta(out, (uint64_t)s->event_index, (uint64_t)prev.event_index);
-        put_delta(out, s->time, prev.time);
-        put_varint(out, s->action);
-        put_delta(out, s->addr, prev.addr);
-        put_delta(out, s->size, prev.size);
-        prev = *s;
-    }
+static void
+unpack_block(Reader *r, void *row, const void *previous)
+{
+    FsimStoredBlock *b = row;
+    const FsimStoredBlock *prev = previous;
+
+    b->id = get_delta(r, prev->id);
+    b->addr = get_delta(r, prev->addr);
+    b->size = get_delta(r, prev->size);
+    b->requested = b->size - get_delta(r, 0);
+    b->stream = get_delta(r, prev->stream);
+    b->alloc_event = (int64_t)get_delta(r, (uint64_t)prev->alloc_event);
+    b->alloc_time = get_delta(r, prev->alloc_time);
+    b->free_event = (int64_t)get_delta(r, (uint64_t)b->alloc_event);
+    b->free_time = get_delta(r, b->alloc_time);
+}
+
+static void
+pack_segment(GByteArray *out, const void *row, const void *previous)
+{
+    const FsimStoredSegment *s = row;
+    const FsimStoredSegment *prev = previous;
+
+    put_delta(out, (uint64_t)s->event_index, (uint64_t)prev->event_index);
+    put_delta(out, s->time, prev->time);
+    put_varint(out, s->action);
+    put_delta(out, s->addr, prev->addr);
+    put_delta(out, s->size, prev->size);
+}
+
+static void
+unpack_segment(Reader *r, void *row, const void *previous)
+{
+    FsimStoredSegment *s = row;
+    const FsimStoredSegment *prev = previous;
+    uint64_t action;
+
+    s->event_index = (int64_t)get_delta(r, (uint64_t)prev->event_index);
+    s->time = get_delta(r, prev->time);
+    action = get_varint(r);
+    s->addr = get_delta(r, prev->addr);
+    s->size = get_delta(r, prev->size);
+    if (action > FSIM_STORE_ACTION_SEED)
+        r->bad = TRUE;
+    s->action = (guint)action;
+}
+
+struct StorePackKind {
+    const char *name; /* run_packed.kind */
+    gsize size;       /* of a row */
+    PackRow pack_row;
+    UnpackRow unpack_row;
+};
+
+const StorePackKind store_packed_blocks = {"blocks", sizeof(FsimStoredBlock), pack_block,
+                                           unpack_block};
+const StorePackKind store_packed_segments = {"segments", sizeof(FsimStoredSegment), pack_segment,
+                                             unpack_segment};
+
+const char *
+store_pack_name(const StorePackKind *kind)
+{
+    return kind->name;
+}
+
+void
+store_pack(const StorePackKind *kind, const void *rows, guint n, GByteArray *out)
+{
+    pack_rows(rows, n, kind->size, kind->pack_row, out);
 }
 
 gboolean
-store_unpack_segments(const void *data, gsize len, guint rows, GArray *out)
+store_unpack(const StorePackKind *kind, const void *data, gsize len, guint rows, GArray *out)
 {
-    Reader r = {data, (const guint8 *)data + len, FALSE};
-    FsimStoredSegment prev = {0};
-
-    for (guint i = 0; i < rows && !r.bad; i++) {
-        FsimStoredSegment s;
-        uint64_t action;
-
-        s.event_index = (int64_t)get_delta(&r, (uint64_t)prev.event_index);
-        s.time = get_delta(&r, prev.time);
-        action = get_varint(&r);
-        s.addr = get_delta(&r, prev.addr);
-        s.size = get_delta(&r, prev.size);
-        if (action > FSIM_STORE_ACTION_SEED)
-            r.bad = TRUE;
-        s.action = (guint)action;
-        if (!r.bad)
-            g_array_append_val(out, s);
-        prev = s;
-    }
-    return !r.bad && r.p == r.end;
+    g_return_val_if_fail(g_array_get_element_size(out) == kind->size, FALSE);
+    return unpack_rows(data, len, rows, kind->unpack_row, out);
 }

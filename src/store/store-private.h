@@ -107,6 +107,56 @@ bind_text(sqlite3_stmt *stmt, int index, const char *value, int *rc)
                             : sqlite3_bind_text(stmt, index, value, -1, SQLITE_TRANSIENT);
 }
 
+/* Column helpers: a text column copied (NULL for NULL), an integer column with NULL as -1. */
+static inline char *
+store_column_strdup(sqlite3_stmt *stmt, int column)
+{
+    const unsigned char *text = sqlite3_column_text(stmt, column);
+
+    return text != NULL ? g_strdup((const char *)text) : NULL;
+}
+
+static inline int64_t
+store_column_opt_i64(sqlite3_stmt *stmt, int column)
+{
+    return sqlite3_column_type(stmt, column) == SQLITE_NULL ? -1
+                                                            : sqlite3_column_int64(stmt, column);
+}
+
+/* store-rows.c: a stored struct's columns in its statements' order (sqlite.c), each a field of
+ * the struct: store_bind_row() binds them to the parameters from @first on,
+ * store_read_row() fills them (a TEXT field with a copy) from the row's columns from 0 on. */
+typedef enum {
+    STORE_U64,     /* uint64_t (FsimAddr, FsimTime) */
+    STORE_OPT_I64, /* int64_t; a negative value is NULL */
+    STORE_UINT,    /* guint */
+    STORE_TEXT,    /* char *, NULL is NULL */
+    STORE_ACTION,  /* guint, stored by name (fsim_store_action_name()) */
+} StoreColumnKind;
+
+typedef struct {
+    StoreColumnKind kind;
+    gsize offset;
+} StoreColumn;
+
+typedef struct {
+    const StoreColumn *columns;
+    guint n_columns;
+} StoreRowLayout;
+
+extern const StoreRowLayout store_sample_row;    /* FsimStoredSample */
+extern const StoreRowLayout store_oom_row;       /* FsimOomRecord */
+extern const StoreRowLayout store_mark_row;      /* FsimStoredMark */
+extern const StoreRowLayout store_phase_row;     /* FsimStoredPhase */
+extern const StoreRowLayout store_breakdown_row; /* FsimStoredBreakdown */
+extern const StoreRowLayout store_size_row;      /* FsimStoredSizeBucket */
+extern const StoreRowLayout store_segment_row;   /* FsimStoredSegment */
+extern const StoreRowLayout store_block_row;     /* FsimStoredBlock */
+
+void store_bind_row(sqlite3_stmt *stmt, int first, const StoreRowLayout *layout, const void *row,
+                    int *rc);
+void store_read_row(sqlite3_stmt *stmt, const StoreRowLayout *layout, void *row);
+
 gboolean store_fail(FsimStore *store, int rc, const char *what, GError **error);
 sqlite3_stmt *store_prepare(FsimStore *store, const char *sql, GError **error);
 sqlite3_stmt *store_stmt(FsimStore *store, StoreStmt which, GError **error);
@@ -128,11 +178,17 @@ void store_phase_clear(gpointer data);
 extern const char store_schema_report_sql[];
 /* store-views.c: (re)create the views whose text differs from this fragsim's. */
 gboolean store_ensure_views(FsimStore *store, GError **error);
-/* store-pack.c: blocks and segment actions as varints of differences (run_packed). */
-void store_pack_blocks(const FsimStoredBlock *blocks, guint n, GByteArray *out);
-gboolean store_unpack_blocks(const void *data, gsize len, guint rows, GArray *out);
-void store_pack_segments(const FsimStoredSegment *segments, guint n, GByteArray *out);
-gboolean store_unpack_segments(const void *data, gsize len, guint rows, GArray *out);
+/* store-pack.c: blocks (FsimStoredBlock) and segment actions (FsimStoredSegment) as varints of
+ * differences (run_packed, whose `kind` is store_pack_name()).  store_pack() appends @n rows to
+ * @out; store_unpack() appends the @rows rows of @data to @out, FALSE when @data does not hold
+ * exactly them (a damaged chunk). */
+typedef struct StorePackKind StorePackKind;
+extern const StorePackKind store_packed_blocks;
+extern const StorePackKind store_packed_segments;
+const char *store_pack_name(const StorePackKind *kind);
+void store_pack(const StorePackKind *kind, const void *rows, guint n, GByteArray *out);
+gboolean store_unpack(const StorePackKind *kind, const void *data, gsize len, guint rows,
+                      GArray *out);
 
 /* store-pools.c: a writer adds the run_pools table (IF NOT EXISTS); both note whether it is
  * there.  store_write_pools() writes a run's rows (FsimStoredPool), inside its transaction. */

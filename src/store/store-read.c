@@ -44,21 +44,6 @@ fsim_stored_run_has_data(const FsimStoredRun *run)
     return run->status == FSIM_STORE_COMPLETE || run->status == FSIM_STORE_OOM;
 }
 
-static char *
-column_strdup(sqlite3_stmt *stmt, int column)
-{
-    const unsigned char *text = sqlite3_column_text(stmt, column);
-
-    return text != NULL ? g_strdup((const char *)text) : NULL;
-}
-
-static int64_t
-column_opt_i64(sqlite3_stmt *stmt, int column)
-{
-    return sqlite3_column_type(stmt, column) == SQLITE_NULL ? -1
-                                                            : sqlite3_column_int64(stmt, column);
-}
-
 static FsimStoredRun *
 stored_run_from_row(sqlite3_stmt *stmt)
 {
@@ -66,31 +51,31 @@ stored_run_from_row(sqlite3_stmt *stmt)
     int i = RUN_COLUMNS;
 
     run->id = sqlite3_column_int64(stmt, 0);
-    run->trace = column_strdup(stmt, 1);
-    run->trace_format = column_strdup(stmt, 2);
+    run->trace = store_column_strdup(stmt, 1);
+    run->trace_format = store_column_strdup(stmt, 2);
     run->trace_device = (uint32_t)sqlite3_column_int64(stmt, 3);
-    run->policy = column_strdup(stmt, 4);
-    run->device = column_strdup(stmt, 5);
-    run->device_description = column_strdup(stmt, 6);
+    run->policy = store_column_strdup(stmt, 4);
+    run->device = store_column_strdup(stmt, 5);
+    run->device_description = store_column_strdup(stmt, 6);
     run->capacity_bytes = (uint64_t)sqlite3_column_int64(stmt, 7);
     run->total_bytes = (uint64_t)sqlite3_column_int64(stmt, 8);
     run->granularity = (uint64_t)sqlite3_column_int64(stmt, 9);
-    run->knobs = column_strdup(stmt, 10);
-    run->seed = column_opt_i64(stmt, 11);
+    run->knobs = store_column_strdup(stmt, 10);
+    run->seed = store_column_opt_i64(stmt, 11);
     run->status = store_status_from_name((const char *)sqlite3_column_text(stmt, 12));
-    run->message = column_strdup(stmt, 13);
-    run->created_at = column_strdup(stmt, 14);
-    run->finished_at = column_strdup(stmt, 15);
-    run->fragsim_version = column_strdup(stmt, 16);
+    run->message = store_column_strdup(stmt, 13);
+    run->created_at = store_column_strdup(stmt, 14);
+    run->finished_at = store_column_strdup(stmt, 15);
+    run->fragsim_version = store_column_strdup(stmt, 16);
     run->segment_actions = (uint64_t)sqlite3_column_int64(stmt, 17);
     run->segment_actions_stored = (uint64_t)sqlite3_column_int64(stmt, 18);
     run->blocks = (uint64_t)sqlite3_column_int64(stmt, 19);
     run->blocks_stored = (uint64_t)sqlite3_column_int64(stmt, 20);
     run->has_metrics = sqlite3_column_type(stmt, 21) != SQLITE_NULL;
-    run->config = column_strdup(stmt, 22);
-    run->label = column_strdup(stmt, 23);
-    run->trace_sha256 = column_strdup(stmt, 24);
-    run->job = column_strdup(stmt, 25);
+    run->config = store_column_strdup(stmt, 22);
+    run->label = store_column_strdup(stmt, 23);
+    run->trace_sha256 = store_column_strdup(stmt, 24);
+    run->job = store_column_strdup(stmt, 25);
     if (run->config == NULL)
         run->config = g_strdup("");
     if (run->trace == NULL)
@@ -103,7 +88,7 @@ stored_run_from_row(sqlite3_stmt *stmt)
     }
 #define STORE_READ_U(field)                run->metrics.field = (uint64_t)sqlite3_column_int64(stmt, i++)
 #define STORE_READ_F(field)                run->metrics.field = sqlite3_column_double(stmt, i++)
-#define STORE_READ_I(field)                run->metrics.field = column_opt_i64(stmt, i++)
+#define STORE_READ_I(field)                run->metrics.field = store_column_opt_i64(stmt, i++)
 #define STORE_READ_METRIC(name, kind, doc) STORE_READ_##kind(name);
     FSIM_METRICS(STORE_READ_METRIC)
 #undef STORE_READ_METRIC
@@ -172,12 +157,13 @@ fsim_store_runs(FsimStore *store, const int64_t *ids, gsize n_ids, GError **erro
     return g_steal_pointer(&runs);
 }
 
-/* Run a per-run SELECT and hand each row to @row. */
+/* Run a per-run SELECT and append each row, read with @layout, to @out. */
 static gboolean
 store_select(FsimStore *store, StoreStmt which, int64_t run_id, const char *what,
-             void (*row)(sqlite3_stmt *stmt, GArray *out), GArray *out, GError **error)
+             const StoreRowLayout *layout, GArray *out, GError **error)
 {
     sqlite3_stmt *stmt = store_stmt(store, which, error);
+    g_autofree void *row = g_malloc(g_array_get_element_size(out));
     int rc = SQLITE_OK;
 
     if (stmt == NULL)
@@ -185,37 +171,15 @@ store_select(FsimStore *store, StoreStmt which, int64_t run_id, const char *what
     bind_i64(stmt, 1, run_id, &rc);
     if (rc != SQLITE_OK)
         return store_fail(store, rc, what, error);
-    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW)
-        row(stmt, out);
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        memset(row, 0, g_array_get_element_size(out));
+        store_read_row(stmt, layout, row);
+        g_array_append_vals(out, row, 1);
+    }
     if (rc != SQLITE_DONE)
         return store_fail(store, rc, what, error);
     (void)sqlite3_reset(stmt);
     return TRUE;
-}
-
-#define COL_U(i) ((uint64_t)sqlite3_column_int64(stmt, (i)))
-
-static void
-row_sample(sqlite3_stmt *stmt, GArray *out)
-{
-    FsimStoredSample s = {
-        .event_index = COL_U(0),
-        .event_index_last = COL_U(1),
-        .events = COL_U(2),
-        .time = COL_U(3),
-        .time_last = COL_U(4),
-        .requested = COL_U(5),
-        .allocated = COL_U(6),
-        .reserved = COL_U(7),
-        .requested_min = COL_U(8),
-        .requested_max = COL_U(9),
-        .allocated_min = COL_U(10),
-        .allocated_max = COL_U(11),
-        .reserved_min = COL_U(12),
-        .reserved_max = COL_U(13),
-    };
-
-    g_array_append_val(out, s);
 }
 
 GArray *
@@ -223,29 +187,10 @@ fsim_store_samples(FsimStore *store, int64_t run_id, GError **error)
 {
     g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(FsimStoredSample));
 
-    if (!store_select(store, STMT_SELECT_SAMPLES, run_id, "reading samples", row_sample, out,
+    if (!store_select(store, STMT_SELECT_SAMPLES, run_id, "reading samples", &store_sample_row, out,
                       error))
         return NULL;
     return g_steal_pointer(&out);
-}
-
-static void
-row_oom(sqlite3_stmt *stmt, GArray *out)
-{
-    FsimOomRecord o = {
-        .event_index = COL_U(0),
-        .time = COL_U(1),
-        .id = COL_U(2),
-        .size = COL_U(3),
-        .stream = COL_U(4),
-        .reserved_bytes = COL_U(5),
-        .allocated_bytes = COL_U(6),
-        .requested_bytes = COL_U(7),
-        .largest_free_block = COL_U(8),
-        .device_free_bytes = COL_U(9),
-    };
-
-    g_array_append_val(out, o);
 }
 
 GArray *
@@ -253,29 +198,15 @@ fsim_store_ooms(FsimStore *store, int64_t run_id, GError **error)
 {
     g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(FsimOomRecord));
 
-    if (!store_select(store, STMT_SELECT_OOMS, run_id, "reading OOM records", row_oom, out, error))
+    if (!store_select(store, STMT_SELECT_OOMS, run_id, "reading OOM records", &store_oom_row, out,
+                      error))
         return NULL;
     return g_steal_pointer(&out);
 }
 
-static void
-row_segment(sqlite3_stmt *stmt, GArray *out)
-{
-    FsimStoredSegment s = {
-        .event_index = column_opt_i64(stmt, 0),
-        .time = COL_U(1),
-        .action = store_action_from_name((const char *)sqlite3_column_text(stmt, 2)),
-        .addr = COL_U(3),
-        .size = COL_U(4),
-    };
-
-    g_array_append_val(out, s);
-}
-
 /* Append the packed rows of @kind of run @run_id (none in a database of schema version 1). */
 static gboolean
-read_packed(FsimStore *store, int64_t run_id, const char *kind,
-            gboolean (*unpack)(const void *data, gsize len, guint rows, GArray *out), GArray *out,
+read_packed(FsimStore *store, int64_t run_id, const StorePackKind *kind, GArray *out,
             GError **error)
 {
     sqlite3_stmt *stmt;
@@ -287,7 +218,7 @@ read_packed(FsimStore *store, int64_t run_id, const char *kind,
     if (stmt == NULL)
         return FALSE;
     bind_i64(stmt, 1, run_id, &rc);
-    bind_text(stmt, 2, kind, &rc);
+    bind_text(stmt, 2, store_pack_name(kind), &rc);
     if (rc != SQLITE_OK)
         return store_fail(store, rc, "reading packed data", error);
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
@@ -295,11 +226,12 @@ read_packed(FsimStore *store, int64_t run_id, const char *kind,
         gsize len = (gsize)sqlite3_column_bytes(stmt, 1);
         int64_t rows = sqlite3_column_int64(stmt, 0);
 
-        if (rows < 0 || rows > STORE_PACK_CHUNK || !unpack(data, len, (guint)rows, out)) {
+        if (rows < 0 || rows > STORE_PACK_CHUNK ||
+            !store_unpack(kind, data, len, (guint)rows, out)) {
             (void)sqlite3_reset(stmt);
             g_set_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_FAILED,
                         "%s: run %" G_GINT64_FORMAT ": its %s are damaged (run_packed)",
-                        store->path, run_id, kind);
+                        store->path, run_id, store_pack_name(kind));
             return FALSE;
         }
     }
@@ -314,29 +246,11 @@ fsim_store_segments(FsimStore *store, int64_t run_id, GError **error)
 {
     g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(FsimStoredSegment));
 
-    if (!store_select(store, STMT_SELECT_SEGMENTS, run_id, "reading segment actions", row_segment,
-                      out, error) ||
-        !read_packed(store, run_id, "segments", store_unpack_segments, out, error))
+    if (!store_select(store, STMT_SELECT_SEGMENTS, run_id, "reading segment actions",
+                      &store_segment_row, out, error) ||
+        !read_packed(store, run_id, &store_packed_segments, out, error))
         return NULL;
     return g_steal_pointer(&out);
-}
-
-static void
-row_block(sqlite3_stmt *stmt, GArray *out)
-{
-    FsimStoredBlock b = {
-        .id = COL_U(0),
-        .addr = COL_U(1),
-        .size = COL_U(2),
-        .requested = COL_U(3),
-        .stream = COL_U(4),
-        .alloc_event = column_opt_i64(stmt, 5),
-        .alloc_time = COL_U(6),
-        .free_event = column_opt_i64(stmt, 7),
-        .free_time = COL_U(8),
-    };
-
-    g_array_append_val(out, b);
 }
 
 GArray *
@@ -344,21 +258,11 @@ fsim_store_blocks(FsimStore *store, int64_t run_id, GError **error)
 {
     g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(FsimStoredBlock));
 
-    if (!store_select(store, STMT_SELECT_BLOCKS, run_id, "reading block lifetimes", row_block, out,
-                      error) ||
-        !read_packed(store, run_id, "blocks", store_unpack_blocks, out, error))
+    if (!store_select(store, STMT_SELECT_BLOCKS, run_id, "reading block lifetimes",
+                      &store_block_row, out, error) ||
+        !read_packed(store, run_id, &store_packed_blocks, out, error))
         return NULL;
     return g_steal_pointer(&out);
-}
-
-static void
-row_mark(sqlite3_stmt *stmt, GArray *out)
-{
-    FsimStoredMark m = {COL_U(0), COL_U(1), column_strdup(stmt, 2)};
-
-    if (m.label == NULL)
-        m.label = g_strdup("");
-    g_array_append_val(out, m);
 }
 
 GArray *
@@ -367,26 +271,16 @@ fsim_store_marks(FsimStore *store, int64_t run_id, GError **error)
     g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(FsimStoredMark));
 
     g_array_set_clear_func(out, store_mark_clear);
-    if (!store_select(store, STMT_SELECT_MARKS, run_id, "reading marks", row_mark, out, error))
+    if (!store_select(store, STMT_SELECT_MARKS, run_id, "reading marks", &store_mark_row, out,
+                      error))
         return NULL;
+    for (guint i = 0; i < out->len; i++) {
+        FsimStoredMark *mark = &g_array_index(out, FsimStoredMark, i);
+
+        if (mark->label == NULL)
+            mark->label = g_strdup("");
+    }
     return g_steal_pointer(&out);
-}
-
-static void
-row_breakdown(sqlite3_stmt *stmt, GArray *out)
-{
-    FsimStoredBreakdown b = {
-        .present = TRUE,
-        .event_index = column_opt_i64(stmt, 0),
-        .time = COL_U(1),
-        .reserved_bytes = COL_U(2),
-        .live_requested_bytes = COL_U(3),
-        .rounding_bytes = COL_U(4),
-        .free_releasable_bytes = COL_U(5),
-        .free_pinned_bytes = COL_U(6),
-    };
-
-    g_array_append_val(out, b);
 }
 
 gboolean
@@ -398,32 +292,13 @@ fsim_store_breakdown(FsimStore *store, int64_t run_id, FsimStoredBreakdown *out,
     if (!store->has_report_tables)
         return TRUE;
     if (!store_select(store, STMT_SELECT_BREAKDOWN, run_id, "reading the breakdown at the peak",
-                      row_breakdown, rows, error))
+                      &store_breakdown_row, rows, error))
         return FALSE;
-    if (rows->len > 0)
+    if (rows->len > 0) {
         *out = g_array_index(rows, FsimStoredBreakdown, 0);
+        out->present = TRUE;
+    }
     return TRUE;
-}
-
-static void
-row_phase(sqlite3_stmt *stmt, GArray *out)
-{
-    FsimStoredPhase p = {
-        .label = column_strdup(stmt, 0),
-        .event_index = COL_U(1),
-        .event_index_last = COL_U(2),
-        .events = COL_U(3),
-        .time = COL_U(4),
-        .time_last = COL_U(5),
-        .peak_requested_bytes = COL_U(6),
-        .peak_allocated_bytes = COL_U(7),
-        .peak_reserved_bytes = COL_U(8),
-        .reserved_bytes_end = COL_U(9),
-        .driver_calls = COL_U(10),
-        .ooms = COL_U(11),
-    };
-
-    g_array_append_val(out, p);
 }
 
 GArray *
@@ -432,8 +307,8 @@ fsim_store_phases(FsimStore *store, int64_t run_id, GError **error)
     g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(FsimStoredPhase));
 
     g_array_set_clear_func(out, store_phase_clear);
-    if (store->has_report_tables &&
-        !store_select(store, STMT_SELECT_PHASES, run_id, "reading phases", row_phase, out, error))
+    if (store->has_report_tables && !store_select(store, STMT_SELECT_PHASES, run_id,
+                                                  "reading phases", &store_phase_row, out, error))
         return NULL;
     return g_steal_pointer(&out);
 }
@@ -480,18 +355,18 @@ fsim_store_recommendations(FsimStore *store, GError **error)
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
         FsimStoredRecommendation r = {
             .id = sqlite3_column_int64(stmt, 0),
-            .trace = column_strdup(stmt, 1),
+            .trace = store_column_strdup(stmt, 1),
             .trace_device = (uint32_t)sqlite3_column_int64(stmt, 2),
-            .device = column_strdup(stmt, 3),
-            .default_run_id = column_opt_i64(stmt, 4),
-            .run_id = column_opt_i64(stmt, 5),
-            .config = column_strdup(stmt, 6),
-            .env = column_strdup(stmt, 7),
-            .needed_bytes = column_opt_i64(stmt, 8),
+            .device = store_column_strdup(stmt, 3),
+            .default_run_id = store_column_opt_i64(stmt, 4),
+            .run_id = store_column_opt_i64(stmt, 5),
+            .config = store_column_strdup(stmt, 6),
+            .env = store_column_strdup(stmt, 7),
+            .needed_bytes = store_column_opt_i64(stmt, 8),
             .saving_bytes =
                 sqlite3_column_type(stmt, 9) == SQLITE_NULL ? -1 : sqlite3_column_int64(stmt, 9),
-            .candidates = column_opt_i64(stmt, 10),
-            .created_at = column_strdup(stmt, 11),
+            .candidates = store_column_opt_i64(stmt, 10),
+            .created_at = store_column_strdup(stmt, 11),
         };
 
         g_array_append_val(out, r);
@@ -505,26 +380,16 @@ fsim_store_recommendations(FsimStore *store, GError **error)
     return g_steal_pointer(&out);
 }
 
-static void
-row_size(sqlite3_stmt *stmt, GArray *out)
-{
-    FsimStoredSizeBucket b = {(guint)sqlite3_column_int64(stmt, 0), COL_U(1), COL_U(2)};
-
-    g_array_append_val(out, b);
-}
-
 GArray *
 fsim_store_sizes(FsimStore *store, int64_t run_id, GError **error)
 {
     g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(FsimStoredSizeBucket));
 
-    if (!store_select(store, STMT_SELECT_SIZES, run_id, "reading the size histogram", row_size, out,
-                      error))
+    if (!store_select(store, STMT_SELECT_SIZES, run_id, "reading the size histogram",
+                      &store_size_row, out, error))
         return NULL;
     return g_steal_pointer(&out);
 }
-
-#undef COL_U
 
 /* One item of a run list: `N` or `N-M`. */
 static gboolean

@@ -635,65 +635,23 @@ write_metrics(FsimStoreRun *run, GError **error)
                                error);
 }
 
+/* The rows of @rows (of @layout), each after the run's id and its index in @rows. */
 static gboolean
-write_samples(FsimStoreRun *run, GError **error)
+write_rows(FsimStoreRun *run, StoreStmt which, const StoreRowLayout *layout, GArray *rows,
+           const char *what, GError **error)
 {
-    FsimStore *store = run->store;
+    guint size = g_array_get_element_size(rows);
 
-    for (guint i = 0; i < run->buckets->len; i++) {
-        const FsimStoredSample *s = &g_array_index(run->buckets, FsimStoredSample, i);
-        sqlite3_stmt *stmt = store_stmt(store, STMT_INSERT_SAMPLE, error);
+    for (guint i = 0; i < rows->len; i++) {
+        sqlite3_stmt *stmt = store_stmt(run->store, which, error);
         int rc = SQLITE_OK;
 
         if (stmt == NULL)
             return FALSE;
         bind_i64(stmt, 1, run->id, &rc);
         bind_i64(stmt, 2, i, &rc);
-        bind_u64(stmt, 3, s->event_index, &rc);
-        bind_u64(stmt, 4, s->event_index_last, &rc);
-        bind_u64(stmt, 5, s->events, &rc);
-        bind_u64(stmt, 6, s->time, &rc);
-        bind_u64(stmt, 7, s->time_last, &rc);
-        bind_u64(stmt, 8, s->requested, &rc);
-        bind_u64(stmt, 9, s->allocated, &rc);
-        bind_u64(stmt, 10, s->reserved, &rc);
-        bind_u64(stmt, 11, s->requested_min, &rc);
-        bind_u64(stmt, 12, s->requested_max, &rc);
-        bind_u64(stmt, 13, s->allocated_min, &rc);
-        bind_u64(stmt, 14, s->allocated_max, &rc);
-        bind_u64(stmt, 15, s->reserved_min, &rc);
-        bind_u64(stmt, 16, s->reserved_max, &rc);
-        if (!store_step_done(store, stmt, rc, "writing samples", error))
-            return FALSE;
-    }
-    return TRUE;
-}
-
-static gboolean
-write_ooms(FsimStoreRun *run, GError **error)
-{
-    FsimStore *store = run->store;
-
-    for (guint i = 0; i < run->ooms->len; i++) {
-        const FsimOomRecord *o = &g_array_index(run->ooms, FsimOomRecord, i);
-        sqlite3_stmt *stmt = store_stmt(store, STMT_INSERT_OOM, error);
-        int rc = SQLITE_OK;
-
-        if (stmt == NULL)
-            return FALSE;
-        bind_i64(stmt, 1, run->id, &rc);
-        bind_i64(stmt, 2, i, &rc);
-        bind_u64(stmt, 3, o->event_index, &rc);
-        bind_u64(stmt, 4, o->time, &rc);
-        bind_u64(stmt, 5, o->id, &rc);
-        bind_u64(stmt, 6, o->size, &rc);
-        bind_u64(stmt, 7, o->stream, &rc);
-        bind_u64(stmt, 8, o->reserved_bytes, &rc);
-        bind_u64(stmt, 9, o->allocated_bytes, &rc);
-        bind_u64(stmt, 10, o->requested_bytes, &rc);
-        bind_u64(stmt, 11, o->largest_free_block, &rc);
-        bind_u64(stmt, 12, o->device_free_bytes, &rc);
-        if (!store_step_done(store, stmt, rc, "writing OOM records", error))
+        store_bind_row(stmt, 3, layout, rows->data + (gsize)i * size, &rc);
+        if (!store_step_done(run->store, stmt, rc, what, error))
             return FALSE;
     }
     return TRUE;
@@ -718,17 +676,18 @@ write_packed_chunk(FsimStoreRun *run, const char *kind, guint seq, guint rows,
     return store_step_done(run->store, stmt, rc, "writing packed data", error);
 }
 
+/* @rows (of @kind) in packed chunks of STORE_PACK_CHUNK rows. */
 static gboolean
-write_segments(FsimStoreRun *run, GError **error)
+write_packed(FsimStoreRun *run, const StorePackKind *kind, GArray *rows, GError **error)
 {
-    guint n = run->segments->len;
+    guint size = g_array_get_element_size(rows);
 
-    for (guint start = 0, seq = 0; start < n; start += STORE_PACK_CHUNK, seq++) {
-        guint count = MIN(STORE_PACK_CHUNK, n - start);
+    for (guint start = 0, seq = 0; start < rows->len; start += STORE_PACK_CHUNK, seq++) {
+        guint count = MIN(STORE_PACK_CHUNK, rows->len - start);
         g_autoptr(GByteArray) data = g_byte_array_new();
 
-        store_pack_segments(&g_array_index(run->segments, FsimStoredSegment, start), count, data);
-        if (!write_packed_chunk(run, "segments", seq, count, data, error))
+        store_pack(kind, rows->data + (gsize)start * size, count, data);
+        if (!write_packed_chunk(run, store_pack_name(kind), seq, count, data, error))
             return FALSE;
     }
     return TRUE;
@@ -766,15 +725,7 @@ write_blocks(FsimStoreRun *run, GError **error)
     blocks = g_array_sized_new(FALSE, FALSE, sizeof(FsimStoredBlock), run->heap->len);
     for (guint i = 0; i < run->heap->len; i++)
         g_array_append_val(blocks, g_array_index(run->heap, HeapBlock, i).block);
-    for (guint start = 0, seq = 0; start < blocks->len; start += STORE_PACK_CHUNK, seq++) {
-        guint count = MIN(STORE_PACK_CHUNK, blocks->len - start);
-        g_autoptr(GByteArray) data = g_byte_array_new();
-
-        store_pack_blocks(&g_array_index(blocks, FsimStoredBlock, start), count, data);
-        if (!write_packed_chunk(run, "blocks", seq, count, data, error))
-            return FALSE;
-    }
-    return TRUE;
+    return write_packed(run, &store_packed_blocks, blocks, error);
 }
 
 static gboolean
@@ -782,21 +733,8 @@ write_marks_and_sizes(FsimStoreRun *run, GError **error)
 {
     FsimStore *store = run->store;
 
-    for (guint i = 0; i < run->marks->len; i++) {
-        const FsimStoredMark *mark = &g_array_index(run->marks, FsimStoredMark, i);
-        sqlite3_stmt *stmt = store_stmt(store, STMT_INSERT_MARK, error);
-        int rc = SQLITE_OK;
-
-        if (stmt == NULL)
-            return FALSE;
-        bind_i64(stmt, 1, run->id, &rc);
-        bind_i64(stmt, 2, i, &rc);
-        bind_u64(stmt, 3, mark->event_index, &rc);
-        bind_u64(stmt, 4, mark->time, &rc);
-        bind_text(stmt, 5, mark->label, &rc);
-        if (!store_step_done(store, stmt, rc, "writing marks", error))
-            return FALSE;
-    }
+    if (!write_rows(run, STMT_INSERT_MARK, &store_mark_row, run->marks, "writing marks", error))
+        return FALSE;
     for (guint i = 0; i < STORE_SIZE_BUCKETS; i++) {
         sqlite3_stmt *stmt;
         int rc = SQLITE_OK;
@@ -820,39 +758,14 @@ write_marks_and_sizes(FsimStoreRun *run, GError **error)
 static gboolean
 write_phases(FsimStoreRun *run, GError **error)
 {
-    FsimStore *store = run->store;
-
     if (!run->any_mark)
         return TRUE;
     if (run->has_phase) {
         g_array_append_val(run->phases, run->phase);
         run->has_phase = FALSE; /* the array owns its label now */
     }
-    for (guint i = 0; i < run->phases->len; i++) {
-        const FsimStoredPhase *p = &g_array_index(run->phases, FsimStoredPhase, i);
-        sqlite3_stmt *stmt = store_stmt(store, STMT_INSERT_PHASE, error);
-        int rc = SQLITE_OK;
-
-        if (stmt == NULL)
-            return FALSE;
-        bind_i64(stmt, 1, run->id, &rc);
-        bind_i64(stmt, 2, i, &rc);
-        bind_text(stmt, 3, p->label, &rc);
-        bind_u64(stmt, 4, p->event_index, &rc);
-        bind_u64(stmt, 5, p->event_index_last, &rc);
-        bind_u64(stmt, 6, p->events, &rc);
-        bind_u64(stmt, 7, p->time, &rc);
-        bind_u64(stmt, 8, p->time_last, &rc);
-        bind_u64(stmt, 9, p->peak_requested_bytes, &rc);
-        bind_u64(stmt, 10, p->peak_allocated_bytes, &rc);
-        bind_u64(stmt, 11, p->peak_reserved_bytes, &rc);
-        bind_u64(stmt, 12, p->reserved_bytes_end, &rc);
-        bind_u64(stmt, 13, p->driver_calls, &rc);
-        bind_u64(stmt, 14, p->ooms, &rc);
-        if (!store_step_done(store, stmt, rc, "writing phases", error))
-            return FALSE;
-    }
-    return TRUE;
+    return write_rows(run, STMT_INSERT_PHASE, &store_phase_row, run->phases, "writing phases",
+                      error);
 }
 
 static gboolean
@@ -868,13 +781,7 @@ write_breakdown(FsimStoreRun *run, GError **error)
     if (stmt == NULL)
         return FALSE;
     bind_i64(stmt, 1, run->id, &rc);
-    bind_opt_i64(stmt, 2, b->event_index, &rc);
-    bind_u64(stmt, 3, b->time, &rc);
-    bind_u64(stmt, 4, b->reserved_bytes, &rc);
-    bind_u64(stmt, 5, b->live_requested_bytes, &rc);
-    bind_u64(stmt, 6, b->rounding_bytes, &rc);
-    bind_u64(stmt, 7, b->free_releasable_bytes, &rc);
-    bind_u64(stmt, 8, b->free_pinned_bytes, &rc);
+    store_bind_row(stmt, 2, &store_breakdown_row, b, &rc);
     return store_step_done(run->store, stmt, rc, "writing the breakdown at the peak", error);
 }
 
@@ -933,8 +840,12 @@ fsim_store_run_finish(FsimStoreRun *run, FsimStoreStatus status, GError **error)
     samples_close_bucket(run);
     ok = store_run_simple(store, STMT_BEGIN, "starting the run's transaction", &local_error);
     if (ok) {
-        ok = write_metrics(run, &local_error) && write_samples(run, &local_error) &&
-             write_ooms(run, &local_error) && write_segments(run, &local_error) &&
+        ok = write_metrics(run, &local_error) &&
+             write_rows(run, STMT_INSERT_SAMPLE, &store_sample_row, run->buckets, "writing samples",
+                        &local_error) &&
+             write_rows(run, STMT_INSERT_OOM, &store_oom_row, run->ooms, "writing OOM records",
+                        &local_error) &&
+             write_packed(run, &store_packed_segments, run->segments, &local_error) &&
              write_blocks(run, &local_error) && write_marks_and_sizes(run, &local_error) &&
              write_phases(run, &local_error) && write_breakdown(run, &local_error) &&
              store_write_pools(store, run->id, run->pools, &local_error) &&
