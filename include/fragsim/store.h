@@ -549,6 +549,17 @@ GArray *fsim_store_sizes(FsimStore *store, int64_t run_id, GError **error);
 GArray *fsim_store_pools(FsimStore *store, int64_t run_id, GError **error);
 
 /**
+ * fsim_stored_pool_cells:
+ *
+ * A pool's row as replay's table and the report show it: its name (`default`, `private N`),
+ * what it needs (`-` when unknown), its peak, what it holds at the end (sizes as
+ * fsim_format_size() writes them) and its references (empty for the default pools).
+ *
+ * Returns: (transfer full): the five cells, NULL-terminated.
+ */
+GStrv fsim_stored_pool_cells(const FsimStoredPool *pool);
+
+/**
  * fsim_store_breakdown:
  * @out: (out): the run's breakdown at the peak; @out->present is %FALSE when it has none.
  *

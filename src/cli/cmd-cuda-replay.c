@@ -112,8 +112,46 @@ replay_json_run(JsonBuilder *builder, guint i, gpointer data)
     json_builder_end_object(builder);
 }
 
-/* Longer than ~80 lines because it prints one table row by row: split, the layout of the table
- * would be scattered over several functions. */
+/* A row of the run table: @m's figures, with the GPU's @used and @measured ("-" for the model). */
+static void
+add_run_row(FsimTable *table, const char *run, const FsimMetrics *m, const char *used,
+            const char *measured, gboolean stopped)
+{
+    g_autofree char *reserved = fsim_format_size(m->peak_reserved_bytes);
+    g_autofree char *modelled = fsim_cmd_cuda_format_ns((double)m->modelled_alloc_time_ns);
+
+    fsim_table_add(table, run);
+    fsim_table_add(table, reserved);
+    fsim_table_add(table, used);
+    fsim_table_addf(table, "%" G_GUINT64_FORMAT, metrics_calls(m));
+    fsim_table_add(table, modelled);
+    fsim_table_add(table, measured);
+    fsim_table_addf(table, "%" G_GUINT64_FORMAT "%s", m->ooms, stopped ? " (stopped)" : "");
+}
+
+/* A row of the calls table: the modelled and measured time of call @c, and its latencies. */
+static void
+add_call_row(FsimTable *calls, const FsimCudaMeasurements *measured, int c)
+{
+    const FsimLatency *l = &measured->calls[c];
+    const double times_ns[] = {
+        (double)measured->modelled_ns[c],
+        (double)l->total_ns,
+        fsim_latency_mean(l),
+        (double)fsim_latency_quantile(l, 0.5),
+        (double)fsim_latency_quantile(l, 0.99),
+        (double)l->max_ns,
+    };
+
+    fsim_table_add(calls, fsim_device_call_name((FsimDeviceCall)c));
+    fsim_table_addf(calls, "%" G_GUINT64_FORMAT, l->count);
+    for (gsize i = 0; i < G_N_ELEMENTS(times_ns); i++) {
+        g_autofree char *text = fsim_cmd_cuda_format_ns(times_ns[i]);
+
+        fsim_table_add(calls, text);
+    }
+}
+
 static void
 replay_print_result(const FsimCudaReplayResult *r, const char *label)
 {
@@ -127,60 +165,17 @@ replay_print_result(const FsimCudaReplayResult *r, const char *label)
     const FsimCudaMeasurements *measured = &r->measured;
     g_autoptr(FsimTable) table = fsim_table_new(G_N_ELEMENTS(headers), headers);
     g_autoptr(FsimTable) calls = fsim_table_new(G_N_ELEMENTS(call_headers), call_headers);
-    g_autofree char *gpu_reserved = fsim_format_size(r->gpu.peak_reserved_bytes);
     g_autofree char *gpu_used = fsim_format_size(measured->peak_used_bytes);
-    g_autofree char *gpu_modelled = fsim_cmd_cuda_format_ns((double)r->gpu.modelled_alloc_time_ns);
     g_autofree char *gpu_measured = fsim_cmd_cuda_format_ns((double)measured->measured_time_ns);
 
     g_print("run %s, trace device %u\n", label, r->trace_device);
-    if (r->has_model) {
-        g_autofree char *reserved = fsim_format_size(r->model.peak_reserved_bytes);
-        g_autofree char *modelled =
-            fsim_cmd_cuda_format_ns((double)r->model.modelled_alloc_time_ns);
-
-        fsim_table_add(table, "model");
-        fsim_table_add(table, reserved);
-        fsim_table_add(table, "-");
-        fsim_table_addf(table, "%" G_GUINT64_FORMAT, metrics_calls(&r->model));
-        fsim_table_add(table, modelled);
-        fsim_table_add(table, "-");
-        fsim_table_addf(table, "%" G_GUINT64_FORMAT "%s", r->model.ooms,
-                        r->model_oom_stopped ? " (stopped)" : "");
-    }
-    fsim_table_add(table, "GPU");
-    fsim_table_add(table, gpu_reserved);
-    fsim_table_add(table, gpu_used);
-    fsim_table_addf(table, "%" G_GUINT64_FORMAT, metrics_calls(&r->gpu));
-    fsim_table_add(table, gpu_modelled);
-    fsim_table_add(table, gpu_measured);
-    fsim_table_addf(table, "%" G_GUINT64_FORMAT "%s", r->gpu.ooms,
-                    r->gpu_oom_stopped ? " (stopped)" : "");
+    if (r->has_model)
+        add_run_row(table, "model", &r->model, "-", "-", r->model_oom_stopped);
+    add_run_row(table, "GPU", &r->gpu, gpu_used, gpu_measured, r->gpu_oom_stopped);
     fsim_table_print(table);
     for (int c = 0; c < FSIM_CALL_COUNT; c++) {
-        const FsimLatency *l = &measured->calls[c];
-        g_autofree char *modelled = NULL;
-        g_autofree char *total = NULL;
-        g_autofree char *mean = NULL;
-        g_autofree char *p50 = NULL;
-        g_autofree char *p99 = NULL;
-        g_autofree char *max = NULL;
-
-        if (l->count == 0)
-            continue;
-        modelled = fsim_cmd_cuda_format_ns((double)measured->modelled_ns[c]);
-        total = fsim_cmd_cuda_format_ns((double)l->total_ns);
-        mean = fsim_cmd_cuda_format_ns(fsim_latency_mean(l));
-        p50 = fsim_cmd_cuda_format_ns((double)fsim_latency_quantile(l, 0.5));
-        p99 = fsim_cmd_cuda_format_ns((double)fsim_latency_quantile(l, 0.99));
-        max = fsim_cmd_cuda_format_ns((double)l->max_ns);
-        fsim_table_add(calls, fsim_device_call_name((FsimDeviceCall)c));
-        fsim_table_addf(calls, "%" G_GUINT64_FORMAT, l->count);
-        fsim_table_add(calls, modelled);
-        fsim_table_add(calls, total);
-        fsim_table_add(calls, mean);
-        fsim_table_add(calls, p50);
-        fsim_table_add(calls, p99);
-        fsim_table_add(calls, max);
+        if (measured->calls[c].count != 0)
+            add_call_row(calls, measured, c);
     }
     if (measured->measured_time_ns != 0) {
         g_print("\n");

@@ -32,23 +32,10 @@ fsim_cli_print_pools(const char *label, const GArray *pools, uint64_t needs_peak
         g_print("%s: memory by pool\n", label);
     table = fsim_table_new(G_N_ELEMENTS(headers), headers);
     for (guint i = 0; i < pools->len; i++) {
-        const FsimStoredPool *p = &g_array_index(pools, FsimStoredPool, i);
-        g_autofree char *needed =
-            p->needed_bytes >= 0 ? fsim_format_size((uint64_t)p->needed_bytes) : g_strdup("-");
-        g_autofree char *own_peak = fsim_format_size(p->peak_reserved_bytes);
-        g_autofree char *now = fsim_format_size(p->reserved_bytes);
+        g_auto(GStrv) cells = fsim_stored_pool_cells(&g_array_index(pools, FsimStoredPool, i));
 
-        if (p->pool == 0)
-            fsim_table_add(table, "default");
-        else
-            fsim_table_addf(table, "private %" G_GUINT64_FORMAT, p->pool);
-        fsim_table_add(table, needed);
-        fsim_table_add(table, own_peak);
-        fsim_table_add(table, now);
-        if (p->pool == 0)
-            fsim_table_add(table, "");
-        else
-            fsim_table_addf(table, "%" G_GUINT64_FORMAT, p->use_count);
+        for (guint c = 0; cells[c] != NULL; c++)
+            fsim_table_add(table, cells[c]);
     }
     fsim_table_print(table);
 }

@@ -66,10 +66,7 @@ fsim_cuda_calibration_clear(FsimCudaCalibration *calibration)
 static int
 compare_u64(gconstpointer a, gconstpointer b)
 {
-    uint64_t x = *(const uint64_t *)a;
-    uint64_t y = *(const uint64_t *)b;
-
-    return x < y ? -1 : x > y ? 1 : 0;
+    return fsim_compare_u64(*(const uint64_t *)a, *(const uint64_t *)b);
 }
 
 static double

@@ -581,10 +581,8 @@ collect_segment(gpointer key, gpointer value, gpointer data)
 static gint
 segment_by_start(gconstpointer a, gconstpointer b)
 {
-    const Segment *x = *(const Segment *const *)a;
-    const Segment *y = *(const Segment *const *)b;
-
-    return x->start < y->start ? -1 : x->start > y->start ? 1 : 0;
+    return fsim_compare_u64((*(const Segment *const *)a)->start,
+                            (*(const Segment *const *)b)->start);
 }
 
 static void

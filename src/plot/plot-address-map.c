@@ -32,21 +32,18 @@ drawn_by_waste(gconstpointer a, gconstpointer b)
 {
     const Drawn *x = a;
     const Drawn *y = b;
+    /* most pinned first, then most releasable, then in address order */
+    int order = fsim_compare_u64(y->pinned, x->pinned);
 
-    if (x->pinned != y->pinned)
-        return x->pinned > y->pinned ? -1 : 1;
-    if (x->releasable != y->releasable)
-        return x->releasable > y->releasable ? -1 : 1;
-    return x->first < y->first ? -1 : 1;
+    if (order == 0)
+        order = fsim_compare_u64(y->releasable, x->releasable);
+    return order != 0 ? order : fsim_compare_u64(x->first, y->first);
 }
 
 static gint
 drawn_by_address(gconstpointer a, gconstpointer b)
 {
-    const Drawn *x = a;
-    const Drawn *y = b;
-
-    return x->first < y->first ? -1 : x->first > y->first;
+    return fsim_compare_u64(((const Drawn *)a)->first, ((const Drawn *)b)->first);
 }
 
 /* How many rows the pages take, @per to a row (a row never spans two mappings). */

@@ -38,10 +38,7 @@ typedef struct {
 static gint
 range_compare(gconstpointer a, gconstpointer b)
 {
-    const Range *x = a;
-    const Range *y = b;
-
-    return x->start < y->start ? -1 : x->start > y->start ? 1 : 0;
+    return fsim_compare_u64(((const Range *)a)->start, ((const Range *)b)->start);
 }
 
 /* Remove [start, end) from the ranges. */
@@ -141,27 +138,27 @@ held_after(const GArray *actions, int64_t event, GArray *segments, GArray *mappe
         const FsimStoredSegment *s = &g_array_index(actions, FsimStoredSegment, i);
         Range r = {s->addr, s->addr + s->size};
 
+        GArray *held;
+
         if (s->action != FSIM_STORE_ACTION_SEED && s->event_index > event)
             break;
         switch (s->action) {
         case FSIM_STORE_ACTION_SEED:
         case FSIM_CALL_MEM_ALLOC:
-            ranges_cut(segments, r.start, r.end);
-            g_array_append_val(segments, r);
-            break;
         case FSIM_CALL_MEM_FREE:
-            ranges_cut(segments, r.start, r.end);
+            held = segments;
             break;
         case FSIM_CALL_MAP:
-            ranges_cut(mapped, r.start, r.end);
-            g_array_append_val(mapped, r);
-            break;
         case FSIM_CALL_UNMAP:
-            ranges_cut(mapped, r.start, r.end);
+            held = mapped;
             break;
         default:
-            break;
+            continue;
         }
+        /* what the range held before is gone; an allocation or a map holds it anew */
+        ranges_cut(held, r.start, r.end);
+        if (s->action != FSIM_CALL_MEM_FREE && s->action != FSIM_CALL_UNMAP)
+            g_array_append_val(held, r);
     }
     g_array_sort(segments, range_compare);
     g_array_sort(mapped, range_compare);
@@ -196,28 +193,19 @@ add_rows(FsimPlotMoment *m, const GArray *segments, const GArray *mapped,
 static gint
 row_compare(gconstpointer a, gconstpointer b)
 {
-    const FsimMapRow *x = a;
-    const FsimMapRow *y = b;
-
-    return x->addr < y->addr ? -1 : x->addr > y->addr ? 1 : 0;
+    return fsim_compare_u64(((const FsimMapRow *)a)->addr, ((const FsimMapRow *)b)->addr);
 }
 
 static gint
 live_compare(gconstpointer a, gconstpointer b)
 {
-    const FsimStoredBlock *x = a;
-    const FsimStoredBlock *y = b;
-
-    return x->addr < y->addr ? -1 : x->addr > y->addr ? 1 : 0;
+    return fsim_compare_u64(((const FsimStoredBlock *)a)->addr, ((const FsimStoredBlock *)b)->addr);
 }
 
 static int
 piece_compare(const void *a, const void *b)
 {
-    const FsimMapPiece *x = a;
-    const FsimMapPiece *y = b;
-
-    return x->offset < y->offset ? -1 : x->offset > y->offset;
+    return fsim_compare_u64(((const FsimMapPiece *)a)->offset, ((const FsimMapPiece *)b)->offset);
 }
 
 static void
@@ -327,10 +315,10 @@ pin_compare(gconstpointer a, gconstpointer b)
 {
     const FsimMapPin *x = a;
     const FsimMapPin *y = b;
+    /* most pinned first, then in address order */
+    int order = fsim_compare_u64(y->pinned, x->pinned);
 
-    if (x->pinned != y->pinned)
-        return x->pinned > y->pinned ? -1 : 1;
-    return x->addr < y->addr ? -1 : x->addr > y->addr ? 1 : 0;
+    return order != 0 ? order : fsim_compare_u64(x->addr, y->addr);
 }
 
 FsimPlotMoment *

@@ -333,22 +333,23 @@ report_write_incomplete(GString *out, const ReportContext *ctx, GError **error)
 
         if (fsim_stored_run_has_data(run))
             continue;
-        g_string_append_printf(out, "<tr><td class=\"n\">%" G_GINT64_FORMAT "</td><td>", run->id);
-        report_esc(out, run->trace);
-        g_string_append(out, "</td><td>");
-        report_esc(out, run->label);
-        g_string_append(out, "</td><td>");
-        report_esc(out, run->device);
-        g_string_append(out, "</td><td>");
-        report_esc(out, run->status == FSIM_STORE_RUNNING ? "incomplete"
-                                                          : fsim_store_status_name(run->status));
-        g_string_append(out, "</td><td>");
-        report_esc(out, run->created_at);
-        g_string_append(out, "</td><td>");
-        report_esc(out, run->message != NULL
-                            ? run->message
-                            : "interrupted (or still running when the report was written)");
-        g_string_append(out, "</td></tr>\n");
+        const char *cells[] = {
+            run->trace,
+            run->label,
+            run->device,
+            run->status == FSIM_STORE_RUNNING ? "incomplete" : fsim_store_status_name(run->status),
+            run->created_at,
+            run->message != NULL ? run->message
+                                 : "interrupted (or still running when the report was written)",
+        };
+
+        g_string_append_printf(out, "<tr><td class=\"n\">%" G_GINT64_FORMAT "</td>", run->id);
+        for (gsize c = 0; c < G_N_ELEMENTS(cells); c++) {
+            g_string_append(out, "<td>");
+            report_esc(out, cells[c]);
+            g_string_append(out, "</td>");
+        }
+        g_string_append(out, "</tr>\n");
     }
     g_string_append(out, "</tbody></table></div>\n</section>\n");
     return TRUE;

@@ -18,27 +18,17 @@ write_run_rows(GString *out, const FsimStoredRun *run, const GArray *pools)
     g_autofree char *name = report_run_name(run);
 
     for (guint i = 0; i < pools->len; i++) {
-        const FsimStoredPool *p = &g_array_index(pools, FsimStoredPool, i);
-        g_autofree char *needed =
-            p->needed_bytes >= 0 ? fsim_format_size((uint64_t)p->needed_bytes) : g_strdup("-");
-        g_autofree char *peak = fsim_format_size(p->peak_reserved_bytes);
-        g_autofree char *end = fsim_format_size(p->reserved_bytes);
-        g_autofree char *refs =
-            p->pool == 0 ? g_strdup("") : g_strdup_printf("%" G_GUINT64_FORMAT, p->use_count);
+        /* the pool's name, then its four figures */
+        g_auto(GStrv) cells = fsim_stored_pool_cells(&g_array_index(pools, FsimStoredPool, i));
 
         g_string_append(out, "<tr><td>");
         if (i == 0)
             report_esc(out, name);
         g_string_append(out, "</td><td>");
-        if (p->pool == 0)
-            g_string_append(out, "default");
-        else
-            report_escf(out, "private %" G_GUINT64_FORMAT, p->pool);
+        report_esc(out, cells[0]);
         g_string_append(out, "</td>");
-        report_td_num(out, needed);
-        report_td_num(out, peak);
-        report_td_num(out, end);
-        report_td_num(out, refs);
+        for (guint c = 1; cells[c] != NULL; c++)
+            report_td_num(out, cells[c]);
         g_string_append(out, "</tr>\n");
     }
 }

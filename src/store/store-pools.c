@@ -103,8 +103,7 @@ fsim_store_pools(FsimStore *store, int64_t run_id, GError **error)
     while (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
         FsimStoredPool p = {
             .pool = (uint64_t)sqlite3_column_int64(stmt, 0),
-            .needed_bytes =
-                sqlite3_column_type(stmt, 1) == SQLITE_NULL ? -1 : sqlite3_column_int64(stmt, 1),
+            .needed_bytes = store_column_opt_i64(stmt, 1),
             .peak_reserved_bytes = (uint64_t)sqlite3_column_int64(stmt, 2),
             .reserved_bytes = (uint64_t)sqlite3_column_int64(stmt, 3),
             .use_count = (uint64_t)sqlite3_column_int64(stmt, 4),
@@ -119,4 +118,23 @@ fsim_store_pools(FsimStore *store, int64_t run_id, GError **error)
         return NULL;
     }
     return g_steal_pointer(&out);
+}
+
+GStrv
+fsim_stored_pool_cells(const FsimStoredPool *pool)
+{
+    GPtrArray *cells = g_ptr_array_new();
+
+    g_ptr_array_add(cells, pool->pool == 0
+                               ? g_strdup("default")
+                               : g_strdup_printf("private %" G_GUINT64_FORMAT, pool->pool));
+    g_ptr_array_add(cells, pool->needed_bytes >= 0 ? fsim_format_size((uint64_t)pool->needed_bytes)
+                                                   : g_strdup("-"));
+    g_ptr_array_add(cells, fsim_format_size(pool->peak_reserved_bytes));
+    g_ptr_array_add(cells, fsim_format_size(pool->reserved_bytes));
+    g_ptr_array_add(cells, pool->pool == 0
+                               ? g_strdup("")
+                               : g_strdup_printf("%" G_GUINT64_FORMAT, pool->use_count));
+    g_ptr_array_add(cells, NULL);
+    return (GStrv)g_ptr_array_free(cells, FALSE);
 }

@@ -363,8 +363,7 @@ fsim_store_recommendations(FsimStore *store, GError **error)
             .config = store_column_strdup(stmt, 6),
             .env = store_column_strdup(stmt, 7),
             .needed_bytes = store_column_opt_i64(stmt, 8),
-            .saving_bytes =
-                sqlite3_column_type(stmt, 9) == SQLITE_NULL ? -1 : sqlite3_column_int64(stmt, 9),
+            .saving_bytes = store_column_opt_i64(stmt, 9),
             .candidates = store_column_opt_i64(stmt, 10),
             .created_at = store_column_strdup(stmt, 11),
         };

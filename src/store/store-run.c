@@ -701,7 +701,7 @@ heap_by_alloc(gconstpointer a, gconstpointer b)
 
     if (x->block.alloc_event != y->block.alloc_event)
         return x->block.alloc_event < y->block.alloc_event ? -1 : 1;
-    return x->block.id < y->block.id ? -1 : x->block.id > y->block.id ? 1 : 0;
+    return fsim_compare_u64(x->block.id, y->block.id);
 }
 
 static void

@@ -54,16 +54,13 @@ compare_jobs(gconstpointer a, gconstpointer b)
 
     if (wa != wb)
         return wa > wb ? -1 : 1;
-    return ja->index < jb->index ? -1 : ja->index > jb->index;
+    return fsim_compare_u64(ja->index, jb->index);
 }
 
 static int
 compare_index(gconstpointer a, gconstpointer b)
 {
-    const FsimSweepJob *ja = *(FsimSweepJob *const *)a;
-    const FsimSweepJob *jb = *(FsimSweepJob *const *)b;
-
-    return ja->index < jb->index ? -1 : ja->index > jb->index;
+    return fsim_compare_u64((*(FsimSweepJob *const *)a)->index, (*(FsimSweepJob *const *)b)->index);
 }
 
 GPtrArray *
