@@ -209,6 +209,17 @@ typedef struct {
 } FsimStoreRunInfo;
 
 /**
+ * fsim_store_knobs_text:
+ * @config: (nullable): a run's key file.
+ *
+ * The knobs column of a run of @policy: the `group.key=value` lines of @config's groups
+ * @policy and `device` (the fault injection), keys sorted in each.
+ *
+ * Returns: (transfer full): the text; "" for a %NULL @config.
+ */
+char *fsim_store_knobs_text(GKeyFile *config, const char *policy);
+
+/**
  * fsim_store_attach:
  * @store: a store opened with %FSIM_STORE_WRITE.
  * @engine: a new engine that has not processed any event; borrowed, it must stay alive until

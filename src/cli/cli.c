@@ -42,6 +42,32 @@ fsim_cli_commands(void)
     return commands;
 }
 
+void
+fsim_cli_print_commands(const FsimCommand *table)
+{
+    for (const FsimCommand *c = table; c->name != NULL; c++)
+        g_print("  %-10s %s\n", c->name, c->summary);
+}
+
+int
+fsim_cli_dispatch(const FsimCommand *table, void (*print_help)(void), int argc, char **argv)
+{
+    if (argc < 2) {
+        print_help();
+        return FSIM_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        print_help();
+        return FSIM_EXIT_OK;
+    }
+    for (const FsimCommand *c = table; c->name != NULL; c++) {
+        if (strcmp(argv[1], c->name) == 0)
+            return c->run(argc - 1, argv + 1);
+    }
+    return -1;
+}
+
 static void
 print_main_help(void)
 {
@@ -49,8 +75,7 @@ print_main_help(void)
             "A discrete-event simulator of GPU memory allocators: replays PyTorch memory\n"
             "snapshots, RMM logs and its own traces through allocator policies on a modelled\n"
             "GPU, and measures fragmentation.\n\nCommands:\n");
-    for (const FsimCommand *c = commands; c->name != NULL; c++)
-        g_print("  %-10s %s\n", c->name, c->summary);
+    fsim_cli_print_commands(commands);
     g_print("\nRun 'fragsim COMMAND --help' for the options of a command.\n"
             "Exit status: 0 success, 1 bad input or runtime error, 2 usage error,\n"
             "3 simulated OOM under --fail-on-oom, 4 validation divergence,\n"
@@ -60,23 +85,15 @@ print_main_help(void)
 int
 fsim_cli_main(int argc, char **argv)
 {
-    if (argc < 2) {
-        print_main_help();
-        return FSIM_EXIT_USAGE;
-    }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "help") == 0) {
-        print_main_help();
-        return FSIM_EXIT_OK;
-    }
-    if (strcmp(argv[1], "--version") == 0) {
+    int status;
+
+    if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
         g_print("fragsim %s\n", FSIM_VERSION);
         return FSIM_EXIT_OK;
     }
-    for (const FsimCommand *c = commands; c->name != NULL; c++) {
-        if (strcmp(argv[1], c->name) == 0)
-            return c->run(argc - 1, argv + 1);
-    }
+    status = fsim_cli_dispatch(commands, print_main_help, argc, argv);
+    if (status >= 0)
+        return status;
     g_printerr("fragsim: unknown command '%s' (run 'fragsim --help' for the list)\n", argv[1]);
     return FSIM_EXIT_USAGE;
 }
@@ -428,6 +445,22 @@ fsim_cli_plot_main(const FsimCliPlotCommand *command, int argc, char **argv)
         status = plot_run(command, &args);
     plot_args_clear(&args);
     return status;
+}
+
+JsonBuilder *
+fsim_cli_json_new(void)
+{
+    JsonBuilder *builder = json_builder_new();
+
+    json_builder_begin_object(builder);
+    return builder;
+}
+
+void
+fsim_cli_json_print(JsonBuilder *builder)
+{
+    json_builder_end_object(builder);
+    fsim_cli_print_json(json_builder_get_root(builder));
 }
 
 void

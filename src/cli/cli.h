@@ -39,6 +39,22 @@ typedef struct {
 /* Returns: (transfer none): the command table, terminated by a {NULL} entry. */
 const FsimCommand *fsim_cli_commands(void);
 
+/* Print a command table's names and summaries, one per line, as the help shows them. */
+void fsim_cli_print_commands(const FsimCommand *table);
+
+/**
+ * fsim_cli_dispatch:
+ * @table: the commands, terminated by a {NULL} entry.
+ * @print_help: prints the usage, with the table.
+ *
+ * What `fragsim` and `fragsim cuda` do with their first argument: without one, print the help
+ * (a usage error); with `--help`, `-h` or `help`, print it; with a command's name, run the
+ * command on the arguments from there on.
+ *
+ * Returns: the exit status, or -1 when argv[1] names no command (the caller says so).
+ */
+int fsim_cli_dispatch(const FsimCommand *table, void (*print_help)(void), int argc, char **argv);
+
 /* Run the command line (argv[0] is the program).  Used by main() and by tests. */
 int fsim_cli_main(int argc, char **argv);
 
@@ -247,6 +263,11 @@ char *fsim_cli_format_time_ns(uint64_t ns);
 /* Print @node as one JSON object on stdout (pretty when stdout is a terminal), newline ended.
  * Consumes @node. */
 void fsim_cli_print_json(JsonNode *node);
+
+/* The one object a command prints with --json: fsim_cli_json_new() begins it in a new builder,
+ * fsim_cli_json_print() ends it and prints it (fsim_cli_print_json()). */
+JsonBuilder *fsim_cli_json_new(void);
+void fsim_cli_json_print(JsonBuilder *builder);
 
 /* Add a member (a name and its value) to the JSON object being built; a %NULL string is null. */
 void fsim_cli_json_int(JsonBuilder *builder, const char *name, int64_t value);

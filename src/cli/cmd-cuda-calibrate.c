@@ -10,7 +10,7 @@
 static void
 calibrate_json(const FsimCudaCalibration *cal, const FsimDeviceSpec *spec, const char *output)
 {
-    g_autoptr(JsonBuilder) builder = json_builder_new();
+    g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
     const FsimDeviceCosts *c = &spec->costs;
     const struct {
         const char *name;
@@ -23,13 +23,8 @@ calibrate_json(const FsimCudaCalibration *cal, const FsimDeviceSpec *spec, const
         {"unmap_ns", c->unmap_ns},   {"unmap_per_gib_ns", c->unmap_per_gib_ns},
     };
 
-    json_builder_begin_object(builder);
     fsim_cmd_cuda_json_add_gpu(builder, &cal->info);
-    json_builder_set_member_name(builder, "profile");
-    if (output != NULL)
-        json_builder_add_string_value(builder, output);
-    else
-        json_builder_add_null_value(builder);
+    fsim_cli_json_string(builder, "profile", output);
     fsim_cmd_cuda_json_add_u64(builder, "free_bytes", cal->free_bytes);
     fsim_cmd_cuda_json_add_u64(builder, "observed_step", cal->observed_step);
     fsim_cli_json_begin_array(builder, "steps");
@@ -67,8 +62,7 @@ calibrate_json(const FsimCudaCalibration *cal, const FsimDeviceSpec *spec, const
     for (gsize i = 0; i < G_N_ELEMENTS(costs); i++)
         fsim_cmd_cuda_json_add_u64(builder, costs[i].name, costs[i].value);
     json_builder_end_object(builder);
-    json_builder_end_object(builder);
-    fsim_cli_print_json(json_builder_get_root(builder));
+    fsim_cli_json_print(builder);
 }
 
 static void

@@ -21,14 +21,17 @@
 
 #include "cli.h"
 
-static const struct {
-    const char *name;
-    const char *summary;
-} cuda_commands[] = {
-    {"info", "describe the GPU: memory, granularity, driver"},
-    {"replay", "replay a trace through policies on the GPU and in the model, and compare"},
-    {"native", "replay a trace through cudaMalloc and cudaMallocAsync themselves"},
-    {"calibrate", "measure the GPU's granularity and call costs; write a device profile"},
+static int cuda_info(int argc, char **argv);
+
+static const FsimCommand cuda_commands[] = {
+    {"info", "describe the GPU: memory, granularity, driver", cuda_info},
+    {"replay", "replay a trace through policies on the GPU and in the model, and compare",
+     fsim_cmd_cuda_replay},
+    {"native", "replay a trace through cudaMalloc and cudaMallocAsync themselves",
+     fsim_cmd_cuda_native},
+    {"calibrate", "measure the GPU's granularity and call costs; write a device profile",
+     fsim_cmd_cuda_calibrate},
+    {NULL, NULL, NULL},
 };
 
 static void
@@ -36,8 +39,7 @@ cuda_print_help(void)
 {
     g_print("Usage: fragsim cuda COMMAND [OPTIONS...]\n\n"
             "Run allocator policies on a real GPU and calibrate the device model.\n\nCommands:\n");
-    for (gsize i = 0; i < G_N_ELEMENTS(cuda_commands); i++)
-        g_print("  %-10s %s\n", cuda_commands[i].name, cuda_commands[i].summary);
+    fsim_cli_print_commands(cuda_commands);
     g_print("\nRun 'fragsim cuda COMMAND --help' for the options of a command.\n"
             "Without an NVIDIA GPU and driver every command fails with status 1.\n");
 }
@@ -108,17 +110,14 @@ fsim_cmd_cuda_print_runs(const FsimTrace *trace, const FsimCudaDriverInfo *info,
                          void (*add_run)(JsonBuilder *builder, guint i, gpointer data),
                          gpointer data)
 {
-    g_autoptr(JsonBuilder) builder = json_builder_new();
-
-    json_builder_begin_object(builder);
+    g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
     fsim_cli_json_string(builder, "trace", fsim_trace_path(trace));
     fsim_cmd_cuda_json_add_gpu(builder, info);
     fsim_cli_json_begin_array(builder, "runs");
     for (guint i = 0; i < n; i++)
         add_run(builder, i, data);
     json_builder_end_array(builder);
-    json_builder_end_object(builder);
-    fsim_cli_print_json(json_builder_get_root(builder));
+    fsim_cli_json_print(builder);
 }
 
 /* A latency as {count, total_ns, min_ns, mean_ns, p50_ns, p99_ns, max_ns, histogram}, where the
@@ -177,12 +176,9 @@ cuda_info(int argc, char **argv)
         return status;
     info = &driver->info;
     if (json) {
-        g_autoptr(JsonBuilder) builder = json_builder_new();
-
-        json_builder_begin_object(builder);
+        g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
         fsim_cmd_cuda_json_add_gpu(builder, info);
-        json_builder_end_object(builder);
-        fsim_cli_print_json(json_builder_get_root(builder));
+        fsim_cli_json_print(builder);
         return FSIM_EXIT_OK;
     }
     total = fsim_format_size(info->total_bytes);
@@ -202,23 +198,10 @@ cuda_info(int argc, char **argv)
 int
 fsim_cmd_cuda(int argc, char **argv)
 {
-    if (argc < 2) {
-        cuda_print_help();
-        return FSIM_EXIT_USAGE;
-    }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "help") == 0) {
-        cuda_print_help();
-        return FSIM_EXIT_OK;
-    }
-    if (strcmp(argv[1], "info") == 0)
-        return cuda_info(argc - 1, argv + 1);
-    if (strcmp(argv[1], "replay") == 0)
-        return fsim_cmd_cuda_replay(argc - 1, argv + 1);
-    if (strcmp(argv[1], "native") == 0)
-        return fsim_cmd_cuda_native(argc - 1, argv + 1);
-    if (strcmp(argv[1], "calibrate") == 0)
-        return fsim_cmd_cuda_calibrate(argc - 1, argv + 1);
+    int status = fsim_cli_dispatch(cuda_commands, cuda_print_help, argc, argv);
+
+    if (status >= 0)
+        return status;
     return fsim_cli_usage_error("cuda", "unknown command '%s' (info, replay, native, calibrate)",
                                 argv[1]);
 }

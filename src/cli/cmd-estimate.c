@@ -18,8 +18,7 @@ fsim_cli_print_models(gboolean json)
     const FsimModelShape *presets = fsim_model_presets(&n);
 
     if (json) {
-        g_autoptr(JsonBuilder) builder = json_builder_new();
-        json_builder_begin_object(builder);
+        g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
         fsim_cli_json_begin_array(builder, "models");
         for (gsize i = 0; i < n; i++) {
             const FsimModelShape *m = &presets[i];
@@ -37,8 +36,7 @@ fsim_cli_print_models(gboolean json)
             json_builder_end_object(builder);
         }
         json_builder_end_array(builder);
-        json_builder_end_object(builder);
-        fsim_cli_print_json(json_builder_get_root(builder));
+        fsim_cli_json_print(builder);
         return;
     }
     static const char *const headers[] = {"name", "parameters", "layers", "hidden",     "heads",
@@ -139,8 +137,7 @@ fsim_cmd_estimate(int argc, char **argv)
     gboolean fits = device_name != NULL && est.total_bytes <= spec.capacity_bytes;
 
     if (json) {
-        g_autoptr(JsonBuilder) builder = json_builder_new();
-        json_builder_begin_object(builder);
+        g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
         fsim_cli_json_string(builder, "model", config.model.name);
         fsim_cli_json_int(builder, "params", (gint64)est.params);
         fsim_cli_json_int(builder, "trainable_params", (gint64)est.trainable_params);
@@ -159,8 +156,7 @@ fsim_cmd_estimate(int argc, char **argv)
             fsim_cli_json_int(builder, "capacity_bytes", (gint64)spec.capacity_bytes);
             fsim_cli_json_bool(builder, "fits", fits);
         }
-        json_builder_end_object(builder);
-        fsim_cli_print_json(json_builder_get_root(builder));
+        fsim_cli_json_print(builder);
         return FSIM_EXIT_OK;
     }
 

@@ -353,8 +353,7 @@ fit_json_ranks(JsonBuilder *builder, const Result *r, GArray *ranks)
 static void
 fit_print_json(Target target, const Result *results, guint n, GArray *ranks)
 {
-    g_autoptr(JsonBuilder) builder = json_builder_new();
-    json_builder_begin_object(builder);
+    g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
     fsim_cli_json_string(builder, "target", target_names[target]);
     fsim_cli_json_begin_array(builder, "results");
     for (guint i = 0; i < n; i++) {
@@ -378,8 +377,7 @@ fit_print_json(Target target, const Result *results, guint n, GArray *ranks)
         json_builder_end_object(builder);
     }
     json_builder_end_array(builder);
-    json_builder_end_object(builder);
-    fsim_cli_print_json(json_builder_get_root(builder));
+    fsim_cli_json_print(builder);
 }
 
 static void

@@ -9,9 +9,7 @@
 static void
 info_print_json(const FsimTraceInfo *info)
 {
-    g_autoptr(JsonBuilder) builder = json_builder_new();
-
-    json_builder_begin_object(builder);
+    g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
     fsim_cli_json_string(builder, "path", info->path);
     fsim_cli_json_string(builder, "format", info->format);
     fsim_cli_json_begin_array(builder, "devices");
@@ -49,14 +47,9 @@ info_print_json(const FsimTraceInfo *info)
         }
         json_builder_end_object(builder);
     }
-    json_builder_set_member_name(builder, "alloc_conf");
-    if (info->alloc_conf != NULL)
-        json_builder_add_string_value(builder, info->alloc_conf);
-    else
-        json_builder_add_null_value(builder);
+    fsim_cli_json_string(builder, "alloc_conf", info->alloc_conf);
     fsim_cli_json_int(builder, "annotations", (gint64)info->annotations);
-    json_builder_end_object(builder);
-    fsim_cli_print_json(json_builder_get_root(builder));
+    fsim_cli_json_print(builder);
 }
 
 static void

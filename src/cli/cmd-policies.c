@@ -37,9 +37,7 @@ fsim_cmd_policies(int argc, char **argv)
     if (status != FSIM_EXIT_OK)
         return status;
     if (json) {
-        g_autoptr(JsonBuilder) builder = json_builder_new();
-
-        json_builder_begin_object(builder);
+        g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
         fsim_cli_json_begin_array(builder, "policies");
         for (gsize i = 0; i < n; i++) {
             json_builder_begin_object(builder);
@@ -58,8 +56,7 @@ fsim_cmd_policies(int argc, char **argv)
             json_builder_end_object(builder);
         }
         json_builder_end_array(builder);
-        json_builder_end_object(builder);
-        fsim_cli_print_json(json_builder_get_root(builder));
+        fsim_cli_json_print(builder);
         return FSIM_EXIT_OK;
     }
     for (gsize i = 0; i < n; i++) {

@@ -16,6 +16,9 @@
 
 /* Write @synth to @path (or only generate it when @path is NULL: --dry-run); print the count and
  * the speed on stderr unless @quiet. */
+/* The distributions parsed from the options are cleared however a command returns. */
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(FsimDist, fsim_dist_clear)
+
 static gboolean
 synth_write(FsimSynth *synth, const char *path, const char *comment, gboolean quiet, GError **error)
 {
@@ -88,6 +91,32 @@ synth_check_args(const char *command, int argc, char **argv, const SynthOutput *
     return FALSE;
 }
 
+/* What synth train and synth serve do with their arguments: the training options parsed
+ * (fsim_cli_parse_train()) and resolved into @config, then the operands checked.  FALSE when
+ * the command is done, with its exit status in *@status. */
+static gboolean
+synth_parse_train(GOptionContext *context, const char *command, FsimTrainOptions *options,
+                  const SynthOutput *out, int *argc, char ***argv, FsimTrainConfig *config,
+                  int *status)
+{
+    GError *error = NULL;
+    gboolean ok;
+
+    if (!fsim_cli_parse_train(context, command, options, NULL, argc, argv, status))
+        return FALSE;
+    ok = fsim_train_options_resolve(options, NULL, config, &error);
+    fsim_train_options_clear(options);
+    if (!ok) {
+        *status = fsim_cli_fail(command, error);
+        return FALSE;
+    }
+    if (!synth_check_args(command, *argc, *argv, out)) {
+        *status = FSIM_EXIT_USAGE;
+        return FALSE;
+    }
+    return TRUE;
+}
+
 static int
 synth_train(int argc, char **argv)
 {
@@ -108,14 +137,8 @@ synth_train(int argc, char **argv)
                                                "gpt2-small --seq 1024 --batch 8 -o gpt2.trace.gz\n",
                                                NULL);
     g_option_context_set_description(context, description);
-    if (!fsim_cli_parse_train(context, "synth train", &options, NULL, &argc, &argv, &status))
+    if (!synth_parse_train(context, "synth train", &options, &out, &argc, &argv, &config, &status))
         return status;
-    gboolean ok = fsim_train_options_resolve(&options, NULL, &config, &error);
-    fsim_train_options_clear(&options);
-    if (!ok)
-        return fsim_cli_fail("synth train", error);
-    if (!synth_check_args("synth train", argc, argv, &out))
-        return FSIM_EXIT_USAGE;
     if (!fsim_estimate_train(&config, &est, &error))
         return fsim_cli_fail("synth train", error);
 
@@ -212,7 +235,8 @@ synth_serve(int argc, char **argv)
     GError *error = NULL;
     FsimServeConfig config;
     FsimTrainConfig train;
-    FsimDist prompt_dist = {0}, output_dist = {0};
+    g_auto(FsimDist) prompt_dist = {0};
+    g_auto(FsimDist) output_dist = {0};
     FsimServeStats stats;
     int status;
 
@@ -227,14 +251,8 @@ synth_serve(int argc, char **argv)
         "token slots holding no token, over time) is printed on stderr, or with --json.\n"
         "Example: fragsim synth serve --model llama2-7b --rate 4 --kv-layout paged -o "
         "serve.trace\n");
-    if (!fsim_cli_parse_train(context, "synth serve", &options, NULL, &argc, &argv, &status))
+    if (!synth_parse_train(context, "synth serve", &options, &out, &argc, &argv, &train, &status))
         return status;
-    gboolean ok = fsim_train_options_resolve(&options, NULL, &train, &error);
-    fsim_train_options_clear(&options);
-    if (!ok)
-        return fsim_cli_fail("synth serve", error);
-    if (!synth_check_args("synth serve", argc, argv, &out))
-        return FSIM_EXIT_USAGE;
 
     fsim_serve_config_init(&config);
     config.model = train.model;
@@ -268,10 +286,8 @@ synth_serve(int argc, char **argv)
     if (!synth_parse_dist("prompt", prompt, "lognormal:100:1.0", FALSE, &prompt_dist, &error))
         return fsim_cli_fail("synth serve", error);
     if (!synth_parse_dist("output-len", out_lengths, "lognormal:250:0.8", FALSE, &output_dist,
-                          &error)) {
-        fsim_dist_clear(&prompt_dist);
+                          &error))
         return fsim_cli_fail("synth serve", error);
-    }
     config.prompt = &prompt_dist;
     config.output = &output_dist;
 
@@ -283,18 +299,16 @@ synth_serve(int argc, char **argv)
         fsim_kv_layout_name(config.layout), config.block_tokens, config.seed,
         graphs != NULL ? "; CUDA graphs captured for batches " : "", graphs != NULL ? graphs : "");
     FsimSynth *synth = fsim_synth_serve_new(&config, &error);
-    ok = synth != NULL && synth_write(synth, out.output, comment, out.quiet || json, &error);
+    gboolean ok =
+        synth != NULL && synth_write(synth, out.output, comment, out.quiet || json, &error);
     if (ok)
         fsim_synth_serve_stats(synth, &stats);
     fsim_synth_free(synth);
-    fsim_dist_clear(&prompt_dist);
-    fsim_dist_clear(&output_dist);
     if (!ok)
         return fsim_cli_fail("synth serve", error);
 
     if (json) {
-        g_autoptr(JsonBuilder) builder = json_builder_new();
-        json_builder_begin_object(builder);
+        g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
         fsim_cli_json_string(builder, "trace", out.output);
         fsim_cli_json_string(builder, "kv_layout", fsim_kv_layout_name(config.layout));
         fsim_cli_json_int(builder, "kv_bytes_per_token", (gint64)stats.kv_bytes_per_token);
@@ -304,8 +318,7 @@ synth_serve(int argc, char **argv)
         fsim_cli_json_int(builder, "requests_done", (gint64)stats.requests_done);
         fsim_cli_json_int(builder, "peak_batch", (gint64)stats.peak_batch);
         fsim_cli_json_int(builder, "duration_ns", (gint64)stats.duration_ns);
-        json_builder_end_object(builder);
-        fsim_cli_print_json(json_builder_get_root(builder));
+        fsim_cli_json_print(builder);
     } else if (!out.quiet) {
         g_autofree char *peak = fsim_format_size(stats.peak_kv_reserved_bytes);
         g_printerr(
@@ -346,7 +359,8 @@ synth_random(int argc, char **argv)
         g_option_context_new("- a seeded random trace for stress tests");
     GError *error = NULL;
     FsimRandomConfig config;
-    FsimDist size_dist = {0}, life_dist = {0};
+    g_auto(FsimDist) size_dist = {0};
+    g_auto(FsimDist) life_dist = {0};
 
     synth_output_add(context, &out);
     if (fsim_cli_parse_command(
@@ -370,10 +384,8 @@ synth_random(int argc, char **argv)
     if (!synth_parse_dist("size-dist", sizes, "lognormal:1MiB:2", TRUE, &size_dist, &error))
         return fsim_cli_fail("synth random", error);
     if (!synth_parse_dist("lifetime-dist", lifetimes, "lognormal:100:1.5", FALSE, &life_dist,
-                          &error)) {
-        fsim_dist_clear(&size_dist);
+                          &error))
         return fsim_cli_fail("synth random", error);
-    }
     config.sizes = &size_dist;
     config.lifetimes = &life_dist;
     g_autofree char *comment =
@@ -384,8 +396,6 @@ synth_random(int argc, char **argv)
     FsimSynth *synth = fsim_synth_random_new(&config, &error);
     gboolean ok = synth != NULL && synth_write(synth, out.output, comment, out.quiet, &error);
     fsim_synth_free(synth);
-    fsim_dist_clear(&size_dist);
-    fsim_dist_clear(&life_dist);
     if (!ok)
         return fsim_cli_fail("synth random", error);
     return FSIM_EXIT_OK;

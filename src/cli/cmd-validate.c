@@ -35,9 +35,7 @@ json_add_side(JsonBuilder *builder, const char *name, const FsimValidateSide *si
 static void
 validate_print_json(const FsimValidateReport *report)
 {
-    g_autoptr(JsonBuilder) builder = json_builder_new();
-
-    json_builder_begin_object(builder);
+    g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
     fsim_cli_json_string(builder, "trace", report->path);
     fsim_cli_json_bool(builder, "exact", report->exact);
     fsim_cli_json_begin_array(builder, "devices");
@@ -70,8 +68,7 @@ validate_print_json(const FsimValidateReport *report)
         json_builder_end_object(builder);
     }
     json_builder_end_array(builder);
-    json_builder_end_object(builder);
-    fsim_cli_print_json(json_builder_get_root(builder));
+    fsim_cli_json_print(builder);
 }
 
 /* One side of a divergence: for allocs the recorded size is the request, the model's the block. */

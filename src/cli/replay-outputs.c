@@ -145,37 +145,6 @@ fsim_replay_outputs_open(FsimReplayOutputs *outputs, FsimTrace *trace, guint n_r
     return outputs->store != NULL;
 }
 
-static int
-compare_strings(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The knobs of @policy (and the device's fault injection) as sorted `group.key=value` lines. */
-static char *
-knobs_text(GKeyFile *config, const char *policy)
-{
-    g_autoptr(GString) text = g_string_new(NULL);
-    const char *groups[2] = {policy, "device"};
-
-    if (config == NULL)
-        return g_strdup("");
-    for (gsize g = 0; g < G_N_ELEMENTS(groups); g++) {
-        g_auto(GStrv) keys = g_key_file_get_keys(config, groups[g], NULL, NULL);
-
-        if (keys == NULL)
-            continue;
-        qsort(keys, g_strv_length(keys), sizeof(char *), compare_strings);
-        for (gsize k = 0; keys[k] != NULL; k++) {
-            g_autofree char *value = g_key_file_get_value(config, groups[g], keys[k], NULL);
-
-            g_string_append_printf(text, "%s.%s=%s\n", groups[g], keys[k],
-                                   value != NULL ? value : "");
-        }
-    }
-    return g_string_free(g_steal_pointer(&text), FALSE);
-}
-
 gboolean
 fsim_replay_outputs_attach(FsimReplayOutputs *outputs, FsimEngine *engine, uint32_t trace_device,
                            const char *config, const char *label, GError **error)
@@ -184,7 +153,7 @@ fsim_replay_outputs_attach(FsimReplayOutputs *outputs, FsimEngine *engine, uint3
 
     if (outputs->store != NULL) {
         const char *policy = fsim_engine_policy(engine)->ops->name;
-        g_autofree char *knobs = knobs_text(fsim_engine_config(engine)->config, policy);
+        g_autofree char *knobs = fsim_store_knobs_text(fsim_engine_config(engine)->config, policy);
         FsimStoreLimits limits = {.max_samples = (guint)outputs->samples};
         FsimStoreRunInfo info = {
             .trace = fsim_trace_path(outputs->trace),

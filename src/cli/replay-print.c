@@ -25,9 +25,7 @@ void
 replay_print_json(const char *path, GPtrArray *runs,
                   int64_t (*run_id)(gpointer data, const ReplayRun *run), gpointer data)
 {
-    g_autoptr(JsonBuilder) builder = json_builder_new();
-
-    json_builder_begin_object(builder);
+    g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
     fsim_cli_json_string(builder, "trace", path);
     fsim_cli_json_begin_array(builder, "runs");
     for (guint i = 0; i < runs->len; i++) {
@@ -59,8 +57,7 @@ replay_print_json(const char *path, GPtrArray *runs,
         json_builder_end_object(builder);
     }
     json_builder_end_array(builder);
-    json_builder_end_object(builder);
-    fsim_cli_print_json(json_builder_get_root(builder));
+    fsim_cli_json_print(builder);
 }
 
 /* When the recording itself ran out of memory, say which runs would have too. */

@@ -284,10 +284,9 @@ json_recommended(JsonBuilder *b, const TuneJob *job, const FsimTuneResult *resul
 void
 tune_print_json(const TuneJob *job, const FsimTuneResult *result)
 {
-    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonBuilder) b = fsim_cli_json_new();
     g_autoptr(GPtrArray) shown = tune_shown(result);
 
-    json_builder_begin_object(b);
     fsim_cli_json_string(b, "trace", g_ptr_array_index(job->paths, 0));
     fsim_cli_json_begin_array(b, "traces");
     for (guint i = 0; i < job->paths->len; i++)
@@ -313,6 +312,5 @@ tune_print_json(const TuneJob *job, const FsimTuneResult *result)
         json_candidate(b, job, result, g_ptr_array_index(shown, i));
     json_builder_end_array(b);
     json_recommended(b, job, result);
-    json_builder_end_object(b);
-    fsim_cli_print_json(json_builder_get_root(b));
+    fsim_cli_json_print(b);
 }

@@ -326,20 +326,33 @@ check_seeds(FsimMemvizExport *x)
     g_array_set_size(x->seeds, 0);
 }
 
+/* An observer of the replay starts so: nothing once the export is done; else the seeded state
+ * written first (check_seeds()) and the clock set to @now.  Returns: the export, NULL when
+ * done. */
+static FsimMemvizExport *
+memviz_active(gpointer data, FsimTime now)
+{
+    FsimMemvizExport *x = data;
+
+    if (x->done)
+        return NULL;
+    check_seeds(x);
+    x->now = now;
+    return x;
+}
+
 static void
 observe_device_call(gpointer data, const FsimEngine *engine, FsimDeviceCall call, FsimAddr addr,
                     uint64_t size)
 {
-    FsimMemvizExport *x = data;
+    FsimMemvizExport *x = memviz_active(data, fsim_engine_counters(engine)->now);
     PendingCall c = {call, addr, size};
 
-    if (x->done)
+    if (x == NULL)
         return;
-    check_seeds(x);
     /* A cudaMalloc holds whole pages: the segment is as large as the memory it takes. */
     if (call == FSIM_CALL_MEM_ALLOC || call == FSIM_CALL_MEM_FREE)
         c.size = fsim_device_round(fsim_engine_device(engine), size);
-    x->now = fsim_engine_counters(engine)->now;
     g_array_append_val(x->pending, c);
 }
 
@@ -393,13 +406,11 @@ static void
 observe_release(gpointer data, const FsimEngine *engine, uint64_t id, const FsimBlock *block,
                 uint64_t requested)
 {
-    FsimMemvizExport *x = data;
+    FsimMemvizExport *x = memviz_active(data, fsim_engine_counters(engine)->now);
     LiveBlock *live;
 
-    if (x->done)
+    if (x == NULL)
         return;
-    check_seeds(x);
-    x->now = fsim_engine_counters(engine)->now;
     live = g_hash_table_lookup(x->live, &id);
     if (live == NULL)
         return;
@@ -416,13 +427,11 @@ observe_release(gpointer data, const FsimEngine *engine, uint64_t id, const Fsim
 static void
 observe_oom(gpointer data, const FsimEngine *engine, const FsimOomRecord *oom)
 {
-    FsimMemvizExport *x = data;
+    FsimMemvizExport *x = memviz_active(data, oom->time);
 
     (void)engine;
-    if (x->done)
+    if (x == NULL)
         return;
-    check_seeds(x);
-    x->now = oom->time;
     /* What the policy released trying to make room comes first, as in PyTorch. */
     flush_calls(x, oom->stream);
     write_entry(x, "oom", FALSE, 0, oom->size, oom->stream, TRUE, oom->device_free_bytes,
@@ -432,13 +441,11 @@ observe_oom(gpointer data, const FsimEngine *engine, const FsimOomRecord *oom)
 static void
 observe_event(gpointer data, const FsimEngine *engine, const FsimEvent *ev)
 {
-    FsimMemvizExport *x = data;
+    FsimMemvizExport *x = memviz_active(data, ev->time);
 
     (void)engine;
-    if (x->done)
+    if (x == NULL)
         return;
-    check_seeds(x);
-    x->now = ev->time;
     if (ev->kind == FSIM_EV_FREE) {
         /* Not released at once (deferred): the program's free comes now, the completion later.
          * A free released at once was written by observe_release(). */

@@ -132,6 +132,8 @@ typedef enum {
     STORE_UINT,    /* guint */
     STORE_TEXT,    /* char *, NULL is NULL */
     STORE_ACTION,  /* guint, stored by name (fsim_store_action_name()) */
+    STORE_STATUS,  /* FsimStoreStatus, stored by name (fsim_store_status_name()) */
+    STORE_PRESENT, /* gboolean: whether the column is not NULL (read only) */
 } StoreColumnKind;
 
 typedef struct {
@@ -144,6 +146,7 @@ typedef struct {
     guint n_columns;
 } StoreRowLayout;
 
+extern const StoreRowLayout store_run_row;       /* FsimStoredRun, up to its metrics */
 extern const StoreRowLayout store_sample_row;    /* FsimStoredSample */
 extern const StoreRowLayout store_oom_row;       /* FsimOomRecord */
 extern const StoreRowLayout store_mark_row;      /* FsimStoredMark */

@@ -50,32 +50,7 @@ stored_run_from_row(sqlite3_stmt *stmt)
     FsimStoredRun *run = g_new0(FsimStoredRun, 1);
     int i = RUN_COLUMNS;
 
-    run->id = sqlite3_column_int64(stmt, 0);
-    run->trace = store_column_strdup(stmt, 1);
-    run->trace_format = store_column_strdup(stmt, 2);
-    run->trace_device = (uint32_t)sqlite3_column_int64(stmt, 3);
-    run->policy = store_column_strdup(stmt, 4);
-    run->device = store_column_strdup(stmt, 5);
-    run->device_description = store_column_strdup(stmt, 6);
-    run->capacity_bytes = (uint64_t)sqlite3_column_int64(stmt, 7);
-    run->total_bytes = (uint64_t)sqlite3_column_int64(stmt, 8);
-    run->granularity = (uint64_t)sqlite3_column_int64(stmt, 9);
-    run->knobs = store_column_strdup(stmt, 10);
-    run->seed = store_column_opt_i64(stmt, 11);
-    run->status = store_status_from_name((const char *)sqlite3_column_text(stmt, 12));
-    run->message = store_column_strdup(stmt, 13);
-    run->created_at = store_column_strdup(stmt, 14);
-    run->finished_at = store_column_strdup(stmt, 15);
-    run->fragsim_version = store_column_strdup(stmt, 16);
-    run->segment_actions = (uint64_t)sqlite3_column_int64(stmt, 17);
-    run->segment_actions_stored = (uint64_t)sqlite3_column_int64(stmt, 18);
-    run->blocks = (uint64_t)sqlite3_column_int64(stmt, 19);
-    run->blocks_stored = (uint64_t)sqlite3_column_int64(stmt, 20);
-    run->has_metrics = sqlite3_column_type(stmt, 21) != SQLITE_NULL;
-    run->config = store_column_strdup(stmt, 22);
-    run->label = store_column_strdup(stmt, 23);
-    run->trace_sha256 = store_column_strdup(stmt, 24);
-    run->job = store_column_strdup(stmt, 25);
+    store_read_row(stmt, &store_run_row, run);
     if (run->config == NULL)
         run->config = g_strdup("");
     if (run->trace == NULL)
@@ -182,26 +157,32 @@ store_select(FsimStore *store, StoreStmt which, int64_t run_id, const char *what
     return TRUE;
 }
 
-GArray *
-fsim_store_samples(FsimStore *store, int64_t run_id, GError **error)
+/* store_select() into a new array of @size-byte elements (@clear frees what a row owns);
+ * NULL on failure. */
+static GArray *
+store_select_new(FsimStore *store, StoreStmt which, int64_t run_id, const char *what,
+                 const StoreRowLayout *layout, guint size, GDestroyNotify clear, GError **error)
 {
-    g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(FsimStoredSample));
+    g_autoptr(GArray) out = g_array_new(FALSE, FALSE, size);
 
-    if (!store_select(store, STMT_SELECT_SAMPLES, run_id, "reading samples", &store_sample_row, out,
-                      error))
+    g_array_set_clear_func(out, clear);
+    if (!store_select(store, which, run_id, what, layout, out, error))
         return NULL;
     return g_steal_pointer(&out);
 }
 
 GArray *
+fsim_store_samples(FsimStore *store, int64_t run_id, GError **error)
+{
+    return store_select_new(store, STMT_SELECT_SAMPLES, run_id, "reading samples",
+                            &store_sample_row, sizeof(FsimStoredSample), NULL, error);
+}
+
+GArray *
 fsim_store_ooms(FsimStore *store, int64_t run_id, GError **error)
 {
-    g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(FsimOomRecord));
-
-    if (!store_select(store, STMT_SELECT_OOMS, run_id, "reading OOM records", &store_oom_row, out,
-                      error))
-        return NULL;
-    return g_steal_pointer(&out);
+    return store_select_new(store, STMT_SELECT_OOMS, run_id, "reading OOM records", &store_oom_row,
+                            sizeof(FsimOomRecord), NULL, error);
 }
 
 /* Append the packed rows of @kind of run @run_id (none in a database of schema version 1). */
@@ -241,38 +222,44 @@ read_packed(FsimStore *store, int64_t run_id, const StorePackKind *kind, GArray 
     return TRUE;
 }
 
+/* The rows of a table that schema version 1 stored one per row (@which) and version 2 packs
+ * (@kind): both, in that order. */
+static GArray *
+read_rows_and_packed(FsimStore *store, int64_t run_id, StoreStmt which, const char *what,
+                     const StoreRowLayout *layout, const StorePackKind *kind, guint size,
+                     GError **error)
+{
+    g_autoptr(GArray) out = store_select_new(store, which, run_id, what, layout, size, NULL, error);
+
+    if (out == NULL || !read_packed(store, run_id, kind, out, error))
+        return NULL;
+    return g_steal_pointer(&out);
+}
+
 GArray *
 fsim_store_segments(FsimStore *store, int64_t run_id, GError **error)
 {
-    g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(FsimStoredSegment));
-
-    if (!store_select(store, STMT_SELECT_SEGMENTS, run_id, "reading segment actions",
-                      &store_segment_row, out, error) ||
-        !read_packed(store, run_id, &store_packed_segments, out, error))
-        return NULL;
-    return g_steal_pointer(&out);
+    return read_rows_and_packed(store, run_id, STMT_SELECT_SEGMENTS, "reading segment actions",
+                                &store_segment_row, &store_packed_segments,
+                                sizeof(FsimStoredSegment), error);
 }
 
 GArray *
 fsim_store_blocks(FsimStore *store, int64_t run_id, GError **error)
 {
-    g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(FsimStoredBlock));
-
-    if (!store_select(store, STMT_SELECT_BLOCKS, run_id, "reading block lifetimes",
-                      &store_block_row, out, error) ||
-        !read_packed(store, run_id, &store_packed_blocks, out, error))
-        return NULL;
-    return g_steal_pointer(&out);
+    return read_rows_and_packed(store, run_id, STMT_SELECT_BLOCKS, "reading block lifetimes",
+                                &store_block_row, &store_packed_blocks, sizeof(FsimStoredBlock),
+                                error);
 }
 
 GArray *
 fsim_store_marks(FsimStore *store, int64_t run_id, GError **error)
 {
-    g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(FsimStoredMark));
+    g_autoptr(GArray) out =
+        store_select_new(store, STMT_SELECT_MARKS, run_id, "reading marks", &store_mark_row,
+                         sizeof(FsimStoredMark), store_mark_clear, error);
 
-    g_array_set_clear_func(out, store_mark_clear);
-    if (!store_select(store, STMT_SELECT_MARKS, run_id, "reading marks", &store_mark_row, out,
-                      error))
+    if (out == NULL)
         return NULL;
     for (guint i = 0; i < out->len; i++) {
         FsimStoredMark *mark = &g_array_index(out, FsimStoredMark, i);
@@ -304,13 +291,15 @@ fsim_store_breakdown(FsimStore *store, int64_t run_id, FsimStoredBreakdown *out,
 GArray *
 fsim_store_phases(FsimStore *store, int64_t run_id, GError **error)
 {
-    g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(FsimStoredPhase));
+    GArray *out;
 
+    if (store->has_report_tables)
+        return store_select_new(store, STMT_SELECT_PHASES, run_id, "reading phases",
+                                &store_phase_row, sizeof(FsimStoredPhase), store_phase_clear,
+                                error);
+    out = g_array_new(FALSE, FALSE, sizeof(FsimStoredPhase));
     g_array_set_clear_func(out, store_phase_clear);
-    if (store->has_report_tables && !store_select(store, STMT_SELECT_PHASES, run_id,
-                                                  "reading phases", &store_phase_row, out, error))
-        return NULL;
-    return g_steal_pointer(&out);
+    return out;
 }
 
 static void
@@ -382,12 +371,8 @@ fsim_store_recommendations(FsimStore *store, GError **error)
 GArray *
 fsim_store_sizes(FsimStore *store, int64_t run_id, GError **error)
 {
-    g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(FsimStoredSizeBucket));
-
-    if (!store_select(store, STMT_SELECT_SIZES, run_id, "reading the size histogram",
-                      &store_size_row, out, error))
-        return NULL;
-    return g_steal_pointer(&out);
+    return store_select_new(store, STMT_SELECT_SIZES, run_id, "reading the size histogram",
+                            &store_size_row, sizeof(FsimStoredSizeBucket), NULL, error);
 }
 
 /* One item of a run list: `N` or `N-M`. */

@@ -24,6 +24,36 @@
         columns, G_N_ELEMENTS(columns) \
     }
 
+/* the `runs` columns of the SELECTs of runs (sqlite.c); the metric columns follow them */
+static const StoreColumn run_columns[] = {
+    COLUMN(U64, FsimStoredRun, id),
+    COLUMN(TEXT, FsimStoredRun, trace),
+    COLUMN(TEXT, FsimStoredRun, trace_format),
+    COLUMN(UINT, FsimStoredRun, trace_device),
+    COLUMN(TEXT, FsimStoredRun, policy),
+    COLUMN(TEXT, FsimStoredRun, device),
+    COLUMN(TEXT, FsimStoredRun, device_description),
+    COLUMN(U64, FsimStoredRun, capacity_bytes),
+    COLUMN(U64, FsimStoredRun, total_bytes),
+    COLUMN(U64, FsimStoredRun, granularity),
+    COLUMN(TEXT, FsimStoredRun, knobs),
+    COLUMN(OPT_I64, FsimStoredRun, seed),
+    COLUMN(STATUS, FsimStoredRun, status),
+    COLUMN(TEXT, FsimStoredRun, message),
+    COLUMN(TEXT, FsimStoredRun, created_at),
+    COLUMN(TEXT, FsimStoredRun, finished_at),
+    COLUMN(TEXT, FsimStoredRun, fragsim_version),
+    COLUMN(U64, FsimStoredRun, segment_actions),
+    COLUMN(U64, FsimStoredRun, segment_actions_stored),
+    COLUMN(U64, FsimStoredRun, blocks),
+    COLUMN(U64, FsimStoredRun, blocks_stored),
+    COLUMN(PRESENT, FsimStoredRun, has_metrics),
+    COLUMN(TEXT, FsimStoredRun, config),
+    COLUMN(TEXT, FsimStoredRun, label),
+    COLUMN(TEXT, FsimStoredRun, trace_sha256),
+    COLUMN(TEXT, FsimStoredRun, job),
+};
+G_STATIC_ASSERT(G_N_ELEMENTS(run_columns) == RUN_COLUMNS);
 static const StoreColumn sample_columns[] = {
     COLUMN(U64, FsimStoredSample, event_index),   COLUMN(U64, FsimStoredSample, event_index_last),
     COLUMN(U64, FsimStoredSample, events),        COLUMN(U64, FsimStoredSample, time),
@@ -93,6 +123,7 @@ static const StoreColumn block_columns[] = {
     COLUMN(U64, FsimStoredBlock, free_time),
 };
 
+const StoreRowLayout store_run_row = LAYOUT(run_columns);
 const StoreRowLayout store_sample_row = LAYOUT(sample_columns);
 const StoreRowLayout store_oom_row = LAYOUT(oom_columns);
 const StoreRowLayout store_mark_row = LAYOUT(mark_columns);
@@ -126,6 +157,11 @@ store_bind_row(sqlite3_stmt *stmt, int first, const StoreRowLayout *layout, cons
         case STORE_ACTION:
             bind_text(stmt, index, fsim_store_action_name(*(const guint *)field), rc);
             break;
+        case STORE_STATUS:
+            bind_text(stmt, index, fsim_store_status_name(*(const FsimStoreStatus *)field), rc);
+            break;
+        case STORE_PRESENT:
+            g_return_if_reached();
         }
     }
 }
@@ -153,6 +189,13 @@ store_read_row(sqlite3_stmt *stmt, const StoreRowLayout *layout, void *row)
         case STORE_ACTION:
             *(guint *)field =
                 store_action_from_name((const char *)sqlite3_column_text(stmt, column));
+            break;
+        case STORE_STATUS:
+            *(FsimStoreStatus *)field =
+                store_status_from_name((const char *)sqlite3_column_text(stmt, column));
+            break;
+        case STORE_PRESENT:
+            *(gboolean *)field = sqlite3_column_type(stmt, column) != SQLITE_NULL;
             break;
         }
     }

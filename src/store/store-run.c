@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <math.h>
 #include <sqlite3.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fragsim/store.h"
@@ -933,4 +934,34 @@ fsim_store_run_free(FsimStoreRun *run)
     run_release_data(run);
     run->store->attached--;
     g_free(run);
+}
+
+static int
+knobs_compare_keys(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+char *
+fsim_store_knobs_text(GKeyFile *config, const char *policy)
+{
+    g_autoptr(GString) text = g_string_new(NULL);
+    const char *groups[2] = {policy, "device"};
+
+    if (config == NULL)
+        return g_strdup("");
+    for (gsize g = 0; g < G_N_ELEMENTS(groups); g++) {
+        g_auto(GStrv) keys = g_key_file_get_keys(config, groups[g], NULL, NULL);
+
+        if (keys == NULL)
+            continue;
+        qsort(keys, g_strv_length(keys), sizeof(char *), knobs_compare_keys);
+        for (gsize k = 0; keys[k] != NULL; k++) {
+            g_autofree char *value = g_key_file_get_value(config, groups[g], keys[k], NULL);
+
+            g_string_append_printf(text, "%s.%s=%s\n", groups[g], keys[k],
+                                   value != NULL ? value : "");
+        }
+    }
+    return g_string_free(g_steal_pointer(&text), FALSE);
 }

@@ -52,36 +52,6 @@ fsim_sweep_file_sha256(const char *path, GError **error)
     return g_strdup(g_checksum_get_string(sum));
 }
 
-static int
-compare_strings(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The knobs column, as replay writes it: `group.key=value` lines of the policy's group and of
- * [device], keys sorted. */
-static char *
-job_knobs_text(GKeyFile *knobs, const char *policy)
-{
-    g_autoptr(GString) text = g_string_new(NULL);
-    const char *groups[2] = {policy, "device"};
-
-    for (gsize g = 0; g < G_N_ELEMENTS(groups); g++) {
-        g_auto(GStrv) keys = g_key_file_get_keys(knobs, groups[g], NULL, NULL);
-
-        if (keys == NULL)
-            continue;
-        qsort(keys, g_strv_length(keys), sizeof(char *), compare_strings);
-        for (gsize k = 0; keys[k] != NULL; k++) {
-            g_autofree char *value = g_key_file_get_value(knobs, groups[g], keys[k], NULL);
-
-            g_string_append_printf(text, "%s.%s=%s\n", groups[g], keys[k],
-                                   value != NULL ? value : "");
-        }
-    }
-    return g_string_free(g_steal_pointer(&text), FALSE);
-}
-
 /* The job's knobs: its alloc conf's, with the npu platform for a torch_npu snapshot. */
 static GKeyFile *
 job_knobs(const FsimSweepJob *job, FsimTrace *trace, GError **error)
@@ -219,7 +189,7 @@ fsim_sweep_run_job(FsimStore *store, const FsimSweepSpec *spec, const FsimSweepJ
     g_autoptr(GError) local_error = NULL;
     g_autoptr(FsimTrace) trace = fsim_trace_open(job->trace->path, &local_error);
     g_autoptr(GKeyFile) knobs = trace != NULL ? job_knobs(job, trace, &local_error) : NULL;
-    g_autofree char *knobs_text = knobs != NULL ? job_knobs_text(knobs, job->policy) : NULL;
+    g_autofree char *knobs_text = knobs != NULL ? fsim_store_knobs_text(knobs, job->policy) : NULL;
     g_autofree char *label = NULL;
     const uint32_t *devices = NULL;
     gsize n_devices = 0;
