@@ -146,19 +146,22 @@ typedef struct {
     guint n_columns;
 } StoreRowLayout;
 
-extern const StoreRowLayout store_run_row;       /* FsimStoredRun, up to its metrics */
-extern const StoreRowLayout store_sample_row;    /* FsimStoredSample */
-extern const StoreRowLayout store_oom_row;       /* FsimOomRecord */
-extern const StoreRowLayout store_mark_row;      /* FsimStoredMark */
-extern const StoreRowLayout store_phase_row;     /* FsimStoredPhase */
-extern const StoreRowLayout store_breakdown_row; /* FsimStoredBreakdown */
-extern const StoreRowLayout store_size_row;      /* FsimStoredSizeBucket */
-extern const StoreRowLayout store_segment_row;   /* FsimStoredSegment */
-extern const StoreRowLayout store_block_row;     /* FsimStoredBlock */
+extern const StoreRowLayout store_run_row;            /* FsimStoredRun, up to its metrics */
+extern const StoreRowLayout store_sample_row;         /* FsimStoredSample */
+extern const StoreRowLayout store_oom_row;            /* FsimOomRecord */
+extern const StoreRowLayout store_mark_row;           /* FsimStoredMark */
+extern const StoreRowLayout store_phase_row;          /* FsimStoredPhase */
+extern const StoreRowLayout store_breakdown_row;      /* FsimStoredBreakdown */
+extern const StoreRowLayout store_size_row;           /* FsimStoredSizeBucket */
+extern const StoreRowLayout store_segment_row;        /* FsimStoredSegment */
+extern const StoreRowLayout store_block_row;          /* FsimStoredBlock */
+extern const StoreRowLayout store_recommendation_row; /* FsimStoredRecommendation */
 
 void store_bind_row(sqlite3_stmt *stmt, int first, const StoreRowLayout *layout, const void *row,
                     int *rc);
 void store_read_row(sqlite3_stmt *stmt, const StoreRowLayout *layout, void *row);
+/* Free the TEXT fields of @row (a row store_read_row() filled). */
+void store_row_clear(const StoreRowLayout *layout, void *row);
 
 gboolean store_fail(FsimStore *store, int rc, const char *what, GError **error);
 sqlite3_stmt *store_prepare(FsimStore *store, const char *sql, GError **error);

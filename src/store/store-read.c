@@ -21,20 +21,7 @@ fsim_stored_run_free(FsimStoredRun *run)
 {
     if (run == NULL)
         return;
-    g_free(run->trace);
-    g_free(run->trace_format);
-    g_free(run->policy);
-    g_free(run->device);
-    g_free(run->device_description);
-    g_free(run->knobs);
-    g_free(run->config);
-    g_free(run->label);
-    g_free(run->trace_sha256);
-    g_free(run->job);
-    g_free(run->message);
-    g_free(run->created_at);
-    g_free(run->finished_at);
-    g_free(run->fragsim_version);
+    store_row_clear(&store_run_row, run); /* every string of the run is a TEXT column */
     g_free(run);
 }
 
@@ -305,13 +292,7 @@ fsim_store_phases(FsimStore *store, int64_t run_id, GError **error)
 static void
 recommendation_clear(gpointer data)
 {
-    FsimStoredRecommendation *r = data;
-
-    g_free(r->trace);
-    g_free(r->device);
-    g_free(r->config);
-    g_free(r->env);
-    g_free(r->created_at);
+    store_row_clear(&store_recommendation_row, data);
 }
 
 GArray *
@@ -342,21 +323,9 @@ fsim_store_recommendations(FsimStore *store, GError **error)
     if (stmt == NULL)
         return NULL;
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-        FsimStoredRecommendation r = {
-            .id = sqlite3_column_int64(stmt, 0),
-            .trace = store_column_strdup(stmt, 1),
-            .trace_device = (uint32_t)sqlite3_column_int64(stmt, 2),
-            .device = store_column_strdup(stmt, 3),
-            .default_run_id = store_column_opt_i64(stmt, 4),
-            .run_id = store_column_opt_i64(stmt, 5),
-            .config = store_column_strdup(stmt, 6),
-            .env = store_column_strdup(stmt, 7),
-            .needed_bytes = store_column_opt_i64(stmt, 8),
-            .saving_bytes = store_column_opt_i64(stmt, 9),
-            .candidates = store_column_opt_i64(stmt, 10),
-            .created_at = store_column_strdup(stmt, 11),
-        };
+        FsimStoredRecommendation r = {0};
 
+        store_read_row(stmt, &store_recommendation_row, &r);
         g_array_append_val(out, r);
     }
     if (rc != SQLITE_DONE) {

@@ -123,6 +123,22 @@ static const StoreColumn block_columns[] = {
     COLUMN(U64, FsimStoredBlock, free_time),
 };
 
+/* tune's recommendations (store-recommend.c), as fsim_store_recommendations() selects them */
+static const StoreColumn recommendation_columns[] = {
+    COLUMN(U64, FsimStoredRecommendation, id),
+    COLUMN(TEXT, FsimStoredRecommendation, trace),
+    COLUMN(UINT, FsimStoredRecommendation, trace_device),
+    COLUMN(TEXT, FsimStoredRecommendation, device),
+    COLUMN(OPT_I64, FsimStoredRecommendation, default_run_id),
+    COLUMN(OPT_I64, FsimStoredRecommendation, run_id),
+    COLUMN(TEXT, FsimStoredRecommendation, config),
+    COLUMN(TEXT, FsimStoredRecommendation, env),
+    COLUMN(OPT_I64, FsimStoredRecommendation, needed_bytes),
+    COLUMN(OPT_I64, FsimStoredRecommendation, saving_bytes),
+    COLUMN(OPT_I64, FsimStoredRecommendation, candidates),
+    COLUMN(TEXT, FsimStoredRecommendation, created_at),
+};
+
 const StoreRowLayout store_run_row = LAYOUT(run_columns);
 const StoreRowLayout store_sample_row = LAYOUT(sample_columns);
 const StoreRowLayout store_oom_row = LAYOUT(oom_columns);
@@ -132,6 +148,7 @@ const StoreRowLayout store_breakdown_row = LAYOUT(breakdown_columns);
 const StoreRowLayout store_size_row = LAYOUT(size_columns);
 const StoreRowLayout store_segment_row = LAYOUT(segment_columns);
 const StoreRowLayout store_block_row = LAYOUT(block_columns);
+const StoreRowLayout store_recommendation_row = LAYOUT(recommendation_columns);
 
 void
 store_bind_row(sqlite3_stmt *stmt, int first, const StoreRowLayout *layout, const void *row,
@@ -198,5 +215,14 @@ store_read_row(sqlite3_stmt *stmt, const StoreRowLayout *layout, void *row)
             *(gboolean *)field = sqlite3_column_type(stmt, column) != SQLITE_NULL;
             break;
         }
+    }
+}
+
+void
+store_row_clear(const StoreRowLayout *layout, void *row)
+{
+    for (guint i = 0; i < layout->n_columns; i++) {
+        if (layout->columns[i].kind == STORE_TEXT)
+            g_clear_pointer((char **)((char *)row + layout->columns[i].offset), g_free);
     }
 }
