@@ -32,6 +32,7 @@
 #include <glib.h>
 
 #include "core/size-set.h"
+#include "core/slab.h"
 #include "policies.h"
 
 typedef struct Block Block;
@@ -50,7 +51,7 @@ typedef struct {
     uint64_t mapped_end; /* pages are mapped in [0, mapped_end) */
     uint64_t allocated_bytes;
     Block *first;
-    Block *spare;            /* blocks to reuse, chained by @next */
+    FsimSlab blocks;         /* every Block: a split allocates nothing once warm */
     FsimSizeSet free_blocks; /* Block* by (size, offset) */
     uint64_t num_splits;
     uint64_t num_merges;
@@ -67,24 +68,10 @@ best_fit_from_policy(FsimPolicy *self)
     return (BestFit *)self;
 }
 
-/* A zeroed block: a spare one, else a new one (a split allocates nothing once warm). */
 static Block *
 best_fit_block_new(BestFit *bf)
 {
-    Block *block = bf->spare;
-
-    if (block == NULL)
-        return g_new0(Block, 1);
-    bf->spare = block->next;
-    *block = (Block){0};
-    return block;
-}
-
-static void
-best_fit_block_free(BestFit *bf, Block *block)
-{
-    block->next = bf->spare;
-    bf->spare = block;
+    return fsim_slab_alloc0(&bf->blocks);
 }
 
 static void
@@ -131,7 +118,8 @@ best_fit_create(FsimDevice *device, GKeyFile *config, GError **error)
     }
     bf->alignment = alignment;
     fsim_size_set_init(&bf->free_blocks);
-    bf->first = g_new0(Block, 1);
+    fsim_slab_init(&bf->blocks, sizeof(Block), 1024);
+    bf->first = best_fit_block_new(bf);
     bf->first->size = arena_size;
     bf->first->free = TRUE;
     best_fit_index(bf, bf->first);
@@ -142,16 +130,8 @@ static void
 best_fit_destroy(FsimPolicy *self)
 {
     BestFit *bf = best_fit_from_policy(self);
-    for (Block *lists[] = {bf->first, bf->spare}, **list = lists; list < lists + 2; list++) {
-        Block *block = *list;
 
-        while (block != NULL) {
-            Block *next = block->next;
-
-            g_free(block);
-            block = next;
-        }
-    }
+    fsim_slab_clear(&bf->blocks);
     fsim_size_set_clear(&bf->free_blocks);
     g_free(bf);
 }
@@ -216,7 +196,7 @@ best_fit_merge(BestFit *bf, Block *left, Block *right)
     left->next = right->next;
     if (right->next != NULL)
         right->next->prev = left;
-    best_fit_block_free(bf, right);
+    fsim_slab_free(&bf->blocks, right);
     bf->num_merges++;
 }
 

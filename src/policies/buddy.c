@@ -40,7 +40,7 @@ struct Region {
 };
 
 typedef struct {
-    FsimAddr addr;
+    FsimAddr addr; /* first: fsim_addr_compare() sorts them */
     guint order;
 } FreeBlock; /* as describe() lists them */
 
@@ -74,16 +74,6 @@ static Buddy *
 buddy_from_policy(FsimPolicy *self)
 {
     return (Buddy *)self;
-}
-
-static gint
-free_block_by_addr(gconstpointer a, gconstpointer b, gpointer data)
-{
-    const FreeBlock *x = a;
-    const FreeBlock *y = b;
-
-    (void)data;
-    return x->addr < y->addr ? -1 : x->addr > y->addr ? 1 : 0;
 }
 
 static uint64_t
@@ -434,7 +424,7 @@ buddy_region_free_blocks(const Buddy *buddy, const Region *region, GArray *block
         if (entry->item == region)
             g_array_append_val(blocks, block);
     }
-    g_array_sort_with_data(blocks, free_block_by_addr, NULL);
+    g_array_sort_with_data(blocks, fsim_addr_compare, NULL); /* by their first member, addr */
 }
 
 static gint

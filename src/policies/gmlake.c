@@ -53,6 +53,7 @@
  */
 #include <glib.h>
 
+#include "core/slab.h"
 #include "policies.h"
 #include "pytorch/free-set.h"
 
@@ -117,8 +118,7 @@ typedef struct {
     GmStream *last;      /* the stream found last: most requests repeat it */
     GPtrArray *segments; /* Segment*, owned */
     GPtrArray *stitched; /* Stitched*, owned */
-    GmBlock *spare;      /* the slab's free list, linked by b.next */
-    GPtrArray *slabs;    /* chunks of GM_SLAB_CHUNK blocks */
+    FsimSlab blocks;     /* every GmBlock */
     uint64_t allocated_bytes;
     uint64_t segments_bytes;
     uint64_t num_splits;
@@ -162,28 +162,15 @@ gm_set_owner(Block *block, Stitched *owner)
 static Block *
 gm_block_new(Gmlake *gm)
 {
-    GmBlock *block;
+    GmBlock *block = fsim_slab_alloc0(&gm->blocks);
 
-    if (G_UNLIKELY(gm->spare == NULL)) {
-        GmBlock *chunk = g_new(GmBlock, GM_SLAB_CHUNK);
-
-        g_ptr_array_add(gm->slabs, chunk);
-        for (guint i = 0; i < GM_SLAB_CHUNK; i++) {
-            chunk[i].b.next = i + 1 < GM_SLAB_CHUNK ? &chunk[i + 1].b : NULL;
-        }
-        gm->spare = chunk;
-    }
-    block = gm->spare;
-    gm->spare = (GmBlock *)block->b.next;
-    memset(block, 0, sizeof(*block));
     return &block->b;
 }
 
 static void
 gm_block_free(Gmlake *gm, Block *block)
 {
-    block->next = &gm->spare->b;
-    gm->spare = (GmBlock *)block;
+    fsim_slab_free(&gm->blocks, block);
 }
 
 /* The free sets of @stream, created when missing. */
@@ -268,7 +255,7 @@ gmlake_create(FsimDevice *device, GKeyFile *config, GError **error)
     gm->streams = g_ptr_array_new_with_free_func(gm_stream_free);
     gm->segments = g_ptr_array_new_with_free_func(g_free);
     gm->stitched = g_ptr_array_new_with_free_func(stitched_free);
-    gm->slabs = g_ptr_array_new_with_free_func(g_free);
+    fsim_slab_init(&gm->blocks, sizeof(GmBlock), GM_SLAB_CHUNK);
     return &gm->base;
 }
 
@@ -280,7 +267,7 @@ gmlake_destroy(FsimPolicy *self)
     g_ptr_array_unref(gm->stitched);
     g_ptr_array_unref(gm->segments);
     g_ptr_array_unref(gm->streams);
-    g_ptr_array_unref(gm->slabs);
+    fsim_slab_clear(&gm->blocks);
     g_free(gm);
 }
 

@@ -24,16 +24,6 @@ chunk_by_size(gconstpointer a, gconstpointer b, gpointer data)
     return x->offset < y->offset ? -1 : x->offset > y->offset ? 1 : 0;
 }
 
-static gint
-chunk_by_offset(gconstpointer a, gconstpointer b, gpointer data)
-{
-    const PlannerChunk *x = a;
-    const PlannerChunk *y = b;
-
-    (void)data;
-    return x->offset < y->offset ? -1 : x->offset > y->offset ? 1 : 0;
-}
-
 static void
 arena_index(PlannerArena *arena, PlannerChunk *chunk)
 {
@@ -54,7 +44,8 @@ planner_arena_init(PlannerArena *arena, uint64_t size)
     memset(arena, 0, sizeof(*arena));
     arena->size = size;
     arena->by_size = g_tree_new_full(chunk_by_size, NULL, NULL, NULL);
-    arena->by_offset = g_tree_new_full(chunk_by_offset, NULL, NULL, NULL);
+    /* by the chunk's first member, its offset */
+    arena->by_offset = g_tree_new_full(fsim_addr_compare, NULL, NULL, NULL);
     arena->first = g_new0(PlannerChunk, 1);
     arena->first->size = size;
     arena->first->free = TRUE;

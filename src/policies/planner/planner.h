@@ -14,7 +14,7 @@
 
 typedef struct PlannerChunk PlannerChunk;
 struct PlannerChunk {
-    uint64_t offset;
+    uint64_t offset; /* first: the arena's by_offset tree compares it (fsim_addr_compare) */
     uint64_t size;
     PlannerChunk *prev; /* address-order neighbours */
     PlannerChunk *next;
