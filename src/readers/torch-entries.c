@@ -92,14 +92,25 @@ entry_fields(const FsimPickleValue *entry, EntryFields *f)
 static void
 entry_count_unknown(TorchDevice *dev, const char *action, gsize action_len)
 {
+    /* Named by all its bytes, a NUL inside written \x00: cut at the NUL, `segment_unmap\0...`
+     * would be counted under the name of an action this reader knows. */
+    GString *name = g_string_sized_new(action_len);
     uint64_t *count;
 
+    for (gsize i = 0; i < action_len; i++) {
+        if (action[i] == '\0')
+            g_string_append(name, "\\x00");
+        else
+            g_string_append_c(name, action[i]);
+    }
     if (dev->unknown == NULL)
         dev->unknown = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-    count = g_hash_table_lookup(dev->unknown, action);
+    count = g_hash_table_lookup(dev->unknown, name->str);
     if (count == NULL) {
         count = g_new0(uint64_t, 1);
-        g_hash_table_insert(dev->unknown, g_strndup(action, action_len), count);
+        g_hash_table_insert(dev->unknown, g_string_free(name, FALSE), count);
+    } else {
+        g_string_free(name, TRUE);
     }
     (*count)++;
 }
