@@ -383,13 +383,26 @@ test_export(void)
         gsize nv;
         const char *const *views = fsim_store_view_names(&nv);
 
-        g_assert_cmpuint(nv, ==, 4);
+        g_assert_cmpuint(nv, ==, 5);
         for (gsize i = 0; i < nv; i++) {
             g_autofree char *name = g_strconcat(views[i], ".csv", NULL);
             g_autofree char *path = g_build_filename(csv, name, NULL);
 
             g_assert_true(g_file_test(path, G_FILE_TEST_IS_REGULAR));
         }
+    }
+    /* the pools' view: its columns, and no row for runs without private pools */
+    {
+        g_autofree char *pools_path = g_build_filename(csv, "pool_results.csv", NULL);
+        g_autofree char *pools = NULL;
+        g_autoptr(GPtrArray) h = NULL;
+
+        g_assert_true(g_file_get_contents(pools_path, &pools, NULL, NULL));
+        h = csv_record(pools, &p);
+        g_assert_cmpint(field_index(h, "run_label"), >=, 0);
+        g_assert_cmpint(field_index(h, "needed_bytes"), >=, 0);
+        g_assert_cmpint(field_index(h, "use_count"), >=, 0);
+        g_assert_cmpstr(p, ==, "");
     }
     fsim_test_run_clear(&r);
     r = fsim_test_run("export", "--db", db, NULL);

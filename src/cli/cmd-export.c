@@ -3,7 +3,8 @@
  * fragsim export --db FILE --csv DIR
  *
  * Writes the database's stable views as CSV files for pandas, R or a spreadsheet: one file per
- * view (run_results.csv, run_samples.csv, run_ooms.csv, phase_results.csv; docs/database.md).
+ * view (run_results.csv, run_samples.csv, run_ooms.csv, phase_results.csv, pool_results.csv;
+ * docs/database.md).
  * A database written by an older fragsim is brought up to date first when it is writable (the
  * upgrade only adds tables and views), so its views exist.
  */
@@ -67,9 +68,10 @@ fsim_cmd_export(int argc, char **argv)
     g_option_context_add_main_entries(context, entries, NULL);
     g_option_context_set_description(
         context, "Writes run_results.csv (one row per run: its configuration, label, status and\n"
-                 "every metric), run_samples.csv, run_ooms.csv and phase_results.csv (figures\n"
-                 "per phase between marks: warm-up and steady state).  RFC 4180 CSV; NULL is an\n"
-                 "empty field.  Example, then in Python:\n"
+                 "every metric), run_samples.csv, run_ooms.csv, phase_results.csv (figures\n"
+                 "per phase between marks: warm-up and steady state) and pool_results.csv (the\n"
+                 "memory of each private pool).  RFC 4180 CSV; NULL is an empty field.\n"
+                 "Example, then in Python:\n"
                  "  fragsim export --db results.db --csv out\n"
                  "  pandas.read_csv('out/run_results.csv')");
     status = fsim_cli_parse_operand(context, "export", &argc, &argv, NULL);

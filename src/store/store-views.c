@@ -2,8 +2,9 @@
 /*
  * The results database's stable SQL views, for people who read it with their own tools (pandas,
  * R, sqlite3) and for `fragsim export --csv`: one row per run with everything known about it
- * (`run_results`), the samples (`run_samples`), the OOMs (`run_ooms`) and the phases between
- * marks (`phase_results`).  docs/database.md documents every column.
+ * (`run_results`), the samples (`run_samples`), the OOMs (`run_ooms`), the phases between marks
+ * (`phase_results`) and the private pools' memory (`pool_results`).  docs/database.md documents
+ * every column.
  *
  * The tables under them may change (samples are stored compactly, see store-run.c); the views'
  * names and columns only grow.  A writer keeps the views of its database current: a view whose
@@ -76,6 +77,12 @@ static const char view_run_ooms[] =
     "    o.requested_bytes, o.largest_free_block AS largest_free_block_bytes,\n"
     "    o.device_free_bytes\n"
     "  FROM ooms o JOIN runs r ON r.id = o.run_id";
+
+static const char view_pool_results[] =
+    "CREATE VIEW pool_results AS\n"
+    "  SELECT p.run_id, r.label AS run_label, p.pool, p.needed_bytes, p.peak_reserved_bytes,\n"
+    "    p.reserved_bytes, p.use_count\n"
+    "  FROM run_pools p JOIN runs r ON r.id = p.run_id";
 /* clang-format on */
 
 /* In dependency order: run_results reads phase_results. */
@@ -83,17 +90,16 @@ static const struct {
     const char *name;
     const char *sql;
 } views[] = {
-    {"phase_results", view_phase_results},
-    {"run_results", view_run_results},
-    {"run_samples", view_run_samples},
-    {"run_ooms", view_run_ooms},
+    {"phase_results", view_phase_results}, {"run_results", view_run_results},
+    {"run_samples", view_run_samples},     {"run_ooms", view_run_ooms},
+    {"pool_results", view_pool_results},
 };
 
 const char *const *
 fsim_store_view_names(gsize *n)
 {
-    static const char *const names[] = {"run_results", "run_samples", "run_ooms", "phase_results",
-                                        NULL};
+    static const char *const names[] = {"run_results",   "run_samples",  "run_ooms",
+                                        "phase_results", "pool_results", NULL};
 
     *n = G_N_ELEMENTS(names) - 1;
     return names;
