@@ -466,6 +466,38 @@ test_private_pool(void)
     fsim_test_remove_tree(dir);
 }
 
+/* The export records the run's configuration as PyTorch would (PYTORCH_CUDA_ALLOC_CONF,
+ * max_split_size), so it validates under it: with max_split_size_mb:32 the 8 MiB request may not
+ * split the cached 64 MiB block and gets a segment of its own; under the defaults it would split
+ * it. */
+static void
+test_config(void)
+{
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *path = g_build_filename(dir, "run.pickle", NULL);
+    g_autofree char *trace = g_build_filename(dir, "t.trace", NULL);
+
+    g_assert_true(g_file_set_contents(trace,
+                                      "fragsim-trace v1\n0 alloc 1 67108864 0\n1 free 1 0\n"
+                                      "2 alloc 2 8388608 0\n",
+                                      -1, NULL));
+    g_auto(FsimTestRun) run =
+        fsim_test_run("replay", trace, "-p", "caching", "-c", "max_split_size_mb:32", "--no-needed",
+                      "--export-snapshot", path, NULL);
+    g_assert_cmpint(run.status, ==, 0);
+    {
+        g_auto(FsimTestRun) check = fsim_test_run("validate", path, NULL);
+        g_auto(FsimTestRun) defaults = fsim_test_run("validate", path, "-c", "", NULL);
+
+        g_assert_cmpint(check.status, ==, 0);
+        g_assert_nonnull(strstr(check.out, "caching with max_split_size_mb:32 "));
+        g_assert_nonnull(strstr(check.out, "2/2"));
+        /* the recorded decisions are not the defaults' */
+        g_assert_cmpint(defaults.status, ==, 4);
+    }
+    fsim_test_remove_tree(dir);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -486,5 +518,6 @@ main(int argc, char **argv)
     g_test_add_func("/memviz/abandon", test_abandon);
     g_test_add_func("/memviz/cli", test_cli);
     g_test_add_func("/memviz/private-pool", test_private_pool);
+    g_test_add_func("/memviz/config", test_config);
     return g_test_run();
 }

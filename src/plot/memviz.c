@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fragsim/alloc-conf.h"
 #include "fragsim/device.h"
 #include "fragsim/policy.h"
 
@@ -748,22 +749,36 @@ write_segment(FsimMemvizExport *x, const Segment *s, GArray *blocks, guint *next
     fsim_pickle_writer_end_dict(w);
 }
 
+/* The settings PyTorch would have recorded for the run: its caching or expandable policy's
+ * PYTORCH_CUDA_ALLOC_CONF (what the reader applies when the export is replayed or validated),
+ * and the defaults for the other policies, which have none. */
 static void
 write_settings(FsimMemvizExport *x)
 {
     FsimPickleWriter *w = x->writer;
     const FsimRunConfig *config = fsim_engine_config(x->engine);
     const char *policy = fsim_engine_policy(x->engine)->ops->name;
+    gboolean expandable = strcmp(policy, "expandable") == 0;
+    g_autofree char *text = NULL;
+    FsimAllocConf conf;
 
+    fsim_alloc_conf_init(&conf);
+    /* The engine has already loaded this group without error when the policy started. */
+    if ((expandable || strcmp(policy, "caching") == 0) &&
+        !fsim_alloc_conf_load(&conf, config->config, policy, NULL))
+        fsim_alloc_conf_init(&conf);
+    conf.expandable_segments = conf.expandable_segments || expandable;
+    text = fsim_alloc_conf_to_string(&conf);
     fsim_pickle_writer_begin_dict(w);
     fsim_pickle_writer_str(w, "PYTORCH_CUDA_ALLOC_CONF");
-    fsim_pickle_writer_str(w, strcmp(policy, "expandable") == 0 ? "expandable_segments:True" : "");
+    fsim_pickle_writer_str(w, text);
     fsim_pickle_writer_str(w, "max_split_size");
-    fsim_pickle_writer_int(w, -1);
+    fsim_pickle_writer_int(
+        w, conf.max_split_size > (uint64_t)G_MAXINT64 ? -1 : (int64_t)conf.max_split_size);
     fsim_pickle_writer_str(w, "garbage_collection_threshold");
-    fsim_pickle_writer_double(w, 0.0);
+    fsim_pickle_writer_double(w, conf.garbage_collection_threshold);
     fsim_pickle_writer_str(w, "expandable_segments");
-    fsim_pickle_writer_bool(w, strcmp(policy, "expandable") == 0);
+    fsim_pickle_writer_bool(w, conf.expandable_segments);
     fsim_pickle_writer_str(w, "fragsim_policy");
     fsim_pickle_writer_str(w, policy);
     fsim_pickle_writer_str(w, "fragsim_device");
