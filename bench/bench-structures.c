@@ -32,6 +32,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "fragsim/types.h"
+
 #include "policies/pytorch/free-set.h"
 #include "policies/pytorch/unmapped-tree.h"
 
@@ -92,11 +94,10 @@ by_size_addr(gconstpointer a, gconstpointer b, gpointer unused)
 {
     const Block *x = a;
     const Block *y = b;
+    int c = fsim_compare_u64(x->size, y->size);
 
     (void)unused;
-    if (x->size != y->size)
-        return x->size < y->size ? -1 : 1;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
+    return c != 0 ? c : fsim_compare_u64(x->addr, y->addr);
 }
 
 static int

@@ -205,11 +205,10 @@ size_key_compare(gconstpointer a, gconstpointer b, gpointer data)
 {
     const SizeKey *x = a;
     const SizeKey *y = b;
+    int c = fsim_compare_u64(x->size, y->size);
 
     (void)data;
-    if (x->size != y->size)
-        return x->size < y->size ? -1 : 1;
-    return x->key < y->key ? -1 : x->key > y->key ? 1 : 0;
+    return c != 0 ? c : fsim_compare_u64(x->key, y->key);
 }
 
 /* The address map against a GHashTable: random inserts, lookups and removals of aligned

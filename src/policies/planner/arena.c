@@ -17,11 +17,10 @@ chunk_by_size(gconstpointer a, gconstpointer b, gpointer data)
 {
     const PlannerChunk *x = a;
     const PlannerChunk *y = b;
+    int c = fsim_compare_u64(x->size, y->size);
 
     (void)data;
-    if (x->size != y->size)
-        return x->size < y->size ? -1 : 1;
-    return x->offset < y->offset ? -1 : x->offset > y->offset ? 1 : 0;
+    return c != 0 ? c : fsim_compare_u64(x->offset, y->offset);
 }
 
 static void
