@@ -120,16 +120,20 @@ run_rounds(const char *dir, const char *db, char **argvs[], int n, int rounds, i
         g_strfreev(argvs[i]);
 }
 
+/* A new temporary folder holding the small trace every test replays (*@trace) and the path of
+ * the database the processes share (*@db, not created). */
 static char *
-write_trace(const char *dir)
+setup(char **trace, char **db)
 {
-    char *trace = g_build_filename(dir, "trace", NULL);
+    char *dir = fsim_test_tmp_dir();
 
-    g_assert_true(g_file_set_contents(trace,
+    *trace = g_build_filename(dir, "trace", NULL);
+    g_assert_true(g_file_set_contents(*trace,
                                       "fragsim-trace v1\n0 alloc 1 1048576 0\n10 alloc 2 4096 0\n"
                                       "20 free 1 0\n30 free 2 0\n",
                                       -1, NULL));
-    return trace;
+    *db = g_build_filename(dir, "results.db", NULL);
+    return dir;
 }
 
 static void
@@ -142,9 +146,7 @@ test_writers(void)
 
     if (!fsim_test_have_binary())
         return;
-    dir = fsim_test_tmp_dir();
-    trace = write_trace(dir);
-    db = g_build_filename(dir, "results.db", NULL);
+    dir = setup(&trace, &db);
     for (int i = 0; i < WRITERS; i++)
         argvs[i] = fragsim_argv("replay", trace, "-p", i % 2 == 0 ? "direct" : "bestfit", "--db",
                                 db, NULL);
@@ -165,11 +167,9 @@ test_merges(void)
 
     if (!fsim_test_have_binary())
         return;
-    dir = fsim_test_tmp_dir();
-    trace = write_trace(dir);
+    dir = setup(&trace, &db);
     inputs = g_build_filename(dir, "inputs", NULL);
     g_assert_cmpint(g_mkdir(inputs, 0700), ==, 0);
-    db = g_build_filename(dir, "results.db", NULL);
     for (int i = 0; i < WRITERS; i++) {
         g_autofree char *name = g_strdup_printf("in%d.db", i);
         g_autofree char *in = g_build_filename(inputs, name, NULL);
@@ -199,14 +199,12 @@ test_sweeps(void)
 
     if (!fsim_test_have_binary())
         return;
-    dir = fsim_test_tmp_dir();
-    trace = write_trace(dir);
+    dir = setup(&trace, &db);
     spec = g_build_filename(dir, "spec", NULL);
     text = g_strdup_printf("[sweep]\ntraces=%s\npolicies=direct;bestfit\n"
                            "devices=1GiB;2GiB;3GiB;4GiB;5GiB;6GiB;7GiB;8GiB\n",
                            trace);
     g_assert_true(g_file_set_contents(spec, text, -1, NULL));
-    db = g_build_filename(dir, "results.db", NULL);
     for (int i = 0; i < SHARDS; i++) {
         g_autofree char *shard = g_strdup_printf("%d/%d", i + 1, SHARDS);
 
