@@ -257,7 +257,8 @@ static const char *const stmt_sql[STMT_COUNT] = {
         "INSERT INTO runs (trace, trace_format, trace_device, policy, device, device_description,"
         " capacity_bytes, total_bytes, granularity_bytes, knobs, seed, status, created_at,"
         " fragsim_version, max_samples, config, label, trace_sha256, job)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?2, ?8, ?3, ?4, ?6, ?9, ?10, ?11, ?12, ?13, ?14, 'running', ?15, ?16, ?17, ?5,"
+        " ?18, ?1, ?7)", /* ?1-?7: store_bind_run_key() */
     [STMT_FINISH_RUN] =
         "UPDATE runs SET status = ?, finished_at = ?, segment_actions = ?,"
         " segment_actions_stored = ?, blocks = ?, blocks_stored = ? WHERE id = ?",
@@ -370,8 +371,8 @@ store_fail(FsimStore *store, int rc, const char *what, GError **error)
     return FALSE;
 }
 
-/* Run SQL without parameters or results (schema, pragmas). */
-static gboolean
+/* Run SQL without parameters or results (schema, pragmas, views). */
+gboolean
 store_exec(FsimStore *store, const char *sql, const char *what, GError **error)
 {
     char *message = NULL;
@@ -434,6 +435,17 @@ store_step_done(FsimStore *store, sqlite3_stmt *stmt, int rc, const char *what, 
     return TRUE;
 }
 
+/* Finalize a prepared statement after its last step, @rc; FALSE (@what failed) unless it was
+ * SQLITE_DONE.  The error is read before the statement goes. */
+gboolean
+store_finish(FsimStore *store, sqlite3_stmt *stmt, int rc, const char *what, GError **error)
+{
+    gboolean done = rc == SQLITE_DONE || store_fail(store, rc, what, error);
+
+    (void)sqlite3_finalize(stmt);
+    return done;
+}
+
 gboolean
 store_run_simple(FsimStore *store, StoreStmt which, const char *what, GError **error)
 {
@@ -487,16 +499,8 @@ store_table_columns(FsimStore *store, const char *table, GError **error)
         return NULL;
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW)
         g_hash_table_add(columns, g_strdup((const char *)sqlite3_column_text(stmt, 0)));
-    if (rc != SQLITE_DONE) {
-        store_fail(store, rc, "reading a table's columns", error);
-        (void)sqlite3_finalize(stmt);
+    if (!store_finish(store, stmt, rc, "reading a table's columns", error))
         return NULL;
-    }
-    rc = sqlite3_finalize(stmt);
-    if (rc != SQLITE_OK) {
-        store_fail(store, rc, "reading a table's columns", error);
-        return NULL;
-    }
     return g_steal_pointer(&columns);
 }
 

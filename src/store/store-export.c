@@ -94,12 +94,8 @@ export_view(FsimStore *store, const char *view, const char *path, uint64_t *rows
         g_string_append(out, "\r\n");
         (*rows)++;
     }
-    if (rc != SQLITE_DONE) {
-        store_fail(store, rc, "exporting a view", error);
-        (void)sqlite3_finalize(stmt);
+    if (!store_finish(store, stmt, rc, "exporting a view", error))
         return FALSE;
-    }
-    (void)sqlite3_finalize(stmt);
     if (!g_file_set_contents(path, out->str, (gssize)out->len, &local_error)) {
         g_set_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_OPEN, "%s", local_error->message);
         return FALSE;

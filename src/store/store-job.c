@@ -14,7 +14,8 @@
 
 #include "store-private.h"
 
-/* The same run: trace (by content when hashed), trace device, policy, config, device, job. */
+/* The same run: trace (by content when hashed), trace device, policy, config, device, job
+ * (store_bind_run_key()). */
 #define STORE_SAME_RUN                                                                           \
     " WHERE status = 'running' AND (CASE WHEN ?1 IS NULL THEN trace = ?2 ELSE trace_sha256 = ?1" \
     " END) AND trace_device = ?3 AND policy = ?4 AND config = ?5 AND device = ?6 AND job IS ?7"
@@ -29,13 +30,7 @@ bind_error_run(sqlite3_stmt *stmt, const FsimStoreRunInfo *info, const FsimDevic
 {
     int rc = SQLITE_OK;
 
-    bind_text(stmt, 1, info->trace_sha256, &rc);
-    bind_text(stmt, 2, info->trace, &rc);
-    bind_i64(stmt, 3, info->trace_device, &rc);
-    bind_text(stmt, 4, info->policy, &rc);
-    bind_text(stmt, 5, info->config != NULL ? info->config : "", &rc);
-    bind_text(stmt, 6, device->name, &rc);
-    bind_text(stmt, 7, info->job, &rc);
+    store_bind_run_key(stmt, info, device, &rc);
     bind_text(stmt, 8, status, &rc);
     bind_text(stmt, 9, message, &rc);
     bind_text(stmt, 10, now, &rc);

@@ -79,12 +79,8 @@ merge_strings(FsimStore *store, const char *sql, const char *arg, GError **error
         rc = SQLITE_OK;
         g_ptr_array_add(out, g_strdup((const char *)sqlite3_column_text(stmt, 0)));
     }
-    if (rc != SQLITE_DONE) {
-        store_fail(store, rc, "reading the schema", error);
-        (void)sqlite3_finalize(stmt);
+    if (!store_finish(store, stmt, rc, "reading the schema", error))
         return NULL;
-    }
-    (void)sqlite3_finalize(stmt);
     return g_steal_pointer(&out);
 }
 
@@ -202,13 +198,7 @@ merge_seen(FsimStore *out, sqlite3_stmt *key_row, gboolean *seen, GError **error
     if (rc == SQLITE_OK)
         rc = sqlite3_step(stmt);
     *seen = rc == SQLITE_ROW;
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-        store_fail(out, rc, "comparing runs", error);
-        (void)sqlite3_finalize(stmt);
-        return FALSE;
-    }
-    (void)sqlite3_finalize(stmt);
-    return TRUE;
+    return store_finish(out, stmt, *seen ? SQLITE_DONE : rc, "comparing runs", error);
 }
 
 /* The statements copying one table: its SELECT on the input, its INSERT on the output and, for

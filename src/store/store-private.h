@@ -146,16 +146,17 @@ typedef struct {
     guint n_columns;
 } StoreRowLayout;
 
-extern const StoreRowLayout store_run_row;            /* FsimStoredRun, up to its metrics */
-extern const StoreRowLayout store_sample_row;         /* FsimStoredSample */
-extern const StoreRowLayout store_oom_row;            /* FsimOomRecord */
-extern const StoreRowLayout store_mark_row;           /* FsimStoredMark */
-extern const StoreRowLayout store_phase_row;          /* FsimStoredPhase */
-extern const StoreRowLayout store_breakdown_row;      /* FsimStoredBreakdown */
-extern const StoreRowLayout store_size_row;           /* FsimStoredSizeBucket */
-extern const StoreRowLayout store_segment_row;        /* FsimStoredSegment */
-extern const StoreRowLayout store_block_row;          /* FsimStoredBlock */
-extern const StoreRowLayout store_recommendation_row; /* FsimStoredRecommendation */
+extern const StoreRowLayout store_run_row;                 /* FsimStoredRun, up to its metrics */
+extern const StoreRowLayout store_sample_row;              /* FsimStoredSample */
+extern const StoreRowLayout store_oom_row;                 /* FsimOomRecord */
+extern const StoreRowLayout store_mark_row;                /* FsimStoredMark */
+extern const StoreRowLayout store_phase_row;               /* FsimStoredPhase */
+extern const StoreRowLayout store_breakdown_row;           /* FsimStoredBreakdown */
+extern const StoreRowLayout store_size_row;                /* FsimStoredSizeBucket */
+extern const StoreRowLayout store_segment_row;             /* FsimStoredSegment */
+extern const StoreRowLayout store_block_row;               /* FsimStoredBlock */
+extern const StoreRowLayout store_recommendation_row;      /* FsimStoredRecommendation */
+extern const StoreRowLayout store_recommendation_info_row; /* FsimStoreRecommendationInfo */
 
 void store_bind_row(sqlite3_stmt *stmt, int first, const StoreRowLayout *layout, const void *row,
                     int *rc);
@@ -168,11 +169,16 @@ sqlite3_stmt *store_prepare(FsimStore *store, const char *sql, GError **error);
 sqlite3_stmt *store_stmt(FsimStore *store, StoreStmt which, GError **error);
 gboolean store_step_done(FsimStore *store, sqlite3_stmt *stmt, int rc, const char *what,
                          GError **error);
+gboolean store_exec(FsimStore *store, const char *sql, const char *what, GError **error);
+gboolean store_finish(FsimStore *store, sqlite3_stmt *stmt, int rc, const char *what,
+                      GError **error);
 gboolean store_run_simple(FsimStore *store, StoreStmt which, const char *what, GError **error);
 char *store_now(void);
 FsimStoreStatus store_status_from_name(const char *name);
 guint store_action_from_name(const char *name);
 void store_mark_clear(gpointer data);
+void store_bind_run_key(sqlite3_stmt *stmt, const FsimStoreRunInfo *info,
+                        const FsimDeviceSpec *device, int *rc);
 gboolean store_insert_run_row(FsimStore *store, const FsimDeviceSpec *device,
                               const FsimStoreRunInfo *info, guint max_samples, int64_t *id,
                               GError **error);

@@ -119,13 +119,29 @@ fsim_store_runs(FsimStore *store, const int64_t *ids, gsize n_ids, GError **erro
     return g_steal_pointer(&runs);
 }
 
+/* Step @stmt to its end, appending each row, read with @layout, to @out.  Returns the code of
+ * the last step: SQLITE_DONE when every row was read. */
+static int
+store_read_rows(sqlite3_stmt *stmt, const StoreRowLayout *layout, GArray *out)
+{
+    guint size = g_array_get_element_size(out);
+    g_autofree void *row = g_malloc(size);
+    int rc;
+
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        memset(row, 0, size);
+        store_read_row(stmt, layout, row);
+        g_array_append_vals(out, row, 1);
+    }
+    return rc;
+}
+
 /* Run a per-run SELECT and append each row, read with @layout, to @out. */
 static gboolean
 store_select(FsimStore *store, StoreStmt which, int64_t run_id, const char *what,
              const StoreRowLayout *layout, GArray *out, GError **error)
 {
     sqlite3_stmt *stmt = store_stmt(store, which, error);
-    g_autofree void *row = g_malloc(g_array_get_element_size(out));
     int rc = SQLITE_OK;
 
     if (stmt == NULL)
@@ -133,11 +149,7 @@ store_select(FsimStore *store, StoreStmt which, int64_t run_id, const char *what
     bind_i64(stmt, 1, run_id, &rc);
     if (rc != SQLITE_OK)
         return store_fail(store, rc, what, error);
-    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-        memset(row, 0, g_array_get_element_size(out));
-        store_read_row(stmt, layout, row);
-        g_array_append_vals(out, row, 1);
-    }
+    rc = store_read_rows(stmt, layout, out);
     if (rc != SQLITE_DONE)
         return store_fail(store, rc, what, error);
     (void)sqlite3_reset(stmt);
@@ -170,6 +182,13 @@ fsim_store_ooms(FsimStore *store, int64_t run_id, GError **error)
 {
     return store_select_new(store, STMT_SELECT_OOMS, run_id, "reading OOM records", &store_oom_row,
                             sizeof(FsimOomRecord), NULL, error);
+}
+
+GArray *
+fsim_store_sizes(FsimStore *store, int64_t run_id, GError **error)
+{
+    return store_select_new(store, STMT_SELECT_SIZES, run_id, "reading the size histogram",
+                            &store_size_row, sizeof(FsimStoredSizeBucket), NULL, error);
 }
 
 /* Append the packed rows of @kind of run @run_id (none in a database of schema version 1). */
@@ -301,7 +320,6 @@ fsim_store_recommendations(FsimStore *store, GError **error)
     g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(FsimStoredRecommendation));
     sqlite3_stmt *stmt;
     gboolean present;
-    int rc;
 
     g_array_set_clear_func(out, recommendation_clear);
     /* The table is tune's: present only once tune wrote to this database. */
@@ -320,28 +338,11 @@ fsim_store_recommendations(FsimStore *store, GError **error)
                          " env, needed_bytes, saving_bytes, candidates, created_at"
                          " FROM recommendations ORDER BY id",
                          error);
-    if (stmt == NULL)
+    if (stmt == NULL ||
+        !store_finish(store, stmt, store_read_rows(stmt, &store_recommendation_row, out),
+                      "reading tune's recommendations", error))
         return NULL;
-    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-        FsimStoredRecommendation r = {0};
-
-        store_read_row(stmt, &store_recommendation_row, &r);
-        g_array_append_val(out, r);
-    }
-    if (rc != SQLITE_DONE) {
-        store_fail(store, rc, "reading tune's recommendations", error);
-        (void)sqlite3_finalize(stmt);
-        return NULL;
-    }
-    (void)sqlite3_finalize(stmt);
     return g_steal_pointer(&out);
-}
-
-GArray *
-fsim_store_sizes(FsimStore *store, int64_t run_id, GError **error)
-{
-    return store_select_new(store, STMT_SELECT_SIZES, run_id, "reading the size histogram",
-                            &store_size_row, sizeof(FsimStoredSizeBucket), NULL, error);
 }
 
 /* One item of a run list: `N` or `N-M`. */

@@ -29,16 +29,7 @@ fsim_store_add_recommendation(FsimStore *store, const FsimStoreRecommendationInf
 
     if (stmt == NULL)
         return FALSE;
-    bind_text(stmt, 1, r->trace, &rc);
-    bind_i64(stmt, 2, r->trace_device, &rc);
-    bind_text(stmt, 3, r->device, &rc);
-    bind_opt_i64(stmt, 4, r->default_run_id, &rc);
-    bind_opt_i64(stmt, 5, r->run_id, &rc);
-    bind_text(stmt, 6, r->config, &rc);
-    bind_text(stmt, 7, r->env, &rc);
-    bind_u64(stmt, 8, r->needed_bytes, &rc);
-    bind_u64(stmt, 9, r->saving_bytes, &rc);
-    bind_u64(stmt, 10, r->candidates, &rc);
+    store_bind_row(stmt, 1, &store_recommendation_info_row, r, &rc);
     bind_text(stmt, 11, now, &rc);
     ok = store_step_done(store, stmt, rc, "writing a recommendation", error);
     (void)sqlite3_finalize(stmt);

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The rows of a run's tables as tables of columns: each stored struct (a sample, an OOM, a mark,
- * a phase, the breakdown, a size class, a segment action, a block) is listed once as its
- * columns in the order of its INSERT and SELECT statements (sqlite.c), and that list binds a
- * row when store-run.c writes it and fills one when store-read.c reads it back, so a column is
- * never written one way and read another.
+ * a phase, the breakdown, a size class, a segment action, a block, a recommendation) is listed
+ * once as its columns in the order of its INSERT and SELECT statements (sqlite.c), and that list
+ * binds a row when store-run.c writes it and fills one when store-read.c reads it back, so a
+ * column is never written one way and read another.
  */
 #include <glib.h>
 
@@ -138,6 +138,20 @@ static const StoreColumn recommendation_columns[] = {
     COLUMN(OPT_I64, FsimStoredRecommendation, candidates),
     COLUMN(TEXT, FsimStoredRecommendation, created_at),
 };
+/* what fsim_store_add_recommendation() writes (store-recommend.c), before its created_at */
+static const StoreColumn recommendation_info_columns[] = {
+    COLUMN(TEXT, FsimStoreRecommendationInfo, trace),
+    COLUMN(UINT, FsimStoreRecommendationInfo, trace_device),
+    COLUMN(TEXT, FsimStoreRecommendationInfo, device),
+    COLUMN(OPT_I64, FsimStoreRecommendationInfo, default_run_id),
+    COLUMN(OPT_I64, FsimStoreRecommendationInfo, run_id),
+    COLUMN(TEXT, FsimStoreRecommendationInfo, config),
+    COLUMN(TEXT, FsimStoreRecommendationInfo, env),
+    COLUMN(U64, FsimStoreRecommendationInfo, needed_bytes),
+    COLUMN(U64, FsimStoreRecommendationInfo, saving_bytes),
+    COLUMN(U64, FsimStoreRecommendationInfo, candidates),
+};
+G_STATIC_ASSERT(sizeof(uint32_t) == sizeof(guint)); /* trace_device, bound as UINT */
 
 const StoreRowLayout store_run_row = LAYOUT(run_columns);
 const StoreRowLayout store_sample_row = LAYOUT(sample_columns);
@@ -149,6 +163,7 @@ const StoreRowLayout store_size_row = LAYOUT(size_columns);
 const StoreRowLayout store_segment_row = LAYOUT(segment_columns);
 const StoreRowLayout store_block_row = LAYOUT(block_columns);
 const StoreRowLayout store_recommendation_row = LAYOUT(recommendation_columns);
+const StoreRowLayout store_recommendation_info_row = LAYOUT(recommendation_info_columns);
 
 void
 store_bind_row(sqlite3_stmt *stmt, int first, const StoreRowLayout *layout, const void *row,

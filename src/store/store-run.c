@@ -507,6 +507,21 @@ static const FsimObserver store_observer = {
     .seed_segment = observe_seed_segment,
 };
 
+/* Binds what tells a run from another (the parameters ?1 to ?7 of a statement on `runs`): the
+ * trace's SHA-256 and its path, trace device, policy, config ("" for none), device and job. */
+void
+store_bind_run_key(sqlite3_stmt *stmt, const FsimStoreRunInfo *info, const FsimDeviceSpec *device,
+                   int *rc)
+{
+    bind_text(stmt, 1, info->trace_sha256, rc);
+    bind_text(stmt, 2, info->trace, rc);
+    bind_i64(stmt, 3, info->trace_device, rc);
+    bind_text(stmt, 4, info->policy, rc);
+    bind_text(stmt, 5, info->config != NULL ? info->config : "", rc);
+    bind_text(stmt, 6, device->name, rc);
+    bind_text(stmt, 7, info->job, rc);
+}
+
 /* Inserts the `runs` row of a new run (status `running`) for @device and @info; its id in @id. */
 gboolean
 store_insert_run_row(FsimStore *store, const FsimDeviceSpec *device, const FsimStoreRunInfo *info,
@@ -524,24 +539,18 @@ store_insert_run_row(FsimStore *store, const FsimDeviceSpec *device, const FsimS
     stmt = store_stmt(store, STMT_INSERT_RUN, error);
     if (stmt == NULL)
         return FALSE;
-    bind_text(stmt, 1, info->trace, &rc);
-    bind_text(stmt, 2, info->trace_format != NULL ? info->trace_format : "unknown", &rc);
-    bind_i64(stmt, 3, info->trace_device, &rc);
-    bind_text(stmt, 4, info->policy, &rc);
-    bind_text(stmt, 5, device->name, &rc);
-    bind_text(stmt, 6, device->description, &rc);
-    bind_u64(stmt, 7, device->capacity_bytes, &rc);
-    bind_u64(stmt, 8, device->total_bytes, &rc);
-    bind_u64(stmt, 9, device->granularity, &rc);
-    bind_text(stmt, 10, info->knobs != NULL ? info->knobs : "", &rc);
-    bind_opt_i64(stmt, 11, info->seed, &rc);
-    bind_text(stmt, 12, now, &rc);
-    bind_text(stmt, 13, FSIM_VERSION, &rc);
-    bind_i64(stmt, 14, max_samples, &rc);
-    bind_text(stmt, 15, info->config != NULL ? info->config : "", &rc);
-    bind_text(stmt, 16, info->label != NULL ? info->label : info->policy, &rc);
-    bind_text(stmt, 17, info->trace_sha256, &rc);
-    bind_text(stmt, 18, info->job, &rc);
+    store_bind_run_key(stmt, info, device, &rc);
+    bind_text(stmt, 8, info->trace_format != NULL ? info->trace_format : "unknown", &rc);
+    bind_text(stmt, 9, device->description, &rc);
+    bind_u64(stmt, 10, device->capacity_bytes, &rc);
+    bind_u64(stmt, 11, device->total_bytes, &rc);
+    bind_u64(stmt, 12, device->granularity, &rc);
+    bind_text(stmt, 13, info->knobs != NULL ? info->knobs : "", &rc);
+    bind_opt_i64(stmt, 14, info->seed, &rc);
+    bind_text(stmt, 15, now, &rc);
+    bind_text(stmt, 16, FSIM_VERSION, &rc);
+    bind_i64(stmt, 17, max_samples, &rc);
+    bind_text(stmt, 18, info->label != NULL ? info->label : info->policy, &rc);
     if (!store_step_done(store, stmt, rc, "recording a new run", error))
         return FALSE;
     *id = sqlite3_last_insert_rowid(store->db);
@@ -636,6 +645,18 @@ write_metrics(FsimStoreRun *run, GError **error)
                                error);
 }
 
+/* The statement @which of a row of the run: ready, with the run's id bound as its first
+ * parameter (the first failure in *@rc); NULL with @error set. */
+static sqlite3_stmt *
+run_stmt(FsimStoreRun *run, StoreStmt which, int *rc, GError **error)
+{
+    sqlite3_stmt *stmt = store_stmt(run->store, which, error);
+
+    if (stmt != NULL)
+        bind_i64(stmt, 1, run->id, rc);
+    return stmt;
+}
+
 /* The rows of @rows (of @layout), each after the run's id and its index in @rows. */
 static gboolean
 write_rows(FsimStoreRun *run, StoreStmt which, const StoreRowLayout *layout, GArray *rows,
@@ -644,12 +665,11 @@ write_rows(FsimStoreRun *run, StoreStmt which, const StoreRowLayout *layout, GAr
     guint size = g_array_get_element_size(rows);
 
     for (guint i = 0; i < rows->len; i++) {
-        sqlite3_stmt *stmt = store_stmt(run->store, which, error);
         int rc = SQLITE_OK;
+        sqlite3_stmt *stmt = run_stmt(run, which, &rc, error);
 
         if (stmt == NULL)
             return FALSE;
-        bind_i64(stmt, 1, run->id, &rc);
         bind_i64(stmt, 2, i, &rc);
         store_bind_row(stmt, 3, layout, rows->data + (gsize)i * size, &rc);
         if (!store_step_done(run->store, stmt, rc, what, error))
@@ -663,12 +683,11 @@ static gboolean
 write_packed_chunk(FsimStoreRun *run, const char *kind, guint seq, guint rows,
                    const GByteArray *data, GError **error)
 {
-    sqlite3_stmt *stmt = store_stmt(run->store, STMT_INSERT_PACKED, error);
     int rc = SQLITE_OK;
+    sqlite3_stmt *stmt = run_stmt(run, STMT_INSERT_PACKED, &rc, error);
 
     if (stmt == NULL)
         return FALSE;
-    bind_i64(stmt, 1, run->id, &rc);
     bind_text(stmt, 2, kind, &rc);
     bind_i64(stmt, 3, seq, &rc);
     bind_i64(stmt, 4, rows, &rc);
@@ -742,10 +761,9 @@ write_marks_and_sizes(FsimStoreRun *run, GError **error)
 
         if (run->size_count[i] == 0)
             continue;
-        stmt = store_stmt(store, STMT_INSERT_SIZE, error);
+        stmt = run_stmt(run, STMT_INSERT_SIZE, &rc, error);
         if (stmt == NULL)
             return FALSE;
-        bind_i64(stmt, 1, run->id, &rc);
         bind_i64(stmt, 2, i, &rc);
         bind_u64(stmt, 3, run->size_count[i], &rc);
         bind_u64(stmt, 4, run->size_bytes[i], &rc);
@@ -778,10 +796,9 @@ write_breakdown(FsimStoreRun *run, GError **error)
 
     if (!b->present)
         return TRUE;
-    stmt = store_stmt(run->store, STMT_INSERT_BREAKDOWN, error);
+    stmt = run_stmt(run, STMT_INSERT_BREAKDOWN, &rc, error);
     if (stmt == NULL)
         return FALSE;
-    bind_i64(stmt, 1, run->id, &rc);
     store_bind_row(stmt, 2, &store_breakdown_row, b, &rc);
     return store_step_done(run->store, stmt, rc, "writing the breakdown at the peak", error);
 }

@@ -124,27 +124,8 @@ view_text(FsimStore *store, const char *name, GError **error, gboolean *ok)
         text = g_strdup((const char *)sqlite3_column_text(stmt, 0));
         rc = SQLITE_DONE;
     }
-    if (rc != SQLITE_DONE)
-        store_fail(store, rc, "reading the views", error);
-    else
-        *ok = TRUE;
-    (void)sqlite3_finalize(stmt);
+    *ok = store_finish(store, stmt, rc, "reading the views", error);
     return text;
-}
-
-static gboolean
-exec_sql(FsimStore *store, const char *sql, const char *what, GError **error)
-{
-    char *message = NULL;
-    int rc = sqlite3_exec(store->db, sql, NULL, NULL, &message);
-
-    if (rc != SQLITE_OK) {
-        g_set_error(error, FSIM_STORE_ERROR, FSIM_STORE_ERROR_FAILED, "%s: %s: %s", store->path,
-                    what, message != NULL ? message : sqlite3_errstr(rc));
-        sqlite3_free(message);
-        return FALSE;
-    }
-    return TRUE;
 }
 
 gboolean
@@ -163,8 +144,8 @@ store_ensure_views(FsimStore *store, GError **error)
         if (stale) {
             g_autofree char *drop = g_strdup_printf("DROP VIEW IF EXISTS %s", views[i].name);
 
-            if (!exec_sql(store, drop, "replacing a view", error) ||
-                !exec_sql(store, views[i].sql, "creating a view", error))
+            if (!store_exec(store, drop, "replacing a view", error) ||
+                !store_exec(store, views[i].sql, "creating a view", error))
                 return FALSE;
         }
     }
@@ -174,14 +155,14 @@ store_ensure_views(FsimStore *store, GError **error)
 gboolean
 store_upgrade(FsimStore *store, int64_t version, GError **error)
 {
-    if (!exec_sql(store, store_schema_report_sql, "adding the report's tables", error) ||
+    if (!store_exec(store, store_schema_report_sql, "adding the report's tables", error) ||
         !store_ensure_views(store, error))
         return FALSE;
     if (version < FSIM_STORE_SCHEMA_VERSION) {
         g_autofree char *pragma =
             g_strdup_printf("PRAGMA user_version = %d", FSIM_STORE_SCHEMA_VERSION);
 
-        return exec_sql(store, pragma, "upgrading the schema version", error);
+        return store_exec(store, pragma, "upgrading the schema version", error);
     }
     return TRUE;
 }
