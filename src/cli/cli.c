@@ -508,46 +508,6 @@ fsim_cli_json_begin_object(JsonBuilder *builder, const char *name)
     json_builder_begin_object(builder);
 }
 
-void
-fsim_cli_json_add_metrics(JsonBuilder *builder, const FsimMetrics *metrics)
-{
-    gsize n;
-    const FsimMetricInfo *info = fsim_metrics_list(&n);
-
-    for (gsize i = 0; i < n; i++) {
-        const char *base = (const char *)metrics + info[i].offset;
-
-        json_builder_set_member_name(builder, info[i].name);
-        switch (info[i].kind) {
-        case FSIM_METRIC_U64: {
-            uint64_t value;
-
-            memcpy(&value, base, sizeof(value));
-            json_builder_add_int_value(builder, (gint64)value);
-            break;
-        }
-        case FSIM_METRIC_DOUBLE: {
-            double value;
-
-            memcpy(&value, base, sizeof(value));
-            json_builder_add_double_value(builder, value);
-            break;
-        }
-        case FSIM_METRIC_OPTIONAL_I64:
-        default: {
-            int64_t value;
-
-            memcpy(&value, base, sizeof(value));
-            if (value < 0)
-                json_builder_add_null_value(builder);
-            else
-                json_builder_add_int_value(builder, value);
-            break;
-        }
-        }
-    }
-}
-
 /* ---- tables -------------------------------------------------------------------------------- */
 
 struct FsimTable {

@@ -278,6 +278,40 @@ void fsim_cli_json_string(JsonBuilder *builder, const char *name, const char *va
 void fsim_cli_json_begin_array(JsonBuilder *builder, const char *name);
 void fsim_cli_json_begin_object(JsonBuilder *builder, const char *name);
 
+/**
+ * FsimCliMember:
+ *
+ * An integer member of a struct that fsim_cli_json_members() writes: its JSON key, its type and
+ * its offset in the struct.  json-members.c lists those of the structs the commands print.
+ */
+typedef enum {
+    FSIM_CLI_MEMBER_U32,     /* uint32_t */
+    FSIM_CLI_MEMBER_U64,     /* uint64_t */
+    FSIM_CLI_MEMBER_DOUBLE,  /* double */
+    FSIM_CLI_MEMBER_OPT_I64, /* int64_t; null when negative */
+} FsimCliMemberKind;
+
+typedef struct {
+    const char *name;
+    FsimCliMemberKind kind;
+    gsize offset;
+} FsimCliMember;
+
+typedef struct {
+    const FsimCliMember *members;
+    gsize n_members;
+} FsimCliMembers;
+
+/* `info`: a trace device's streams, segments, reserved_bytes, allocs, peak_requested_bytes and
+ * duration_ns (#FsimTraceDeviceInfo). */
+extern const FsimCliMembers fsim_cli_trace_device_members;
+
+/* Add @members of @object (a struct they describe) to the JSON object being built, in order. */
+void fsim_cli_json_members(JsonBuilder *builder, const FsimCliMembers *members, const void *object);
+/* Add member @name: an array of one object (fsim_cli_json_members()) per element of @objects. */
+void fsim_cli_json_member_array(JsonBuilder *builder, const char *name,
+                                const FsimCliMembers *members, GArray *objects);
+
 /* Add a metric set to a JSON object being built (every FSIM_METRICS key). */
 void fsim_cli_json_add_metrics(JsonBuilder *builder, const FsimMetrics *metrics);
 

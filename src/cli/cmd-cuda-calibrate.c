@@ -27,17 +27,7 @@ calibrate_json(const FsimCudaCalibration *cal, const FsimDeviceSpec *spec, const
     fsim_cli_json_string(builder, "profile", output);
     fsim_cmd_cuda_json_add_u64(builder, "free_bytes", cal->free_bytes);
     fsim_cmd_cuda_json_add_u64(builder, "observed_step", cal->observed_step);
-    fsim_cli_json_begin_array(builder, "steps");
-    for (guint i = 0; i < cal->steps->len; i++) {
-        const FsimCudaUsageStep *step = &g_array_index(cal->steps, FsimCudaUsageStep, i);
-
-        json_builder_begin_object(builder);
-        fsim_cmd_cuda_json_add_u64(builder, "size", step->size);
-        fsim_cmd_cuda_json_add_u64(builder, "count", step->count);
-        fsim_cmd_cuda_json_add_u64(builder, "used_bytes", step->used_bytes);
-        json_builder_end_object(builder);
-    }
-    json_builder_end_array(builder);
+    fsim_cli_json_member_array(builder, "steps", &fsim_cmd_cuda_usage_step_members, cal->steps);
     fsim_cli_json_begin_array(builder, "series");
     for (int s = 0; s < FSIM_CUDA_SERIES_COUNT; s++) {
         const FsimCudaSeries *series = &cal->series[s];

@@ -17,22 +17,7 @@ native_json_run(JsonBuilder *builder, guint i, gpointer data)
 
     json_builder_begin_object(builder);
     fsim_cli_json_string(builder, "mode", fsim_cuda_native_mode_name(r->mode));
-    fsim_cli_json_int(builder, "trace_device", r->trace_device);
-    fsim_cmd_cuda_json_add_u64(builder, "events", r->events);
-    fsim_cmd_cuda_json_add_u64(builder, "allocs", r->allocs);
-    fsim_cmd_cuda_json_add_u64(builder, "frees", r->frees);
-    fsim_cmd_cuda_json_add_u64(builder, "ooms", r->ooms);
-    json_builder_set_member_name(builder, "first_oom_event");
-    if (r->first_oom_event < 0)
-        json_builder_add_null_value(builder);
-    else
-        json_builder_add_int_value(builder, r->first_oom_event);
-    fsim_cmd_cuda_json_add_u64(builder, "unmatched_frees", r->unmatched_frees);
-    fsim_cmd_cuda_json_add_u64(builder, "empty_caches", r->empty_caches);
-    fsim_cmd_cuda_json_add_u64(builder, "peak_requested_bytes", r->peak_requested_bytes);
-    fsim_cmd_cuda_json_add_u64(builder, "peak_used_bytes", r->peak_used_bytes);
-    fsim_cmd_cuda_json_add_u64(builder, "peak_reserved_bytes", r->peak_reserved_bytes);
-    fsim_cmd_cuda_json_add_u64(builder, "pool_used_high_bytes", r->pool_used_high_bytes);
+    fsim_cli_json_members(builder, &fsim_cmd_cuda_native_members, r);
     fsim_cmd_cuda_json_add_latency(builder, "alloc", &r->alloc, -1);
     fsim_cmd_cuda_json_add_latency(builder, "free", &r->dealloc, -1);
     fsim_cmd_cuda_json_add_latency(builder, "touch", &r->touch, -1);

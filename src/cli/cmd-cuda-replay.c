@@ -88,12 +88,7 @@ replay_json_run(JsonBuilder *builder, guint i, gpointer data)
     fsim_cli_json_string(builder, "status", r->gpu_oom_stopped ? "oom" : "complete");
     fsim_cli_json_add_metrics(builder, &r->gpu);
     fsim_cli_json_begin_object(builder, "measured");
-    fsim_cmd_cuda_json_add_u64(builder, "alloc_time_ns", measured->measured_time_ns);
-    fsim_cmd_cuda_json_add_u64(builder, "peak_used_bytes", measured->peak_used_bytes);
-    fsim_cmd_cuda_json_add_u64(builder, "baseline_used_bytes", measured->baseline_used_bytes);
-    fsim_cmd_cuda_json_add_u64(builder, "usage_samples", measured->usage_samples);
-    fsim_cmd_cuda_json_add_u64(builder, "handles_created", measured->handles_created);
-    fsim_cmd_cuda_json_add_u64(builder, "peak_handles", measured->peak_handles);
+    fsim_cli_json_members(builder, &fsim_cmd_cuda_measured_members, measured);
     fsim_cli_json_begin_object(builder, "calls");
     for (int c = 0; c < FSIM_CALL_COUNT; c++)
         fsim_cmd_cuda_json_add_latency(builder, fsim_device_call_name((FsimDeviceCall)c),

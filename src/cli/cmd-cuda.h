@@ -10,6 +10,7 @@
 
 #include <json-glib/json-glib.h>
 
+#include "cli.h"
 #include "cuda/cuda-backend.h"
 
 G_BEGIN_DECLS
@@ -34,6 +35,13 @@ char *fsim_cmd_cuda_format_size_delta(uint64_t value, uint64_t reference);
 /* Open GPU @gpu for `cuda @command`; NULL (with *@status set, the message printed) when there is
  * none. */
 FsimCudaDriver *fsim_cmd_cuda_open(const char *command, gint gpu, int *status);
+
+/* The members of `cuda native`'s runs (#FsimCudaNativeResult, after the mode), of `cuda
+ * replay`'s measurements (#FsimCudaMeasurements, before the latencies) and of `cuda calibrate`'s
+ * steps (#FsimCudaUsageStep); json-members.c. */
+extern const FsimCliMembers fsim_cmd_cuda_native_members;
+extern const FsimCliMembers fsim_cmd_cuda_measured_members;
+extern const FsimCliMembers fsim_cmd_cuda_usage_step_members;
 
 /* "@name": @value. */
 void fsim_cmd_cuda_json_add_u64(JsonBuilder *builder, const char *name, uint64_t value);

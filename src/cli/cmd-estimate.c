@@ -8,51 +8,79 @@
  */
 #include <glib.h>
 
+#include <stddef.h>
+
 #include "cli.h"
 #include "synth/synth.h"
+
+/* A model's dimensions as --list-models prints them: the JSON key, the column of the table
+ * (NULL: not in it) and the member of #FsimModelShape (a uint32_t). */
+static const struct {
+    const char *key;
+    const char *column;
+    gsize offset;
+} model_dims[] = {
+    {"layers", "layers", offsetof(FsimModelShape, layers)},
+    {"hidden", "hidden", offsetof(FsimModelShape, hidden)},
+    {"heads", "heads", offsetof(FsimModelShape, heads)},
+    {"kv_heads", "KV", offsetof(FsimModelShape, kv_heads)},
+    {"head_dim", NULL, offsetof(FsimModelShape, head_dim)},
+    {"ffn", "FFN", offsetof(FsimModelShape, ffn)},
+    {"vocab", "vocab", offsetof(FsimModelShape, vocab)},
+};
+
+static uint32_t
+model_dim(const FsimModelShape *m, gsize d)
+{
+    return *(const uint32_t *)((const char *)m + model_dims[d].offset);
+}
+
+static void
+print_models_json(const FsimModelShape *presets, gsize n)
+{
+    g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
+    fsim_cli_json_begin_array(builder, "models");
+    for (gsize i = 0; i < n; i++) {
+        const FsimModelShape *m = &presets[i];
+        json_builder_begin_object(builder);
+        fsim_cli_json_string(builder, "name", m->name);
+        fsim_cli_json_string(builder, "description", m->description);
+        fsim_cli_json_int(builder, "params", (gint64)fsim_model_params(m));
+        for (gsize d = 0; d < G_N_ELEMENTS(model_dims); d++)
+            fsim_cli_json_int(builder, model_dims[d].key, model_dim(m, d));
+        json_builder_end_object(builder);
+    }
+    json_builder_end_array(builder);
+    fsim_cli_json_print(builder);
+}
 
 void
 fsim_cli_print_models(gboolean json)
 {
     gsize n;
     const FsimModelShape *presets = fsim_model_presets(&n);
+    const char *headers[G_N_ELEMENTS(model_dims) + 3] = {"name", "parameters"};
+    guint n_columns = 2;
 
     if (json) {
-        g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
-        fsim_cli_json_begin_array(builder, "models");
-        for (gsize i = 0; i < n; i++) {
-            const FsimModelShape *m = &presets[i];
-            json_builder_begin_object(builder);
-            fsim_cli_json_string(builder, "name", m->name);
-            fsim_cli_json_string(builder, "description", m->description);
-            fsim_cli_json_int(builder, "params", (gint64)fsim_model_params(m));
-            fsim_cli_json_int(builder, "layers", (gint64)m->layers);
-            fsim_cli_json_int(builder, "hidden", (gint64)m->hidden);
-            fsim_cli_json_int(builder, "heads", (gint64)m->heads);
-            fsim_cli_json_int(builder, "kv_heads", (gint64)m->kv_heads);
-            fsim_cli_json_int(builder, "head_dim", (gint64)m->head_dim);
-            fsim_cli_json_int(builder, "ffn", (gint64)m->ffn);
-            fsim_cli_json_int(builder, "vocab", (gint64)m->vocab);
-            json_builder_end_object(builder);
-        }
-        json_builder_end_array(builder);
-        fsim_cli_json_print(builder);
+        print_models_json(presets, n);
         return;
     }
-    static const char *const headers[] = {"name", "parameters", "layers", "hidden",     "heads",
-                                          "KV",   "FFN",        "vocab",  "description"};
-    g_autoptr(FsimTable) table = fsim_table_new(G_N_ELEMENTS(headers), headers);
+    for (gsize d = 0; d < G_N_ELEMENTS(model_dims); d++) {
+        if (model_dims[d].column != NULL)
+            headers[n_columns++] = model_dims[d].column;
+    }
+    headers[n_columns++] = "description";
+    g_autoptr(FsimTable) table = fsim_table_new(n_columns, headers);
     for (gsize i = 0; i < n; i++) {
         const FsimModelShape *m = &presets[i];
         g_autofree char *params = fsim_format_count(fsim_model_params(m));
         fsim_table_add(table, m->name);
         fsim_table_add(table, params);
-        fsim_table_addf(table, "%u", m->layers);
-        fsim_table_addf(table, "%u", m->hidden);
-        fsim_table_addf(table, "%u", m->heads);
-        fsim_table_addf(table, "%u", m->kv_heads);
-        fsim_table_addf(table, "%u", m->ffn);
-        fsim_table_addf(table, "%u", m->vocab);
+        for (gsize d = 0; d < G_N_ELEMENTS(model_dims); d++) {
+            if (model_dims[d].column != NULL)
+                fsim_table_addf(table, "%u", model_dim(m, d));
+        }
         fsim_table_add(table, m->description);
     }
     fsim_table_print(table);

@@ -27,12 +27,7 @@ info_print_json(const FsimTraceInfo *info)
             fsim_cli_json_int(builder, action->name, (gint64)action->count);
         }
         json_builder_end_object(builder);
-        fsim_cli_json_int(builder, "streams", (gint64)dev->streams);
-        fsim_cli_json_int(builder, "segments", (gint64)dev->segments);
-        fsim_cli_json_int(builder, "reserved_bytes", (gint64)dev->reserved_bytes);
-        fsim_cli_json_int(builder, "allocs", (gint64)dev->allocs);
-        fsim_cli_json_int(builder, "peak_requested_bytes", (gint64)dev->peak_requested_bytes);
-        fsim_cli_json_int(builder, "duration_ns", (gint64)dev->duration_ns);
+        fsim_cli_json_members(builder, &fsim_cli_trace_device_members, dev);
         json_builder_end_object(builder);
     }
     json_builder_end_array(builder);

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The structs the commands print with --json as tables of members: each lists, in the order of
+ * the output, a struct's integer members with their JSON keys, and fsim_cli_json_members()
+ * writes any of them, as fsim_cli_json_add_metrics() writes the metrics.  A command adds what
+ * is not a plain integer (names, nested objects, latencies) around them.
+ */
+#include <glib.h>
+
+#include <stddef.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cmd-cuda.h"
+
+#define MEMBERS(members)               \
+    {                                  \
+        members, G_N_ELEMENTS(members) \
+    }
+
+/* `info`: a trace device's counts, after its events per action */
+static const FsimCliMember trace_device_members[] = {
+    {"streams", FSIM_CLI_MEMBER_U64, offsetof(FsimTraceDeviceInfo, streams)},
+    {"segments", FSIM_CLI_MEMBER_U64, offsetof(FsimTraceDeviceInfo, segments)},
+    {"reserved_bytes", FSIM_CLI_MEMBER_U64, offsetof(FsimTraceDeviceInfo, reserved_bytes)},
+    {"allocs", FSIM_CLI_MEMBER_U64, offsetof(FsimTraceDeviceInfo, allocs)},
+    {"peak_requested_bytes", FSIM_CLI_MEMBER_U64,
+     offsetof(FsimTraceDeviceInfo, peak_requested_bytes)},
+    {"duration_ns", FSIM_CLI_MEMBER_U64, offsetof(FsimTraceDeviceInfo, duration_ns)},
+};
+G_STATIC_ASSERT(sizeof(FsimTime) == sizeof(uint64_t));
+
+/* `cuda native`: a run, after its mode */
+static const FsimCliMember cuda_native_members[] = {
+    {"trace_device", FSIM_CLI_MEMBER_U32, offsetof(FsimCudaNativeResult, trace_device)},
+    {"events", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaNativeResult, events)},
+    {"allocs", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaNativeResult, allocs)},
+    {"frees", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaNativeResult, frees)},
+    {"ooms", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaNativeResult, ooms)},
+    {"first_oom_event", FSIM_CLI_MEMBER_OPT_I64, offsetof(FsimCudaNativeResult, first_oom_event)},
+    {"unmatched_frees", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaNativeResult, unmatched_frees)},
+    {"empty_caches", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaNativeResult, empty_caches)},
+    {"peak_requested_bytes", FSIM_CLI_MEMBER_U64,
+     offsetof(FsimCudaNativeResult, peak_requested_bytes)},
+    {"peak_used_bytes", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaNativeResult, peak_used_bytes)},
+    {"peak_reserved_bytes", FSIM_CLI_MEMBER_U64,
+     offsetof(FsimCudaNativeResult, peak_reserved_bytes)},
+    {"pool_used_high_bytes", FSIM_CLI_MEMBER_U64,
+     offsetof(FsimCudaNativeResult, pool_used_high_bytes)},
+};
+
+/* `cuda replay`: what was measured on the GPU, before the calls' latencies */
+static const FsimCliMember cuda_measured_members[] = {
+    {"alloc_time_ns", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaMeasurements, measured_time_ns)},
+    {"peak_used_bytes", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaMeasurements, peak_used_bytes)},
+    {"baseline_used_bytes", FSIM_CLI_MEMBER_U64,
+     offsetof(FsimCudaMeasurements, baseline_used_bytes)},
+    {"usage_samples", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaMeasurements, usage_samples)},
+    {"handles_created", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaMeasurements, handles_created)},
+    {"peak_handles", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaMeasurements, peak_handles)},
+};
+
+/* `cuda calibrate`: a step of the used-memory probe */
+static const FsimCliMember cuda_usage_step_members[] = {
+    {"size", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaUsageStep, size)},
+    {"count", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaUsageStep, count)},
+    {"used_bytes", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaUsageStep, used_bytes)},
+};
+
+const FsimCliMembers fsim_cli_trace_device_members = MEMBERS(trace_device_members);
+const FsimCliMembers fsim_cmd_cuda_native_members = MEMBERS(cuda_native_members);
+const FsimCliMembers fsim_cmd_cuda_measured_members = MEMBERS(cuda_measured_members);
+const FsimCliMembers fsim_cmd_cuda_usage_step_members = MEMBERS(cuda_usage_step_members);
+
+/* Add the value of a @kind member at @field. */
+static void
+json_add_value(JsonBuilder *builder, FsimCliMemberKind kind, const void *field)
+{
+    switch (kind) {
+    case FSIM_CLI_MEMBER_U32:
+        json_builder_add_int_value(builder, *(const uint32_t *)field);
+        break;
+    case FSIM_CLI_MEMBER_U64:
+        json_builder_add_int_value(builder, (gint64) * (const uint64_t *)field);
+        break;
+    case FSIM_CLI_MEMBER_DOUBLE:
+        json_builder_add_double_value(builder, *(const double *)field);
+        break;
+    case FSIM_CLI_MEMBER_OPT_I64:
+        if (*(const int64_t *)field < 0)
+            json_builder_add_null_value(builder);
+        else
+            json_builder_add_int_value(builder, *(const int64_t *)field);
+        break;
+    }
+}
+
+void
+fsim_cli_json_members(JsonBuilder *builder, const FsimCliMembers *members, const void *object)
+{
+    for (gsize i = 0; i < members->n_members; i++) {
+        const FsimCliMember *member = &members->members[i];
+
+        json_builder_set_member_name(builder, member->name);
+        json_add_value(builder, member->kind, (const char *)object + member->offset);
+    }
+}
+
+void
+fsim_cli_json_member_array(JsonBuilder *builder, const char *name, const FsimCliMembers *members,
+                           GArray *objects)
+{
+    fsim_cli_json_begin_array(builder, name);
+    for (guint i = 0; i < objects->len; i++) {
+        json_builder_begin_object(builder);
+        fsim_cli_json_members(builder, members,
+                              objects->data +
+                                  (gsize)i * g_array_get_element_size((GArray *)objects));
+        json_builder_end_object(builder);
+    }
+    json_builder_end_array(builder);
+}
+
+/* The metrics' own table (fragsim/metrics.h) walked the same way. */
+void
+fsim_cli_json_add_metrics(JsonBuilder *builder, const FsimMetrics *metrics)
+{
+    static const FsimCliMemberKind kinds[] = {
+        [FSIM_METRIC_U64] = FSIM_CLI_MEMBER_U64,
+        [FSIM_METRIC_DOUBLE] = FSIM_CLI_MEMBER_DOUBLE,
+        [FSIM_METRIC_OPTIONAL_I64] = FSIM_CLI_MEMBER_OPT_I64,
+    };
+    gsize n;
+    const FsimMetricInfo *info = fsim_metrics_list(&n);
+
+    for (gsize i = 0; i < n; i++) {
+        json_builder_set_member_name(builder, info[i].name);
+        json_add_value(builder, kinds[info[i].kind], (const char *)metrics + info[i].offset);
+    }
+}
