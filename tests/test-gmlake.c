@@ -108,6 +108,45 @@ test_stitched_cache(void)
     harness_clear(&h);
 }
 
+/* A cached stitched block whose piece now lies inside a larger free block (its lower neighbour
+ * was freed and merged with it): reusing it carves the piece out of that block, and the free
+ * front left below the piece stays a free, indexed block (the policy's check runs after each
+ * operation).  Two 20 MiB segments of [8 MiB | 12 MiB]; the two 12 MiB blocks are stitched into
+ * 24 MiB, the 8 MiB in front of one piece is freed, then the stitched block, and 24 MiB again
+ * reuses the cached range. */
+static void
+test_stitched_reuse_inside(void)
+{
+    static const char *const sets[] = {"gmlake.frag_limit=2MiB", NULL};
+    Harness h;
+    FsimBlock a, b, d, e, x, again, front;
+
+    harness_init_knobs(&h, "gmlake", "1GiB", sets);
+    a = harness_alloc(&h, 8 * MIB, 0);
+    b = harness_alloc(&h, 12 * MIB, 0);
+    d = harness_alloc(&h, 8 * MIB, 0);
+    e = harness_alloc(&h, 12 * MIB, 0);
+    g_assert_cmpuint(b.addr, ==, a.addr + 8 * MIB);
+    g_assert_cmpuint(e.addr, ==, d.addr + 8 * MIB);
+    harness_free(&h, &b);
+    harness_free(&h, &e);
+    x = harness_alloc(&h, 24 * MIB, 0);
+    g_assert_cmpuint(harness_stat(&h, "stitches"), ==, 1);
+    harness_free(&h, &a);
+    harness_free(&h, &x);
+    again = harness_alloc(&h, 24 * MIB, 0);
+    g_assert_cmpuint(again.addr, ==, x.addr);
+    g_assert_cmpuint(harness_stat(&h, "stitch_reuses"), ==, 1);
+    /* the 8 MiB front is free and found by best fit */
+    front = harness_alloc(&h, 8 * MIB, 0);
+    g_assert_cmpuint(front.addr, ==, a.addr);
+    g_assert_cmpuint((uint64_t)h.device->reserved.current, ==, 40 * MIB);
+    harness_free(&h, &front);
+    harness_free(&h, &again);
+    harness_free(&h, &d);
+    harness_clear(&h);
+}
+
 /* Small requests use PyTorch's small pool: a 2 MiB cudaMalloc, split into 512-byte units. */
 static void
 test_small_pool(void)
@@ -142,6 +181,7 @@ main(int argc, char **argv)
     g_test_add_func("/gmlake/default-limit", test_default_limit);
     g_test_add_func("/gmlake/stitching-off", test_stitching_off);
     g_test_add_func("/gmlake/stitched-cache", test_stitched_cache);
+    g_test_add_func("/gmlake/stitched-reuse-inside", test_stitched_reuse_inside);
     g_test_add_func("/gmlake/small-pool", test_small_pool);
     return g_test_run();
 }

@@ -406,7 +406,9 @@ gm_carve_piece(Gmlake *gm, Piece *piece, Stitched *owner)
     g_assert(block != NULL && !gm_allocated(block));
     freeset_erase(gm_free_set(block), block);
     if (block->addr < addr) {
+        /* the block merged with a free neighbour below the piece: that front stays free */
         gm_split(gm, block, addr - block->addr);
+        freeset_insert(gm_free_set(block), block);
         block = block->next;
         freeset_erase(gm_free_set(block), block);
     }
