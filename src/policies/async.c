@@ -42,22 +42,17 @@
 
 #include <string.h>
 
-#include "core/size-set.h"
-#include "core/slab.h"
+#include "core/chunk-list.h"
 #include "policies.h"
 
 #define ASYNC_ALIGNMENT 512u
 
-typedef struct Chunk Chunk;
-struct Chunk {
-    uint64_t offset;
-    uint64_t size;
-    Chunk *prev; /* address-order neighbours */
-    Chunk *next;
-    gboolean used;    /* allocated, or freed but reserved for its stream */
+/* A chunk of the pool, by offset: free (in the chunk list's index), allocated, or pending. */
+typedef struct {
+    FsimChunk c;      /* must be first */
     gboolean pending; /* freed, reusable by @stream only until a synchronisation */
     uint64_t stream;
-};
+} Chunk;
 
 typedef struct {
     FsimPolicy base; /* must be first */
@@ -70,12 +65,9 @@ typedef struct {
     gsize n_pages;
     uint64_t mapped_bytes;
     uint64_t allocated_bytes;
+    FsimChunkList chunks; /* one run, the pool's range; the free chunks indexed */
     Chunk *first;
-    FsimSlab chunks;
-    FsimSizeSet free_chunks; /* free Chunk* by (size, offset) */
-    GTree *pending;          /* pending Chunk* by (stream, size, offset) */
-    uint64_t num_splits;
-    uint64_t num_merges;
+    GTree *pending; /* pending Chunk* by (stream, size, offset) */
     uint64_t num_retries;
     uint64_t trims;
 } Async;
@@ -97,10 +89,10 @@ chunk_by_size(gconstpointer a, gconstpointer b, gpointer data)
 {
     const Chunk *x = a;
     const Chunk *y = b;
-    int c = fsim_compare_u64(x->size, y->size);
+    int c = fsim_compare_u64(x->c.size, y->c.size);
 
     (void)data;
-    return c != 0 ? c : fsim_compare_u64(x->offset, y->offset);
+    return c != 0 ? c : fsim_compare_u64(x->c.start, y->c.start);
 }
 
 static gint
@@ -112,19 +104,6 @@ chunk_by_stream_size(gconstpointer a, gconstpointer b, gpointer data)
     if (x->stream != y->stream)
         return x->stream < y->stream ? -1 : 1;
     return chunk_by_size(a, b, data);
-}
-
-/* The free set: insert, erase. */
-static void
-async_free_insert(Async *pool, Chunk *chunk)
-{
-    fsim_size_set_insert(&pool->free_chunks, chunk->size, chunk->offset, chunk);
-}
-
-static void
-async_free_erase(Async *pool, Chunk *chunk)
-{
-    fsim_size_set_erase(&pool->free_chunks, chunk->size, chunk->offset, chunk);
 }
 
 static FsimPolicy *
@@ -160,10 +139,8 @@ async_create(FsimDevice *device, GKeyFile *config, GError **error)
     pool->page_busy = g_new0(guint8, pool->n_pages);
     pool->page_mapped = g_new0(guint8, pool->n_pages);
     pool->pending = g_tree_new_full(chunk_by_stream_size, NULL, NULL, NULL);
-    fsim_slab_init(&pool->chunks, sizeof(Chunk), 1024);
-    pool->first = fsim_slab_alloc0(&pool->chunks);
-    pool->first->size = va_size;
-    async_free_insert(pool, pool->first);
+    fsim_chunk_list_init(&pool->chunks, sizeof(Chunk));
+    pool->first = (Chunk *)fsim_chunk_list_add_run(&pool->chunks, 0, va_size);
     return &pool->base;
 }
 
@@ -172,8 +149,7 @@ async_destroy(FsimPolicy *self)
 {
     Async *pool = async_from_policy(self);
 
-    fsim_slab_clear(&pool->chunks);
-    fsim_size_set_clear(&pool->free_chunks);
+    fsim_chunk_list_clear(&pool->chunks);
     g_tree_destroy(pool->pending);
     g_free(pool->page_busy);
     g_free(pool->page_mapped);
@@ -187,10 +163,10 @@ static void
 async_mark_busy(Async *pool)
 {
     memset(pool->page_busy, 0, pool->n_pages);
-    for (const Chunk *chunk = pool->first; chunk != NULL; chunk = chunk->next) {
-        if (chunk->used) {
-            gsize first = chunk->offset / pool->page_size;
-            gsize last = (chunk->offset + chunk->size - 1) / pool->page_size;
+    for (const FsimChunk *chunk = &pool->first->c; chunk != NULL; chunk = chunk->next) {
+        if (!chunk->free) {
+            gsize first = chunk->start / pool->page_size;
+            gsize last = (chunk->start + chunk->size - 1) / pool->page_size;
 
             memset(pool->page_busy + first, 1, last - first + 1);
         }
@@ -267,8 +243,8 @@ async_trim(Async *pool, uint64_t keep)
 static Chunk *
 async_find(Async *pool, uint64_t size, uint64_t stream, FsimSizeCursor *cursor)
 {
-    Chunk probe = {.offset = 0, .size = size, .stream = stream};
-    Chunk *best = fsim_size_set_lower_bound(&pool->free_chunks, size, 0, cursor);
+    Chunk probe = {.c = {.start = 0, .size = size}, .stream = stream};
+    Chunk *best = (Chunk *)fsim_chunk_list_best_fit(&pool->chunks, size, cursor);
     GTreeNode *node =
         g_tree_nnodes(pool->pending) > 0 ? g_tree_lower_bound(pool->pending, &probe) : NULL;
 
@@ -286,79 +262,26 @@ async_find(Async *pool, uint64_t size, uint64_t stream, FsimSizeCursor *cursor)
 static Chunk *
 async_take(Async *pool, Chunk *chunk, uint64_t size, const FsimSizeCursor *cursor)
 {
-    gboolean was_pending = chunk->pending;
-
-    if (was_pending)
-        g_tree_remove(pool->pending, chunk);
-    else if (chunk->size <= size)
-        fsim_size_set_erase_at(&pool->free_chunks, cursor);
-    if (chunk->size > size) {
-        Chunk *rest = fsim_slab_alloc0(&pool->chunks);
-
-        rest->offset = chunk->offset + size;
-        rest->size = chunk->size - size;
-        rest->prev = chunk;
-        rest->next = chunk->next;
-        rest->used = chunk->used;
-        rest->pending = was_pending;
-        rest->stream = chunk->stream;
-        if (chunk->next != NULL)
-            chunk->next->prev = rest;
-        chunk->next = rest;
-        chunk->size = size;
-        if (was_pending)
-            g_tree_insert(pool->pending, rest, rest);
-        else /* the rest takes the chunk's place in the free set, in place where it keeps it */
-            fsim_size_set_replace_at(&pool->free_chunks, cursor, rest->size, rest->offset, rest);
-        pool->num_splits++;
+    if (!chunk->pending) {
+        fsim_chunk_list_take(&pool->chunks, &chunk->c, cursor, size);
+        return chunk;
     }
-    chunk->used = TRUE;
+    g_tree_remove(pool->pending, chunk);
+    if (chunk->c.size > size) { /* the rest stays pending for its stream */
+        Chunk *rest = (Chunk *)fsim_chunk_list_split(&pool->chunks, &chunk->c, size);
+
+        g_tree_insert(pool->pending, rest, rest);
+    }
     chunk->pending = FALSE;
     return chunk;
-}
-
-/* Merge the free @chunk with free neighbours and index it. */
-static void
-async_coalesce(Async *pool, Chunk *chunk)
-{
-    if (chunk->next != NULL && !chunk->next->used) {
-        Chunk *next = chunk->next;
-
-        async_free_erase(pool, next);
-        chunk->size += next->size;
-        chunk->next = next->next;
-        if (next->next != NULL)
-            next->next->prev = chunk;
-        fsim_slab_free(&pool->chunks, next);
-        pool->num_merges++;
-    }
-    if (chunk->prev != NULL && !chunk->prev->used) {
-        Chunk *prev = chunk->prev;
-        FsimSizeCursor cursor;
-        gboolean found =
-            fsim_size_set_find(&pool->free_chunks, prev->size, prev->offset, prev, &cursor);
-
-        g_assert(found);
-        prev->size += chunk->size;
-        prev->next = chunk->next;
-        if (chunk->next != NULL)
-            chunk->next->prev = prev;
-        fsim_slab_free(&pool->chunks, chunk);
-        pool->num_merges++;
-        /* prev grows: its entry is replaced, in place where it keeps its place */
-        fsim_size_set_replace_at(&pool->free_chunks, &cursor, prev->size, prev->offset, prev);
-        return;
-    }
-    async_free_insert(pool, chunk);
 }
 
 /* Give a used chunk back to the free set. */
 static void
 async_release(Async *pool, Chunk *chunk)
 {
-    chunk->used = FALSE;
     chunk->pending = FALSE;
-    async_coalesce(pool, chunk);
+    fsim_chunk_list_release(&pool->chunks, &chunk->c);
 }
 
 static FsimStatus
@@ -378,8 +301,8 @@ async_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
         return FSIM_OOM;
     pending = chunk->pending;
     chunk = async_take(pool, chunk, size, &cursor);
-    if (!async_map(pool, chunk->offset, chunk->size) &&
-        !(async_trim(pool, 0) && (pool->num_retries++, async_map(pool, chunk->offset, size)))) {
+    if (!async_map(pool, chunk->c.start, chunk->c.size) &&
+        !(async_trim(pool, 0) && (pool->num_retries++, async_map(pool, chunk->c.start, size)))) {
         if (pending) {
             /* back to its stream's pending set, as it was */
             chunk->pending = TRUE;
@@ -390,9 +313,9 @@ async_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
         return FSIM_OOM;
     }
     chunk->stream = req->stream;
-    pool->allocated_bytes += chunk->size;
-    out->addr = pool->va.base + chunk->offset;
-    out->size = chunk->size;
+    pool->allocated_bytes += chunk->c.size;
+    out->addr = pool->va.base + chunk->c.start;
+    out->size = chunk->c.size;
     out->cookie = (uint64_t)(uintptr_t)chunk;
     return FSIM_OK;
 }
@@ -404,8 +327,8 @@ async_dealloc(FsimPolicy *self, const FsimBlock *block, FsimTime now)
     Chunk *chunk = (Chunk *)(uintptr_t)block->cookie;
 
     (void)now;
-    g_assert(chunk != NULL && chunk->used && !chunk->pending && chunk->size == block->size);
-    pool->allocated_bytes -= chunk->size;
+    g_assert(chunk != NULL && !chunk->c.free && !chunk->pending && chunk->c.size == block->size);
+    pool->allocated_bytes -= chunk->c.size;
     if (pool->opportunistic) {
         async_release(pool, chunk);
         return;
@@ -474,8 +397,8 @@ async_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
     out->cached_bytes = pool->mapped_bytes - MIN(pool->mapped_bytes, pool->allocated_bytes);
     /* which free ranges are wholly backed is not indexed: unknown (0), as policy.h allows */
     out->largest_free_block = 0;
-    out->num_splits = pool->num_splits;
-    out->num_merges = pool->num_merges;
+    out->num_splits = pool->chunks.num_splits;
+    out->num_merges = pool->chunks.num_merges;
     out->num_alloc_retries = pool->num_retries;
     out->extra[0].name = "trims";
     out->extra[0].value = pool->trims;
@@ -488,55 +411,37 @@ static gboolean
 async_check(const FsimPolicy *self, GError **error)
 {
     const Async *pool = (const Async *)self;
-    uint64_t offset = 0;
+    uint64_t used = 0;
     uint64_t allocated = 0;
-    guint n_free = 0;
+    gsize n_free = 0;
     guint n_pending = 0;
 
-    for (const Chunk *chunk = pool->first; chunk != NULL; chunk = chunk->next) {
-        if (chunk->offset != offset || chunk->size == 0 ||
-            (chunk->next != NULL && chunk->next->prev != chunk)) {
+    if (!fsim_chunk_list_check_run(&pool->chunks, &pool->first->c, 0, pool->va.size, &used, &n_free,
+                                   error) ||
+        !fsim_chunk_list_check_index(&pool->chunks, n_free, error))
+        return FALSE;
+    for (const FsimChunk *c = &pool->first->c; c != NULL; c = c->next) {
+        gsize first = c->start / pool->page_size;
+        gsize last = (c->start + c->size - 1) / pool->page_size;
+
+        if (c->free)
+            continue;
+        if (!pool->page_mapped[first] || !pool->page_mapped[last]) {
             g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                        "chunk at offset %" G_GUINT64_FORMAT " breaks the pool's chain",
-                        chunk->offset);
+                        "chunk at %" G_GUINT64_FORMAT " on an unmapped page", c->start);
             return FALSE;
         }
-        if (!chunk->used) {
-            n_free++;
-            FsimSizeCursor cursor;
-
-            if ((chunk->next != NULL && !chunk->next->used) ||
-                !fsim_size_set_find(&pool->free_chunks, chunk->size, chunk->offset, chunk,
-                                    &cursor)) {
-                g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                            "free chunk at %" G_GUINT64_FORMAT " not merged or not indexed",
-                            chunk->offset);
-                return FALSE;
-            }
-        } else {
-            gsize first = chunk->offset / pool->page_size;
-            gsize last = (chunk->offset + chunk->size - 1) / pool->page_size;
-
-            if (!pool->page_mapped[first] || !pool->page_mapped[last]) {
-                g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                            "chunk at %" G_GUINT64_FORMAT " on an unmapped page", chunk->offset);
-                return FALSE;
-            }
-            if (chunk->pending)
-                n_pending++;
-            else
-                allocated += chunk->size;
-        }
-        offset += chunk->size;
+        if (((const Chunk *)c)->pending)
+            n_pending++;
+        else
+            allocated += c->size;
     }
-    if (offset != pool->va.size || allocated != pool->allocated_bytes ||
-        n_free != pool->free_chunks.count || fsim_size_set_check(&pool->free_chunks) != NULL ||
-        n_pending != (guint)g_tree_nnodes(pool->pending) ||
+    if (allocated != pool->allocated_bytes || n_pending != (guint)g_tree_nnodes(pool->pending) ||
         pool->mapped_bytes != (uint64_t)self->device->reserved.current) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
                     "accounting mismatch: %" G_GUINT64_FORMAT " allocated of %" G_GUINT64_FORMAT
-                    ", %u free chunks, %u pending, mapped %" G_GUINT64_FORMAT "/%" G_GINT64_FORMAT,
-                    allocated, pool->allocated_bytes, n_free, n_pending, pool->mapped_bytes,
+                    ", %u pending, mapped %" G_GUINT64_FORMAT "/%" G_GINT64_FORMAT,
+                    allocated, pool->allocated_bytes, n_pending, pool->mapped_bytes,
                     self->device->reserved.current);
         return FALSE;
     }
@@ -553,7 +458,7 @@ async_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointe
 {
     const Async *pool = (const Async *)self;
     const uint64_t page = pool->page_size;
-    const Chunk *chunk = pool->first;
+    const FsimChunk *chunk = &pool->first->c;
 
     for (gsize p = 0; p < pool->n_pages;) {
         gsize run = p;
@@ -571,15 +476,16 @@ async_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointe
         segment.addr = pool->va.base + lo;
         segment.size = hi - lo;
         visitor->segment(data, &segment);
-        while (chunk != NULL && chunk->offset + chunk->size <= lo)
+        while (chunk != NULL && chunk->start + chunk->size <= lo)
             chunk = chunk->next;
-        for (const Chunk *c = chunk; c != NULL && c->offset < hi; c = c->next) {
-            uint64_t begin = MAX(c->offset, lo);
-            uint64_t end = MIN(c->offset + c->size, hi);
-            FsimBlockView block = {
-                .addr = pool->va.base + begin, .size = end - begin, .free = !c->used || c->pending};
+        for (const FsimChunk *c = chunk; c != NULL && c->start < hi; c = c->next) {
+            uint64_t begin = MAX(c->start, lo);
+            uint64_t end = MIN(c->start + c->size, hi);
+            FsimBlockView block = {.addr = pool->va.base + begin,
+                                   .size = end - begin,
+                                   .free = c->free || ((const Chunk *)c)->pending};
 
-            if (!c->used) {
+            if (c->free) {
                 uint64_t first = (begin + page - 1) / page * page;
                 uint64_t last = end / page * page;
 

@@ -31,18 +31,8 @@
  */
 #include <glib.h>
 
-#include "core/size-set.h"
-#include "core/slab.h"
+#include "core/chunk-list.h"
 #include "policies.h"
-
-typedef struct Block Block;
-struct Block {
-    uint64_t offset; /* from the arena base */
-    uint64_t size;
-    Block *prev; /* address-order neighbours */
-    Block *next;
-    gboolean free;
-};
 
 typedef struct {
     FsimPolicy base;   /* must be first */
@@ -50,11 +40,8 @@ typedef struct {
     uint64_t alignment;
     uint64_t mapped_end; /* pages are mapped in [0, mapped_end) */
     uint64_t allocated_bytes;
-    Block *first;
-    FsimSlab blocks;         /* every Block: a split allocates nothing once warm */
-    FsimSizeSet free_blocks; /* Block* by (size, offset) */
-    uint64_t num_splits;
-    uint64_t num_merges;
+    FsimChunkList blocks; /* by offset from the arena base: one run, the arena */
+    FsimChunk *first;
 } BestFit;
 
 static const FsimKnob best_fit_knobs[] = {
@@ -66,24 +53,6 @@ static BestFit *
 best_fit_from_policy(FsimPolicy *self)
 {
     return (BestFit *)self;
-}
-
-static Block *
-best_fit_block_new(BestFit *bf)
-{
-    return fsim_slab_alloc0(&bf->blocks);
-}
-
-static void
-best_fit_index(BestFit *bf, Block *block)
-{
-    fsim_size_set_insert(&bf->free_blocks, block->size, block->offset, block);
-}
-
-static void
-best_fit_unindex(BestFit *bf, Block *block)
-{
-    fsim_size_set_erase(&bf->free_blocks, block->size, block->offset, block);
 }
 
 static FsimPolicy *
@@ -117,12 +86,8 @@ best_fit_create(FsimDevice *device, GKeyFile *config, GError **error)
         return NULL;
     }
     bf->alignment = alignment;
-    fsim_size_set_init(&bf->free_blocks);
-    fsim_slab_init(&bf->blocks, sizeof(Block), 1024);
-    bf->first = best_fit_block_new(bf);
-    bf->first->size = arena_size;
-    bf->first->free = TRUE;
-    best_fit_index(bf, bf->first);
+    fsim_chunk_list_init(&bf->blocks, sizeof(FsimChunk));
+    bf->first = fsim_chunk_list_add_run(&bf->blocks, 0, arena_size);
     return &bf->base;
 }
 
@@ -131,8 +96,7 @@ best_fit_destroy(FsimPolicy *self)
 {
     BestFit *bf = best_fit_from_policy(self);
 
-    fsim_slab_clear(&bf->blocks);
-    fsim_size_set_clear(&bf->free_blocks);
+    fsim_chunk_list_clear(&bf->blocks);
     g_free(bf);
 }
 
@@ -142,7 +106,7 @@ best_fit_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
     BestFit *bf = best_fit_from_policy(self);
     uint64_t size = (req->size + bf->alignment - 1) & ~(bf->alignment - 1);
     FsimSizeCursor cursor;
-    Block *block;
+    FsimChunk *block;
     uint64_t end;
 
     if (size < req->size) /* overflow near 2^64 cannot happen below FSIM_MAX_SIZE, but be sure */
@@ -150,10 +114,10 @@ best_fit_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
     /* a reservation an injected fault refused: this allocation is its OOM, or it tries again */
     if (fsim_arena_va_ready(&bf->arena, self->device) != FSIM_OK)
         return FSIM_OOM;
-    block = fsim_size_set_lower_bound(&bf->free_blocks, size, 0, &cursor);
+    block = fsim_chunk_list_best_fit(&bf->blocks, size, &cursor);
     if (block == NULL)
         return FSIM_OOM;
-    end = block->offset + size;
+    end = block->start + size;
     if (end > bf->mapped_end) {
         uint64_t granularity = self->device->spec.granularity;
         uint64_t new_end = (end + granularity - 1) / granularity * granularity;
@@ -164,151 +128,63 @@ best_fit_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
             return FSIM_OOM;
         bf->mapped_end = new_end;
     }
-    fsim_size_set_erase_at(&bf->free_blocks, &cursor);
-    if (block->size > size) {
-        Block *rest = best_fit_block_new(bf);
-
-        rest->offset = block->offset + size;
-        rest->size = block->size - size;
-        rest->free = TRUE;
-        rest->prev = block;
-        rest->next = block->next;
-        if (block->next != NULL)
-            block->next->prev = rest;
-        block->next = rest;
-        block->size = size;
-        best_fit_index(bf, rest);
-        bf->num_splits++;
-    }
-    block->free = FALSE;
+    fsim_chunk_list_take(&bf->blocks, block, &cursor, size);
     bf->allocated_bytes += block->size;
-    out->addr = bf->arena.base + block->offset;
+    out->addr = bf->arena.base + block->start;
     out->size = block->size;
     out->cookie = (uint64_t)(uintptr_t)block;
     return FSIM_OK;
-}
-
-/* Merge @right into @left; both free, adjacent, and already out of the free index. */
-static void
-best_fit_merge(BestFit *bf, Block *left, Block *right)
-{
-    left->size += right->size;
-    left->next = right->next;
-    if (right->next != NULL)
-        right->next->prev = left;
-    fsim_slab_free(&bf->blocks, right);
-    bf->num_merges++;
 }
 
 static void
 best_fit_dealloc(FsimPolicy *self, const FsimBlock *fblock, FsimTime now)
 {
     BestFit *bf = best_fit_from_policy(self);
-    Block *block = (Block *)(uintptr_t)fblock->cookie;
+    FsimChunk *block = (FsimChunk *)(uintptr_t)fblock->cookie;
 
     (void)now;
     g_assert(block != NULL && !block->free && block->size == fblock->size);
     bf->allocated_bytes -= block->size;
-    block->free = TRUE;
-    if (block->next != NULL && block->next->free) {
-        best_fit_unindex(bf, block->next);
-        best_fit_merge(bf, block, block->next);
-    }
-    if (block->prev != NULL && block->prev->free) {
-        Block *prev = block->prev;
-
-        best_fit_unindex(bf, prev);
-        best_fit_merge(bf, prev, block);
-        block = prev;
-    }
-    best_fit_index(bf, block);
+    fsim_chunk_list_release(&bf->blocks, block);
 }
 
 static void
 best_fit_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
 {
     const BestFit *bf = (const BestFit *)self;
-    FsimSizeCursor cursor;
-    uint64_t largest = 0;
 
     out->cached_bytes = bf->mapped_end - bf->allocated_bytes;
     /* Only mapped memory counts: the wilderness beyond mapped_end is not held yet. */
-    for (const Block *block = fsim_size_set_last(&bf->free_blocks, &cursor); block != NULL;
-         block = fsim_size_set_prev(&bf->free_blocks, &cursor)) {
-        uint64_t mapped = 0;
-
-        if (block->offset < bf->mapped_end)
-            mapped = MIN(block->offset + block->size, bf->mapped_end) - block->offset;
-        largest = MAX(largest, mapped);
-        if (block->offset + block->size <= bf->mapped_end)
-            break; /* entirely mapped, and every later candidate is smaller */
-    }
-    out->largest_free_block = largest;
-    out->num_splits = bf->num_splits;
-    out->num_merges = bf->num_merges;
+    out->largest_free_block = fsim_chunk_list_largest_below(&bf->blocks, bf->mapped_end);
+    out->num_splits = bf->blocks.num_splits;
+    out->num_merges = bf->blocks.num_merges;
 }
 
 static gboolean
 best_fit_check(const FsimPolicy *self, GError **error)
 {
     const BestFit *bf = (const BestFit *)self;
-    uint64_t offset = 0;
     uint64_t allocated = 0;
-    guint free_count = 0;
+    gsize n_free = 0;
 
-    for (const Block *block = bf->first; block != NULL; block = block->next) {
-        if (block->offset != offset || block->size == 0) {
-            g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                        "block at offset %" G_GUINT64_FORMAT " breaks the address chain",
-                        block->offset);
-            return FALSE;
-        }
-        if (block->next != NULL && block->next->prev != block) {
-            g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED, "broken prev link");
-            return FALSE;
-        }
-        if (block->free) {
-            free_count++;
-            if (block->next != NULL && block->next->free) {
-                g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                            "adjacent free blocks at %" G_GUINT64_FORMAT " not coalesced",
-                            block->offset);
-                return FALSE;
-            }
-            FsimSizeCursor cursor;
-
-            if (!fsim_size_set_find(&bf->free_blocks, block->size, block->offset, block, &cursor)) {
-                g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                            "free block at %" G_GUINT64_FORMAT " missing from the index",
-                            block->offset);
-                return FALSE;
-            }
-        } else {
-            allocated += block->size;
-            if (block->offset + block->size > bf->mapped_end) {
-                g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                            "allocated block at %" G_GUINT64_FORMAT " beyond mapped pages",
-                            block->offset);
-                return FALSE;
-            }
-        }
-        offset += block->size;
-    }
-    if (fsim_size_set_check(&bf->free_blocks) != NULL) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED, "free index: %s",
-                    fsim_size_set_check(&bf->free_blocks));
+    if (!fsim_chunk_list_check_run(&bf->blocks, bf->first, 0, bf->arena.size, &allocated, &n_free,
+                                   error) ||
+        !fsim_chunk_list_check_index(&bf->blocks, n_free, error))
         return FALSE;
+    for (const FsimChunk *block = bf->first; block != NULL; block = block->next) {
+        if (!block->free && block->start + block->size > bf->mapped_end) {
+            g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
+                        "allocated block at offset %" G_GUINT64_FORMAT " beyond mapped pages",
+                        block->start);
+            return FALSE;
+        }
     }
-    if (offset != bf->arena.size || allocated != bf->allocated_bytes ||
-        free_count != bf->free_blocks.count ||
+    if (allocated != bf->allocated_bytes ||
         bf->mapped_end != (uint64_t)self->device->reserved.current) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                    "accounting mismatch: arena %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
-                    ", allocated %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
-                    ", free blocks %u/%" G_GSIZE_FORMAT ", mapped %" G_GUINT64_FORMAT
-                    "/%" G_GINT64_FORMAT,
-                    offset, bf->arena.size, allocated, bf->allocated_bytes, free_count,
-                    bf->free_blocks.count, bf->mapped_end, self->device->reserved.current);
+                    "accounting mismatch: allocated %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
+                    ", mapped %" G_GUINT64_FORMAT "/%" G_GINT64_FORMAT,
+                    allocated, bf->allocated_bytes, bf->mapped_end, self->device->reserved.current);
         return FALSE;
     }
     return TRUE;
@@ -328,9 +204,9 @@ best_fit_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpoi
     if (bf->mapped_end == 0)
         return;
     visitor->segment(data, &segment);
-    for (const Block *b = bf->first; b != NULL && b->offset < bf->mapped_end; b = b->next) {
-        FsimBlockView view = {.addr = bf->arena.base + b->offset,
-                              .size = MIN(b->size, bf->mapped_end - b->offset),
+    for (const FsimChunk *b = bf->first; b != NULL && b->start < bf->mapped_end; b = b->next) {
+        FsimBlockView view = {.addr = bf->arena.base + b->start,
+                              .size = MIN(b->size, bf->mapped_end - b->start),
                               .free = b->free};
 
         visitor->block(data, &view);

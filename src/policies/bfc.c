@@ -41,8 +41,7 @@
  */
 #include <glib.h>
 
-#include "core/size-set.h"
-#include "core/slab.h"
+#include "core/chunk-list.h"
 #include "policies.h"
 
 #define BFC_MIN_ALLOCATION             256u
@@ -50,16 +49,12 @@
 #define BFC_INITIAL_GROWTH             (2 * FSIM_MiB)
 
 typedef struct Region Region;
-typedef struct Chunk Chunk;
 
-struct Chunk {
-    FsimAddr addr;
-    uint64_t size;
-    Chunk *prev; /* address-order neighbours inside one region */
-    Chunk *next;
+/* A chunk, by address: each region is a run of the chunk list. */
+typedef struct {
+    FsimChunk c; /* must be first */
     Region *region;
-    gboolean free; /* in the free set */
-};
+} Chunk;
 
 struct Region {
     FsimAddr addr;
@@ -80,11 +75,8 @@ typedef struct {
     Region *regions;
     /* Free chunks by (size, address).  TensorFlow's 21 bins of [256 x 2^i, 256 x 2^(i+1)) bytes
      * each ordered by (size, address), searched from the request's bin upward, are this order
-     * cut in 21: the first chunk of the first bin with a fit is the set's lower bound. */
-    FsimSizeSet free_set;
-    FsimSlab chunks;
-    uint64_t num_splits;
-    uint64_t num_merges;
+     * cut in 21: the first chunk of the first bin with a fit is the index's lower bound. */
+    FsimChunkList chunks;
     uint64_t num_retries;
     uint64_t regions_freed;
 } Bfc;
@@ -107,26 +99,6 @@ static uint64_t
 bfc_rounded_bytes(uint64_t bytes)
 {
     return (bytes + BFC_MIN_ALLOCATION - 1) / BFC_MIN_ALLOCATION * BFC_MIN_ALLOCATION;
-}
-
-static void
-bfc_insert_free(Bfc *bfc, Chunk *chunk)
-{
-    chunk->free = TRUE;
-    fsim_size_set_insert(&bfc->free_set, chunk->size, chunk->addr, chunk);
-}
-
-static void
-bfc_remove_free(Bfc *bfc, Chunk *chunk)
-{
-    fsim_size_set_erase(&bfc->free_set, chunk->size, chunk->addr, chunk);
-    chunk->free = FALSE;
-}
-
-static Chunk *
-bfc_chunk_new(Bfc *bfc)
-{
-    return fsim_slab_alloc0(&bfc->chunks);
 }
 
 static FsimPolicy *
@@ -158,22 +130,8 @@ bfc_create(FsimDevice *device, GKeyFile *config, GError **error)
                                           : BFC_MAX_INTERNAL_FRAGMENTATION;
     bfc->region_size = bfc_rounded_bytes(allow_growth ? MIN(bfc->memory_limit, BFC_INITIAL_GROWTH)
                                                       : bfc->memory_limit);
-    fsim_size_set_init(&bfc->free_set);
-    fsim_slab_init(&bfc->chunks, sizeof(Chunk), 1024);
+    fsim_chunk_list_init(&bfc->chunks, sizeof(Chunk));
     return &bfc->base;
-}
-
-static void
-bfc_free_region_chunks(Bfc *bfc, Region *region)
-{
-    Chunk *chunk = region->first;
-
-    while (chunk != NULL) {
-        Chunk *next = chunk->next;
-
-        fsim_slab_free(&bfc->chunks, chunk);
-        chunk = next;
-    }
 }
 
 static void
@@ -188,44 +146,26 @@ bfc_destroy(FsimPolicy *self)
         g_free(region);
         region = next;
     }
-    fsim_size_set_clear(&bfc->free_set);
-    fsim_slab_clear(&bfc->chunks);
+    fsim_chunk_list_clear(&bfc->chunks);
     g_free(bfc);
 }
 
-/* SplitChunk: cut @chunk (out of the bins) to @size; the rest becomes a free chunk. */
-static void
-bfc_split(Bfc *bfc, Chunk *chunk, uint64_t size)
-{
-    Chunk *rest = bfc_chunk_new(bfc);
-
-    rest->addr = chunk->addr + size;
-    rest->size = chunk->size - size;
-    rest->region = chunk->region;
-    rest->prev = chunk;
-    rest->next = chunk->next;
-    if (chunk->next != NULL)
-        chunk->next->prev = rest;
-    chunk->next = rest;
-    chunk->size = size;
-    bfc_insert_free(bfc, rest);
-    bfc->num_splits++;
-}
-
-/* FindChunkPtr */
+/* FindChunkPtr, and SplitChunk when the chunk is at least twice the request or the rest at least
+ * the maximum internal fragmentation. */
 static Chunk *
 bfc_find(Bfc *bfc, uint64_t rounded)
 {
     FsimSizeCursor cursor;
-    Chunk *chunk = fsim_size_set_lower_bound(&bfc->free_set, rounded, 0, &cursor);
+    Chunk *chunk = (Chunk *)fsim_chunk_list_best_fit(&bfc->chunks, rounded, &cursor);
+    uint64_t size;
 
     if (chunk == NULL)
         return NULL;
-    fsim_size_set_erase_at(&bfc->free_set, &cursor);
-    chunk->free = FALSE;
-    if (chunk->size >= rounded * 2 || chunk->size - rounded >= bfc->max_internal_fragmentation)
-        bfc_split(bfc, chunk, rounded);
-    bfc->in_use_bytes += chunk->size;
+    size = chunk->c.size;
+    if (size >= rounded * 2 || size - rounded >= bfc->max_internal_fragmentation)
+        size = rounded;
+    fsim_chunk_list_take(&bfc->chunks, &chunk->c, &cursor, size);
+    bfc->in_use_bytes += chunk->c.size;
     return chunk;
 }
 
@@ -261,15 +201,12 @@ bfc_extend(Bfc *bfc, uint64_t rounded)
     region = g_new0(Region, 1);
     region->addr = addr;
     region->size = bytes;
-    region->first = bfc_chunk_new(bfc);
-    region->first->addr = addr;
-    region->first->size = bytes;
+    region->first = (Chunk *)fsim_chunk_list_add_run(&bfc->chunks, addr, bytes);
     region->first->region = region;
     for (tail = &bfc->regions; *tail != NULL; tail = &(*tail)->next)
         ;
     *tail = region;
     bfc->regions_bytes += bytes;
-    bfc_insert_free(bfc, region->first);
     return TRUE;
 }
 
@@ -283,7 +220,7 @@ bfc_deallocate_free_regions(Bfc *bfc, uint64_t rounded)
     if (!bfc->garbage_collection)
         return FALSE;
     for (Region *region = bfc->regions; region != NULL; region = region->next) {
-        if (region->first->free && region->first->next == NULL)
+        if (region->first->c.free && region->first->c.next == NULL)
             free_bytes += region->size;
     }
     if (free_bytes == 0 || rounded > bfc->memory_limit - bfc->regions_bytes + free_bytes)
@@ -292,13 +229,12 @@ bfc_deallocate_free_regions(Bfc *bfc, uint64_t rounded)
     while (*link != NULL) {
         Region *region = *link;
 
-        if (region->first->free && region->first->next == NULL) {
+        if (region->first->c.free && region->first->c.next == NULL) {
             *link = region->next;
-            bfc_remove_free(bfc, region->first);
+            fsim_chunk_list_drop_run(&bfc->chunks, &region->first->c);
             fsim_device_mem_free(bfc->base.device, region->addr, region->size);
             bfc->regions_bytes -= region->size;
             bfc->regions_freed++;
-            bfc_free_region_chunks(bfc, region);
             g_free(region);
         } else {
             link = &region->next;
@@ -321,22 +257,10 @@ bfc_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
         chunk = bfc_find(bfc, rounded);
     if (chunk == NULL)
         return FSIM_OOM;
-    out->addr = chunk->addr;
-    out->size = chunk->size;
+    out->addr = chunk->c.start;
+    out->size = chunk->c.size;
     out->cookie = (uint64_t)(uintptr_t)chunk;
     return FSIM_OK;
-}
-
-/* Merge @right into @left: adjacent in one region, @right out of the bins. */
-static void
-bfc_merge(Bfc *bfc, Chunk *left, Chunk *right)
-{
-    left->size += right->size;
-    left->next = right->next;
-    if (right->next != NULL)
-        right->next->prev = left;
-    fsim_slab_free(&bfc->chunks, right);
-    bfc->num_merges++;
 }
 
 static void
@@ -346,34 +270,20 @@ bfc_dealloc(FsimPolicy *self, const FsimBlock *block, FsimTime now)
     Chunk *chunk = (Chunk *)(uintptr_t)block->cookie;
 
     (void)now;
-    g_assert(chunk != NULL && !chunk->free && chunk->size == block->size);
-    bfc->in_use_bytes -= chunk->size;
-    if (chunk->next != NULL && chunk->next->free) {
-        bfc_remove_free(bfc, chunk->next);
-        bfc_merge(bfc, chunk, chunk->next);
-    }
-    if (chunk->prev != NULL && chunk->prev->free) {
-        Chunk *prev = chunk->prev;
-
-        bfc_remove_free(bfc, prev);
-        bfc_merge(bfc, prev, chunk);
-        chunk = prev;
-    }
-    bfc_insert_free(bfc, chunk);
+    g_assert(chunk != NULL && !chunk->c.free && chunk->c.size == block->size);
+    bfc->in_use_bytes -= chunk->c.size;
+    fsim_chunk_list_release(&bfc->chunks, &chunk->c);
 }
 
 static void
 bfc_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
 {
     const Bfc *bfc = (const Bfc *)self;
-    FsimSizeCursor cursor;
-    const Chunk *last;
 
     out->cached_bytes = bfc->regions_bytes - bfc->in_use_bytes;
-    last = fsim_size_set_last(&bfc->free_set, &cursor);
-    out->largest_free_block = last != NULL ? last->size : 0;
-    out->num_splits = bfc->num_splits;
-    out->num_merges = bfc->num_merges;
+    out->largest_free_block = fsim_chunk_list_largest(&bfc->chunks);
+    out->num_splits = bfc->chunks.num_splits;
+    out->num_merges = bfc->chunks.num_merges;
     out->num_alloc_retries = bfc->num_retries;
     out->extra[0].name = "regions_freed";
     out->extra[0].value = bfc->regions_freed;
@@ -381,47 +291,19 @@ bfc_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
 }
 
 static gboolean
-bfc_check_region(const Bfc *bfc, const Region *region, uint64_t *in_use, guint *n_free,
+bfc_check_region(const Bfc *bfc, const Region *region, uint64_t *in_use, gsize *n_free,
                  GError **error)
 {
-    FsimAddr addr = region->addr;
-
-    if (region->first == NULL || region->first->prev != NULL) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                    "region %#" G_GINT64_MODIFIER "x has a broken chunk list", region->addr);
+    if (!fsim_chunk_list_check_run(&bfc->chunks, &region->first->c, region->addr,
+                                   region->addr + region->size, in_use, n_free, error))
         return FALSE;
-    }
-    for (const Chunk *chunk = region->first; chunk != NULL; chunk = chunk->next) {
-        if (chunk->addr != addr || chunk->size == 0 || chunk->region != region ||
-            chunk->size % BFC_MIN_ALLOCATION != 0 ||
-            (chunk->next != NULL && chunk->next->prev != chunk)) {
+    for (const Chunk *chunk = region->first; chunk != NULL; chunk = (Chunk *)chunk->c.next) {
+        if (chunk->region != region || chunk->c.size % BFC_MIN_ALLOCATION != 0) {
             g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                        "chunk at %#" G_GINT64_MODIFIER "x breaks its region's chain", chunk->addr);
+                        "chunk at %#" G_GINT64_MODIFIER "x breaks its region's chain",
+                        chunk->c.start);
             return FALSE;
         }
-        if (chunk->free) {
-            FsimSizeCursor cursor;
-
-            if (chunk->next != NULL && chunk->next->free) {
-                g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                            "free chunks at %#" G_GINT64_MODIFIER "x not coalesced", chunk->addr);
-                return FALSE;
-            }
-            if (!fsim_size_set_find(&bfc->free_set, chunk->size, chunk->addr, chunk, &cursor)) {
-                g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                            "free chunk at %#" G_GINT64_MODIFIER "x not in its bin", chunk->addr);
-                return FALSE;
-            }
-            (*n_free)++;
-        } else {
-            *in_use += chunk->size;
-        }
-        addr += chunk->size;
-    }
-    if (addr != region->addr + region->size) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                    "chunks of region %#" G_GINT64_MODIFIER "x do not cover it", region->addr);
-        return FALSE;
     }
     return TRUE;
 }
@@ -433,8 +315,7 @@ bfc_check(const FsimPolicy *self, GError **error)
     uint64_t in_use = 0;
     uint64_t regions = 0;
     uint64_t reserved = 0;
-    guint n_free = 0;
-    guint n_binned = (guint)bfc->free_set.count;
+    gsize n_free = 0;
 
     for (const Region *region = bfc->regions; region != NULL; region = region->next) {
         if (!bfc_check_region(bfc, region, &in_use, &n_free, error))
@@ -442,14 +323,16 @@ bfc_check(const FsimPolicy *self, GError **error)
         regions += region->size;
         reserved += fsim_device_round(self->device, region->size);
     }
-    if (in_use != bfc->in_use_bytes || regions != bfc->regions_bytes || n_free != n_binned ||
+    if (!fsim_chunk_list_check_index(&bfc->chunks, n_free, error))
+        return FALSE;
+    if (in_use != bfc->in_use_bytes || regions != bfc->regions_bytes ||
         regions > bfc->memory_limit || reserved != (uint64_t)self->device->reserved.current) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
                     "accounting mismatch: in use %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
                     ", regions %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
-                    ", free chunks %u/%u, reserved %" G_GUINT64_FORMAT "/%" G_GINT64_FORMAT,
-                    in_use, bfc->in_use_bytes, regions, bfc->regions_bytes, n_free, n_binned,
-                    reserved, self->device->reserved.current);
+                    ", reserved %" G_GUINT64_FORMAT "/%" G_GINT64_FORMAT,
+                    in_use, bfc->in_use_bytes, regions, bfc->regions_bytes, reserved,
+                    self->device->reserved.current);
         return FALSE;
     }
     return TRUE;
@@ -484,9 +367,9 @@ bfc_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointer 
                                    .pool = FSIM_POOL_UNKNOWN};
 
         visitor->segment(data, &segment);
-        for (const Chunk *chunk = region->first; chunk != NULL; chunk = chunk->next) {
-            gboolean whole = chunk == region->first && chunk->next == NULL;
-            FsimBlockView block = {.addr = chunk->addr, .size = chunk->size, .free = chunk->free};
+        for (const FsimChunk *chunk = &region->first->c; chunk != NULL; chunk = chunk->next) {
+            gboolean whole = chunk->prev == NULL && chunk->next == NULL;
+            FsimBlockView block = {.addr = chunk->start, .size = chunk->size, .free = chunk->free};
 
             block.releasable = block.free && whole && bfc->garbage_collection ? chunk->size : 0;
             visitor->block(data, &block);

@@ -53,6 +53,7 @@
  */
 #include <glib.h>
 
+#include "core/chunk-list.h"
 #include "core/slab.h"
 #include "policies.h"
 #include "pytorch/free-set.h"
@@ -725,19 +726,6 @@ gmlake_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpoint
     }
 }
 
-static gboolean G_GNUC_PRINTF(3, 4) gm_fail(GError **error, FsimAddr addr, const char *format, ...)
-{
-    va_list args;
-    g_autofree char *what = NULL;
-
-    va_start(args, format);
-    what = g_strdup_vprintf(format, args);
-    va_end(args);
-    g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED, "block at %#" G_GINT64_MODIFIER "x %s", addr,
-                what);
-    return FALSE;
-}
-
 static gboolean
 gm_check_segment(const Segment *segment, uint64_t *allocated, gsize *n_free, GError **error)
 {
@@ -746,23 +734,26 @@ gm_check_segment(const Segment *segment, uint64_t *allocated, gsize *n_free, GEr
     for (const Block *block = segment->first; block != NULL; block = block->next) {
         if (block->addr != addr || block->size == 0 || block->segment != segment ||
             (block->next != NULL && block->next->prev != block))
-            return gm_fail(error, block->addr, "breaks its segment's chain");
+            return fsim_check_fail(error, "block", block->addr, "breaks its segment's chain");
         if (gm_allocated(block)) {
             *allocated += block->size;
             if (gm_owner(block) != NULL && !gm_owner(block)->allocated)
-                return gm_fail(error, block->addr, "held by a free stitched block");
+                return fsim_check_fail(error, "block", block->addr,
+                                       "held by a free stitched block");
         } else {
             FreeCursor cursor;
 
             (*n_free)++;
             if ((block->next != NULL && !gm_allocated(block->next)) ||
                 !freeset_find(gm_free_set(block), block, &cursor))
-                return gm_fail(error, block->addr, "is free but not merged or not indexed");
+                return fsim_check_fail(error, "block", block->addr,
+                                       "is free but not merged or not indexed");
         }
         addr += block->size;
     }
     if (addr != segment->addr + segment->size)
-        return gm_fail(error, segment->addr, "starts a segment its blocks do not cover");
+        return fsim_check_fail(error, "block", segment->addr,
+                               "starts a segment its blocks do not cover");
     return TRUE;
 }
 
@@ -779,12 +770,13 @@ gm_check_stitched(const Stitched *stitched, GError **error)
         if (stitched->allocated &&
             (block == NULL || gm_owner(block) != stitched ||
              block->addr != piece->segment->addr + piece->offset || block->size != piece->size))
-            return gm_fail(error, stitched->addr, "(stitched) lost a piece");
+            return fsim_check_fail(error, "block", stitched->addr, "(stitched) lost a piece");
     }
     if (covered != stitched->size)
-        return gm_fail(error, stitched->addr,
-                       "(stitched): pieces of %" G_GUINT64_FORMAT " bytes for %" G_GUINT64_FORMAT,
-                       covered, stitched->size);
+        return fsim_check_fail(error, "block", stitched->addr,
+                               "(stitched): pieces of %" G_GUINT64_FORMAT
+                               " bytes for %" G_GUINT64_FORMAT,
+                               covered, stitched->size);
     return TRUE;
 }
 

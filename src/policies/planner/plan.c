@@ -85,6 +85,7 @@ plan_time(const FsimLifetimes *lifetimes, const uint64_t *sizes, uint64_t capaci
     planner_arena_init(&arena, arena_size);
     for (gsize i = 0; i < n; i++) {
         PlannerChunk *chunk;
+        FsimSizeCursor cursor;
 
         while (j < n && lifetimes->items[ends[j]].end <= lifetimes->items[i].start) {
             if (chunks[ends[j]] != NULL)
@@ -92,19 +93,19 @@ plan_time(const FsimLifetimes *lifetimes, const uint64_t *sizes, uint64_t capaci
             j++;
         }
         offsets[i] = FSIM_PLAN_UNPLACED;
-        chunk = planner_arena_find(&arena, sizes[i]);
+        chunk = planner_arena_find(&arena, sizes[i], &cursor);
         if (chunk == NULL)
             continue;
-        if (chunk->offset + sizes[i] > mapped_end) {
+        if (chunk->start + sizes[i] > mapped_end) {
             uint64_t new_end =
-                (chunk->offset + sizes[i] + granularity - 1) / granularity * granularity;
+                (chunk->start + sizes[i] + granularity - 1) / granularity * granularity;
 
             if (new_end > capacity)
                 continue; /* the device has no pages left for it: bestfit's OOM */
             mapped_end = new_end;
         }
-        chunks[i] = planner_arena_take(&arena, chunk, sizes[i]);
-        offsets[i] = chunks[i]->offset;
+        chunks[i] = planner_arena_take(&arena, chunk, &cursor, sizes[i]);
+        offsets[i] = chunks[i]->start;
     }
     planner_arena_clear(&arena);
 }

@@ -201,13 +201,15 @@ planner_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
     if (chunk != NULL) {
         planner->planned++;
     } else {
-        chunk = planner_arena_find(&planner->arena, size);
-        if (chunk == NULL || !planner_map_to(planner, chunk->offset + size))
+        FsimSizeCursor cursor;
+
+        chunk = planner_arena_find(&planner->arena, size, &cursor);
+        if (chunk == NULL || !planner_map_to(planner, chunk->start + size))
             return FSIM_OOM;
-        chunk = planner_arena_take(&planner->arena, chunk, size);
+        chunk = planner_arena_take(&planner->arena, chunk, &cursor, size);
         planner->unplanned++;
     }
-    out->addr = planner->va.base + chunk->offset;
+    out->addr = planner->va.base + chunk->start;
     out->size = chunk->size;
     out->cookie = (uint64_t)(uintptr_t)chunk;
     return FSIM_OK;
@@ -231,8 +233,8 @@ planner_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
 
     out->cached_bytes = planner->mapped_end - planner->arena.used_bytes;
     out->largest_free_block = planner_arena_largest_free(&planner->arena, planner->mapped_end);
-    out->num_splits = planner->arena.num_splits;
-    out->num_merges = planner->arena.num_merges;
+    out->num_splits = planner->arena.chunks.num_splits;
+    out->num_merges = planner->arena.chunks.num_merges;
     out->extra[0].name = "planned_allocations";
     out->extra[0].value = planner->planned;
     out->extra[1].name = "unplanned_allocations";
@@ -274,10 +276,10 @@ planner_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpoin
     if (planner->mapped_end == 0)
         return;
     visitor->segment(data, &segment);
-    for (const PlannerChunk *c = planner->arena.first; c != NULL && c->offset < planner->mapped_end;
+    for (const PlannerChunk *c = planner->arena.first; c != NULL && c->start < planner->mapped_end;
          c = c->next) {
-        FsimBlockView block = {.addr = planner->va.base + c->offset,
-                               .size = MIN(c->size, planner->mapped_end - c->offset),
+        FsimBlockView block = {.addr = planner->va.base + c->start,
+                               .size = MIN(c->size, planner->mapped_end - c->start),
                                .free = c->free};
 
         visitor->block(data, &block);

@@ -10,33 +10,31 @@
 #include "fragsim/plan.h"
 #include "fragsim/types.h"
 
+#include "core/chunk-list.h"
+
 /* ---- arena.c -------------------------------------------------------------------------------- */
 
-typedef struct PlannerChunk PlannerChunk;
-struct PlannerChunk {
-    uint64_t offset; /* first: the arena's by_offset tree compares it (fsim_addr_compare) */
-    uint64_t size;
-    PlannerChunk *prev; /* address-order neighbours */
-    PlannerChunk *next;
-    gboolean free;
-};
+/* The planner's arena: a chunk list (core/chunk-list.h) of one run, its chunks by offset, with
+ * the free ones indexed by offset too, to place a chunk at a planned offset.  The rules are those
+ * of `bestfit` (best-fit.c), whose list it is: smallest fit, lowest offset on ties, taken from the
+ * chunk's low end, immediate coalescing. */
+typedef FsimChunk PlannerChunk;
 
 typedef struct {
+    FsimChunkList chunks;
     uint64_t size;
     PlannerChunk *first;
-    GTree *by_size;   /* free chunks by (size, offset) */
-    GTree *by_offset; /* free chunks by offset */
     uint64_t used_bytes;
-    uint64_t num_splits;
-    uint64_t num_merges;
 } PlannerArena;
 
 void planner_arena_init(PlannerArena *arena, uint64_t size);
 void planner_arena_clear(PlannerArena *arena);
-/* The smallest free chunk of at least @size bytes, lowest offset on ties; NULL when none. */
-PlannerChunk *planner_arena_find(const PlannerArena *arena, uint64_t size);
-/* Take @size bytes from the low end of the free chunk @chunk. */
-PlannerChunk *planner_arena_take(PlannerArena *arena, PlannerChunk *chunk, uint64_t size);
+/* The smallest free chunk of at least @size bytes, lowest offset on ties (@cursor: its place, for
+ * planner_arena_take()); NULL when none. */
+PlannerChunk *planner_arena_find(const PlannerArena *arena, uint64_t size, FsimSizeCursor *cursor);
+/* Take @size bytes from the low end of the free chunk @chunk found at @cursor. */
+PlannerChunk *planner_arena_take(PlannerArena *arena, PlannerChunk *chunk,
+                                 const FsimSizeCursor *cursor, uint64_t size);
 /* Take [@offset, @offset + @size) when it lies in one free chunk; NULL otherwise. */
 PlannerChunk *planner_arena_carve(PlannerArena *arena, uint64_t offset, uint64_t size);
 /* Give a taken chunk back, merging it with free neighbours. */
