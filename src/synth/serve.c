@@ -78,7 +78,6 @@ typedef struct {
     FsimTime stats_time;
     FsimServeStats stats;
 
-    FsimSynthQueue queue;
     FsimTime event_time;
     uint64_t next_id;
 } Serve;
@@ -94,13 +93,13 @@ request_free(gpointer data)
 static void
 serve_emit(Serve *s, FsimEventKind kind, uint64_t id, uint64_t size)
 {
-    fsim_synth_queue_push(&s->queue, kind, id, size, NULL);
+    fsim_synth_queue_push(&s->base.queue, kind, id, size, NULL);
 }
 
 static void
 serve_mark(Serve *s, const char *label)
 {
-    fsim_synth_queue_push(&s->queue, FSIM_EV_MARK, 0, 0, label);
+    fsim_synth_queue_push(&s->base.queue, FSIM_EV_MARK, 0, 0, label);
 }
 
 static uint64_t
@@ -340,31 +339,25 @@ serve_fill(FsimSynth *synth)
         return TRUE;
     }
     FsimSynthHeapItem item;
-    while (s->queue.items->len == 0 && fsim_synth_heap_pop(&s->heap, &item)) {
+    while (s->base.queue.items->len == 0 && fsim_synth_heap_pop(&s->heap, &item)) {
         s->event_time = item.time;
         if (item.kind == EV_ARRIVAL)
             serve_arrival(s, item.time);
         else
             serve_iteration(s, item.time);
     }
-    if (s->queue.items->len == 0) {
+    if (s->base.queue.items->len == 0) {
         serve_integrate(s, s->stats_time);
         return FALSE;
     }
     return TRUE;
 }
 
-static gboolean
-serve_next(FsimSynth *synth, FsimEvent *ev, GError **error)
+/* Every event is at its iteration's time, on the default stream (the graphs' captures included). */
+static void
+serve_stamp(FsimSynth *synth, FsimEvent *ev)
 {
-    Serve *s = (Serve *)synth;
-    (void)error;
-
-    /* every event is on the default stream, the graphs' captures included */
-    if (!fsim_synth_queue_next(&s->queue, synth, serve_fill, ev))
-        return FALSE;
-    ev->time = s->event_time;
-    return TRUE;
+    ev->time = ((Serve *)synth)->event_time;
 }
 
 static void
@@ -375,14 +368,14 @@ serve_destroy(FsimSynth *synth)
     g_clear_pointer(&s->active, g_ptr_array_unref);
     g_clear_pointer(&s->weights, g_array_unref);
     g_clear_pointer(&s->graphs, g_array_unref);
-    fsim_synth_queue_clear(&s->queue);
     g_clear_pointer(&s->rand, g_rand_free);
     fsim_synth_heap_clear(&s->heap);
 }
 
 static const FsimSynthClass serve_class = {
     .name = "serve",
-    .next = serve_next,
+    .fill = serve_fill,
+    .stamp = serve_stamp,
     .destroy = serve_destroy,
 };
 
@@ -484,7 +477,7 @@ fsim_synth_serve_new(const FsimServeConfig *config, GError **error)
     fsim_synth_heap_init(&s->heap);
     g_queue_init(&s->waiting);
     s->active = g_ptr_array_new_with_free_func(request_free);
-    fsim_synth_queue_init(&s->queue, 0);
+    fsim_synth_queue_init(&s->base.queue, 0);
     s->graphs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
     if (config->n_graph_batches > 0)
         g_array_append_vals(s->graphs, config->graph_batches, (guint)config->n_graph_batches);

@@ -18,9 +18,17 @@
 gboolean
 fsim_synth_next(FsimSynth *synth, FsimEvent *ev, GError **error)
 {
+    const FsimSynthClass *klass;
+
     g_return_val_if_fail(synth != NULL && ev != NULL, FALSE);
-    if (!synth->klass->next(synth, ev, error))
+    klass = synth->klass;
+    if (klass->fill != NULL) {
+        if (!fsim_synth_queue_next(&synth->queue, synth, klass->fill, ev))
+            return FALSE;
+        klass->stamp(synth, ev);
+    } else if (!klass->next(synth, ev, error)) {
         return FALSE;
+    }
     synth->events++;
     return TRUE;
 }
@@ -37,6 +45,7 @@ fsim_synth_free(FsimSynth *synth)
     if (synth == NULL)
         return;
     synth->klass->destroy(synth);
+    fsim_synth_queue_clear(&synth->queue);
     g_free(synth);
 }
 

@@ -527,20 +527,49 @@ FsimSynth *fsim_synth_random_new(const FsimRandomConfig *config, GError **error)
 /* ---- Internals shared by the generators -------------------------------------------------- */
 
 /**
+ * FsimSynthQueue:
+ *
+ * The events a generator has made but not handed out yet, in order.  A generator that makes
+ * several events at a time (a layer's tensors, an iteration's frees) appends them with
+ * fsim_synth_queue_push(); fsim_synth_next() takes them one at a time with
+ * fsim_synth_queue_next(), which calls the generator's fill function whenever the queue runs dry.
+ */
+typedef struct {
+    FsimEventKind kind;
+    uint64_t id;
+    uint64_t size;
+    const char *label; /* a MARK's: static, or kept by the generator until the event is out */
+} FsimSynthPending;
+
+typedef struct {
+    GArray *items; /* FsimSynthPending */
+    guint pos;     /* the next one to hand out */
+} FsimSynthQueue;
+
+/* Makes the next events into the (empty) queue; FALSE when the generator has no more. */
+typedef gboolean (*FsimSynthFill)(FsimSynth *synth);
+
+/**
  * FsimSynthClass:
  *
- * A generator implementation: @next fills the next event (FALSE at the end or on error), @destroy
- * frees the generator's own state (not the base).
+ * A generator implementation.  One that makes its events one at a time sets @next, which fills
+ * the next event (FALSE at the end or on error).  One that makes several at a time sets @fill
+ * instead, which appends them to the base's queue (FsimSynth.queue, with fsim_synth_queue_push()),
+ * and @stamp, which sets the time (and the stream if not 0) of each event handed out from it.
+ * @destroy frees the generator's own state (not the base).
  */
 typedef struct {
     const char *name;
     gboolean (*next)(FsimSynth *synth, FsimEvent *ev, GError **error);
+    FsimSynthFill fill;
+    void (*stamp)(FsimSynth *synth, FsimEvent *ev);
     void (*destroy)(FsimSynth *synth);
 } FsimSynthClass;
 
 struct FsimSynth {
     const FsimSynthClass *klass;
     uint64_t events;
+    FsimSynthQueue queue; /* with @fill: made, not handed out yet (fsim_synth_queue_init()) */
 };
 
 /**
@@ -569,29 +598,6 @@ void fsim_synth_heap_push(FsimSynthHeap *heap, FsimTime time, uint64_t kind, uin
 gboolean fsim_synth_heap_pop(FsimSynthHeap *heap, FsimSynthHeapItem *out);
 /* Returns: (nullable): the earliest item, not removed. */
 const FsimSynthHeapItem *fsim_synth_heap_peek(const FsimSynthHeap *heap);
-
-/**
- * FsimSynthQueue:
- *
- * The events a generator has made but not handed out yet, in order.  A generator that makes
- * several events at a time (a layer's tensors, an iteration's frees) appends them with
- * fsim_synth_queue_push(); its next() takes them one at a time with fsim_synth_queue_next(),
- * which calls the generator's fill function whenever the queue runs dry.
- */
-typedef struct {
-    FsimEventKind kind;
-    uint64_t id;
-    uint64_t size;
-    const char *label; /* a MARK's: static, or kept by the generator until the event is out */
-} FsimSynthPending;
-
-typedef struct {
-    GArray *items; /* FsimSynthPending */
-    guint pos;     /* the next one to hand out */
-} FsimSynthQueue;
-
-/* Makes the next events into the (empty) queue; FALSE when the generator has no more. */
-typedef gboolean (*FsimSynthFill)(FsimSynth *synth);
 
 void fsim_synth_queue_init(FsimSynthQueue *queue, guint reserve);
 void fsim_synth_queue_clear(FsimSynthQueue *queue);

@@ -58,6 +58,25 @@ fsim_train_gather_seq(Train *t)
     return t->config.sequence_parallel ? train_alloc(t, d->tokens * d->h * d->e) : 0;
 }
 
+/* A tensor autograd may keep for backward: its slot in the layer's, and its id (0: none). */
+typedef struct {
+    guint slot;
+    uint64_t id;
+} Kept;
+
+/* Under @keep, the @n tensors go to their slots of a layer's @slot; else each that exists is
+ * freed, in this order. */
+static void
+keep_or_free(Train *t, gboolean keep, uint64_t *slot, const Kept *kept, guint n)
+{
+    for (guint i = 0; i < n; i++) {
+        if (keep)
+            slot[kept[i].slot] = kept[i].id;
+        else if (kept[i].id != 0)
+            train_free(t, kept[i].id);
+    }
+}
+
 /* The attention core (eager): scores, softmax, dropout, context.  Keeps probabilities, mask and
  * dropped probabilities in @layer's slots when @keep, else frees them once the context exists. */
 void
@@ -76,15 +95,8 @@ fsim_train_eager_core(Train *t, uint32_t layer, gboolean keep, uint64_t *ctx_out
     uint64_t ctx_heads = train_alloc(t, d->tokens * d->q * d->e);
     uint64_t ctx = ctx_out ? train_alloc(t, d->tokens * d->q * d->e) : 0;
     train_free(t, ctx_heads);
-    if (keep) {
-        *train_slot(t, layer, SLOT_PROBS) = probs;
-        *train_slot(t, layer, SLOT_MASK) = mask;
-        *train_slot(t, layer, SLOT_PDROP) = pdrop;
-    } else {
-        train_drop(t, &probs);
-        train_drop(t, &mask);
-        train_drop(t, &pdrop);
-    }
+    const Kept kept[] = {{SLOT_PROBS, probs}, {SLOT_MASK, mask}, {SLOT_PDROP, pdrop}};
+    keep_or_free(t, keep, train_slot(t, layer, 0), kept, G_N_ELEMENTS(kept));
     if (ctx_out)
         *ctx_out = ctx;
 }
@@ -154,20 +166,10 @@ attention_forward(Train *t, uint32_t layer, gboolean save, uint64_t *slot)
         out = train_alloc(t, d->tokens * d->q * d->e);
         lse = train_alloc(t, d->b * d->heads * d->s * 4);
     }
-    if (save) {
-        slot[SLOT_LN1] = ln1;
-        slot[SLOT_QKV] = qkv;
-        slot[SLOT_Q] = q;
-        slot[SLOT_K] = k;
-        slot[SLOT_V] = v;
-        slot[SLOT_LSE] = lse;
-    } else {
-        train_drop(t, &lse);
-        train_drop(t, &qkv);
-        train_drop(t, &q);
-        train_drop(t, &k);
-        train_drop(t, &v);
-    }
+    /* without saving, the norm's output is gone already */
+    const Kept kept[] = {{SLOT_LSE, lse}, {SLOT_QKV, qkv}, {SLOT_Q, q},
+                         {SLOT_K, k},     {SLOT_V, v},     {SLOT_LN1, ln1}};
+    keep_or_free(t, save, slot, kept, G_N_ELEMENTS(kept));
 
     uint64_t proj = train_alloc(t, d->rtok * d->h * d->e);
     train_lora_fwd(t, layer, FSIM_MOD_O, d->h, save);
@@ -219,12 +221,8 @@ mlp_plain_forward(Train *t, uint32_t layer, gboolean save, uint64_t *slot, uint6
     if (!save)
         train_drop(t, &fc1);
     mlp_out = mlp_out_forward(t, layer, FSIM_MOD_FC2, save);
-    if (save) {
-        slot[SLOT_FC1] = fc1;
-        slot[SLOT_ACT] = act;
-    } else {
-        train_free(t, act);
-    }
+    const Kept kept[] = {{SLOT_FC1, fc1}, {SLOT_ACT, act}}; /* without saving, fc1 is gone */
+    keep_or_free(t, save, slot, kept, G_N_ELEMENTS(kept));
     return mlp_out;
 }
 
@@ -259,15 +257,13 @@ mlp_gated_forward(Train *t, uint32_t layer, gboolean save, uint64_t *slot, uint6
         train_drop(t, &gate_up);
     }
     mlp_out = mlp_out_forward(t, layer, FSIM_MOD_DOWN, save);
-    if (save) {
-        slot[SLOT_GATE] = gate;
-        slot[SLOT_UP] = up;
-        slot[SLOT_GATE_UP] = gate_up;
-        slot[SLOT_ACT] = act;
-        slot[SLOT_PROD] = prod;
-    } else {
-        train_free(t, prod);
-    }
+    /* without saving, only the product is left */
+    const Kept kept[] = {{SLOT_GATE, gate},
+                         {SLOT_UP, up},
+                         {SLOT_GATE_UP, gate_up},
+                         {SLOT_ACT, act},
+                         {SLOT_PROD, prod}};
+    keep_or_free(t, save, slot, kept, G_N_ELEMENTS(kept));
     return mlp_out;
 }
 

@@ -88,7 +88,7 @@ train_fill(FsimSynth *synth)
         return TRUE;
     case PHASE_STEP_MARK: {
         g_snprintf(t->label, sizeof t->label, "step-%" G_GUINT64_FORMAT, t->step);
-        fsim_synth_queue_push(&t->queue, FSIM_EV_MARK, 0, 0, t->label);
+        fsim_synth_queue_push(&t->base.queue, FSIM_EV_MARK, 0, 0, t->label);
         t->micro = 0;
         t->phase = PHASE_INPUTS;
         return TRUE;
@@ -152,18 +152,15 @@ train_fill(FsimSynth *synth)
     g_assert_not_reached();
 }
 
-static gboolean
-train_next(FsimSynth *synth, FsimEvent *ev, GError **error)
+/* Events are a nominal TRAIN_EVENT_NS apart; a mark takes no time. */
+static void
+train_stamp(FsimSynth *synth, FsimEvent *ev)
 {
     Train *t = (Train *)synth;
-    (void)error;
 
-    if (!fsim_synth_queue_next(&t->queue, synth, train_fill, ev))
-        return FALSE;
     if (ev->kind != FSIM_EV_MARK)
         t->now += TRAIN_EVENT_NS;
     ev->time = t->now;
-    return TRUE;
 }
 
 static void
@@ -171,7 +168,6 @@ train_destroy(FsimSynth *synth)
 {
     Train *t = (Train *)synth;
     g_clear_pointer(&t->params, g_array_unref);
-    fsim_synth_queue_clear(&t->queue);
     g_free(t->weight);
     g_free(t->grad);
     g_free(t->trained);
@@ -183,7 +179,8 @@ train_destroy(FsimSynth *synth)
 
 static const FsimSynthClass train_class = {
     .name = "train",
-    .next = train_next,
+    .fill = train_fill,
+    .stamp = train_stamp,
     .destroy = train_destroy,
 };
 
@@ -251,7 +248,7 @@ fsim_synth_train_new(const FsimTrainConfig *config, GError **error)
     t->globals_first = t->layer_first[m->layers];
     t->saved = g_new0(uint64_t, (gsize)m->layers * SLOT_COUNT);
     t->ckpt = g_new0(uint64_t, m->layers);
-    fsim_synth_queue_init(&t->queue, 256);
+    fsim_synth_queue_init(&t->base.queue, 256);
     t->phase = PHASE_WEIGHTS;
     return &t->base;
 }

@@ -109,7 +109,6 @@ typedef struct {
     uint32_t layer;
     guint cursor; /* parameter cursor of chunked phases */
 
-    FsimSynthQueue queue;
     uint64_t next_id;
     FsimTime now;
     char label[32];
@@ -129,7 +128,7 @@ static inline uint64_t
 train_alloc(Train *t, uint64_t size)
 {
     g_assert(size > 0);
-    fsim_synth_queue_push(&t->queue, FSIM_EV_ALLOC, ++t->next_id, size, NULL);
+    fsim_synth_queue_push(&t->base.queue, FSIM_EV_ALLOC, ++t->next_id, size, NULL);
     return t->next_id;
 }
 
@@ -137,7 +136,7 @@ static inline void
 train_free(Train *t, uint64_t id)
 {
     g_assert(id != 0);
-    fsim_synth_queue_push(&t->queue, FSIM_EV_FREE, id, 0, NULL);
+    fsim_synth_queue_push(&t->base.queue, FSIM_EV_FREE, id, 0, NULL);
 }
 
 /* Free *id when set, and clear it. */
