@@ -119,6 +119,65 @@ note_refusal(FsimDevice *device, uint64_t size)
         device->least_refused_demand = demand;
 }
 
+/*
+ * Every wrapper is this one call: count the attempt, refuse it when a fault is injected (only a
+ * call that takes memory or address space can fail), hand it to the implementation, remember a
+ * refusal of pages (mem_alloc, map), and account for a success.  @addr is in for a release or a
+ * map and out for mem_alloc and va_reserve; @arg is va_reserve's alignment or the handle size of
+ * a map or unmap.  Inlined, so that each wrapper keeps only its own case.
+ */
+static inline G_ALWAYS_INLINE FsimStatus
+device_call(FsimDevice *device, FsimDeviceCall call, FsimAddr *addr, uint64_t size, uint64_t arg)
+{
+    const FsimDeviceOps *ops = device->ops;
+    FsimStatus status = FSIM_OK;
+    uint64_t handle_size = 0;
+
+    switch (call) {
+    case FSIM_CALL_MEM_ALLOC:
+    case FSIM_CALL_VA_RESERVE:
+    case FSIM_CALL_MAP:
+        if (attempt_fails(device, call))
+            return FSIM_OOM;
+        break;
+    default:
+        count_attempt(device, call);
+        break;
+    }
+    switch (call) {
+    case FSIM_CALL_MEM_ALLOC:
+        status = ops->mem_alloc(device, size, addr);
+        break;
+    case FSIM_CALL_MEM_FREE:
+        ops->mem_free(device, *addr, size);
+        break;
+    case FSIM_CALL_VA_RESERVE:
+        status = ops->va_reserve(device, size, arg, addr);
+        break;
+    case FSIM_CALL_VA_RELEASE:
+        ops->va_release(device, *addr, size);
+        break;
+    case FSIM_CALL_MAP:
+        handle_size = arg;
+        status = ops->map(device, *addr, size, handle_size);
+        break;
+    case FSIM_CALL_UNMAP:
+        handle_size = arg;
+        ops->unmap(device, *addr, size, handle_size);
+        break;
+    case FSIM_CALL_COUNT:
+    default:
+        g_assert_not_reached();
+    }
+    if (status != FSIM_OK) {
+        if (call != FSIM_CALL_VA_RESERVE)
+            note_refusal(device, size);
+        return FSIM_OOM;
+    }
+    account(device, call, *addr, size, handle_size);
+    return FSIM_OK;
+}
+
 /**
  * fsim_device_mem_alloc:
  * @device: the device.
@@ -133,23 +192,14 @@ note_refusal(FsimDevice *device, uint64_t size)
 FsimStatus
 fsim_device_mem_alloc(FsimDevice *device, uint64_t size, FsimAddr *out)
 {
-    if (attempt_fails(device, FSIM_CALL_MEM_ALLOC))
-        return FSIM_OOM;
-    if (device->ops->mem_alloc(device, size, out) != FSIM_OK) {
-        note_refusal(device, size);
-        return FSIM_OOM;
-    }
-    account(device, FSIM_CALL_MEM_ALLOC, *out, size, 0);
-    return FSIM_OK;
+    return device_call(device, FSIM_CALL_MEM_ALLOC, out, size, 0);
 }
 
 /* cudaFree of a range returned by fsim_device_mem_alloc() with the same @size. */
 void
 fsim_device_mem_free(FsimDevice *device, FsimAddr addr, uint64_t size)
 {
-    count_attempt(device, FSIM_CALL_MEM_FREE);
-    device->ops->mem_free(device, addr, size);
-    account(device, FSIM_CALL_MEM_FREE, addr, size, 0);
+    device_call(device, FSIM_CALL_MEM_FREE, &addr, size, 0);
 }
 
 /* cuMemAddressReserve: @size bytes of address space aligned to @alignment (a power of two, at
@@ -157,12 +207,7 @@ fsim_device_mem_free(FsimDevice *device, FsimAddr addr, uint64_t size)
 FsimStatus
 fsim_device_va_reserve(FsimDevice *device, uint64_t size, uint64_t alignment, FsimAddr *out)
 {
-    if (attempt_fails(device, FSIM_CALL_VA_RESERVE))
-        return FSIM_OOM;
-    if (device->ops->va_reserve(device, size, alignment, out) != FSIM_OK)
-        return FSIM_OOM;
-    account(device, FSIM_CALL_VA_RESERVE, *out, size, 0);
-    return FSIM_OK;
+    return device_call(device, FSIM_CALL_VA_RESERVE, out, size, alignment);
 }
 
 gboolean
@@ -201,9 +246,7 @@ fsim_arena_va_ready(FsimArenaVa *arena, FsimDevice *device)
 void
 fsim_device_va_release(FsimDevice *device, FsimAddr addr, uint64_t size)
 {
-    count_attempt(device, FSIM_CALL_VA_RELEASE);
-    device->ops->va_release(device, addr, size);
-    account(device, FSIM_CALL_VA_RELEASE, addr, size, 0);
+    device_call(device, FSIM_CALL_VA_RELEASE, &addr, size, 0);
 }
 
 /* cuMemCreate + cuMemMap + cuMemSetAccess of [addr, addr+size) inside a reservation, in handles
@@ -211,23 +254,14 @@ fsim_device_va_release(FsimDevice *device, FsimAddr addr, uint64_t size)
 FsimStatus
 fsim_device_map(FsimDevice *device, FsimAddr addr, uint64_t size, uint64_t handle_size)
 {
-    if (attempt_fails(device, FSIM_CALL_MAP))
-        return FSIM_OOM;
-    if (device->ops->map(device, addr, size, handle_size) != FSIM_OK) {
-        note_refusal(device, size);
-        return FSIM_OOM;
-    }
-    account(device, FSIM_CALL_MAP, addr, size, handle_size);
-    return FSIM_OK;
+    return device_call(device, FSIM_CALL_MAP, &addr, size, handle_size);
 }
 
 /* cuMemUnmap + cuMemRelease of a mapped range (after a stream synchronisation). */
 void
 fsim_device_unmap(FsimDevice *device, FsimAddr addr, uint64_t size, uint64_t handle_size)
 {
-    count_attempt(device, FSIM_CALL_UNMAP);
-    device->ops->unmap(device, addr, size, handle_size);
-    account(device, FSIM_CALL_UNMAP, addr, size, handle_size);
+    device_call(device, FSIM_CALL_UNMAP, &addr, size, handle_size);
 }
 
 void
