@@ -64,6 +64,26 @@ test_parse_size(void)
     }
 }
 
+/* The first item at or above a key, over structs sorted by a member that is not the first. */
+static void
+test_lower_bound(void)
+{
+    typedef struct {
+        uint32_t other;
+        uint64_t key;
+    } Item;
+    static const Item items[] = {{9, 10}, {8, 20}, {7, 20}, {6, 30}};
+    static const struct {
+        uint64_t key;
+        gsize index;
+    } cases[] = {{0, 0}, {10, 0}, {11, 1}, {20, 1}, {21, 3}, {30, 3}, {31, 4}};
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++)
+        g_assert_cmpuint(FSIM_LOWER_BOUND(items, G_N_ELEMENTS(items), Item, key, cases[i].key), ==,
+                         cases[i].index);
+    g_assert_cmpuint(FSIM_LOWER_BOUND(items, 0, Item, key, 5), ==, 0);
+}
+
 static void
 test_format_size(void)
 {
@@ -672,6 +692,7 @@ main(int argc, char **argv)
     g_test_add_func("/owned/clear-and-free", test_owned);
     g_test_add_func("/units/parse-size", test_parse_size);
     g_test_add_func("/units/format-size", test_format_size);
+    g_test_add_func("/units/lower-bound", test_lower_bound);
     g_test_add_func("/range-set/basics", test_range_set);
     g_test_add_func("/live-table/against-ghashtable", test_live_table);
     g_test_add_func("/live-table/entries", test_live_table_entries);

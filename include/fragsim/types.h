@@ -161,6 +161,20 @@ gint fsim_addr_compare(gconstpointer a, gconstpointer b, gpointer unused);
 gint fsim_u64_compare(gconstpointer a, gconstpointer b);
 
 /**
+ * fsim_lower_bound_u64:
+ * @items: @n structs, @stride bytes apart, sorted by the uint64_t member at @key_offset.
+ * @key: the key looked for.
+ *
+ * A binary search: FSIM_LOWER_BOUND() gives @stride and @key_offset from a type and a member.
+ *
+ * Returns: the index of the first item whose key is at or above @key, or @n when none is.
+ */
+gsize fsim_lower_bound_u64(gconstpointer items, gsize n, gsize stride, gsize key_offset,
+                           uint64_t key);
+#define FSIM_LOWER_BOUND(items, n, type, member, key) \
+    fsim_lower_bound_u64((items), (n), sizeof(type), G_STRUCT_OFFSET(type, member), (key))
+
+/**
  * fsim_format_size:
  * @bytes: a size.
  *

@@ -126,17 +126,8 @@ walk_add_engine_blocks(Walk *walk, const GArray *live)
 static gint
 live_find(const GArray *live, FsimAddr addr)
 {
-    guint lo = 0;
-    guint hi = live->len;
+    gsize lo = FSIM_LOWER_BOUND(live->data, live->len, LiveItem, addr, addr);
 
-    while (lo < hi) {
-        guint mid = lo + (hi - lo) / 2;
-
-        if (g_array_index(live, LiveItem, mid).addr < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
     return lo < live->len && g_array_index(live, LiveItem, lo).addr == addr ? (gint)lo : -1;
 }
 

@@ -127,17 +127,8 @@ fsim_event_log_replay(const FsimEventLog *log, FsimEngine *engine, GError **erro
 gboolean
 fsim_release_is_retry(const FsimOutcome *outcomes, gsize n, uint64_t index)
 {
-    gsize lo = 0;
-    gsize hi = n;
+    gsize lo = FSIM_LOWER_BOUND(outcomes, n, FsimOutcome, index, index);
 
-    while (lo < hi) {
-        gsize mid = lo + (hi - lo) / 2;
-
-        if (outcomes[mid].index < index)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
     while (lo < n && outcomes[lo].index == index &&
            (outcomes[lo].kind == FSIM_OUTCOME_SEGMENT_FREE ||
             outcomes[lo].kind == FSIM_OUTCOME_SEGMENT_UNMAP)) {

@@ -140,6 +140,26 @@ fsim_u64_compare(gconstpointer a, gconstpointer b)
     return fsim_compare_u64(*(const uint64_t *)a, *(const uint64_t *)b);
 }
 
+gsize
+fsim_lower_bound_u64(gconstpointer items, gsize n, gsize stride, gsize key_offset, uint64_t key)
+{
+    const guint8 *base = (const guint8 *)items + key_offset;
+    gsize lo = 0;
+    gsize hi = n;
+
+    while (lo < hi) {
+        gsize mid = lo + (hi - lo) / 2;
+        uint64_t at;
+
+        memcpy(&at, base + mid * stride, sizeof(at));
+        if (at < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 char *
 fsim_format_size(uint64_t bytes)
 {
