@@ -90,6 +90,9 @@ typedef struct FsimPickle FsimPickle;
  *     on the hint as well as on the live graph.  With a hint, the values that only the memo
  *     still holds at STOP are not released one by one but with the pickle (fsim_pickle_free()),
  *     which saves a walk over the memo.  0: no hint.
+ * @record_keys: (nullable) (array zero-terminated=1): fsim_pickle_load() only: read the dicts
+ *     whose first key is @record_keys[0] as *records* (see fsim_pickle_record()).  At most
+ *     %FSIM_PICKLE_RECORD_KEYS keys.  %NULL: no records.
  *
  * Safety limits of fsim_pickle_load() and fsim_pickle_load_stream().  Exceeding one is a
  * %FSIM_TRACE_ERROR_LIMIT error.
@@ -115,7 +118,11 @@ typedef struct {
     gsize max_memory;
     uint64_t max_input;
     gsize expect_memory;
+    const char *const *record_keys;
 } FsimPickleLimits;
+
+/* The most keys FsimPickleLimits.record_keys may name. */
+#define FSIM_PICKLE_RECORD_KEYS 8
 
 /**
  * fsim_pickle_load:
@@ -218,6 +225,34 @@ guint64 fsim_pickle_input_bytes(const FsimPickle *pickle);
  * Returns: %TRUE when a text string opcode ran.
  */
 gboolean fsim_pickle_text_strings(const FsimPickle *pickle);
+
+/**
+ * fsim_pickle_records:
+ * @pickle: a loaded pickle.
+ *
+ * Returns: how many records (FsimPickleLimits.record_keys) the pickle holds.
+ */
+guint64 fsim_pickle_records(const FsimPickle *pickle);
+
+/**
+ * fsim_pickle_record:
+ * @v: (nullable): a value.
+ * @pairs: (out) (optional): the entries the dict had.
+ * @values: (out caller-allocates) (array fixed-size=8): the value of each of the record keys,
+ *     in the order of FsimPickleLimits.record_keys, %NULL where the dict had no such key.
+ *
+ * A record is a dict of plain values, written as CPython's pickler writes a small dict (its
+ * entries' keys str, their values scalars, strs, memo references or lists of memo references),
+ * whose first key was FsimPickleLimits.record_keys[0].  The loader reads it straight from the
+ * input into the values of the record keys (the others are dropped) instead of building the
+ * dict: to every other accessor it is an *empty* dict, with the height and node count of the
+ * dict it stands for.  A record is never shared: a pickle that refers to one (or to a container
+ * holding one) a second time fails to load, and so must be loaded again without records.  A
+ * dict in another form is built as usual, even where records are asked for.
+ *
+ * Returns: %TRUE when @v is a record.
+ */
+gboolean fsim_pickle_record(const FsimPickleValue *v, gsize *pairs, const FsimPickleValue **values);
 
 /**
  * fsim_pickle_type:

@@ -43,12 +43,25 @@ typedef struct {
     const FsimPickleValue *frames;
 } EntryFields;
 
-static void
-entry_fields(const FsimPickleValue *entry, EntryFields *f)
+/* The keys of EntryFields, in its order: the snapshot is loaded with them as record keys
+ * (fsim_pickle_record()), so that most entries come as records of these values. */
+const char *const fsim_torch_entry_keys[] = {
+    "action", "addr", "size", "stream", "time_us", "device_free", "pool_id", "frames", NULL,
+};
+
+G_STATIC_ASSERT(sizeof(EntryFields) == FSIM_PICKLE_RECORD_KEYS * sizeof(const FsimPickleValue *));
+
+/* The fields of @entry, a dict (its entries in *@pairs); TRUE when it is a record. */
+static gboolean
+entry_fields(const FsimPickleValue *entry, EntryFields *f, gsize *pairs)
 {
     gsize n;
-    const FsimPickleValue *const *items = fsim_pickle_dict_items(entry, &n);
+    const FsimPickleValue *const *items;
 
+    if (fsim_pickle_record(entry, pairs, (const FsimPickleValue **)f))
+        return TRUE;
+    *pairs = fsim_pickle_len(entry);
+    items = fsim_pickle_dict_items(entry, &n);
     memset(f, 0, sizeof(*f));
     for (gsize k = 0; k < n; k++) {
         gsize len;
@@ -86,6 +99,7 @@ entry_fields(const FsimPickleValue *entry, EntryFields *f)
             break;
         }
     }
+    return FALSE;
 }
 
 /* A newer (or older) action: count it, keep its place, never look inside. */
@@ -217,11 +231,15 @@ torch_read_entry(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *entry
     TorchEntry e = {0};
     const char *action;
     gsize action_len;
+    gsize pairs;
     TorchAction a;
 
-    if (!fsim_torch_dict(ld, entry, w, error))
+    if (fsim_pickle_type(entry) != FSIM_PICKLE_DICT)
+        return fsim_torch_dict(ld, entry, w, error); /* the error */
+    if (entry_fields(entry, &f, &pairs))
+        ld->records++;
+    if (!fsim_torch_charge(ld, entry, 1 + (uint64_t)pairs, error))
         return FALSE;
-    entry_fields(entry, &f);
     if (f.action == NULL)
         return fsim_torch_missing(ld, entry, w, "action", error);
     action = fsim_torch_str(ld, f.action, w, "action", &action_len, error);

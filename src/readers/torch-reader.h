@@ -95,6 +95,7 @@ typedef struct {
     uint64_t budget; /* dict visits still allowed, see the file comment */
     TorchTrace *trace;
     uint64_t dropped_annotations;
+    uint64_t records;      /* entries read from records (fsim_pickle_record()) */
     gboolean wants_stacks; /* FALSE: frames are only looked at (fsim_trace_open_without_stacks) */
     gboolean npu_frames;   /* FALSE: no frame can name torch_npu (torch_load_pickle()) */
     /* `frames` seen so far (torch-fields.c): a snapshot repeats a few hundred stacks thousands
@@ -118,6 +119,9 @@ typedef struct {
 
 #define KEY_IS(key, len, literal) \
     ((len) == sizeof(literal) - 1 && memcmp((key), (literal), sizeof(literal) - 1) == 0)
+
+/* The keys of a device_traces entry this reader looks at, as record keys (torch-entries.c). */
+extern const char *const fsim_torch_entry_keys[];
 
 /* The names of the actions, as snapshots write them. */
 extern const char *const fsim_torch_action_names[TORCH_N_ACTIONS];

@@ -164,7 +164,7 @@ bytes_name_torch_npu(const guint8 *data, gsize len)
  * file of torch_npu: the bytes were all there and hold no "torch_npu/", and no str came from a
  * text opcode (fsim_pickle_text_strings()); then no frame needs looking at for it. */
 static FsimPickle *
-torch_load_pickle(const char *path, gboolean *npu_frames, GError **error)
+torch_load_pickle(const char *path, gboolean records, gboolean *npu_frames, GError **error)
 {
     g_autoptr(GMappedFile) mapped = NULL;
     g_autoptr(GInputStream) in = NULL;
@@ -188,7 +188,10 @@ torch_load_pickle(const char *path, gboolean *npu_frames, GError **error)
         } else {
             /* Everything a snapshot holds is memoized, so alive to the end: 2 to 4 values of
              * 40 bytes per 10 bytes of pickle. */
-            FsimPickleLimits whole = {.expect_memory = 2 * len};
+            FsimPickleLimits whole = {
+                .expect_memory = 2 * len,
+                .record_keys = records ? fsim_torch_entry_keys : NULL,
+            };
 
             pickle = fsim_pickle_load(data, len, &whole, &local_error);
             *npu_frames = pickle == NULL || fsim_pickle_text_strings(pickle) ||
@@ -207,17 +210,27 @@ torch_load_pickle(const char *path, gboolean *npu_frames, GError **error)
     return pickle;
 }
 
+/* Opens the snapshot at @path; with @records, its entries are loaded as records (torch-entries.c)
+ * and *@again is set, with no error, where the result may differ from a load without them (the
+ * load or the walk failed, or some record was not found where the entries are): then the caller
+ * opens it again without. */
 static FsimTrace *
-torch_open(const char *path, GError **error)
+torch_open_with(const char *path, gboolean records, gboolean *again, GError **error)
 {
     g_autoptr(FsimPickle) pickle = NULL;
+    g_autoptr(GError) local_error = NULL;
     TorchTrace *trace;
     TorchLoader ld = {.path = path, .wants_stacks = fsim_trace_opening_wants_stacks()};
     gsize len;
+    gboolean read;
 
-    pickle = torch_load_pickle(path, &ld.npu_frames, error);
-    if (pickle == NULL)
+    pickle = torch_load_pickle(path, records, &ld.npu_frames, &local_error);
+    if (pickle == NULL) {
+        *again = records;
+        if (!records)
+            g_propagate_error(error, g_steal_pointer(&local_error));
         return NULL;
+    }
     len = (gsize)fsim_pickle_input_bytes(pickle);
 
     trace = g_new0(TorchTrace, 1);
@@ -227,12 +240,18 @@ torch_open(const char *path, GError **error)
     ld.len = len;
     ld.budget = len / 2 + TORCH_BUDGET_SLACK;
     ld.trace = trace;
-    if (!torch_read_root(&ld, fsim_pickle_root(pickle), error)) {
-        fsim_torch_loader_clear(&ld);
+    read = torch_read_root(&ld, fsim_pickle_root(pickle), &local_error);
+    fsim_torch_loader_clear(&ld);
+    if (fsim_pickle_records(pickle) > 0 && (!read || ld.records != fsim_pickle_records(pickle))) {
+        *again = TRUE;
         fsim_trace_close(&trace->base);
         return NULL;
     }
-    fsim_torch_loader_clear(&ld);
+    if (!read) {
+        g_propagate_error(error, g_steal_pointer(&local_error));
+        fsim_trace_close(&trace->base);
+        return NULL;
+    }
     g_clear_pointer(&pickle, fsim_pickle_free);
     if (ld.dropped_annotations > 0)
         g_info("%s: %" G_GUINT64_FORMAT " annotations could not be placed on a device's clock",
@@ -246,6 +265,17 @@ torch_open(const char *path, GError **error)
         }
     }
     return &trace->base;
+}
+
+static FsimTrace *
+torch_open(const char *path, GError **error)
+{
+    gboolean again = FALSE;
+    FsimTrace *trace = torch_open_with(path, TRUE, &again, error);
+
+    if (trace == NULL && again)
+        trace = torch_open_with(path, FALSE, &again, error);
+    return trace;
 }
 
 static FsimTraceStream *

@@ -72,6 +72,20 @@ walk(const FsimPickleValue *v, guint depth)
         check(n == len && n >= 9, "bigint length");
 
     uint64_t visited = 1;
+    const FsimPickleValue *fields[FSIM_PICKLE_RECORD_KEYS];
+    gsize pairs = 0;
+    if (fsim_pickle_record(v, &pairs, fields)) {
+        /* a record: an empty dict to the accessors; its values, not its other keys, walked */
+        check(type == FSIM_PICKLE_DICT && len == 0 && pairs > 0, "a record is an empty dict");
+        check(fsim_pickle_dict_key(v, 0) == NULL && fsim_pickle_dict_get(v, "action") == NULL,
+              "a record's accessors");
+        for (gsize k = 0; k < FSIM_PICKLE_RECORD_KEYS; k++) {
+            if (fields[k] != NULL)
+                visited += walk(fields[k], depth + 1);
+        }
+        check(visited <= fsim_pickle_nodes(v), "a record's values within its node count");
+        return fsim_pickle_nodes(v);
+    }
     switch (type) {
     case FSIM_PICKLE_LIST:
     case FSIM_PICKLE_TUPLE:
@@ -119,6 +133,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     GError *error = NULL;
     FsimPickle *pickle = fsim_pickle_load(data, size, &limits, &error);
     if (pickle == NULL) {
+        /* With records, it fails too. */
+        static const char *const keys[] = {"action", "addr", "size", "frames", NULL};
+        FsimPickleLimits with = limits;
+        GError *again = NULL;
+        with.record_keys = keys;
+        FsimPickle *records = fsim_pickle_load(data, size, &with, &again);
+        check(records == NULL && again != NULL, "records: fails where a load without fails");
+        g_error_free(again);
         check(error != NULL && error->domain == FSIM_TRACE_ERROR, "an error in the domain");
         check(g_str_has_prefix(error->message, "byte "), "message starts with the offset");
         g_error_free(error);
@@ -140,6 +162,23 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
           "the stream stops at STOP");
     fsim_pickle_free(streamed);
     g_object_unref(in);
+    /* With records (as the snapshot reader loads): the same node count, or a failure for a
+     * record referred to twice. */
+    static const char *const record_keys[] = {"action",  "addr",   "size", "stream",
+                                              "time_us", "frames", NULL};
+    limits.record_keys = record_keys;
+    FsimPickle *records = fsim_pickle_load(data, size, &limits, &error);
+    if (records == NULL) {
+        check(error != NULL && strstr(error->message, "referred to twice") != NULL,
+              "records fail only for a record referred to twice");
+        g_clear_error(&error);
+    } else {
+        check(walk(fsim_pickle_root(records), 1) == fsim_pickle_nodes(root),
+              "records: the same node count");
+        check(fsim_pickle_input_bytes(records) == fsim_pickle_input_bytes(pickle),
+              "records: the same end");
+        fsim_pickle_free(records);
+    }
     fsim_pickle_free(pickle);
     return 0;
 }

@@ -199,6 +199,21 @@ run_memo_list(Loader *l)
     return 1;
 }
 
+FsimPickleValue *
+list_cached_run(Loader *l, const guint8 *body, size_t *len)
+{
+    size_t avail = (size_t)(l->in.end - body);
+    ListCacheSlot *way;
+
+    if (l->list_cache == NULL || avail <= LIST_PREFIX)
+        return NULL;
+    way = bucket_find(l, run_key(body, LIST_PREFIX), body, avail, 0);
+    if (way == NULL)
+        return NULL;
+    *len = way->len;
+    return way->list;
+}
+
 void
 list_cache_clear(Loader *l)
 {

@@ -36,8 +36,6 @@
 #define DEFAULT_MAX_MEMO       ((gsize)1 << 24)
 #define DEFAULT_MAX_STACK      ((gsize)1 << 24)
 #define DEFAULT_MAX_LONG_BYTES ((gsize)1024)
-#define DEFAULT_NODES_BASE     ((uint64_t)1 << 20)
-#define DEFAULT_NODES_PER_BYTE 64 /* real snapshots: 2 to 4 */
 
 /* ---- Errors -------------------------------------------------------------------------------- */
 
@@ -145,14 +143,6 @@ too_deep(Loader *l)
                      l->max_depth);
 }
 
-static uint64_t
-max_nodes(const Loader *l)
-{
-    if (l->max_nodes != 0)
-        return l->max_nodes;
-    return DEFAULT_NODES_BASE + DEFAULT_NODES_PER_BYTE * (l->op_offset + 1);
-}
-
 static G_GNUC_NO_INLINE gboolean
 too_many_nodes(Loader *l)
 {
@@ -177,6 +167,8 @@ adopt(Loader *l, FsimPickleValue *target, FsimPickleValue *const *items, size_t 
         uint64_t add = 1;
         if (value_is_container(item)) {
             item->flags |= VALUE_SEALED;
+            if (item->flags & (VALUE_RECORD | VALUE_HAS_RECORD))
+                target->flags |= VALUE_HAS_RECORD;
             add = item->u.c.nodes;
             if (item->height >= height) {
                 if (G_UNLIKELY(item->height >= l->max_depth))
@@ -264,6 +256,8 @@ setitems_fresh(Loader *l, FsimPickleValue *dict, FsimPickleValue *const *items, 
             return FALSE;
         }
         item->flags |= VALUE_SEALED;
+        if (item->flags & (VALUE_RECORD | VALUE_HAS_RECORD))
+            dict->flags |= VALUE_HAS_RECORD;
         height = MAX(height, item->height + 1u);
         nodes += item->u.c.nodes;
     }
@@ -373,6 +367,8 @@ push_shared(Loader *l, FsimPickleValue *v)
     if (G_UNLIKELY(v->refs == UINT32_MAX))
         return load_fail(l, FSIM_TRACE_ERROR_LIMIT, "%s: more than %u references to one value",
                          op_name(l), UINT32_MAX);
+    if (G_UNLIKELY(v->flags & (VALUE_RECORD | VALUE_HAS_RECORD)))
+        return record_shared(l);
     v->flags |= VALUE_SEALED;
     return push(l, v);
 }
@@ -859,8 +855,8 @@ load_run(Loader *l, FsimPickleValue **root)
             guint8 next = *l->in.p;
             if (next == 'h' || next == 'j') {
                 run_memo_gets(l);
-            } else if (next == '(') {
-                int done = run_memo_list(l);
+            } else if (next == '(' || (next == '}' && l->record_keys != NULL)) {
+                int done = next == '(' ? run_memo_list(l) : run_record(l);
                 if (done < 0)
                     return FALSE;
                 if (done > 0)
@@ -912,6 +908,7 @@ load(Loader *l, FsimPickle *pickle, const FsimPickleLimits *limits, uint64_t mem
     gboolean ok = load_run(l, &pickle->root);
     pickle->input_bytes = input_offset(&l->in);
     pickle->text_strings = l->text_strings;
+    pickle->records = l->records;
     list_cache_clear(l);
     /* Values only the memo kept are garbage now; a caller that expects everything to stay
      * alive (expect_memory) frees them with the rest, without a walk over the memo. */
@@ -953,7 +950,14 @@ fsim_pickle_load(const guint8 *data, gsize len, const FsimPickleLimits *limits, 
     FsimPickleLimits defaults = {0};
     if (limits == NULL)
         limits = &defaults;
-    Loader l = {.error = error};
+    Loader l = {.error = error, .record_keys = limits->record_keys};
+    while (l.record_keys != NULL && l.record_keys[l.n_record_keys] != NULL)
+        l.n_record_keys++;
+    g_return_val_if_fail(l.n_record_keys <= FSIM_PICKLE_RECORD_KEYS, NULL);
+    for (size_t k = 0; k < l.n_record_keys; k++)
+        l.record_key_len[k] = strlen(l.record_keys[k]);
+    if (l.n_record_keys == 0)
+        l.record_keys = NULL;
     FsimPickle *pickle = pickle_new(limits);
     input_init_memory(&l.in, data, len);
     heap_expect(&pickle->heap, limits->expect_memory);

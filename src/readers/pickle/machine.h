@@ -47,6 +47,10 @@ typedef struct {
     uint8_t *list_cache_next;  /* per bucket: the way to replace next */
     uint64_t twins;            /* twin numbers given so far (lists.c) */
     gboolean text_strings;     /* a str came from STRING or UNICODE (fsim_pickle_text_strings) */
+    const char *const *record_keys; /* (nullable) FsimPickleLimits.record_keys (records.c) */
+    size_t n_record_keys;
+    size_t record_key_len[FSIM_PICKLE_RECORD_KEYS];
+    uint64_t records; /* records made */
 
     guint max_depth;
     size_t max_stack;
@@ -55,6 +59,18 @@ typedef struct {
 
     GError **error;
 } Loader;
+
+#define DEFAULT_NODES_BASE     ((uint64_t)1 << 20)
+#define DEFAULT_NODES_PER_BYTE 64 /* real snapshots: 2 to 4 */
+
+/* FsimPickleLimits.max_nodes at the opcode being executed. */
+static inline uint64_t
+max_nodes(const Loader *l)
+{
+    if (l->max_nodes != 0)
+        return l->max_nodes;
+    return DEFAULT_NODES_BASE + DEFAULT_NODES_PER_BYTE * (l->op_offset + 1);
+}
 
 gboolean load_fail(Loader *l, FsimTraceError code, const char *format, ...) G_GNUC_PRINTF(3, 4);
 
@@ -125,7 +141,7 @@ run_memo_gets(Loader *l)
         if (width == 0 || index >= memo_cap || len == cap)
             break;
         v = memo[index];
-        if (v == NULL || v->refs == UINT32_MAX)
+        if (v == NULL || v->refs == UINT32_MAX || (v->flags & (VALUE_RECORD | VALUE_HAS_RECORD)))
             break;
         v->flags |= VALUE_SEALED; /* shared from now on, as push_shared() does */
         v->refs++;
@@ -137,7 +153,19 @@ run_memo_gets(Loader *l)
 }
 
 int run_memo_list(Loader *l);
+
+/* At an EMPTY_DICT (in.p on it) whose dict is written as a record (records.c): reads the dict
+ * into a record pushed in its place; 1 when it did, 0 when it consumed nothing (the generic
+ * path runs), -1 on an error. */
+int run_record(Loader *l);
+
+/* The failure for a record (or a container holding one) pushed a second time. */
+gboolean record_shared(Loader *l);
 void list_cache_clear(Loader *l);
+
+/* The list the cache built from the run of memo gets at @body (after a MARK; its length in bytes
+ * in *@len, followed by APPENDS), for value_share_twin(); NULL when it has none. */
+FsimPickleValue *list_cached_run(Loader *l, const guint8 *body, size_t *len);
 
 /* The protocol 0 opcodes (text.c). */
 gboolean load_text_int(Loader *l);  /* INT */

@@ -205,7 +205,8 @@ value_unref(Heap *heap, FsimPickleValue *v)
         if ((v->flags & VALUE_TWIN) && twin_header(v)[1] > 1)
             twin_leave(heap, v, 0, FALSE);
         if (value_is_container(v)) {
-            v->u.c.len = (uint32_t)items_used(v);
+            /* (a record's items are the values it refers to: records.c) */
+            v->u.c.len = (uint32_t)((v->flags & VALUE_RECORD) ? record_refs(v) : items_used(v));
             v->type = FSIM_PICKLE_LIST;
             v->offset = (uint64_t)(uintptr_t)pending;
             pending = v;
@@ -269,7 +270,33 @@ fsim_pickle_text_strings(const FsimPickle *pickle)
     return pickle->text_strings;
 }
 
+guint64
+fsim_pickle_records(const FsimPickle *pickle)
+{
+    g_return_val_if_fail(pickle != NULL, 0);
+    return pickle->records;
+}
+
 /* ---- Accessors ----------------------------------------------------------------------------- */
+
+gboolean
+fsim_pickle_record(const FsimPickleValue *v, gsize *pairs, const FsimPickleValue **values)
+{
+    if (v == NULL || !(v->flags & VALUE_RECORD))
+        return FALSE;
+    FsimPickleValue *const *refs = v->u.c.items;
+    const uint64_t *words = (const uint64_t *)(const void *)refs;
+    uint64_t slots = words[v->u.c.cap - 2];
+    size_t n_refs = RECORD_REFS(words[v->u.c.cap - 1]);
+    const FsimPickleValue *scalars = (const FsimPickleValue *)(const void *)(refs + n_refs);
+    if (pairs != NULL)
+        *pairs = RECORD_PAIRS(words[v->u.c.cap - 1]);
+    for (int k = 0; k < FSIM_PICKLE_RECORD_KEYS; k++) {
+        unsigned slot = (unsigned)(slots >> (8 * k)) & 0xffu;
+        values[k] = slot == 0 ? NULL : (slot & 0x80u) ? &scalars[slot & 0x7fu] : refs[slot - 1];
+    }
+    return TRUE;
+}
 
 FsimPickleType
 fsim_pickle_type(const FsimPickleValue *v)

@@ -25,10 +25,20 @@
 #include "readers/pickle.h"
 
 enum {
-    VALUE_SEALED = 1 << 0,   /* container: can no longer be modified (see machine.c) */
-    VALUE_UNSIGNED = 1 << 1, /* int: above INT64_MAX, held in u.u */
-    VALUE_TWIN = 1 << 2,     /* list: its item array is shared with its twins (value.c) */
+    VALUE_SEALED = 1 << 0,     /* container: can no longer be modified (see machine.c) */
+    VALUE_UNSIGNED = 1 << 1,   /* int: above INT64_MAX, held in u.u */
+    VALUE_TWIN = 1 << 2,       /* list: its item array is shared with its twins (value.c) */
+    VALUE_RECORD = 1 << 3,     /* dict: a record (records.c); u.c.items is its block */
+    VALUE_HAS_RECORD = 1 << 4, /* container: holds a record, or a container that does */
 };
+
+/* A record's block (records.c): u.c.cap words, u.c.len 0 (an empty dict to the accessors).
+ * First the values it holds a reference to (strs, lists, memo references), then its scalars
+ * (FsimPickleValue each), then two words: the slot of each record key (0: absent, 1 + k: the
+ * k-th referenced value, 0x80 | k: the k-th scalar) and RECORD_INFO (pairs, referenced values). */
+#define RECORD_HEADER_WORDS 2
+#define RECORD_REFS(info)   ((size_t)((info) >> 32))
+#define RECORD_PAIRS(info)  ((size_t)((info)&0xffffffffu))
 
 /* The deepest nesting a value can record (height is 16 bits). */
 #define VALUE_MAX_HEIGHT 65535u
@@ -36,7 +46,8 @@ enum {
 struct FsimPickleValue {
     uint8_t type;    /* FsimPickleType */
     uint8_t flags;   /* VALUE_* */
-    uint16_t height; /* 0 for scalars; 1 + the highest item for containers (empty: 1) */
+    uint16_t height; /* containers: 1 + the highest item (empty: 1); 0 for scalars, but a str
+                      * that was a record's key keeps its record key here (records.c) */
     uint32_t refs;   /* references from the stack, the memo and containers */
     uint64_t offset; /* of the opcode that created the value */
     union {
@@ -56,6 +67,14 @@ struct FsimPickleValue {
         } c;
     } u;
 };
+
+/* The values a record holds references to (value_unref()). */
+static inline size_t
+record_refs(const FsimPickleValue *v)
+{
+    const uint64_t *words = (const uint64_t *)(const void *)v->u.c.items;
+    return RECORD_REFS(words[v->u.c.cap - 1]);
+}
 
 /* Under AddressSanitizer every block is followed by a poisoned gap (heap.c): no inline fast
  * path then. */
@@ -197,5 +216,6 @@ struct FsimPickle {
     Heap heap;
     FsimPickleValue *root;
     uint64_t input_bytes;
+    uint64_t records;
     gboolean text_strings;
 };

@@ -1,0 +1,633 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Records (FsimPickleLimits.record_keys, fsim_pickle_record()): small dicts read straight from
+ * the input into the values of a few keys, without building the dict.
+ *
+ * The entries of a snapshot's `device_traces` are most of its dicts, and a reader looks at a
+ * handful of their keys.  CPython's pickler writes each as
+ *
+ *     EMPTY_DICT MEMOIZE MARK key value key value ... SETITEMS
+ *
+ * with each key a str (SHORT_BINUNICODE MEMOIZE the first time, a memo get after) and each value
+ * an int (BININT1, BININT2, BININT, LONG1), None, a bool, a str (new, or a memo get), a memo
+ * get of anything, or a list of memo gets (`frames`: EMPTY_LIST MEMOIZE, then MARK gets APPENDS,
+ * a get and APPEND, or nothing).  run_record() reads a dict written so, whose first key is the
+ * first record key, in one pass over its bytes, making only what the generic path would have
+ * made of it that anyone could see again: the memo entries (the dict's, new strs, the lists, at
+ * the indices the MEMOIZEs give them), the sealing of what memo gets name, the lists (shared
+ * from run_memo_list()'s cache, or built by it, so that they are twins as on the generic path)
+ * and, in place of the dict, a record: a dict value flagged VALUE_RECORD, empty to every
+ * accessor but fsim_pickle_record(), with the height and node count of the dict it stands for
+ * and the limits checked on them as SETITEMS checks them.  Ints, None and bools are kept in the
+ * record's block, not made values of their own.  At the first opcode of another form (a memo
+ * get of a value set inside the dict, a MEMOIZE over a set entry, a list holding anything but
+ * memo gets, any other opcode), what it made is undone (the memo entries it set are unset, the
+ * references it took dropped; what it sealed, the generic path seals too when it runs the same
+ * opcodes) and the generic path reads the dict.
+ *
+ * A record is never shared, nor a container that holds one (VALUE_HAS_RECORD, set as containers
+ * adopt items): pushing one a second time (memo GET, DUP) fails the load (record_shared()), so
+ * that each record has one place in the result, which is where its reader finds it; a reader
+ * that finds fewer records than the pickle holds (fsim_pickle_records()), or fails, loads the
+ * input again without records.
+ */
+#include <glib.h>
+
+#include <string.h>
+
+#include "machine.h"
+
+#define OP_MEMOIZE          0x94
+#define OP_SHORT_BINUNICODE 0x8c
+#define OP_LONG1            0x8a
+#define OP_NEWTRUE          0x88
+#define OP_NEWFALSE         0x89
+#define RECORD_MAX_PAIRS    32 /* the most setitems_fresh() takes: 64 items */
+#define SCALAR_WORDS        (sizeof(FsimPickleValue) / sizeof(void *))
+
+typedef struct {
+    Loader *l;
+    const guint8 *p;
+    const guint8 *end;
+    const guint8 *at;   /* the EMPTY_DICT */
+    uint64_t at_offset; /* its input offset */
+    size_t memo_base;   /* the dict's memo index; the MEMOIZEs inside take the next ones */
+    size_t puts;        /* MEMOIZEs inside so far (their entries are set) */
+    size_t pairs;
+    unsigned seen; /* record keys met */
+    uint32_t height;
+    uint64_t nodes;
+    uint64_t slots; /* per record key: 0, 1 + a ref's index, or 0x80 | a scalar's index */
+    size_t n_refs;
+    size_t n_scalars;
+    FsimPickleValue *refs[FSIM_PICKLE_RECORD_KEYS];
+    FsimPickleValue scalars[FSIM_PICKLE_RECORD_KEYS + 1]; /* (the last: another key's) */
+} Scan;
+
+/* The width of each memo get opcode, 0 for the others. */
+static const guint8 get_width[256] = {['h'] = 2, ['j'] = 5};
+
+gboolean
+record_shared(Loader *l)
+{
+    return load_fail(l, FSIM_TRACE_ERROR_SYNTAX,
+                     "%s: a record, or a container holding one, is referred to twice", op_name(l));
+}
+
+static inline uint64_t
+offset_of(const Scan *s, const guint8 *p)
+{
+    return s->at_offset + (uint64_t)(p - s->at);
+}
+
+/* The index of the memo get at *@p (BINGET or LONG_BINGET, checked by the caller), moving *@p
+ * past it; FALSE when its argument runs past @end. */
+static inline gboolean
+read_get(const guint8 **p, const guint8 *end, size_t *index)
+{
+    const guint8 *q = *p;
+    if (q[0] == 'h') {
+        if (end - q < 2)
+            return FALSE;
+        *index = q[1];
+        *p = q + 2;
+        return TRUE;
+    }
+    if (end - q < 5)
+        return FALSE;
+    *index = (size_t)q[1] | (size_t)q[2] << 8 | (size_t)q[3] << 16 | (size_t)q[4] << 24;
+    *p = q + 5;
+    return TRUE;
+}
+
+/* The value the memo get at s->p names, moving past it: NULL when it is not one set before the
+ * dict, or a record, or one that cannot take more references. */
+static inline FsimPickleValue *
+scan_get(Scan *s)
+{
+    size_t index;
+    if (!read_get(&s->p, s->end, &index) || index >= s->memo_base)
+        return NULL;
+    FsimPickleValue *v = s->l->memo[index]; /* (memo_base <= memo_cap) */
+    if (v == NULL || (v->flags & (VALUE_RECORD | VALUE_HAS_RECORD)) || v->refs >= UINT32_MAX - 8)
+        return NULL;
+    v->flags |= VALUE_SEALED; /* pushed a second time, as memo_get() does */
+    return v;
+}
+
+/* Whether a MEMOIZE at s->p would set a fresh entry (the next inside the dict). */
+static inline gboolean
+fresh_memo(const Scan *s)
+{
+    size_t index = s->memo_base + 1 + s->puts;
+    return index < s->l->memo_bound && (index >= s->l->memo_cap || s->l->memo[index] == NULL);
+}
+
+/* Stores @v (no reference of the caller's taken) at the next memo index inside the dict. */
+static gboolean
+memo_keep(Scan *s, FsimPickleValue *v)
+{
+    Loader *l = s->l;
+    if (!push(l, v))
+        return FALSE;
+    gboolean ok = memo_put(l, s->memo_base + 1 + s->puts);
+    l->stack_len--;
+    v->refs--;
+    s->puts += ok;
+    return ok;
+}
+
+static inline void
+keep_ref(Scan *s, int key, FsimPickleValue *v)
+{
+    s->refs[s->n_refs++] = v;
+    s->slots |= (uint64_t)s->n_refs << (8 * key);
+}
+
+/* Counts @v, an item of the dict, into its height and node count. */
+static inline void
+count_value(Scan *s, const FsimPickleValue *v)
+{
+    s->nodes += value_nodes(v);
+    if (value_is_container(v))
+        s->height = MAX(s->height, v->height + 1u);
+}
+
+/* Undoes what the scan made: the record is not one after all. */
+static void
+rollback(Scan *s)
+{
+    Loader *l = s->l;
+    for (size_t i = 0; i < s->n_refs; i++)
+        value_unref(l->heap, s->refs[i]);
+    for (size_t k = 1; k <= s->puts; k++) {
+        FsimPickleValue *v = l->memo[s->memo_base + k];
+        l->memo[s->memo_base + k] = NULL;
+        l->memo_count--;
+        value_unref(l->heap, v);
+    }
+}
+
+/* A str at s->p (after its opcode @op), perhaps memoized; its bytes in *@data, *@len.  1, 0 (not
+ * a record's form), -1 (an error). */
+static int
+scan_str(Scan *s, guint8 op, int key, const guint8 **data, size_t *len)
+{
+    const guint8 *q = s->p;
+    const guint8 *op_at = q - 1;
+    if (op == OP_SHORT_BINUNICODE) {
+        if (s->end - q < 1)
+            return 0;
+        *len = q[0];
+        q += 1;
+    } else {
+        if (s->end - q < 4)
+            return 0;
+        *len = (size_t)q[0] | (size_t)q[1] << 8 | (size_t)q[2] << 16 | (size_t)q[3] << 24;
+        q += 4;
+    }
+    if ((size_t)(s->end - q) < *len)
+        return 0;
+    *data = q;
+    s->p = q + *len;
+    gboolean memoized = s->p < s->end && *s->p == OP_MEMOIZE;
+    s->nodes++;
+    if (memoized) {
+        if (!fresh_memo(s))
+            return 0;
+        s->p++;
+    } else if (key < 0) {
+        return 1; /* nobody can see it again */
+    }
+    Loader *l = s->l;
+    FsimPickleValue *v = value_new_blob(l->heap, FSIM_PICKLE_STR, offset_of(s, op_at), *data, *len);
+    if (v == NULL) {
+        over_budget(l);
+        return -1;
+    }
+    l->op_offset = offset_of(s, s->p - 1);
+    if (memoized && !memo_keep(s, v))
+        return -1;
+    if (key >= 0) {
+        value_ref(v);
+        keep_ref(s, key, v);
+    }
+    return 1;
+}
+
+/* The run of memo gets at @q (after a MARK), up to its APPENDS: the list run_memo_list()'s cache
+ * built from the same bytes in *@cached (NULL: none; then only the indices are checked here, the
+ * values being looked at as run_memo_list() fills the list: an unset entry or a record among
+ * them fails the load then).  NULL when the run is not one. */
+static const guint8 *
+scan_run(Scan *s, const guint8 *q, FsimPickleValue **cached)
+{
+    size_t len;
+    size_t width;
+    *cached = list_cached_run(s->l, q, &len);
+    if (*cached != NULL)
+        return q + len;
+    while (s->end - q >= 5 && (width = get_width[q[0]]) != 0) {
+        size_t index =
+            width == 2 ? q[1]
+                       : (size_t)q[1] | (size_t)q[2] << 8 | (size_t)q[3] << 16 | (size_t)q[4] << 24;
+        if (index >= s->memo_base)
+            return NULL;
+        q += width;
+    }
+    return q;
+}
+
+/* A list at s->p (after its EMPTY_LIST at @op_at): MEMOIZE, then MARK, memo gets and APPENDS,
+ * or a memo get and APPEND, or nothing; filled as the generic path fills it, then taken off the
+ * stack. */
+static int
+scan_list(Scan *s, int key, const guint8 *op_at)
+{
+    Loader *l = s->l;
+    FsimPickleValue *cached = NULL;
+    const guint8 *items = s->p + 1;
+    const guint8 *end = items;
+
+    if (s->p >= s->end || *s->p != OP_MEMOIZE || !fresh_memo(s))
+        return 0;
+    if (items < s->end && *items == '(') {
+        end = scan_run(s, items + 1, &cached);
+        if (end == NULL || end >= s->end || *end != 'e')
+            return 0;
+        end++;
+    } else if (items < s->end && (*items == 'h' || *items == 'j')) {
+        s->p = items;
+        if (scan_get(s) == NULL || s->p >= s->end || *s->p != 'a')
+            return 0;
+        end = s->p + 1;
+    }
+    l->op_offset = offset_of(s, op_at);
+    l->op = ']';
+    if (!push(l, new_value(l, FSIM_PICKLE_LIST)))
+        return -1;
+    FsimPickleValue *list = l->stack[l->stack_len - 1];
+    l->op_offset = offset_of(s, items - 1);
+    l->op = OP_MEMOIZE;
+    if (!memo_put(l, s->memo_base + 1 + s->puts))
+        return -1;
+    s->puts++;
+    if (cached != NULL) {
+        value_share_twin(list, cached); /* as run_memo_list() does on a hit */
+    } else if (items < end) {
+        l->in.p = items;
+        int done = *items == '(' ? run_memo_list(l) : 0;
+        if (done < 0)
+            return -1;
+        if (done == 0) {
+            size_t base = l->stack_len;
+            for (const guint8 *q = items + (*items == '('); q < end - 1;) {
+                size_t index = 0;
+                l->op_offset = offset_of(s, q);
+                l->op = *q;
+                if (!read_get(&q, end, &index) || !memo_get(l, index))
+                    return -1;
+            }
+            l->op_offset = offset_of(s, end - 1);
+            l->op = end[-1];
+            if (!append_items(l, base))
+                return -1;
+        }
+        l->in.p = s->at;
+    }
+    s->p = end;
+    l->stack_len--; /* the stack's reference becomes the record's, or goes */
+    list->flags |= VALUE_SEALED;
+    count_value(s, list);
+    if (key >= 0)
+        keep_ref(s, key, list);
+    else
+        list->refs--; /* the memo holds it */
+    return 1;
+}
+
+/* A LONG1 of at most 8 bytes into @v, as new_long() reads it. */
+static inline gboolean
+scan_long1(Scan *s, FsimPickleValue *v)
+{
+    if (s->end - s->p < 1)
+        return FALSE;
+    size_t n = s->p[0];
+    if (n > 8 || n > s->l->max_long_bytes || (size_t)(s->end - s->p) < 1 + n)
+        return FALSE;
+    const guint8 *bytes = s->p + 1;
+    uint64_t u = 0;
+    for (size_t i = n; i-- > 0;)
+        u = u << 8 | bytes[i];
+    if (n > 0 && n < 8 && (bytes[n - 1] & 0x80))
+        u |= ~(uint64_t)0 << (8 * n);
+    v->u.u = u;
+    s->p += 1 + n;
+    return TRUE;
+}
+
+/* A scalar opcode at s->p (after its opcode @op) into @v; FALSE for any other opcode. */
+static inline gboolean
+scan_scalar(Scan *s, guint8 op, FsimPickleValue *v)
+{
+    const guint8 *q = s->p;
+    switch (op) {
+    case 'K':
+        if (s->end - q < 1)
+            return FALSE;
+        v->u.i = q[0];
+        s->p += 1;
+        return TRUE;
+    case 'M':
+        if (s->end - q < 2)
+            return FALSE;
+        v->u.i = q[0] | q[1] << 8;
+        s->p += 2;
+        return TRUE;
+    case 'J': {
+        if (s->end - q < 4)
+            return FALSE;
+        uint32_t u =
+            (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+        v->u.i = (u & 0x80000000u) ? (int64_t)u - ((int64_t)1 << 32) : (int64_t)u;
+        s->p += 4;
+        return TRUE;
+    }
+    case OP_LONG1:
+        return scan_long1(s, v);
+    case 'N':
+        v->type = FSIM_PICKLE_NONE;
+        return TRUE;
+    case OP_NEWTRUE:
+    case OP_NEWFALSE:
+        v->type = FSIM_PICKLE_BOOL;
+        v->u.b = op == OP_NEWTRUE;
+        return TRUE;
+    default:
+        return FALSE;
+    }
+}
+
+/* The value at s->p, of record key @key (-1: another key). */
+static int
+scan_value(Scan *s, int key)
+{
+    if (s->p >= s->end)
+        return 0;
+    const guint8 *op_at = s->p;
+    guint8 op = *s->p++;
+    if (op == 'h' || op == 'j') {
+        s->p = op_at;
+        FsimPickleValue *v = scan_get(s);
+        if (v == NULL)
+            return 0;
+        count_value(s, v);
+        if (key >= 0) {
+            value_ref(v);
+            keep_ref(s, key, v);
+        }
+        return 1;
+    }
+    if (op == OP_SHORT_BINUNICODE || op == 'X') {
+        const guint8 *data;
+        size_t len;
+        return scan_str(s, op, key, &data, &len);
+    }
+    if (op == ']')
+        return scan_list(s, key, op_at);
+    FsimPickleValue *scalar = &s->scalars[s->n_scalars];
+    scalar->type = FSIM_PICKLE_INT;
+    scalar->flags = 0;
+    scalar->height = 0;
+    scalar->refs = 1;
+    scalar->offset = offset_of(s, op_at);
+    if (!scan_scalar(s, op, scalar))
+        return 0;
+    s->nodes++;
+    if (key >= 0)
+        s->slots |= (uint64_t)(0x80u | s->n_scalars++) << (8 * key);
+    return 1;
+}
+
+/* The record key of the str @data (@len bytes), -1 for none. */
+static int
+key_slot(const Loader *l, const guint8 *data, size_t len)
+{
+    for (size_t k = 0; k < l->n_record_keys; k++) {
+        if (len == l->record_key_len[k] && memcmp(data, l->record_keys[k], len) == 0)
+            return (int)k;
+    }
+    return -1;
+}
+
+/* The record key of @str, a str value: kept in its height (0 for a str elsewhere) as 1 + 1 + the
+ * key, or 1 for none, the first time it is a key here (most keys are memo gets of the same few
+ * strs). */
+static inline int
+key_tag(const Loader *l, FsimPickleValue *str)
+{
+    if (G_UNLIKELY(str->height == 0))
+        str->height = (uint16_t)(2 + key_slot(l, (const guint8 *)str->u.s.data, str->u.s.len));
+    return (int)str->height - 2;
+}
+
+/* Whether @key (-1: none) may be the record's next key. */
+static inline gboolean
+key_ok(Scan *s, int key)
+{
+    if (s->pairs == 0 ? key != 0 : key >= 0 && (s->seen & (1u << key)))
+        return FALSE; /* not a record, or a key set twice */
+    if (key >= 0)
+        s->seen |= 1u << key;
+    return TRUE;
+}
+
+/* One key at s->p, a new str.  Its record key in *@key (-1: none). */
+static int
+scan_new_key(Scan *s, int *key)
+{
+    const guint8 *data;
+    size_t len;
+    guint8 op = *s->p;
+    if (op != OP_SHORT_BINUNICODE && op != 'X')
+        return 0;
+    s->p++;
+    int done = scan_str(s, op, -1, &data, &len);
+    if (done <= 0)
+        return done;
+    *key = key_slot(s->l, data, len);
+    return key_ok(s, *key) ? 1 : 0;
+}
+
+/* The dict's entries, up to its SETITEMS.  The common pairs (a key that is a memo get, a value
+ * that is a memo get or an int) are read here, the others by scan_new_key() and scan_value(). */
+static int
+scan_dict(Scan *s)
+{
+    Loader *l = s->l;
+    const size_t memo_base = s->memo_base;
+    const guint8 *const end = s->end;
+    const guint8 *p = s->at + 1;
+
+    /* the dict's own MEMOIZE (at memo_base, checked by the caller), then MARK */
+    if (end - p < 2 || p[0] != OP_MEMOIZE || p[1] != '(')
+        return 0;
+    p += 2;
+    for (;; s->pairs++) {
+        FsimPickleValue *v;
+        size_t index;
+        int key;
+        int done;
+
+        /* the longest opcodes read here are 10 bytes (a get, LONG1 of 8): shorter tails (the
+         * end of the input) go the slow way */
+        if (end - p < 16) {
+            s->p = p;
+            if (p < end && *p == 'u')
+                break;
+            if (s->pairs == RECORD_MAX_PAIRS)
+                return 0;
+            done = (p < end && (*p == 'h' || *p == 'j')) ? 2 : scan_new_key(s, &key);
+            if (done == 2) {
+                if ((v = scan_get(s)) == NULL || v->type != FSIM_PICKLE_STR)
+                    return 0;
+                s->nodes++;
+                done = key_ok(s, key = key_tag(l, v));
+            }
+            if (done > 0)
+                done = scan_value(s, key);
+            if (done <= 0)
+                return done;
+            p = s->p;
+            continue;
+        }
+        if (*p == 'u') {
+            s->p = p;
+            break;
+        }
+        if (s->pairs == RECORD_MAX_PAIRS)
+            return 0;
+        /* the key */
+        if (*p == 'h' || *p == 'j') {
+            if (*p == 'h') {
+                index = p[1];
+                p += 2;
+            } else {
+                index = (size_t)p[1] | (size_t)p[2] << 8 | (size_t)p[3] << 16 | (size_t)p[4] << 24;
+                p += 5;
+            }
+            /* (l->memo, not a copy: a MEMOIZE inside may have moved it) */
+            if (index >= memo_base || (v = l->memo[index]) == NULL || v->type != FSIM_PICKLE_STR)
+                return 0;
+            s->nodes++;
+            key = key_tag(l, v);
+            if (!key_ok(s, key))
+                return 0;
+        } else {
+            s->p = p;
+            done = scan_new_key(s, &key);
+            if (done <= 0)
+                return done;
+            p = s->p;
+            if (end - p < 10) {
+                done = scan_value(s, key);
+                if (done <= 0)
+                    return done;
+                p = s->p;
+                continue;
+            }
+        }
+        /* the value */
+        s->p = p;
+        if (*p == 'h' || *p == 'j') {
+            if ((v = scan_get(s)) == NULL)
+                return 0;
+            count_value(s, v);
+            if (key >= 0) {
+                value_ref(v);
+                keep_ref(s, key, v);
+            }
+        } else {
+            done = scan_value(s, key);
+            if (done <= 0)
+                return done;
+        }
+        p = s->p;
+    }
+    s->p++;
+    return 1;
+}
+
+/* The record in place of the dict, as SETITEMS would have checked the dict; memoized. */
+static gboolean
+commit_record(Scan *s)
+{
+    Loader *l = s->l;
+    l->op_offset = offset_of(s, s->p - 1); /* the SETITEMS */
+    l->op = 'u';
+    if (s->height > l->max_depth)
+        return load_fail(l, FSIM_TRACE_ERROR_LIMIT, "%s: containers nested deeper than %u",
+                         op_name(l), l->max_depth);
+    if (s->nodes > max_nodes(l))
+        return load_fail(l, FSIM_TRACE_ERROR_LIMIT, "%s: too many values for a full walk",
+                         op_name(l));
+    size_t words = s->n_refs + s->n_scalars * SCALAR_WORDS + RECORD_HEADER_WORDS;
+    FsimPickleValue **block = heap_alloc(l->heap, words * sizeof(void *));
+    if (block == NULL)
+        return over_budget(l);
+    memcpy(block, s->refs, s->n_refs * sizeof(void *));
+    memcpy(block + s->n_refs, s->scalars, s->n_scalars * sizeof(FsimPickleValue));
+    uint64_t *header = (uint64_t *)(void *)(block + words - RECORD_HEADER_WORDS);
+    header[0] = s->slots;
+    header[1] = (uint64_t)s->n_refs << 32 | s->pairs;
+    l->op_offset = s->at_offset;
+    l->op = '}';
+    FsimPickleValue *record = new_value(l, FSIM_PICKLE_DICT);
+    if (record == NULL) {
+        heap_free(l->heap, block, words * sizeof(void *));
+        return over_budget(l);
+    }
+    record->flags = VALUE_RECORD | VALUE_SEALED;
+    record->height = (uint16_t)s->height;
+    record->u.c.items = block;
+    record->u.c.cap = (uint32_t)words;
+    record->u.c.nodes = s->nodes;
+    s->n_refs = 0; /* the record holds them now */
+    l->in.p = s->p;
+    if (!push(l, record) || !memo_put(l, s->memo_base))
+        return FALSE;
+    l->records++;
+    return TRUE;
+}
+
+int
+run_record(Loader *l)
+{
+    Scan s;
+    /* (the limits the generic path would meet first: MARKs, the stack, which it fills with up
+     * to 64 items and a list's 320 (LIST_CACHE_ITEMS; longer runs are pushed here too) */
+    if (l->in.stream != NULL || l->in.end - l->in.start >= UINT32_MAX ||
+        l->n_marks + 2 > l->max_depth || l->stack_len + 1024 > l->max_stack ||
+        l->memo_count >= l->memo_bound || l->memo_count > l->memo_cap ||
+        (l->memo_count < l->memo_cap && l->memo[l->memo_count]))
+        return 0;
+    s.l = l;
+    s.at = l->in.p;
+    s.end = l->in.end;
+    s.at_offset = input_offset(&l->in);
+    s.memo_base = l->memo_count;
+    s.puts = 0;
+    s.pairs = 0;
+    s.seen = 0;
+    s.height = 1;
+    s.nodes = 1;
+    s.slots = 0;
+    s.n_refs = 0;
+    s.n_scalars = 0;
+    int done = scan_dict(&s);
+    if (done > 0 && commit_record(&s))
+        return 1;
+    rollback(&s);
+    l->in.p = s.at;
+    return done == 0 ? 0 : -1;
+}

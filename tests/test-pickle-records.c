@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tests of records (FsimPickleLimits.record_keys, fsim_pickle_record()): dicts read straight
+ * from the input into the values of a few keys.  Each pickle is loaded with and without records:
+ * a record's values are those of the dict it stands for (types, values, offsets), its node count
+ * is the dict's, a dict of another form is built as usual (and what a record read had made before
+ * it found the form is undone), and a record referred to twice fails the load.  The snapshot
+ * reader's use of them (with its fallback to a load without records) is tested through
+ * fsim_trace_open() on a snapshot that refers to an entry twice.
+ */
+#include <glib.h>
+#include <glib/gstdio.h>
+
+#include <string.h>
+
+#include "fragsim/trace.h"
+#include "fragsim/types.h"
+
+#include "readers/pickle.h"
+#include "test-util.h"
+
+#define B(literal) (const guint8 *)(literal), sizeof(literal) - 1
+
+static const char *const keys[] = {"action", "addr", "size", "stream", "frames", NULL};
+
+/* Two entries, written as CPython writes them (protocol 4): memo 0 the list, 1 the first dict,
+ * 2-6 the key and value strs, 7 its frames, 8 the second dict, 9 its frames. */
+#define ENTRIES                                                             \
+    "\x80\x04]\x94("                                                        \
+    "}\x94(\x8c\x06"                                                        \
+    "action\x94\x8c\x05"                                                    \
+    "alloc\x94\x8c\x04"                                                     \
+    "addr\x94\x8a\x05\x00\x00\x00\x00\x01\x8c\x04size\x94M\x00\x02\x8c\x06" \
+    "frames\x94]\x94u"                                                      \
+    "}\x94(h\x02h\x03h\x04J\xf0\xff\xff\xffh\x05K\x07h\x06]\x94(h\x03h\x05" \
+    "eu"
+
+static FsimPickle *
+load(const guint8 *data, gsize len, gboolean records, GError **error)
+{
+    FsimPickleLimits limits = {.record_keys = records ? keys : NULL};
+    return fsim_pickle_load(data, len, &limits, error);
+}
+
+/* @record (a record) holds what @dict (the same dict, built) does under the record keys. */
+static void
+assert_same_entry(const FsimPickleValue *record, const FsimPickleValue *dict)
+{
+    const FsimPickleValue *values[FSIM_PICKLE_RECORD_KEYS];
+    gsize pairs = 0;
+
+    g_assert_true(fsim_pickle_record(record, &pairs, values));
+    g_assert_false(fsim_pickle_record(dict, &pairs, values) && FALSE);
+    g_assert_cmpuint(pairs, ==, fsim_pickle_len(dict));
+    g_assert_cmpint(fsim_pickle_type(record), ==, FSIM_PICKLE_DICT);
+    g_assert_cmpuint(fsim_pickle_len(record), ==, 0);
+    g_assert_null(fsim_pickle_dict_get(record, "action"));
+    g_assert_cmpuint(fsim_pickle_nodes(record), ==, fsim_pickle_nodes(dict));
+    g_assert_cmpuint(fsim_pickle_offset(record), ==, fsim_pickle_offset(dict));
+    for (gsize k = 0; keys[k] != NULL; k++) {
+        const FsimPickleValue *want = fsim_pickle_dict_get(dict, keys[k]);
+        const FsimPickleValue *got = values[k];
+        int64_t a = 0;
+        int64_t b = 0;
+
+        if (want == NULL) {
+            g_assert_null(got);
+            continue;
+        }
+        g_assert_nonnull(got);
+        g_assert_cmpint(fsim_pickle_type(got), ==, fsim_pickle_type(want));
+        g_assert_cmpuint(fsim_pickle_offset(got), ==, fsim_pickle_offset(want));
+        g_assert_cmpuint(fsim_pickle_len(got), ==, fsim_pickle_len(want));
+        g_assert_cmpuint(fsim_pickle_nodes(got), ==, fsim_pickle_nodes(want));
+        g_assert_cmpint(fsim_pickle_get_int(got, &a), ==, fsim_pickle_get_int(want, &b));
+        g_assert_cmpint(a, ==, b);
+        if (fsim_pickle_type(want) == FSIM_PICKLE_STR)
+            g_assert_cmpstr(fsim_pickle_get_str(got, NULL), ==, fsim_pickle_get_str(want, NULL));
+    }
+}
+
+/* Loads @data with and without records: both succeed, with the same node count, and the items
+ * of the root (a list) are records where @records says so ('r') and the same dicts otherwise. */
+static void
+assert_records(const guint8 *data, gsize len, const char *records)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimPickle) plain = load(data, len, FALSE, &error);
+    g_assert_no_error(error);
+    g_autoptr(FsimPickle) fast = load(data, len, TRUE, &error);
+    g_assert_no_error(error);
+    const FsimPickleValue *a = fsim_pickle_root(plain);
+    const FsimPickleValue *b = fsim_pickle_root(fast);
+    guint64 n = 0;
+
+    g_assert_cmpuint(fsim_pickle_nodes(a), ==, fsim_pickle_nodes(b));
+    g_assert_cmpuint(fsim_pickle_len(a), ==, fsim_pickle_len(b));
+    g_assert_cmpuint(fsim_pickle_records(plain), ==, 0);
+    for (gsize i = 0; i < fsim_pickle_len(a); i++) {
+        const FsimPickleValue *dict = fsim_pickle_item(a, i);
+        const FsimPickleValue *item = fsim_pickle_item(b, i);
+        const FsimPickleValue *values[FSIM_PICKLE_RECORD_KEYS];
+
+        if (records[i] == 'r') {
+            assert_same_entry(item, dict);
+            n++;
+        } else {
+            g_assert_false(fsim_pickle_record(item, NULL, values));
+            g_assert_cmpuint(fsim_pickle_len(item), ==, fsim_pickle_len(dict));
+        }
+    }
+    g_assert_cmpuint(fsim_pickle_records(fast), ==, n);
+}
+
+static void
+test_records_entries(void)
+{
+    assert_records(B(ENTRIES "e."), "rr");
+    /* a dict whose first key is not the record key, or without the form, is built */
+    assert_records(B("\x80\x04]\x94(}\x94(\x8c\x04size\x94K\x01\x8c\x06"
+                     "action\x94\x8c\x05"
+                     "alloc\x94u}\x94(h\x03h\x04h\x02K\x02ue."),
+                   "-r");
+    /* a value of another form (a float, a tuple, a list of more than memo gets) */
+    assert_records(B(ENTRIES "}\x94(h\x02h\x03h\x04G?\xf0\x00\x00\x00\x00\x00\x00u"
+                             "}\x94(h\x02h\x03h\x06K\x01K\x02\x86\x94u"
+                             "}\x94(h\x02h\x03h\x06]\x94K\x01\x61ue."),
+                   "rr---");
+}
+
+/* What a record read makes before it finds another form is undone: the memo entries it set are
+ * set again, at the same indices, by the generic path. */
+static void
+test_records_rollback(void)
+{
+    /* memo 10: the dict, 11: "other" (a new key), 12: "x", then a list holding an int */
+    static const char bytes[] = ENTRIES "}\x94(h\x02h\x03\x8c\x05other\x94\x8c\x01x\x94"
+                                        "h\x06]\x94K\x05\x61u"
+                                        "h\x0bh\x0c"
+                                        "e.";
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimPickle) fast = load(B(bytes), TRUE, &error);
+    const FsimPickleValue *root;
+
+    assert_records(B(bytes), "rr---");
+    g_assert_no_error(error);
+    root = fsim_pickle_root(fast);
+    g_assert_cmpstr(fsim_pickle_get_str(fsim_pickle_item(root, 3), NULL), ==, "other");
+    g_assert_cmpstr(fsim_pickle_get_str(fsim_pickle_item(root, 4), NULL), ==, "x");
+    g_assert_cmpuint(fsim_pickle_len(fsim_pickle_dict_get(fsim_pickle_item(root, 2), "frames")), ==,
+                     1);
+}
+
+/* A record, or a container that holds one, referred to twice fails the load with records; the
+ * pickle loads without them. */
+static void
+test_records_shared(void)
+{
+#define CASE(literal)                  \
+    {                                  \
+        (literal), sizeof(literal) - 1 \
+    }
+    static const struct {
+        const char *bytes;
+        gsize len;
+    } shared[] = {
+        CASE(ENTRIES "h\x01"
+                     "e."),          /* the first record again */
+        CASE(ENTRIES "eh\x00\x86."), /* the list of records, in a tuple twice */
+        CASE(ENTRIES "2e."),         /* DUP of the second record */
+    };
+#undef CASE
+
+    for (gsize i = 0; i < G_N_ELEMENTS(shared); i++) {
+        const guint8 *data = (const guint8 *)shared[i].bytes;
+        g_autoptr(GError) error = NULL;
+        g_autoptr(FsimPickle) plain = load(data, shared[i].len, FALSE, &error);
+        g_assert_no_error(error);
+        g_assert_nonnull(plain);
+        g_autoptr(FsimPickle) fast = load(data, shared[i].len, TRUE, &error);
+        g_assert_null(fast);
+        g_assert_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_SYNTAX);
+        g_assert_nonnull(strstr(error->message, "referred to twice"));
+    }
+}
+
+/* Every prefix of a pickle of records fails as it does without records, or loads alike. */
+static void
+test_records_truncated(void)
+{
+    static const char bytes[] = ENTRIES "e.";
+
+    for (gsize n = 0; n < sizeof(bytes) - 1; n++) {
+        g_autoptr(GError) plain_error = NULL;
+        g_autoptr(GError) fast_error = NULL;
+        g_autoptr(FsimPickle) plain = load((const guint8 *)bytes, n, FALSE, &plain_error);
+        g_autoptr(FsimPickle) fast = load((const guint8 *)bytes, n, TRUE, &fast_error);
+
+        g_assert_true((plain == NULL) == (fast == NULL));
+        if (plain == NULL)
+            g_assert_cmpstr(plain_error->message, ==, fast_error->message);
+    }
+}
+
+/* The snapshot reader reads entries from records, and a snapshot that refers to an entry twice
+ * (so that records fail) is read again without them, to the same result. */
+static void
+test_records_snapshot(void)
+{
+    /* {'device_traces': [[e, e]]} with e an OOM entry (memo 4), its dict referred to again */
+    static const char bytes[] = "\x80\x04}\x94(\x8c\x0d"
+                                "device_traces\x94]\x94]\x94("
+                                "}\x94(\x8c\x06"
+                                "action\x94\x8c\x03oom\x94\x8c\x04size\x94M\x00\x02u"
+                                "h\x04"
+                                "eau.";
+    g_autofree char *dir = g_dir_make_tmp("fsim-records-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "shared.pickle", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimTraceInfo) info = NULL;
+    FsimTrace *trace;
+
+    g_assert_true(g_file_set_contents(path, bytes, sizeof(bytes) - 1, &error));
+    trace = fsim_trace_open(path, &error);
+    g_assert_no_error(error);
+    g_assert_nonnull(trace);
+    info = fsim_trace_describe(trace, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(g_array_index(info->devices, FsimTraceDeviceInfo, 0).events, ==, 2);
+    fsim_trace_close(trace);
+    g_unlink(path);
+    g_rmdir(dir);
+}
+
+int
+main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/pickle-records/entries", test_records_entries);
+    g_test_add_func("/pickle-records/rollback", test_records_rollback);
+    g_test_add_func("/pickle-records/shared", test_records_shared);
+    g_test_add_func("/pickle-records/truncated", test_records_truncated);
+    g_test_add_func("/pickle-records/snapshot", test_records_snapshot);
+    return g_test_run();
+}
