@@ -104,7 +104,7 @@ typedef struct FsimPickle FsimPickle;
  * most double), rounded to 8 bytes; freed memory is reused, never returned before the end, so
  * the peak is what counts: at most about 2.5 times the peak live graph, plus 8 bytes per memo
  * index up to the highest used and a 256 KiB input window; fsim_pickle_load() also keeps the
- * last 512 lists of memo references it built (25 KiB, and the lists, 1.3 MiB at most, alive
+ * last 2,048 lists of memo references it built (96 KiB, and the lists, 5.2 MiB at most, alive
  * until it returns) to copy them when the same bytes come again.  None of it depends on the input's
  * length: `(NONE POP)` repeated a billion times costs one value.  Loading takes time linear in
  * the input.

@@ -102,6 +102,20 @@ entry_fields(const FsimPickleValue *entry, EntryFields *f, gsize *pairs)
     return FALSE;
 }
 
+/* The action named by the str value @v (@name, @len bytes).  An action's str is written once and
+ * referred to through the memo after that: the same value each time, whose action is kept. */
+static TorchAction
+entry_action(TorchLoader *ld, const FsimPickleValue *v, const char *name, gsize len)
+{
+    guint slot = (guint)(((uintptr_t)v >> 4) % G_N_ELEMENTS(ld->action_strs));
+
+    if (ld->action_strs[slot] != v) {
+        ld->action_strs[slot] = v;
+        ld->actions[slot] = (uint8_t)fsim_torch_action_from_name(name, len);
+    }
+    return (TorchAction)ld->actions[slot];
+}
+
 /* A newer (or older) action: count it, keep its place, never look inside. */
 static void
 entry_count_unknown(TorchDevice *dev, const char *action, gsize action_len)
@@ -225,7 +239,7 @@ entry_time(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *time_v, con
 
 static gboolean
 torch_read_entry(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *entry,
-                 const TorchWhere *w, GError **error)
+                 const TorchWhere *w, TorchEntry *out, GError **error)
 {
     EntryFields f;
     TorchEntry e = {0};
@@ -245,13 +259,13 @@ torch_read_entry(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *entry
     action = fsim_torch_str(ld, f.action, w, "action", &action_len, error);
     if (action == NULL)
         return FALSE;
-    a = fsim_torch_action_from_name(action, action_len);
+    a = entry_action(ld, f.action, action, action_len);
     e.action = (uint8_t)a;
     dev->n_entries++;
     if (a == TORCH_UNKNOWN) {
         entry_count_unknown(dev, action, action_len);
         e.time = dev->last_time;
-        g_array_append_val(dev->entries, e);
+        *out = e;
         return TRUE;
     }
     dev->counts[a]++;
@@ -265,7 +279,7 @@ torch_read_entry(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *entry
         fsim_torch_frames_scan(ld,
                                f.frames); /* kept for allocations only; looked at for torch_npu */
     e.time = dev->last_time;
-    g_array_append_val(dev->entries, e);
+    *out = e;
     return TRUE;
 }
 
@@ -300,6 +314,9 @@ fsim_torch_read_traces(TorchLoader *ld, const FsimPickleValue *traces, GError **
                                              (guint)MIN(n, ld->budget));
         w.depth = 2;
         entries = fsim_pickle_items(trace, &n);
+        /* One entry each, or the open fails: each costs budget, so no more than it allows are
+         * made room for at once. */
+        g_array_set_size(dev->entries, (guint)MIN(n, ld->budget));
         for (gsize i = 0; i < n; i++) {
             /* The entries were built long before: fetch the next ones' dicts and entry arrays
              * while this one is read (two steps, the array's address being in the dict). */
@@ -308,7 +325,10 @@ fsim_torch_read_traces(TorchLoader *ld, const FsimPickleValue *traces, GError **
             if (i + 8 < n)
                 fsim_pickle_prefetch_items(entries[i + 8]);
             w.j = i;
-            if (!torch_read_entry(ld, dev, entries[i], &w, error))
+            if (i == dev->entries->len)
+                g_array_set_size(dev->entries, (guint)i + 1);
+            if (!torch_read_entry(ld, dev, entries[i], &w,
+                                  &g_array_index(dev->entries, TorchEntry, i), error))
                 return FALSE;
         }
     }

@@ -95,7 +95,10 @@ typedef struct {
     uint64_t budget; /* dict visits still allowed, see the file comment */
     TorchTrace *trace;
     uint64_t dropped_annotations;
-    uint64_t records;      /* entries read from records (fsim_pickle_record()) */
+    uint64_t records; /* entries read from records (fsim_pickle_record()) */
+    /* The actions of the str values last seen as an entry's action (torch-entries.c). */
+    const FsimPickleValue *action_strs[16];
+    uint8_t actions[16];
     gboolean wants_stacks; /* FALSE: frames are only looked at (fsim_trace_open_without_stacks) */
     gboolean npu_frames;   /* FALSE: no frame can name torch_npu (torch_load_pickle()) */
     /* `frames` seen so far (torch-fields.c): a snapshot repeats a few hundred stacks thousands

@@ -69,7 +69,15 @@
  * and the pickle is freed; streams then only copy events out.  The unpickler's memory is bounded
  * by the live object graph and the memory budget (fsim_memory_budget()).
  */
+/* madvise() is POSIX/BSD, hidden by -std=c11 unless asked for. */
+#define _DEFAULT_SOURCE 1
+
 #include <glib.h>
+
+#include <stdint.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "readers.h"
 #include "torch-reader.h"
@@ -177,6 +185,15 @@ torch_load_pickle(const char *path, gboolean records, gboolean *npu_frames, GErr
     if (mapped != NULL) {
         const guint8 *data = (const guint8 *)g_mapped_file_get_contents(mapped);
         gsize len = g_mapped_file_get_length(mapped);
+
+#if defined(MADV_POPULATE_READ)
+        /* All of it is read: its pages mapped at once rather than fault by fault (where the
+         * kernel refuses, they fault in as they are read). */
+        if (data != NULL && len > 0) {
+            uintptr_t page = (uintptr_t)data & ~(uintptr_t)4095;
+            (void)madvise((void *)page, len + ((uintptr_t)data - page), MADV_POPULATE_READ);
+        }
+#endif
 
         if (len > TORCH_MAX_BYTES) {
             g_set_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_LIMIT,

@@ -29,8 +29,8 @@
  *   cached.  Lists that share an array carry its twin number (fsim_pickle_list_twin()), by which
  *   a reader knows them for lists of the same items without comparing them; a list modified
  *   later gets an array of its own first.  The cache holds a reference to each list it keeps
- *   (LIST_CACHE_SLOTS lists of at most LIST_CACHE_ITEMS items: at most 1.3 MiB of item arrays,
- *   counted against the budget like any value, as the cache's own 25 KiB are); the result is the
+ *   (LIST_CACHE_SLOTS lists of at most LIST_CACHE_ITEMS items: at most 5.2 MiB of item arrays,
+ *   counted against the budget like any value, as the cache's own 96 KiB are); the result is the
  *   same value graph either way, with less memory: the copies hold no item array of their own.
  */
 #include <glib.h>
