@@ -246,8 +246,9 @@ guint64 fsim_pickle_records(const FsimPickle *pickle);
  * whose first key was FsimPickleLimits.record_keys[0].  The loader reads it straight from the
  * input into the values of the record keys (the others are dropped) instead of building the
  * dict: to every other accessor it is an *empty* dict, with the height and node count of the
- * dict it stands for.  A record is never shared: a pickle that refers to one (or to a container
- * holding one) a second time fails to load, and so must be loaded again without records.  A
+ * dict it stands for.  A record is never shared nor modified: a pickle that refers to one (or to
+ * a container holding one) a second time, or adds to it, fails to load (with a message that says
+ * "a record"), and so must be loaded again without records.  A
  * dict in another form is built as usual, even where records are asked for.
  *
  * Returns: %TRUE when @v is a record.

@@ -250,20 +250,57 @@ frames_key_equal(gconstpointer a, gconstpointer b)
 
 /* The frame of one item of a `frames` list, interned in the trace (both strings NULL when it is
  * no frame), read once per distinct item; whether it names torch_npu is noted then. */
+/* The slot of @item in the frame index: its own, or the empty one where it would go. */
+static inline gsize
+frame_slot(const TorchLoader *ld, const FsimPickleValue *item)
+{
+    gsize mask = ld->frame_slots - 1;
+    gsize i = (gsize)(((uintptr_t)item >> 3) * UINT64_C(0x9E3779B97F4A7C15) >> 32) & mask;
+
+    while (ld->frame_keys[i] != NULL && ld->frame_keys[i] != item)
+        i = (i + 1) & mask;
+    return i;
+}
+
+/* Makes room in the frame index for one more dict. */
+static void
+frame_index_grow(TorchLoader *ld)
+{
+    const FsimPickleValue **keys = ld->frame_keys;
+    uint32_t *ids = ld->frame_ids;
+    gsize n = ld->frame_slots;
+
+    if (2 * (ld->frame_count + 1) <= n)
+        return;
+    ld->frame_slots = MAX(2 * n, (gsize)1024);
+    ld->frame_keys = g_new0(const FsimPickleValue *, ld->frame_slots);
+    ld->frame_ids = g_new(uint32_t, ld->frame_slots);
+    for (gsize i = 0; i < n; i++) {
+        if (keys[i] != NULL) {
+            gsize slot = frame_slot(ld, keys[i]);
+
+            ld->frame_keys[slot] = keys[i];
+            ld->frame_ids[slot] = ids[i];
+        }
+    }
+    g_free(keys);
+    g_free(ids);
+}
+
 static const FsimFrame *
 frames_item(TorchLoader *ld, const FsimPickleValue *item)
 {
-    gpointer found;
     FsimFrame frame = {0};
     int64_t line;
+    gsize slot;
 
-    if (ld->frame_ids == NULL) {
-        ld->frame_ids = g_hash_table_new(g_direct_hash, g_direct_equal);
+    if (ld->frames == NULL)
         ld->frames = g_array_new(FALSE, FALSE, sizeof(FsimFrame));
+    if (ld->frame_slots != 0) {
+        slot = frame_slot(ld, item);
+        if (ld->frame_keys[slot] == item)
+            return &g_array_index(ld->frames, FsimFrame, ld->frame_ids[slot] - 1);
     }
-    found = g_hash_table_lookup(ld->frame_ids, item);
-    if (found != NULL)
-        return &g_array_index(ld->frames, FsimFrame, GPOINTER_TO_UINT(found) - 1);
     if (fsim_pickle_type(item) == FSIM_PICKLE_DICT) {
         frame.filename = fsim_pickle_get_str(fsim_pickle_dict_get(item, "filename"), NULL);
         frame.name = fsim_pickle_get_str(fsim_pickle_dict_get(item, "name"), NULL);
@@ -275,8 +312,11 @@ frames_item(TorchLoader *ld, const FsimPickleValue *item)
             fsim_trace_intern_frame(&ld->trace->base, &frame, &frame);
     }
     g_array_append_val(ld->frames, frame);
-    g_hash_table_insert(ld->frame_ids, (gpointer)(uintptr_t)item,
-                        GUINT_TO_POINTER(ld->frames->len));
+    frame_index_grow(ld);
+    slot = frame_slot(ld, item);
+    ld->frame_keys[slot] = item;
+    ld->frame_ids[slot] = ld->frames->len;
+    ld->frame_count++;
     return &g_array_index(ld->frames, FsimFrame, ld->frames->len - 1);
 }
 
@@ -340,6 +380,7 @@ fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v)
     TorchFramesKey *key;
     gpointer found;
     uint32_t stack;
+    gsize kept = 0;
 
     probe.items = fsim_pickle_items(v, &probe.n);
     if (probe.n == 0 || probe.n > ld->budget)
@@ -358,14 +399,15 @@ fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v)
         return GPOINTER_TO_UINT(found);
     }
     frames = g_array_sized_new(FALSE, FALSE, sizeof(FsimFrame), (guint)probe.n);
+    g_array_set_size(frames, (guint)probe.n);
     for (gsize i = 0; i < probe.n; i++) {
         const FsimFrame *frame = frames_item(ld, probe.items[i]);
 
         if (frame->filename != NULL || frame->name != NULL)
-            g_array_append_val(frames, *frame);
+            g_array_index(frames, FsimFrame, kept++) = *frame;
     }
     stack = fsim_trace_add_interned_stack(&ld->trace->base, (const FsimFrame *)(void *)frames->data,
-                                          frames->len);
+                                          (gsize)kept);
     key = g_memdup2(&probe, sizeof(probe));
     found = GUINT_TO_POINTER(stack);
     g_hash_table_insert(ld->stack_ids, key, found);
@@ -380,7 +422,10 @@ fsim_torch_loader_clear(TorchLoader *ld)
     g_clear_pointer(&ld->scanned, g_hash_table_unref);
     g_clear_pointer(&ld->twin_stacks, g_hash_table_unref);
     g_clear_pointer(&ld->twins_scanned, g_hash_table_unref);
-    g_clear_pointer(&ld->frame_ids, g_hash_table_unref);
+    g_clear_pointer(&ld->frame_keys, g_free);
+    g_clear_pointer(&ld->frame_ids, g_free);
+    ld->frame_slots = 0;
+    ld->frame_count = 0;
     g_clear_pointer(&ld->frames, g_array_unref);
 }
 

@@ -107,8 +107,13 @@ typedef struct {
     GHashTable *scanned;       /* (nullable) TorchFramesKey*: lists looked at for torch_npu */
     GHashTable *twin_stacks;   /* (nullable) twin number (fsim_pickle_list_twin()) -> stack id */
     GHashTable *twins_scanned; /* (nullable) twin numbers looked at for torch_npu */
-    GHashTable *frame_ids;     /* (nullable) frame dict -> 1 + its index in frames */
-    GArray *frames;            /* (nullable) FsimFrame, interned in the trace */
+    /* frame dict -> 1 + its index in frames: open addressing on the dict's address (NULL keys:
+     * empty), a power of two of slots, at most half of them used */
+    const FsimPickleValue **frame_keys; /* (nullable) */
+    uint32_t *frame_ids;
+    gsize frame_slots;
+    gsize frame_count;
+    GArray *frames; /* (nullable) FsimFrame, interned in the trace */
 } TorchLoader;
 
 /* Where a value sits, for messages: `list[i]`, `list[i][j]` or `list[i].sub[j]`. */

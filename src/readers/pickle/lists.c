@@ -207,7 +207,10 @@ list_cached_run(Loader *l, const guint8 *body, size_t *len)
 
     if (l->list_cache == NULL || avail <= LIST_PREFIX)
         return NULL;
-    way = bucket_find(l, run_key(body, LIST_PREFIX), body, avail, 0);
+    if (*len != 0 && *len < LIST_PREFIX) /* a short run: keyed by all of it */
+        way = bucket_find(l, run_key(body, *len), body, avail, *len);
+    else
+        way = bucket_find(l, run_key(body, LIST_PREFIX), body, avail, 0);
     if (way == NULL)
         return NULL;
     *len = way->len;

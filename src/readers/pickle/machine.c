@@ -205,6 +205,8 @@ check_modifiable(Loader *l, FsimPickleValue *target, FsimPickleType want)
     if (target->type != want)
         return load_fail(l, FSIM_TRACE_ERROR_TYPE, "%s: the target is a %s, not a %s", op_name(l),
                          fsim_pickle_type_name(target->type), fsim_pickle_type_name(want));
+    if (G_UNLIKELY(target->flags & VALUE_RECORD))
+        return record_modified(l);
     if (target->flags & VALUE_SEALED)
         return load_fail(l, FSIM_TRACE_ERROR_FORBIDDEN,
                          "%s: recursive structure (the %s was already shared or stored)",

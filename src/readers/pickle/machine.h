@@ -162,12 +162,16 @@ int run_memo_list(Loader *l);
  * path runs), -1 on an error. */
 int run_record(Loader *l);
 
-/* The failure for a record (or a container holding one) pushed a second time. */
+/* The failures for a record (or a container holding one) pushed a second time, and for a
+ * record modified (SETITEMS into it: only a dict of more than a thousand entries is written in
+ * two batches by CPython, and records hold fewer). */
 gboolean record_shared(Loader *l);
+gboolean record_modified(Loader *l);
 void list_cache_clear(Loader *l);
 
 /* The list the cache built from the run of memo gets at @body (after a MARK; its length in bytes
- * in *@len, followed by APPENDS), for value_share_twin(); NULL when it has none. */
+ * in *@len, followed by APPENDS), for value_share_twin(); NULL when it has none.  *@len is 0 or,
+ * when known, the run's length: a run shorter than LIST_PREFIX is found only so. */
 FsimPickleValue *list_cached_run(Loader *l, const guint8 *body, size_t *len);
 
 /* The protocol 0 opcodes (text.c). */

@@ -26,7 +26,8 @@
  * opcodes) and the generic path reads the dict.
  *
  * A record is never shared, nor a container that holds one (VALUE_HAS_RECORD, set as containers
- * adopt items): pushing one a second time (memo GET, DUP) fails the load (record_shared()), so
+ * adopt items), nor modified: pushing one a second time (memo GET, DUP) or SETITEMS into one
+ * fails the load (record_shared(), record_modified()), so
  * that each record has one place in the result, which is where its reader finds it; a reader
  * that finds fewer records than the pickle holds (fsim_pickle_records()), or fails, loads the
  * input again without records.
@@ -72,6 +73,13 @@ record_shared(Loader *l)
 {
     return load_fail(l, FSIM_TRACE_ERROR_SYNTAX,
                      "%s: a record, or a container holding one, is referred to twice", op_name(l));
+}
+
+gboolean
+record_modified(Loader *l)
+{
+    return load_fail(l, FSIM_TRACE_ERROR_FORBIDDEN, "%s: a record is modified after it was read",
+                     op_name(l));
 }
 
 static inline uint64_t
@@ -222,11 +230,12 @@ scan_str(Scan *s, guint8 op, int key, const guint8 **data, size_t *len)
 static const guint8 *
 scan_run(Scan *s, const guint8 *q, FsimPickleValue **cached)
 {
-    size_t len;
+    const guint8 *body = q;
+    size_t len = 0;
     size_t width;
-    *cached = list_cached_run(s->l, q, &len);
+    *cached = list_cached_run(s->l, body, &len);
     if (*cached != NULL)
-        return q + len;
+        return body + len;
     while (s->end - q >= 5 && (width = get_width[q[0]]) != 0) {
         size_t index =
             width == 2 ? q[1]
@@ -235,6 +244,9 @@ scan_run(Scan *s, const guint8 *q, FsimPickleValue **cached)
             return NULL;
         q += width;
     }
+    len = (size_t)(q - body);
+    if (len > 0 && len < LIST_PREFIX)
+        *cached = list_cached_run(s->l, body, &len); /* a short run, known by all its bytes */
     return q;
 }
 
@@ -317,8 +329,16 @@ scan_long1(Scan *s, FsimPickleValue *v)
         return FALSE;
     const guint8 *bytes = s->p + 1;
     uint64_t u = 0;
-    for (size_t i = n; i-- > 0;)
-        u = u << 8 | bytes[i];
+    if (s->end - bytes >= 8) {
+        /* (all 8 bytes there: one load, the ones past the int masked off) */
+        memcpy(&u, bytes, 8);
+        u = GUINT64_FROM_LE(u);
+        if (n < 8)
+            u &= ((uint64_t)1 << (8 * n)) - 1;
+    } else {
+        for (size_t i = n; i-- > 0;)
+            u = u << 8 | bytes[i];
+    }
     if (n > 0 && n < 8 && (bytes[n - 1] & 0x80))
         u |= ~(uint64_t)0 << (8 * n);
     v->u.u = u;
@@ -368,6 +388,25 @@ scan_scalar(Scan *s, guint8 op, FsimPickleValue *v)
     }
 }
 
+/* The scalar whose opcode is at @op_at (s->p after it), of record key @key (-1: another key),
+ * kept in the record. */
+static inline int
+scan_scalar_value(Scan *s, int key, const guint8 *op_at)
+{
+    FsimPickleValue *scalar = &s->scalars[s->n_scalars];
+    scalar->type = FSIM_PICKLE_INT;
+    scalar->flags = 0;
+    scalar->height = 0;
+    scalar->refs = 1;
+    scalar->offset = offset_of(s, op_at);
+    if (!scan_scalar(s, *op_at, scalar))
+        return 0;
+    s->nodes++;
+    if (key >= 0)
+        s->slots |= (uint64_t)(0x80u | s->n_scalars++) << (8 * key);
+    return 1;
+}
+
 /* The value at s->p, of record key @key (-1: another key). */
 static int
 scan_value(Scan *s, int key)
@@ -395,18 +434,7 @@ scan_value(Scan *s, int key)
     }
     if (op == ']')
         return scan_list(s, key, op_at);
-    FsimPickleValue *scalar = &s->scalars[s->n_scalars];
-    scalar->type = FSIM_PICKLE_INT;
-    scalar->flags = 0;
-    scalar->height = 0;
-    scalar->refs = 1;
-    scalar->offset = offset_of(s, op_at);
-    if (!scan_scalar(s, op, scalar))
-        return 0;
-    s->nodes++;
-    if (key >= 0)
-        s->slots |= (uint64_t)(0x80u | s->n_scalars++) << (8 * key);
-    return 1;
+    return scan_scalar_value(s, key, op_at);
 }
 
 /* The record key of the str @data (@len bytes), -1 for none. */
@@ -448,10 +476,9 @@ scan_new_key(Scan *s, int *key)
 {
     const guint8 *data;
     size_t len;
-    guint8 op = *s->p;
-    if (op != OP_SHORT_BINUNICODE && op != 'X')
+    if (s->p >= s->end || (*s->p != OP_SHORT_BINUNICODE && *s->p != 'X'))
         return 0;
-    s->p++;
+    guint8 op = *s->p++;
     int done = scan_str(s, op, -1, &data, &len);
     if (done <= 0)
         return done;
@@ -547,6 +574,10 @@ scan_dict(Scan *s)
                 value_ref(v);
                 keep_ref(s, key, v);
             }
+        } else if (*p == 'J' || *p == OP_LONG1 || *p == 'K' || *p == 'M') {
+            s->p = p + 1; /* an int: most values (addresses, sizes, streams, times) */
+            if (!scan_scalar_value(s, key, p))
+                return 0;
         } else {
             done = scan_value(s, key);
             if (done <= 0)
