@@ -62,7 +62,10 @@ struct FsimEngine {
     gboolean started;
     gboolean finished;
     gboolean failed;
-    gboolean running; /* started, neither finished nor failed: the hot path tests only this */
+    /* started, neither finished nor failed, and no observer, no --paranoid, no free delay (so
+     * no scheduled event): the hot path's case, whose alloc and free are compiled without
+     * those tests */
+    gboolean plain;
     gint64 wall_start_us;
     const FsimLiveAlloc *releasing; /* during release callbacks */
 };
@@ -164,6 +167,15 @@ fsim_engine_add_observer(FsimEngine *engine, const FsimObserver *observer, gpoin
     g_return_if_fail(engine != NULL && observer != NULL);
     g_array_append_val(engine->observers, entry);
     engine->n_observers = engine->observers->len;
+    engine->plain = FALSE;
+}
+
+/* The engine runs or stops: the hot path's flag follows. */
+static void
+engine_set_running(FsimEngine *engine, gboolean running)
+{
+    engine->plain = running && engine->n_observers == 0 && !engine->config.paranoid &&
+                    engine->config.free_delay_ns == 0;
 }
 
 /* By index: the array's data is NULL while it is empty, and NULL + 0 is undefined. */
@@ -245,17 +257,16 @@ engine_update_at_peak(FsimEngine *engine, uint64_t reserved)
     engine->at_peak_largest_free = stats.largest_free_block;
 }
 
-/* After every event: peaks, the tightest moment, minimum utilisation. */
+/* After every event: the tightest moment and the minimum utilisation (the peaks of requested
+ * and allocated bytes are engine_update_peaks()'s, or an alloc's: no other event raises them). */
 static inline void
-engine_update_peaks(FsimEngine *engine)
+engine_update_moment(FsimEngine *engine)
 {
     FsimEngineCounters *c = &engine->counters;
     uint64_t reserved = (uint64_t)engine->device->reserved.current;
     uint64_t requested = c->requested_bytes;
 
     c->reserved_bytes = reserved;
-    engine->peak_requested = MAX(engine->peak_requested, requested);
-    engine->peak_allocated = MAX(engine->peak_allocated, c->allocated_bytes);
     if (G_UNLIKELY(reserved > engine->at_peak_reserved ||
                    (reserved == engine->at_peak_reserved &&
                     c->allocated_bytes > engine->at_peak_allocated) ||
@@ -277,13 +288,30 @@ engine_update_peaks(FsimEngine *engine)
     }
 }
 
-static void
-engine_release(FsimEngine *engine, FsimLiveEntry *entry)
+/* The peaks of requested and allocated bytes, after an event that may have raised them. */
+static inline void
+engine_raise_peaks(FsimEngine *engine)
+{
+    engine->peak_requested = MAX(engine->peak_requested, engine->counters.requested_bytes);
+    engine->peak_allocated = MAX(engine->peak_allocated, engine->counters.allocated_bytes);
+}
+
+/* After any event: peaks, the tightest moment, minimum utilisation. */
+static inline void
+engine_update_peaks(FsimEngine *engine)
+{
+    engine_raise_peaks(engine);
+    engine_update_moment(engine);
+}
+
+/* @plain: the engine is (see FsimEngine.plain); a constant where this is inlined. */
+static inline G_ALWAYS_INLINE void
+engine_release(FsimEngine *engine, FsimLiveEntry *entry, gboolean plain)
 {
     FsimLiveAlloc alloc;
 
     engine->counters.live_blocks--;
-    if (G_LIKELY(engine->n_observers == 0)) {
+    if (G_LIKELY(plain || engine->n_observers == 0)) {
         /* the policy never touches the table: its block is read in place */
         engine->policy->ops->dealloc(engine->policy, &entry->block, engine->counters.now);
         fsim_live_table_remove(&engine->live, entry);
@@ -452,8 +480,39 @@ engine_oom(FsimEngine *engine, const FsimEvent *ev, GError **error)
     return TRUE;
 }
 
-static gboolean
-engine_alloc(FsimEngine *engine, const FsimEvent *ev, GError **error)
+/* engine_alloc()'s refusals and its OOM: out of line, the hot path is a block found. */
+static G_NO_INLINE gboolean
+engine_alloc_refused(const FsimEvent *ev, gboolean duplicate, GError **error)
+{
+    if (duplicate)
+        g_set_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_DUPLICATE,
+                    "event %" G_GUINT64_FORMAT ": id %" G_GUINT64_FORMAT
+                    " is allocated again while it is still live",
+                    ev->index, ev->id);
+    else
+        g_set_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_SIZE,
+                    "event %" G_GUINT64_FORMAT ": alloc of %" G_GUINT64_FORMAT
+                    " bytes (sizes must be 1 to 2^60)",
+                    ev->index, ev->size);
+    return FALSE;
+}
+
+static G_NO_INLINE gboolean
+engine_alloc_failed(FsimEngine *engine, const FsimEvent *ev, FsimLiveEntry *entry, GError **error)
+{
+    entry->state = FSIM_LIVE_FAILED;
+    entry->stream = ev->stream;
+    engine->metrics.ooms++;
+    if ((ev->flags & FSIM_EVF_RECORDED_OOM) != 0)
+        engine->metrics.recorded_ooms_reproduced++;
+    if (!engine_oom(engine, ev, error))
+        return FALSE;
+    return engine_check(engine, "an OOM", error);
+}
+
+/* @plain: see engine_release(). */
+static inline G_ALWAYS_INLINE gboolean
+engine_alloc(FsimEngine *engine, const FsimEvent *ev, gboolean plain, GError **error)
 {
     FsimLiveEntry *entry;
     FsimAllocRequest req;
@@ -461,38 +520,19 @@ engine_alloc(FsimEngine *engine, const FsimEvent *ev, GError **error)
     gboolean inserted;
 
     engine->metrics.allocs++;
-    if (ev->size == 0 || ev->size > FSIM_MAX_SIZE) {
-        g_set_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_SIZE,
-                    "event %" G_GUINT64_FORMAT ": alloc of %" G_GUINT64_FORMAT
-                    " bytes (sizes must be 1 to 2^60)",
-                    ev->index, ev->size);
-        return FALSE;
-    }
+    if (G_UNLIKELY(ev->size == 0 || ev->size > FSIM_MAX_SIZE))
+        return engine_alloc_refused(ev, FALSE, error);
     /* The entry goes in now (one probe): the policy never touches the table. */
     entry = fsim_live_table_insert_or_find(&engine->live, ev->id, &inserted);
-    if (!inserted) {
-        g_set_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_DUPLICATE,
-                    "event %" G_GUINT64_FORMAT ": id %" G_GUINT64_FORMAT
-                    " is allocated again while it is still live",
-                    ev->index, ev->id);
-        return FALSE;
-    }
+    if (G_UNLIKELY(!inserted))
+        return engine_alloc_refused(ev, TRUE, error);
     engine_see_id(engine, ev->id);
     req.size = ev->size;
     req.stream = ev->stream;
     req.now = ev->time;
-    if ((ev->flags & FSIM_EVF_RECORDED_OOM) != 0)
-        engine->metrics.recorded_ooms++;
-    if (engine->policy->ops->alloc(engine->policy, &req, &block) != FSIM_OK) {
-        entry->state = FSIM_LIVE_FAILED;
-        entry->stream = ev->stream;
-        engine->metrics.ooms++;
-        if ((ev->flags & FSIM_EVF_RECORDED_OOM) != 0)
-            engine->metrics.recorded_ooms_reproduced++;
-        if (!engine_oom(engine, ev, error))
-            return FALSE;
-        return engine_check(engine, "an OOM", error);
-    }
+    engine->metrics.recorded_ooms += (ev->flags & FSIM_EVF_RECORDED_OOM) != 0;
+    if (G_UNLIKELY(engine->policy->ops->alloc(engine->policy, &req, &block) != FSIM_OK))
+        return engine_alloc_failed(engine, ev, entry, error);
     g_assert(block.size >= ev->size);
     entry->block = block;
     entry->requested = ev->size;
@@ -502,42 +542,55 @@ engine_alloc(FsimEngine *engine, const FsimEvent *ev, GError **error)
     engine->counters.live_blocks++;
     engine->counters.requested_bytes += ev->size;
     engine->counters.allocated_bytes += block.size;
-    FOREACH_OBSERVER(engine, obs)
-    {
-        if (obs->ops->alloc != NULL)
-            obs->ops->alloc(obs->data, engine, ev, ev->id, &block, ev->size);
+    if (!plain) {
+        FOREACH_OBSERVER(engine, obs)
+        {
+            if (obs->ops->alloc != NULL)
+                obs->ops->alloc(obs->data, engine, ev, ev->id, &block, ev->size);
+        }
+        if (!engine_check(engine, "an alloc", error))
+            return FALSE;
     }
-    return engine_check(engine, "an alloc", error);
+    engine_raise_peaks(engine);
+    return TRUE;
 }
 
-static gboolean
-engine_free(FsimEngine *engine, const FsimEvent *ev, GError **error)
+/* A free the live table cannot match to a live allocation: a double free or an unmatched one. */
+static G_NO_INLINE void
+engine_free_unmatched(FsimEngine *engine, const FsimEvent *ev, gboolean pending)
+{
+    if (pending || engine_has_seen_id(engine, ev->id)) {
+        engine->metrics.double_frees++;
+        g_info("event %" G_GUINT64_FORMAT ": id %" G_GUINT64_FORMAT " freed twice", ev->index,
+               ev->id);
+    } else {
+        engine->metrics.unmatched_frees++;
+    }
+}
+
+/* @plain: see engine_release(); a plain engine has no free delay. */
+static inline G_ALWAYS_INLINE gboolean
+engine_free(FsimEngine *engine, const FsimEvent *ev, gboolean plain, GError **error)
 {
     FsimLiveEntry *entry = fsim_live_table_lookup(&engine->live, ev->id);
 
     engine->metrics.frees++;
-    if (entry == NULL || entry->state == FSIM_LIVE_PENDING) {
-        if (entry != NULL || engine_has_seen_id(engine, ev->id)) {
-            engine->metrics.double_frees++;
-            g_info("event %" G_GUINT64_FORMAT ": id %" G_GUINT64_FORMAT " freed twice", ev->index,
-                   ev->id);
-        } else {
-            engine->metrics.unmatched_frees++;
+    if (G_UNLIKELY(entry == NULL || entry->state != FSIM_LIVE_ALLOCATED)) {
+        if (entry != NULL && entry->state == FSIM_LIVE_FAILED) {
+            /* Its allocation failed: nothing to give back. */
+            fsim_live_table_remove(&engine->live, entry);
+            return TRUE;
         }
-        return TRUE;
-    }
-    if (entry->state == FSIM_LIVE_FAILED) {
-        /* Its allocation failed: nothing to give back. */
-        fsim_live_table_remove(&engine->live, entry);
+        engine_free_unmatched(engine, ev, entry != NULL);
         return TRUE;
     }
     engine->counters.requested_bytes -= entry->requested;
     engine->counters.allocated_bytes -= entry->block.size;
-    if ((ev->flags & FSIM_EVF_DEFERRED) != 0) {
+    if (G_UNLIKELY((ev->flags & FSIM_EVF_DEFERRED) != 0)) {
         entry->state = FSIM_LIVE_PENDING;
         return TRUE;
     }
-    if (engine->config.free_delay_ns != 0) {
+    if (!plain && engine->config.free_delay_ns != 0) {
         FsimEvent completion = *ev;
 
         entry->state = FSIM_LIVE_PENDING;
@@ -547,8 +600,8 @@ engine_free(FsimEngine *engine, const FsimEvent *ev, GError **error)
         fsim_event_queue_push(&engine->queue, &completion, engine->seq++);
         return TRUE;
     }
-    engine_release(engine, entry);
-    return engine_check(engine, "a free", error);
+    engine_release(engine, entry, plain);
+    return plain || engine_check(engine, "a free", error);
 }
 
 static gboolean
@@ -559,7 +612,7 @@ engine_free_completed(FsimEngine *engine, const FsimEvent *ev, GError **error)
     /* After an immediate free, or for an id the trace never showed, there is nothing to do. */
     if (entry == NULL || entry->state != FSIM_LIVE_PENDING)
         return TRUE;
-    engine_release(engine, entry);
+    engine_release(engine, entry, FALSE);
     return engine_check(engine, "a free_completed", error);
 }
 
@@ -611,26 +664,33 @@ engine_handle_other(FsimEngine *engine, const FsimEvent *ev, GError **error)
     return ok;
 }
 
-/* Inlined into fsim_engine_process(): one function's prologue per event. */
+/* One event, inlined twice: into fsim_engine_process() for a plain engine (@plain TRUE, the
+ * tests for observers, --paranoid and a free delay compiled out) and into the general path. */
 static inline G_ALWAYS_INLINE gboolean
-engine_handle(FsimEngine *engine, const FsimEvent *ev, GError **error)
+engine_handle(FsimEngine *engine, const FsimEvent *ev, gboolean plain, GError **error)
 {
     gboolean ok;
 
     engine->counters.event_index = ev->index;
     engine->counters.now = ev->time;
-    /* the two common kinds first: a branch instead of the switch's indirect jump */
-    if (G_LIKELY(ev->kind == FSIM_EV_ALLOC))
-        ok = engine_alloc(engine, ev, error);
-    else if (G_LIKELY(ev->kind == FSIM_EV_FREE))
-        ok = engine_free(engine, ev, error);
-    else
+    /* the two common kinds first: a branch instead of the switch's indirect jump; only an
+     * alloc raises the peaks of requested and allocated bytes (engine_alloc() does) */
+    if (G_LIKELY(ev->kind == FSIM_EV_ALLOC)) {
+        ok = engine_alloc(engine, ev, plain, error);
+    } else if (G_LIKELY(ev->kind == FSIM_EV_FREE)) {
+        ok = engine_free(engine, ev, plain, error);
+    } else {
         ok = engine_handle_other(engine, ev, error);
+        if (ok)
+            engine_raise_peaks(engine);
+    }
     if (G_UNLIKELY(!ok))
         return FALSE;
     engine->counters.events++;
     engine->metrics.events++;
-    engine_update_peaks(engine);
+    engine_update_moment(engine);
+    if (plain)
+        return TRUE;
     FOREACH_OBSERVER(engine, obs)
     {
         if (obs->ops->event != NULL)
@@ -649,14 +709,14 @@ engine_run_queue(FsimEngine *engine, FsimTime time, GError **error)
         FsimQueuedEvent item;
 
         fsim_event_queue_pop(&engine->queue, &item);
-        if (!engine_handle(engine, &item.event, error))
+        if (!engine_handle(engine, &item.event, FALSE, error))
             return FALSE;
     }
     return TRUE;
 }
 
-/* fsim_engine_process() when the engine is not running yet, or the event is out of order, or
- * scheduled events are waiting: the checks and the queue. */
+/* fsim_engine_process() when the engine is not plain (not running yet, or with observers,
+ * --paranoid or a free delay), or the event is out of order: the checks and the queue. */
 static G_NO_INLINE gboolean
 engine_process_slow(FsimEngine *engine, const FsimEvent *ev, GError **error)
 {
@@ -670,14 +730,14 @@ engine_process_slow(FsimEngine *engine, const FsimEvent *ev, GError **error)
         engine->failed = TRUE;
         return FALSE;
     }
-    engine->running = TRUE;
+    engine_set_running(engine, TRUE);
     if (ev->time < engine->last_time) {
         g_set_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_TIME,
                     "event %" G_GUINT64_FORMAT ": time %" G_GUINT64_FORMAT
                     " ns is before the previous event's %" G_GUINT64_FORMAT " ns",
                     ev->index, ev->time, engine->last_time);
         engine->failed = TRUE;
-        engine->running = FALSE;
+        engine_set_running(engine, FALSE);
         return FALSE;
     }
     engine->last_time = ev->time;
@@ -685,12 +745,12 @@ engine_process_slow(FsimEngine *engine, const FsimEvent *ev, GError **error)
     if (fsim_event_queue_length(&engine->queue) != 0 &&
         !engine_run_queue(engine, ev->time, error)) {
         engine->failed = TRUE;
-        engine->running = FALSE;
+        engine_set_running(engine, FALSE);
         return FALSE;
     }
-    if (!engine_handle(engine, ev, error)) {
+    if (!engine_handle(engine, ev, FALSE, error)) {
         engine->failed = TRUE;
-        engine->running = FALSE;
+        engine_set_running(engine, FALSE);
         return FALSE;
     }
     return TRUE;
@@ -699,14 +759,14 @@ engine_process_slow(FsimEngine *engine, const FsimEvent *ev, GError **error)
 gboolean
 fsim_engine_process(FsimEngine *engine, const FsimEvent *ev, GError **error)
 {
-    if (G_UNLIKELY(engine == NULL || ev == NULL || !engine->running ||
-                   ev->time < engine->last_time || fsim_event_queue_length(&engine->queue) != 0))
+    /* a plain engine never schedules events: its queue stays empty */
+    if (G_UNLIKELY(engine == NULL || ev == NULL || !engine->plain || ev->time < engine->last_time))
         return engine_process_slow(engine, ev, error);
     engine->last_time = ev->time;
     engine->seq++;
-    if (G_UNLIKELY(!engine_handle(engine, ev, error))) {
+    if (G_UNLIKELY(!engine_handle(engine, ev, TRUE, error))) {
         engine->failed = TRUE;
-        engine->running = FALSE;
+        engine_set_running(engine, FALSE);
         return FALSE;
     }
     return TRUE;
@@ -725,7 +785,7 @@ fsim_engine_finish(FsimEngine *engine, GError **error)
     if (!engine->failed && !engine_run_queue(engine, G_MAXUINT64, error))
         return FALSE;
     engine->finished = TRUE;
-    engine->running = FALSE;
+    engine_set_running(engine, FALSE);
     m->peak_requested_bytes = engine->peak_requested;
     m->peak_allocated_bytes = engine->peak_allocated;
     m->peak_reserved_bytes = (uint64_t)engine->device->reserved.peak;

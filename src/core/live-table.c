@@ -7,20 +7,6 @@
 
 #define LIVE_MIN_SLOT_BITS 10
 
-/* Fibonacci hashing: ids are often dense and sequential, which this spreads well.  The high
- * half is kept in the slot; its top slot_bits bits are the home slot. */
-static inline uint32_t
-live_hash(uint64_t id)
-{
-    return (uint32_t)((id * UINT64_C(0x9E3779B97F4A7C15)) >> 32);
-}
-
-static inline gsize
-live_home(const FsimLiveTable *table, uint32_t hash)
-{
-    return (gsize)(hash >> (32 - table->slot_bits));
-}
-
 void
 fsim_live_table_init(FsimLiveTable *table)
 {
@@ -46,33 +32,6 @@ fsim_live_table_bytes(const FsimLiveTable *table)
            (((gsize)1 << table->slot_bits) * sizeof(FsimLiveSlot));
 }
 
-/* The slot holding @id, or the empty slot that ends its probe run. */
-static inline FsimLiveSlot *
-live_probe(const FsimLiveTable *table, uint64_t id, uint32_t hash)
-{
-    gsize mask = ((gsize)1 << table->slot_bits) - 1;
-
-    for (gsize i = live_home(table, hash);; i = (i + 1) & mask) {
-        FsimLiveSlot *slot = &table->slots[i];
-
-        if (slot->entry == 0)
-            return slot;
-        if (slot->hash == hash && fsim_live_table_nth(table, slot->entry - 1)->id == id)
-            return slot;
-    }
-}
-
-FsimLiveEntry *
-fsim_live_table_lookup(FsimLiveTable *table, uint64_t id)
-{
-    FsimLiveSlot *slot = live_probe(table, id, live_hash(id));
-
-    if (slot->entry == 0)
-        return NULL;
-    table->last_slot = (gsize)(slot - table->slots);
-    return fsim_live_table_nth(table, slot->entry - 1);
-}
-
 static void
 live_grow_slots(FsimLiveTable *table)
 {
@@ -86,7 +45,7 @@ live_grow_slots(FsimLiveTable *table)
     table->slots = g_new0(FsimLiveSlot, mask + 1);
     for (gsize i = 0; i < old_n; i++) {
         if (old[i].entry != 0) {
-            gsize j = live_home(table, old[i].hash);
+            gsize j = fsim_live_home(table, old[i].hash);
 
             while (table->slots[j].entry != 0)
                 j = (j + 1) & mask;
@@ -118,21 +77,15 @@ live_take_entry(FsimLiveTable *table)
 }
 
 FsimLiveEntry *
-fsim_live_table_insert_or_find(FsimLiveTable *table, uint64_t id, gboolean *inserted)
+fsim_live_table_insert_slow(FsimLiveTable *table, uint64_t id, uint32_t hash)
 {
-    uint32_t hash = live_hash(id);
-    FsimLiveSlot *slot = live_probe(table, id, hash);
+    FsimLiveSlot *slot;
     FsimLiveEntry *entry;
     uint32_t n;
 
-    if (slot->entry != 0) {
-        *inserted = FALSE;
-        return fsim_live_table_nth(table, slot->entry - 1);
-    }
-    if ((table->count + 1) * 2 > ((gsize)1 << table->slot_bits)) {
+    if ((table->count + 1) * 2 > ((gsize)1 << table->slot_bits))
         live_grow_slots(table);
-        slot = live_probe(table, id, hash);
-    }
+    slot = fsim_live_probe(table, id, hash);
     n = live_take_entry(table);
     slot->entry = n + 1;
     slot->hash = hash;
@@ -141,54 +94,5 @@ fsim_live_table_insert_or_find(FsimLiveTable *table, uint64_t id, gboolean *inse
     memset(entry, 0, sizeof(*entry));
     entry->id = id;
     entry->state = FSIM_LIVE_ALLOCATED;
-    *inserted = TRUE;
     return entry;
-}
-
-FsimLiveEntry *
-fsim_live_table_insert(FsimLiveTable *table, uint64_t id)
-{
-    gboolean inserted;
-    FsimLiveEntry *entry = fsim_live_table_insert_or_find(table, id, &inserted);
-
-    g_assert(inserted);
-    return entry;
-}
-
-void
-fsim_live_table_remove(FsimLiveTable *table, FsimLiveEntry *entry)
-{
-    gsize mask = ((gsize)1 << table->slot_bits) - 1;
-    FsimLiveSlot *slot = &table->slots[table->last_slot & mask];
-    gsize hole;
-    gsize i;
-    uint32_t n;
-
-    /* most removes follow the lookup of the same id */
-    if (slot->entry == 0 || fsim_live_table_nth(table, slot->entry - 1) != entry)
-        slot = live_probe(table, entry->id, live_hash(entry->id));
-    hole = (gsize)(slot - table->slots);
-    i = hole;
-    n = slot->entry - 1;
-
-    g_assert(slot->entry != 0 && fsim_live_table_nth(table, n) == entry);
-    entry->state = 0;
-    entry->id = table->free;
-    table->free = n + 1;
-    /* Backward-shift deletion: move later members of the probe run into the hole when their
-     * home slot does not lie cyclically in (hole, i]. */
-    for (;;) {
-        gsize home;
-
-        i = (i + 1) & mask;
-        if (table->slots[i].entry == 0)
-            break;
-        home = live_home(table, table->slots[i].hash);
-        if (((i - home) & mask) >= ((i - hole) & mask)) {
-            table->slots[hole] = table->slots[i];
-            hole = i;
-        }
-    }
-    table->slots[hole].entry = 0;
-    table->count--;
 }

@@ -17,6 +17,8 @@
 
 #include <glib.h>
 
+#include <string.h>
+
 #include "fragsim/policy.h"
 
 typedef enum {
@@ -56,16 +58,6 @@ typedef struct {
 
 void fsim_live_table_init(FsimLiveTable *table);
 void fsim_live_table_clear(FsimLiveTable *table);
-/* The entry for @id, or NULL.  The pointer is valid until the entry is removed. */
-FsimLiveEntry *fsim_live_table_lookup(FsimLiveTable *table, uint64_t id);
-/* Insert a new entry for @id (which must be absent) and return it, zeroed but for the id and
- * state FSIM_LIVE_ALLOCATED. */
-FsimLiveEntry *fsim_live_table_insert(FsimLiveTable *table, uint64_t id);
-/* As insert when @id is absent (*@inserted TRUE); else its entry, unchanged (*@inserted FALSE). */
-FsimLiveEntry *fsim_live_table_insert_or_find(FsimLiveTable *table, uint64_t id,
-                                              gboolean *inserted);
-/* Remove @entry, a pointer returned by lookup or insert. */
-void fsim_live_table_remove(FsimLiveTable *table, FsimLiveEntry *entry);
 
 /* Entry numbers run below fsim_live_table_extent(); those with state 0 are not in use. */
 static inline gsize
@@ -78,6 +70,135 @@ static inline FsimLiveEntry *
 fsim_live_table_nth(const FsimLiveTable *table, gsize n)
 {
     return &table->pages[n >> FSIM_LIVE_PAGE_LOG2][n & (FSIM_LIVE_PAGE - 1)];
+}
+
+/* The lookup, the insertion and the removal are inline: the engine makes one of them or two
+ * per event, and a call's prologue and epilogue weighed as much as a probe.  What is rare (a
+ * new page of entries, growing the slots) is out of line. */
+
+/* Fibonacci hashing: ids are often dense and sequential, which this spreads well.  The high
+ * half is kept in the slot; its top slot_bits bits are the home slot. */
+static inline uint32_t
+fsim_live_hash(uint64_t id)
+{
+    return (uint32_t)((id * UINT64_C(0x9E3779B97F4A7C15)) >> 32);
+}
+
+static inline gsize
+fsim_live_home(const FsimLiveTable *table, uint32_t hash)
+{
+    return (gsize)(hash >> (32 - table->slot_bits));
+}
+
+/* The slot holding @id, or the empty slot that ends its probe run. */
+static inline FsimLiveSlot *
+fsim_live_probe(const FsimLiveTable *table, uint64_t id, uint32_t hash)
+{
+    gsize mask = ((gsize)1 << table->slot_bits) - 1;
+
+    for (gsize i = fsim_live_home(table, hash);; i = (i + 1) & mask) {
+        FsimLiveSlot *slot = &table->slots[i];
+
+        if (slot->entry == 0)
+            return slot;
+        if (slot->hash == hash && fsim_live_table_nth(table, slot->entry - 1)->id == id)
+            return slot;
+    }
+}
+
+/* The entry for @id, or NULL.  The pointer is valid until the entry is removed. */
+static inline FsimLiveEntry *
+fsim_live_table_lookup(FsimLiveTable *table, uint64_t id)
+{
+    FsimLiveSlot *slot = fsim_live_probe(table, id, fsim_live_hash(id));
+
+    if (slot->entry == 0)
+        return NULL;
+    table->last_slot = (gsize)(slot - table->slots);
+    return fsim_live_table_nth(table, slot->entry - 1);
+}
+
+/* insert_or_find()'s rare case: no free entry to reuse, or the slots at half load. */
+FsimLiveEntry *fsim_live_table_insert_slow(FsimLiveTable *table, uint64_t id, uint32_t hash);
+
+/* As insert when @id is absent (*@inserted TRUE); else its entry, unchanged (*@inserted FALSE). */
+static inline FsimLiveEntry *
+fsim_live_table_insert_or_find(FsimLiveTable *table, uint64_t id, gboolean *inserted)
+{
+    uint32_t hash = fsim_live_hash(id);
+    FsimLiveSlot *slot = fsim_live_probe(table, id, hash);
+    FsimLiveEntry *entry;
+    uint32_t n;
+
+    if (slot->entry != 0) {
+        *inserted = FALSE;
+        return fsim_live_table_nth(table, slot->entry - 1);
+    }
+    *inserted = TRUE;
+    if (G_UNLIKELY(table->free == 0 || (table->count + 1) * 2 > ((gsize)1 << table->slot_bits)))
+        return fsim_live_table_insert_slow(table, id, hash);
+    /* the free list's head: the entry freed last, likely still in the cache */
+    n = table->free - 1;
+    entry = fsim_live_table_nth(table, n);
+    table->free = (uint32_t)entry->id;
+    slot->entry = n + 1;
+    slot->hash = hash;
+    table->count++;
+    memset(entry, 0, sizeof(*entry));
+    entry->id = id;
+    entry->state = FSIM_LIVE_ALLOCATED;
+    return entry;
+}
+
+/* Insert a new entry for @id (which must be absent) and return it, zeroed but for the id and
+ * state FSIM_LIVE_ALLOCATED. */
+static inline FsimLiveEntry *
+fsim_live_table_insert(FsimLiveTable *table, uint64_t id)
+{
+    gboolean inserted;
+    FsimLiveEntry *entry = fsim_live_table_insert_or_find(table, id, &inserted);
+
+    g_assert(inserted);
+    return entry;
+}
+
+/* Remove @entry, a pointer returned by lookup or insert. */
+static inline void
+fsim_live_table_remove(FsimLiveTable *table, FsimLiveEntry *entry)
+{
+    gsize mask = ((gsize)1 << table->slot_bits) - 1;
+    FsimLiveSlot *slot = &table->slots[table->last_slot & mask];
+    gsize hole;
+    gsize i;
+    uint32_t n;
+
+    /* most removes follow the lookup of the same id */
+    if (G_UNLIKELY(slot->entry == 0 || fsim_live_table_nth(table, slot->entry - 1) != entry))
+        slot = fsim_live_probe(table, entry->id, fsim_live_hash(entry->id));
+    hole = (gsize)(slot - table->slots);
+    i = hole;
+    n = slot->entry - 1;
+
+    g_assert(slot->entry != 0 && fsim_live_table_nth(table, n) == entry);
+    entry->state = 0;
+    entry->id = table->free;
+    table->free = n + 1;
+    /* Backward-shift deletion: move later members of the probe run into the hole when their
+     * home slot does not lie cyclically in (hole, i]. */
+    for (;;) {
+        gsize home;
+
+        i = (i + 1) & mask;
+        if (table->slots[i].entry == 0)
+            break;
+        home = fsim_live_home(table, table->slots[i].hash);
+        if (((i - home) & mask) >= ((i - hole) & mask)) {
+            table->slots[hole] = table->slots[i];
+            hole = i;
+        }
+    }
+    table->slots[hole].entry = 0;
+    table->count--;
 }
 
 /* Bytes the table holds now: pages, page list and slots. */
