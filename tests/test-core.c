@@ -215,6 +215,67 @@ test_live_table_entries(void)
     fsim_live_table_clear(&table);
 }
 
+/* Ids that share a home group overflow into the groups after it: lookups find them there,
+ * absent ids are turned away, and removals in any order take every overflow count back to
+ * zero. */
+static void
+test_live_table_overflow(void)
+{
+    FsimLiveTable table;
+    g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    g_autoptr(GRand) rand = g_rand_new_with_seed(5);
+    uint64_t absent = 0;
+
+    fsim_live_table_init(&table);
+    for (uint64_t id = 1; ids->len < 5 * FSIM_LIVE_GROUP; id++) {
+        if (fsim_live_home(&table, fsim_live_hash(id)) == 3)
+            g_array_append_val(ids, id);
+        else if (absent == 0 && fsim_live_home(&table, fsim_live_hash(id)) == 4)
+            absent = id; /* its probe starts in a group the others overflow into */
+    }
+    for (int round = 0; round < 20; round++) {
+        for (guint i = ids->len; i > 1; i--) {
+            guint j = (guint)g_rand_int_range(rand, 0, (gint32)i);
+            uint64_t swap = g_array_index(ids, uint64_t, i - 1);
+
+            g_array_index(ids, uint64_t, i - 1) = g_array_index(ids, uint64_t, j);
+            g_array_index(ids, uint64_t, j) = swap;
+        }
+        for (guint i = 0; i < ids->len; i++) {
+            uint64_t id = g_array_index(ids, uint64_t, i);
+
+            fsim_live_table_insert(&table, id)->requested = id;
+        }
+        g_assert_cmpuint(table.groups[3].overflow, >, 0);
+        g_assert_null(fsim_live_table_lookup(&table, absent));
+        /* removed in another order, the others still found after each removal */
+        for (guint i = ids->len; i > 0; i--) {
+            guint k = (guint)g_rand_int_range(rand, 0, (gint32)i);
+            uint64_t id = g_array_index(ids, uint64_t, k);
+            FsimLiveEntry *entry = fsim_live_table_lookup(&table, id);
+
+            g_assert_nonnull(entry);
+            g_assert_cmpuint(entry->requested, ==, id);
+            /* a lookup of another id in between: the removal finds its slot again */
+            if (i % 2 == 0)
+                g_assert_null(fsim_live_table_lookup(&table, absent));
+            fsim_live_table_remove(&table, entry);
+            g_assert_null(fsim_live_table_lookup(&table, id));
+            g_array_index(ids, uint64_t, k) = g_array_index(ids, uint64_t, i - 1);
+            g_array_index(ids, uint64_t, i - 1) = id;
+            for (guint j = 0; j < i - 1; j++) {
+                uint64_t other = g_array_index(ids, uint64_t, j);
+
+                g_assert_cmpuint(fsim_live_table_lookup(&table, other)->requested, ==, other);
+            }
+        }
+        g_assert_cmpuint(table.count, ==, 0);
+        for (gsize g = 0; g < ((gsize)1 << table.group_bits); g++)
+            g_assert_cmpuint(table.groups[g].overflow, ==, 0);
+    }
+    fsim_live_table_clear(&table);
+}
+
 typedef struct {
     uint64_t size;
     uint64_t key;
@@ -696,6 +757,7 @@ main(int argc, char **argv)
     g_test_add_func("/range-set/basics", test_range_set);
     g_test_add_func("/live-table/against-ghashtable", test_live_table);
     g_test_add_func("/live-table/entries", test_live_table_entries);
+    g_test_add_func("/live-table/overflow", test_live_table_overflow);
     g_test_add_func("/addr-map/against-ghashtable", test_addr_map);
     g_test_add_data_func("/size-set/few-sizes", GUINT_TO_POINTER(3), test_size_set_against_gtree);
     g_test_add_data_func("/size-set/many-sizes", GUINT_TO_POINTER(5000),

@@ -5,14 +5,26 @@
 
 #include <string.h>
 
-#define LIVE_MIN_SLOT_BITS 10
+#define LIVE_MIN_GROUP_BITS 7 /* 1,024 slots */
+
+static FsimLiveGroup *
+live_groups_new(guint group_bits)
+{
+    gsize n = (gsize)1 << group_bits;
+    FsimLiveGroup *groups = g_aligned_alloc0(n, sizeof(FsimLiveGroup), sizeof(FsimLiveGroup));
+
+    for (gsize g = 0; g < n; g++)
+        memset(groups[g].ctrl, FSIM_LIVE_EMPTY, sizeof(groups[g].ctrl));
+    return groups;
+}
 
 void
 fsim_live_table_init(FsimLiveTable *table)
 {
     memset(table, 0, sizeof(*table));
-    table->slot_bits = LIVE_MIN_SLOT_BITS;
-    table->slots = g_new0(FsimLiveSlot, (gsize)1 << table->slot_bits);
+    table->group_bits = LIVE_MIN_GROUP_BITS;
+    table->shift = 64 - LIVE_MIN_GROUP_BITS;
+    table->groups = live_groups_new(table->group_bits);
 }
 
 void
@@ -21,7 +33,7 @@ fsim_live_table_clear(FsimLiveTable *table)
     for (gsize p = 0; p < table->n_pages; p++)
         g_free(table->pages[p]);
     g_free(table->pages);
-    g_free(table->slots);
+    g_aligned_free(table->groups);
     memset(table, 0, sizeof(*table));
 }
 
@@ -29,30 +41,60 @@ gsize
 fsim_live_table_bytes(const FsimLiveTable *table)
 {
     return table->n_pages * (FSIM_LIVE_PAGE * sizeof(FsimLiveEntry) + sizeof(FsimLiveEntry *)) +
-           (((gsize)1 << table->slot_bits) * sizeof(FsimLiveSlot));
+           (((gsize)1 << table->group_bits) * sizeof(FsimLiveGroup));
 }
 
+/* Put entry @n of @id in the first empty slot from its home group on; every group passed on
+ * the way counts one overflow more. */
 static void
-live_grow_slots(FsimLiveTable *table)
+live_place(FsimLiveTable *table, uint64_t id, uint32_t n)
 {
-    FsimLiveSlot *old = table->slots;
-    gsize old_n = (gsize)1 << table->slot_bits;
-    gsize mask;
+    uint64_t hash = fsim_live_hash(id);
+    gsize mask = ((gsize)1 << table->group_bits) - 1;
 
-    g_assert(table->slot_bits < 32);
-    table->slot_bits++;
-    mask = ((gsize)1 << table->slot_bits) - 1;
-    table->slots = g_new0(FsimLiveSlot, mask + 1);
-    for (gsize i = 0; i < old_n; i++) {
-        if (old[i].entry != 0) {
-            gsize j = fsim_live_home(table, old[i].hash);
+    for (gsize g = fsim_live_home(table, hash);; g = (g + 1) & mask) {
+        FsimLiveGroup *group = &table->groups[g];
+        uint64_t room = fsim_live_ctrl(group) & FSIM_LIVE_MSB;
 
-            while (table->slots[j].entry != 0)
-                j = (j + 1) & mask;
-            table->slots[j] = old[i];
+        if (room != 0) {
+            guint i = (guint)__builtin_ctzll(room) >> 3;
+
+            group->ctrl[i] = (uint8_t)fsim_live_tag(table, hash);
+            group->entry[i] = n;
+            return;
+        }
+        group->overflow++;
+    }
+}
+
+void
+fsim_live_table_unoverflow(FsimLiveTable *table, gsize home, gsize group)
+{
+    gsize mask = ((gsize)1 << table->group_bits) - 1;
+
+    for (gsize g = home; g != group; g = (g + 1) & mask)
+        table->groups[g].overflow--;
+}
+
+/* Grow the groups to 2^@group_bits: every live entry placed again. */
+static void
+live_rebuild(FsimLiveTable *table, guint group_bits)
+{
+    FsimLiveGroup *old = table->groups;
+    gsize old_n = (gsize)1 << table->group_bits;
+
+    g_assert(group_bits <= 29);
+    table->group_bits = group_bits;
+    table->shift = 64 - group_bits;
+    table->groups = live_groups_new(group_bits);
+    table->last_entry = NULL;
+    for (gsize g = 0; g < old_n; g++) {
+        for (guint i = 0; i < FSIM_LIVE_GROUP; i++) {
+            if ((old[g].ctrl[i] & FSIM_LIVE_EMPTY) == 0)
+                live_place(table, fsim_live_table_nth(table, old[g].entry[i])->id, old[g].entry[i]);
         }
     }
-    g_free(old);
+    g_aligned_free(old);
 }
 
 /* A fresh entry's number: the free list's head, else the next one (a new page every
@@ -77,18 +119,15 @@ live_take_entry(FsimLiveTable *table)
 }
 
 FsimLiveEntry *
-fsim_live_table_insert_slow(FsimLiveTable *table, uint64_t id, uint32_t hash)
+fsim_live_table_insert_slow(FsimLiveTable *table, uint64_t id)
 {
-    FsimLiveSlot *slot;
     FsimLiveEntry *entry;
     uint32_t n;
 
-    if ((table->count + 1) * 2 > ((gsize)1 << table->slot_bits))
-        live_grow_slots(table);
-    slot = fsim_live_probe(table, id, hash);
+    if ((table->count + 1) * 2 > ((gsize)FSIM_LIVE_GROUP << table->group_bits))
+        live_rebuild(table, table->group_bits + 1);
     n = live_take_entry(table);
-    slot->entry = n + 1;
-    slot->hash = hash;
+    live_place(table, id, n);
     table->count++;
     entry = fsim_live_table_nth(table, n);
     memset(entry, 0, sizeof(*entry));
