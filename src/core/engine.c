@@ -58,6 +58,13 @@ struct FsimEngine {
      * as a fraction so that each event compares it by two multiplications, not a division */
     uint64_t min_requested;
     uint64_t min_reserved;
+    /* What the two tests after each event reduce to while reserved stays at moment_reserved
+     * (set by engine_moment_reserved(); G_MAXUINT64 before the first event): a new tightest
+     * moment when allocated exceeds moment_allocated, a new least utilisation when
+     * MIN(requested, reserved) is below moment_used (requested at least half its peak). */
+    uint64_t moment_reserved;
+    uint64_t moment_allocated;
+    uint64_t moment_used;
     FsimTime last_time;
     gboolean started;
     gboolean finished;
@@ -137,6 +144,7 @@ fsim_engine_new(const FsimRunConfig *config, GError **error)
     engine->ooms = g_array_new(FALSE, FALSE, sizeof(FsimOomRecord));
     engine->metrics.first_oom_event = -1;
     engine->metrics.needed_bytes = -1; /* computed by src/analysis/needed.c, not the engine */
+    engine->moment_reserved = G_MAXUINT64;
     engine->device->observer = engine_device_observer;
     engine->device->observer_data = engine;
     return engine;
@@ -257,8 +265,45 @@ engine_update_at_peak(FsimEngine *engine, uint64_t reserved)
     engine->at_peak_largest_free = stats.largest_free_block;
 }
 
+/* Reserved memory changed (or the first event): the tightest moment and the least
+ * utilisation tested in full, as engine_update_moment() describes, and the thresholds they
+ * reduce to at this reserved value worked out for the events to come. */
+static G_NO_INLINE void
+engine_moment_reserved(FsimEngine *engine, uint64_t reserved)
+{
+    const FsimEngineCounters *c = &engine->counters;
+
+    if (reserved > engine->at_peak_reserved ||
+        (reserved == engine->at_peak_reserved && c->allocated_bytes > engine->at_peak_allocated) ||
+        !engine->at_peak_seen)
+        engine_update_at_peak(engine, reserved);
+    /* now reserved <= at_peak_reserved: only more allocated at the same reserved is new */
+    engine->moment_allocated =
+        reserved == engine->at_peak_reserved ? engine->at_peak_allocated : G_MAXUINT64;
+    /* used / reserved < min_requested / min_reserved, for an integer used, is used <
+     * ceil(min_requested x reserved / min_reserved); nothing while reserved is 0, anything
+     * before a first measure */
+    if (reserved == 0)
+        engine->moment_used = 0;
+    else if (engine->min_reserved == 0)
+        engine->moment_used = G_MAXUINT64;
+    else
+        engine->moment_used =
+            (uint64_t)(((EngineU128)engine->min_requested * reserved + engine->min_reserved - 1) /
+                       engine->min_reserved);
+    engine->moment_reserved = reserved;
+}
+
 /* After every event: the tightest moment and the minimum utilisation (the peaks of requested
- * and allocated bytes are engine_update_peaks()'s, or an alloc's: no other event raises them). */
+ * and allocated bytes are engine_update_peaks()'s, or an alloc's: no other event raises them).
+ * The tightest moment is the highest allocated while reserved is at its peak.  Utilisation (of
+ * what the program asked for, so that rounding counts as waste) counts only while requested
+ * memory is at least half its running peak: at start-up and tear-down a few bytes sit in memory
+ * a caching policy keeps, which says nothing about fragmentation.  The least utilisation,
+ * MIN(requested, reserved) / reserved, is stored as its fraction (0 / 0 until one is measured)
+ * and compared exactly.  Reserved memory changes seldom (a policy's device calls): while it
+ * stays, both tests are one comparison each with thresholds engine_moment_reserved() works
+ * out (with a division, not two 128-bit products per event). */
 static inline void
 engine_update_moment(FsimEngine *engine)
 {
@@ -267,23 +312,19 @@ engine_update_moment(FsimEngine *engine)
     uint64_t requested = c->requested_bytes;
 
     c->reserved_bytes = reserved;
-    if (G_UNLIKELY(reserved > engine->at_peak_reserved ||
-                   (reserved == engine->at_peak_reserved &&
-                    c->allocated_bytes > engine->at_peak_allocated) ||
-                   !engine->at_peak_seen))
+    if (G_UNLIKELY(reserved != engine->moment_reserved))
+        engine_moment_reserved(engine, reserved);
+    if (G_UNLIKELY(c->allocated_bytes > engine->moment_allocated)) {
         engine_update_at_peak(engine, reserved);
-    /* Utilisation (of what the program asked for, so that rounding counts as waste) counts only
-     * while requested memory is at least half its running peak: at start-up and tear-down a few
-     * bytes sit in memory a caching policy keeps, which says nothing about fragmentation.  The
-     * comparison of MIN(requested, reserved) / reserved with the least so far is exact, in
-     * 128-bit products; the least is stored as its fraction (0 / 0 until one is measured). */
-    if (reserved > 0 && requested * 2 >= engine->peak_requested) {
+        engine->moment_allocated = c->allocated_bytes;
+    }
+    if (requested * 2 >= engine->peak_requested) {
         uint64_t used = MIN(requested, reserved);
 
-        if (engine->min_reserved == 0 || (EngineU128)used * engine->min_reserved <
-                                             (EngineU128)engine->min_requested * reserved) {
+        if (G_UNLIKELY(used < engine->moment_used)) {
             engine->min_requested = used;
             engine->min_reserved = reserved;
+            engine->moment_used = used;
         }
     }
 }

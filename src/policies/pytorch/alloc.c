@@ -88,8 +88,10 @@ expandable_size(const Block *block)
            (block->next != NULL && block_unmapped(block->next) ? block->next->size : 0);
 }
 
-/* get_free_block(): the best fit on this stream, or NULL.  The block is taken out of the pool. */
-static Block *
+/* get_free_block(): the best fit on this stream, or NULL.  The block is taken out of the pool.
+ * Inline: a call's prologue and epilogue (six saved registers, the cursor's frame) cost as much
+ * as the search in a bin of a few blocks. */
+static inline G_ALWAYS_INLINE Block *
 get_free_block(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t size)
 {
     StreamSet *set;
