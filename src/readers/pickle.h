@@ -7,8 +7,9 @@
  * anything: every opcode that would (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ,
  * NEWOBJ_EX, EXT1/2/4, PERSID, BINPERSID, NEXT_BUFFER, READONLY_BUFFER) is refused.  It knows
  * nothing about PyTorch; src/readers/torch.c reads snapshots on top of it.  The code is in
- * src/readers/pickle/: machine.c (the opcodes), text.c (protocol 0 text opcodes), value.c and
- * heap.c (values, reference counts, memory), input.c (the input window), writer.c.
+ * src/readers/pickle/: machine.c (the opcodes), text.c (protocol 0 text opcodes), lists.c
+ * (repeated lists), records.c (records: fsim_pickle_record()), value.c and heap.c (values,
+ * reference counts, memory), input.c (the input window), writer.c.
  *
  * The writer emits the opcode subset that MemoryViz.js (pytorch.org/memory_viz) and CPython both
  * read, so simulated runs can be exported as snapshots the viewer opens.
