@@ -281,8 +281,9 @@ void fsim_cli_json_begin_object(JsonBuilder *builder, const char *name);
 /**
  * FsimCliMember:
  *
- * An integer member of a struct that fsim_cli_json_members() writes: its JSON key, its type and
- * its offset in the struct.  json-members.c lists those of the structs the commands print.
+ * A member of a struct that fsim_cli_json_members() writes: its JSON key, its type and its
+ * offset in the struct.  json-members.c lists those of the structs the commands print, each
+ * list ended by a member whose @name is NULL.
  */
 typedef enum {
     FSIM_CLI_MEMBER_U32,     /* uint32_t */
@@ -297,20 +298,21 @@ typedef struct {
     gsize offset;
 } FsimCliMember;
 
-typedef struct {
-    const FsimCliMember *members;
-    gsize n_members;
-} FsimCliMembers;
-
 /* `info`: a trace device's streams, segments, reserved_bytes, allocs, peak_requested_bytes and
  * duration_ns (#FsimTraceDeviceInfo). */
-extern const FsimCliMembers fsim_cli_trace_device_members;
+extern const FsimCliMember fsim_cli_trace_device_members[];
 
+/* `devices` and `cuda calibrate`: the costs of a device (#FsimDeviceCosts, every member, named as
+ * a profile's [costs] group names them). */
+extern const FsimCliMember fsim_cli_device_costs_members[];
+
+/* The value of a %FSIM_CLI_MEMBER_U64 @member of @object. */
+uint64_t fsim_cli_member_u64(const FsimCliMember *member, const void *object);
 /* Add @members of @object (a struct they describe) to the JSON object being built, in order. */
-void fsim_cli_json_members(JsonBuilder *builder, const FsimCliMembers *members, const void *object);
+void fsim_cli_json_members(JsonBuilder *builder, const FsimCliMember *members, const void *object);
 /* Add member @name: an array of one object (fsim_cli_json_members()) per element of @objects. */
 void fsim_cli_json_member_array(JsonBuilder *builder, const char *name,
-                                const FsimCliMembers *members, GArray *objects);
+                                const FsimCliMember *members, GArray *objects);
 
 /* Add a metric set to a JSON object being built (every FSIM_METRICS key). */
 void fsim_cli_json_add_metrics(JsonBuilder *builder, const FsimMetrics *metrics);

@@ -11,23 +11,12 @@ static void
 calibrate_json(const FsimCudaCalibration *cal, const FsimDeviceSpec *spec, const char *output)
 {
     g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
-    const FsimDeviceCosts *c = &spec->costs;
-    const struct {
-        const char *name;
-        uint64_t value;
-    } costs[] = {
-        {"malloc_ns", c->malloc_ns}, {"malloc_per_gib_ns", c->malloc_per_gib_ns},
-        {"free_ns", c->free_ns},     {"free_per_gib_ns", c->free_per_gib_ns},
-        {"sync_ns", c->sync_ns},     {"reserve_ns", c->reserve_ns},
-        {"map_ns", c->map_ns},       {"map_per_gib_ns", c->map_per_gib_ns},
-        {"unmap_ns", c->unmap_ns},   {"unmap_per_gib_ns", c->unmap_per_gib_ns},
-    };
 
     fsim_cmd_cuda_json_add_gpu(builder, &cal->info);
     fsim_cli_json_string(builder, "profile", output);
     fsim_cmd_cuda_json_add_u64(builder, "free_bytes", cal->free_bytes);
     fsim_cmd_cuda_json_add_u64(builder, "observed_step", cal->observed_step);
-    fsim_cli_json_member_array(builder, "steps", &fsim_cmd_cuda_usage_step_members, cal->steps);
+    fsim_cli_json_member_array(builder, "steps", fsim_cmd_cuda_usage_step_members, cal->steps);
     fsim_cli_json_begin_array(builder, "series");
     for (int s = 0; s < FSIM_CUDA_SERIES_COUNT; s++) {
         const FsimCudaSeries *series = &cal->series[s];
@@ -49,8 +38,7 @@ calibrate_json(const FsimCudaCalibration *cal, const FsimDeviceSpec *spec, const
     }
     json_builder_end_array(builder);
     fsim_cli_json_begin_object(builder, "costs");
-    for (gsize i = 0; i < G_N_ELEMENTS(costs); i++)
-        fsim_cmd_cuda_json_add_u64(builder, costs[i].name, costs[i].value);
+    fsim_cli_json_members(builder, fsim_cli_device_costs_members, &spec->costs);
     json_builder_end_object(builder);
     fsim_cli_json_print(builder);
 }
@@ -63,23 +51,6 @@ calibrate_print(const FsimCudaCalibration *cal, const FsimDeviceSpec *spec)
     static const char *const series_headers[] = {"call", "sizes", "base", "per GiB", "r2"};
     static const char *const cost_headers[] = {"cost", "calibrated", "default"};
     FsimDeviceCosts defaults = fsim_device_costs_default();
-    const FsimDeviceCosts *c = &spec->costs;
-    const struct {
-        const char *name;
-        uint64_t value;
-        uint64_t default_value;
-    } costs[] = {
-        {"malloc_ns", c->malloc_ns, defaults.malloc_ns},
-        {"malloc_per_gib_ns", c->malloc_per_gib_ns, defaults.malloc_per_gib_ns},
-        {"free_ns", c->free_ns, defaults.free_ns},
-        {"free_per_gib_ns", c->free_per_gib_ns, defaults.free_per_gib_ns},
-        {"sync_ns", c->sync_ns, defaults.sync_ns},
-        {"reserve_ns", c->reserve_ns, defaults.reserve_ns},
-        {"map_ns", c->map_ns, defaults.map_ns},
-        {"map_per_gib_ns", c->map_per_gib_ns, defaults.map_per_gib_ns},
-        {"unmap_ns", c->unmap_ns, defaults.unmap_ns},
-        {"unmap_per_gib_ns", c->unmap_per_gib_ns, defaults.unmap_per_gib_ns},
-    };
     g_autoptr(FsimTable) steps = fsim_table_new(G_N_ELEMENTS(step_headers), step_headers);
     g_autoptr(FsimTable) series = fsim_table_new(G_N_ELEMENTS(series_headers), series_headers);
     g_autoptr(FsimTable) table = fsim_table_new(G_N_ELEMENTS(cost_headers), cost_headers);
@@ -121,10 +92,10 @@ calibrate_print(const FsimCudaCalibration *cal, const FsimDeviceSpec *spec)
     }
     fsim_table_print(series);
     g_print("\n");
-    for (gsize i = 0; i < G_N_ELEMENTS(costs); i++) {
-        fsim_table_add(table, costs[i].name);
-        fsim_table_addf(table, "%" G_GUINT64_FORMAT, costs[i].value);
-        fsim_table_addf(table, "%" G_GUINT64_FORMAT, costs[i].default_value);
+    for (const FsimCliMember *cost = fsim_cli_device_costs_members; cost->name != NULL; cost++) {
+        fsim_table_add(table, cost->name);
+        fsim_table_addf(table, "%" G_GUINT64_FORMAT, fsim_cli_member_u64(cost, &spec->costs));
+        fsim_table_addf(table, "%" G_GUINT64_FORMAT, fsim_cli_member_u64(cost, &defaults));
     }
     fsim_table_print(table);
 }

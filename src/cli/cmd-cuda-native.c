@@ -17,7 +17,7 @@ native_json_run(JsonBuilder *builder, guint i, gpointer data)
 
     json_builder_begin_object(builder);
     fsim_cli_json_string(builder, "mode", fsim_cuda_native_mode_name(r->mode));
-    fsim_cli_json_members(builder, &fsim_cmd_cuda_native_members, r);
+    fsim_cli_json_members(builder, fsim_cmd_cuda_native_members, r);
     fsim_cmd_cuda_json_add_latency(builder, "alloc", &r->alloc, -1);
     fsim_cmd_cuda_json_add_latency(builder, "free", &r->dealloc, -1);
     fsim_cmd_cuda_json_add_latency(builder, "touch", &r->touch, -1);
@@ -82,10 +82,7 @@ fsim_cmd_cuda_native(int argc, char **argv)
     trace = fsim_trace_open(argv[1], &error);
     if (trace == NULL)
         return fsim_cli_fail("cuda native", error);
-    devices = fsim_cmd_cuda_trace_devices(trace, trace_device, &error);
-    if (devices == NULL)
-        return fsim_cli_fail("cuda native", error);
-    driver = fsim_cmd_cuda_open("cuda native", gpu, &status);
+    driver = fsim_cmd_cuda_open_trace("cuda native", trace, trace_device, gpu, &devices, &status);
     if (driver == NULL)
         return status;
     for (guint d = 0; d < devices->len; d++) {

@@ -9,26 +9,6 @@
 #include "configs.h"
 #include "replay-outputs.h"
 
-/* The devices of the trace to replay: all, or --trace-device. */
-GArray *
-fsim_cmd_cuda_trace_devices(FsimTrace *trace, gint trace_device, GError **error)
-{
-    gsize n;
-    const uint32_t *devices = fsim_trace_devices(trace, &n);
-    g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-
-    for (gsize i = 0; i < n; i++) {
-        if (trace_device < 0 || devices[i] == (uint32_t)trace_device)
-            g_array_append_val(out, devices[i]);
-    }
-    if (trace_device >= 0 && out->len == 0) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "%s has no events on device %d",
-                    fsim_trace_path(trace), trace_device);
-        return NULL;
-    }
-    return g_steal_pointer(&out);
-}
-
 /* Store each engine of a replay (--db) as replay does. */
 typedef struct {
     FsimReplayOutputs *outputs;
@@ -88,7 +68,7 @@ replay_json_run(JsonBuilder *builder, guint i, gpointer data)
     fsim_cli_json_string(builder, "status", r->gpu_oom_stopped ? "oom" : "complete");
     fsim_cli_json_add_metrics(builder, &r->gpu);
     fsim_cli_json_begin_object(builder, "measured");
-    fsim_cli_json_members(builder, &fsim_cmd_cuda_measured_members, measured);
+    fsim_cli_json_members(builder, fsim_cmd_cuda_measured_members, measured);
     fsim_cli_json_begin_object(builder, "calls");
     for (int c = 0; c < FSIM_CALL_COUNT; c++)
         fsim_cmd_cuda_json_add_latency(builder, fsim_device_call_name((FsimDeviceCall)c),
@@ -312,10 +292,7 @@ fsim_cmd_cuda_replay(int argc, char **argv)
     if (!fsim_cli_open_runs(argv[1], &run_args, "paged.page_size=20MiB", "device", &configs,
                             &policies, &n_runs, &trace, &error))
         return fsim_cli_fail("cuda replay", error);
-    devices = fsim_cmd_cuda_trace_devices(trace, trace_device, &error);
-    if (devices == NULL)
-        return fsim_cli_fail("cuda replay", error);
-    driver = fsim_cmd_cuda_open("cuda replay", gpu, &status);
+    driver = fsim_cmd_cuda_open_trace("cuda replay", trace, trace_device, gpu, &devices, &status);
     if (driver == NULL)
         return status;
     common = (CudaRunCommon){

@@ -55,6 +55,40 @@ fsim_cmd_cuda_open(const char *command, gint gpu, int *status)
     return driver;
 }
 
+/* The devices of the trace to replay: all, or --trace-device. */
+static GArray *
+trace_devices(FsimTrace *trace, gint trace_device, GError **error)
+{
+    gsize n;
+    const uint32_t *devices = fsim_trace_devices(trace, &n);
+    g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+
+    for (gsize i = 0; i < n; i++) {
+        if (trace_device < 0 || devices[i] == (uint32_t)trace_device)
+            g_array_append_val(out, devices[i]);
+    }
+    if (trace_device >= 0 && out->len == 0) {
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "%s has no events on device %d",
+                    fsim_trace_path(trace), trace_device);
+        return NULL;
+    }
+    return g_steal_pointer(&out);
+}
+
+FsimCudaDriver *
+fsim_cmd_cuda_open_trace(const char *command, FsimTrace *trace, gint trace_device, gint gpu,
+                         GArray **devices, int *status)
+{
+    GError *error = NULL;
+
+    *devices = trace_devices(trace, trace_device, &error);
+    if (*devices == NULL) {
+        *status = fsim_cli_fail(command, error);
+        return NULL;
+    }
+    return fsim_cmd_cuda_open(command, gpu, status);
+}
+
 char *
 fsim_cmd_cuda_format_ns(double ns)
 {

@@ -39,9 +39,9 @@ FsimCudaDriver *fsim_cmd_cuda_open(const char *command, gint gpu, int *status);
 /* The members of `cuda native`'s runs (#FsimCudaNativeResult, after the mode), of `cuda
  * replay`'s measurements (#FsimCudaMeasurements, before the latencies) and of `cuda calibrate`'s
  * steps (#FsimCudaUsageStep); json-members.c. */
-extern const FsimCliMembers fsim_cmd_cuda_native_members;
-extern const FsimCliMembers fsim_cmd_cuda_measured_members;
-extern const FsimCliMembers fsim_cmd_cuda_usage_step_members;
+extern const FsimCliMember fsim_cmd_cuda_native_members[];
+extern const FsimCliMember fsim_cmd_cuda_measured_members[];
+extern const FsimCliMember fsim_cmd_cuda_usage_step_members[];
 
 /* "@name": @value. */
 void fsim_cmd_cuda_json_add_u64(JsonBuilder *builder, const char *name, uint64_t value);
@@ -49,8 +49,11 @@ void fsim_cmd_cuda_json_add_u64(JsonBuilder *builder, const char *name, uint64_t
 /* A duration for people: "850 ns", "12.5 us", "3.20 ms", "1.50 s". */
 char *fsim_cmd_cuda_format_ns(double ns);
 
-/* The devices of the trace to replay: all, or --trace-device. */
-GArray *fsim_cmd_cuda_trace_devices(FsimTrace *trace, gint trace_device, GError **error);
+/* What `cuda replay` and `cuda native` open after the trace: the devices of @trace to replay
+ * (all, or @trace_device) in *@devices, then GPU @gpu (fsim_cmd_cuda_open()); NULL, with
+ * *@status set and the message printed, when either fails. */
+FsimCudaDriver *fsim_cmd_cuda_open_trace(const char *command, FsimTrace *trace, gint trace_device,
+                                         gint gpu, GArray **devices, int *status);
 
 /* The subcommands, argv[0] being their name. */
 int fsim_cmd_cuda_replay(int argc, char **argv);

@@ -25,8 +25,6 @@ fsim_cmd_devices(int argc, char **argv)
         g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
         fsim_cli_json_begin_array(builder, "devices");
         for (gsize i = 0; i < n; i++) {
-            const FsimDeviceCosts *c = &presets[i].costs;
-
             json_builder_begin_object(builder);
             fsim_cli_json_string(builder, "name", presets[i].name);
             fsim_cli_json_string(builder, "description", presets[i].description);
@@ -34,18 +32,7 @@ fsim_cmd_devices(int argc, char **argv)
             fsim_cli_json_int(builder, "capacity_bytes", (gint64)presets[i].capacity_bytes);
             fsim_cli_json_int(builder, "granularity_bytes", (gint64)presets[i].granularity);
             fsim_cli_json_begin_object(builder, "costs_ns");
-#define COST(field) fsim_cli_json_int(builder, #field, (gint64)c->field)
-            COST(malloc_ns);
-            COST(malloc_per_gib_ns);
-            COST(free_ns);
-            COST(free_per_gib_ns);
-            COST(sync_ns);
-            COST(reserve_ns);
-            COST(map_ns);
-            COST(map_per_gib_ns);
-            COST(unmap_ns);
-            COST(unmap_per_gib_ns);
-#undef COST
+            fsim_cli_json_members(builder, fsim_cli_device_costs_members, &presets[i].costs);
             json_builder_end_object(builder);
             json_builder_end_object(builder);
         }

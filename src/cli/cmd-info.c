@@ -27,7 +27,7 @@ info_print_json(const FsimTraceInfo *info)
             fsim_cli_json_int(builder, action->name, (gint64)action->count);
         }
         json_builder_end_object(builder);
-        fsim_cli_json_members(builder, &fsim_cli_trace_device_members, dev);
+        fsim_cli_json_members(builder, fsim_cli_trace_device_members, dev);
         json_builder_end_object(builder);
     }
     json_builder_end_array(builder);

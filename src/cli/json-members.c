@@ -13,13 +13,8 @@
 #include "cli.h"
 #include "cmd-cuda.h"
 
-#define MEMBERS(members)               \
-    {                                  \
-        members, G_N_ELEMENTS(members) \
-    }
-
 /* `info`: a trace device's counts, after its events per action */
-static const FsimCliMember trace_device_members[] = {
+const FsimCliMember fsim_cli_trace_device_members[] = {
     {"streams", FSIM_CLI_MEMBER_U64, offsetof(FsimTraceDeviceInfo, streams)},
     {"segments", FSIM_CLI_MEMBER_U64, offsetof(FsimTraceDeviceInfo, segments)},
     {"reserved_bytes", FSIM_CLI_MEMBER_U64, offsetof(FsimTraceDeviceInfo, reserved_bytes)},
@@ -27,11 +22,27 @@ static const FsimCliMember trace_device_members[] = {
     {"peak_requested_bytes", FSIM_CLI_MEMBER_U64,
      offsetof(FsimTraceDeviceInfo, peak_requested_bytes)},
     {"duration_ns", FSIM_CLI_MEMBER_U64, offsetof(FsimTraceDeviceInfo, duration_ns)},
+    {NULL, 0, 0},
 };
 G_STATIC_ASSERT(sizeof(FsimTime) == sizeof(uint64_t));
 
+/* `devices` and `cuda calibrate`: a device's costs, as a profile's [costs] names them */
+const FsimCliMember fsim_cli_device_costs_members[] = {
+    {"malloc_ns", FSIM_CLI_MEMBER_U64, offsetof(FsimDeviceCosts, malloc_ns)},
+    {"malloc_per_gib_ns", FSIM_CLI_MEMBER_U64, offsetof(FsimDeviceCosts, malloc_per_gib_ns)},
+    {"free_ns", FSIM_CLI_MEMBER_U64, offsetof(FsimDeviceCosts, free_ns)},
+    {"free_per_gib_ns", FSIM_CLI_MEMBER_U64, offsetof(FsimDeviceCosts, free_per_gib_ns)},
+    {"sync_ns", FSIM_CLI_MEMBER_U64, offsetof(FsimDeviceCosts, sync_ns)},
+    {"reserve_ns", FSIM_CLI_MEMBER_U64, offsetof(FsimDeviceCosts, reserve_ns)},
+    {"map_ns", FSIM_CLI_MEMBER_U64, offsetof(FsimDeviceCosts, map_ns)},
+    {"map_per_gib_ns", FSIM_CLI_MEMBER_U64, offsetof(FsimDeviceCosts, map_per_gib_ns)},
+    {"unmap_ns", FSIM_CLI_MEMBER_U64, offsetof(FsimDeviceCosts, unmap_ns)},
+    {"unmap_per_gib_ns", FSIM_CLI_MEMBER_U64, offsetof(FsimDeviceCosts, unmap_per_gib_ns)},
+    {NULL, 0, 0},
+};
+
 /* `cuda native`: a run, after its mode */
-static const FsimCliMember cuda_native_members[] = {
+const FsimCliMember fsim_cmd_cuda_native_members[] = {
     {"trace_device", FSIM_CLI_MEMBER_U32, offsetof(FsimCudaNativeResult, trace_device)},
     {"events", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaNativeResult, events)},
     {"allocs", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaNativeResult, allocs)},
@@ -47,10 +58,11 @@ static const FsimCliMember cuda_native_members[] = {
      offsetof(FsimCudaNativeResult, peak_reserved_bytes)},
     {"pool_used_high_bytes", FSIM_CLI_MEMBER_U64,
      offsetof(FsimCudaNativeResult, pool_used_high_bytes)},
+    {NULL, 0, 0},
 };
 
 /* `cuda replay`: what was measured on the GPU, before the calls' latencies */
-static const FsimCliMember cuda_measured_members[] = {
+const FsimCliMember fsim_cmd_cuda_measured_members[] = {
     {"alloc_time_ns", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaMeasurements, measured_time_ns)},
     {"peak_used_bytes", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaMeasurements, peak_used_bytes)},
     {"baseline_used_bytes", FSIM_CLI_MEMBER_U64,
@@ -58,19 +70,23 @@ static const FsimCliMember cuda_measured_members[] = {
     {"usage_samples", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaMeasurements, usage_samples)},
     {"handles_created", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaMeasurements, handles_created)},
     {"peak_handles", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaMeasurements, peak_handles)},
+    {NULL, 0, 0},
 };
 
 /* `cuda calibrate`: a step of the used-memory probe */
-static const FsimCliMember cuda_usage_step_members[] = {
+const FsimCliMember fsim_cmd_cuda_usage_step_members[] = {
     {"size", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaUsageStep, size)},
     {"count", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaUsageStep, count)},
     {"used_bytes", FSIM_CLI_MEMBER_U64, offsetof(FsimCudaUsageStep, used_bytes)},
+    {NULL, 0, 0},
 };
 
-const FsimCliMembers fsim_cli_trace_device_members = MEMBERS(trace_device_members);
-const FsimCliMembers fsim_cmd_cuda_native_members = MEMBERS(cuda_native_members);
-const FsimCliMembers fsim_cmd_cuda_measured_members = MEMBERS(cuda_measured_members);
-const FsimCliMembers fsim_cmd_cuda_usage_step_members = MEMBERS(cuda_usage_step_members);
+uint64_t
+fsim_cli_member_u64(const FsimCliMember *member, const void *object)
+{
+    g_return_val_if_fail(member->kind == FSIM_CLI_MEMBER_U64, 0);
+    return *(const uint64_t *)(const void *)((const char *)object + member->offset);
+}
 
 /* Add the value of a @kind member at @field. */
 static void
@@ -96,18 +112,16 @@ json_add_value(JsonBuilder *builder, FsimCliMemberKind kind, const void *field)
 }
 
 void
-fsim_cli_json_members(JsonBuilder *builder, const FsimCliMembers *members, const void *object)
+fsim_cli_json_members(JsonBuilder *builder, const FsimCliMember *members, const void *object)
 {
-    for (gsize i = 0; i < members->n_members; i++) {
-        const FsimCliMember *member = &members->members[i];
-
+    for (const FsimCliMember *member = members; member->name != NULL; member++) {
         json_builder_set_member_name(builder, member->name);
         json_add_value(builder, member->kind, (const char *)object + member->offset);
     }
 }
 
 void
-fsim_cli_json_member_array(JsonBuilder *builder, const char *name, const FsimCliMembers *members,
+fsim_cli_json_member_array(JsonBuilder *builder, const char *name, const FsimCliMember *members,
                            GArray *objects)
 {
     fsim_cli_json_begin_array(builder, name);

@@ -35,22 +35,28 @@ fsim_plot_error_quark(void)
     return g_quark_from_static_string("fsim-plot-error-quark");
 }
 
+/* The formats' names, both ways. */
+static const char *const format_names[] = {
+    [FSIM_PLOT_PNG] = "png",
+    [FSIM_PLOT_SVG] = "svg",
+};
+
 const char *
 fsim_plot_format_name(FsimPlotFormat format)
 {
-    return format == FSIM_PLOT_SVG ? "svg" : "png";
+    return format_names[format == FSIM_PLOT_SVG ? FSIM_PLOT_SVG : FSIM_PLOT_PNG];
 }
 
 gboolean
 fsim_plot_format_from_name(const char *name, FsimPlotFormat *out)
 {
-    if (strcmp(name, "png") == 0)
-        *out = FSIM_PLOT_PNG;
-    else if (strcmp(name, "svg") == 0)
-        *out = FSIM_PLOT_SVG;
-    else
-        return FALSE;
-    return TRUE;
+    for (guint i = 0; i < G_N_ELEMENTS(format_names); i++) {
+        if (strcmp(name, format_names[i]) == 0) {
+            *out = (FsimPlotFormat)i;
+            return TRUE;
+        }
+    }
+    return FALSE;
 }
 
 char *

@@ -320,14 +320,13 @@ report_write_incomplete(GString *out, const ReportContext *ctx, GError **error)
         count += !fsim_stored_run_has_data(all_runs->pdata[i]);
     if (count == 0)
         return TRUE;
-    g_string_append(
-        out,
-        "<section class=\"group\" id=\"incomplete\">\n<h2>Runs without "
-        "results</h2>\n<p>These runs were started but never finished: their "
-        "process was interrupted or killed, or they failed. They have no data "
-        "and are left out above.</p>\n<div class=\"scroll\"><table><thead><tr><th>run</th><th>trace"
-        "</th><th>policy</th><th>device</th><th>status</th><th>started</th>"
-        "<th>why</th></tr></thead><tbody>\n");
+    report_begin_section(out, "incomplete", "Runs without results", NULL,
+                         "These runs were started but never finished: their process was "
+                         "interrupted or killed, or they failed. They have no data and are left "
+                         "out above.");
+    g_string_append(out, "<div class=\"scroll\"><table><thead><tr><th>run</th><th>trace</th>"
+                         "<th>policy</th><th>device</th><th>status</th><th>started</th>"
+                         "<th>why</th></tr></thead><tbody>\n");
     for (guint i = 0; i < all_runs->len; i++) {
         const FsimStoredRun *run = all_runs->pdata[i];
 

@@ -33,6 +33,10 @@ typedef gboolean (*ReportSection)(GString *out, const ReportContext *ctx, GError
 void report_esc(GString *out, const char *text);
 void report_escf(GString *out, const char *format, ...) G_GNUC_PRINTF(2, 3);
 char *report_format_time_ns(uint64_t ns);
+/* Opens a section of the page: <section class="group" id="@id">, its heading @title and a
+ * paragraph @note (of class @note_class when not NULL); all three are HTML already. */
+void report_begin_section(GString *out, const char *id, const char *title, const char *note_class,
+                          const char *note);
 /* A right-aligned numeric cell. */
 void report_td_num(GString *out, const char *text);
 

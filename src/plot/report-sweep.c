@@ -417,12 +417,12 @@ report_write_sweep(GString *out, const ReportContext *ctx, GError **error)
         p.templates =
             fsim_plot_find_templates(options != NULL ? options->templates_dir : NULL, &plot_error);
     p.script = g_string_new(NULL);
-    g_string_append(out, "<section class=\"group\" id=\"sweep\">\n<h2>Sweep: the capacity each "
-                         "job needs under each setting</h2>\n<p class=\"note\">Each cell is the "
-                         "least device capacity on which the job runs without an OOM "
-                         "(needed_bytes); for a job of several ranks, the worst rank's, since the "
-                         "job fits only if every rank does. The best setting of each job is "
-                         "marked.</p>\n");
+    report_begin_section(out, "sweep", "Sweep: the capacity each job needs under each setting",
+                         "note",
+                         "Each cell is the least device capacity on which the job runs without "
+                         "an OOM (needed_bytes); for a job of several ranks, the worst rank's, "
+                         "since the job fits only if every rank does. The best setting of each "
+                         "job is marked.");
     for (guint t = 0; t < tables->len; t++) {
         const SweepTable *table = tables->pdata[t];
         g_autofree char *image = NULL;

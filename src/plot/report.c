@@ -128,6 +128,16 @@ report_format_time_ns(uint64_t ns)
 }
 
 void
+report_begin_section(GString *out, const char *id, const char *title, const char *note_class,
+                     const char *note)
+{
+    g_string_append_printf(out, "<section class=\"group\" id=\"%s\">\n<h2>%s</h2>\n<p", id, title);
+    if (note_class != NULL)
+        g_string_append_printf(out, " class=\"%s\"", note_class);
+    g_string_append_printf(out, ">%s</p>\n", note);
+}
+
+void
 report_td_num(GString *out, const char *text)
 {
     g_string_append(out, "<td class=\"n\">");
