@@ -104,6 +104,14 @@ static gboolean G_GNUC_PRINTF(4, 5)
     return FALSE;
 }
 
+/* What a loader ends with: FALSE (the @key's error @message) when it found nothing for @list. */
+static gboolean
+spec_require(const FsimSweepSpec *spec, const GPtrArray *list, const char *key, const char *message,
+             GError **error)
+{
+    return list->len > 0 || spec_fail(spec, key, error, "%s", message);
+}
+
 /* The list under @key, items stripped and empty ones dropped unless @keep_empty; NULL with no
  * error when the key is absent. */
 static GStrv
@@ -210,9 +218,8 @@ spec_load_traces(FsimSweepSpec *spec, GKeyFile *file, GError **error)
         if (!spec_add_glob(spec, seen, "jobs", colon + 1, name, error))
             return FALSE;
     }
-    if (spec->traces->len == 0)
-        return spec_fail(spec, "traces", error, "the spec names no trace (traces= or jobs=)");
-    return TRUE;
+    return spec_require(spec, spec->traces, "traces", "the spec names no trace (traces= or jobs=)",
+                        error);
 }
 
 static gboolean
@@ -225,9 +232,7 @@ spec_load_policies(FsimSweepSpec *spec, GKeyFile *file, GError **error)
     if (policies == NULL)
         return spec_fail(spec, "policies", error, "%s", local_error->message);
     g_ptr_array_extend_and_steal(spec->policies, policies);
-    if (spec->policies->len == 0)
-        return spec_fail(spec, "policies", error, "names no policy");
-    return TRUE;
+    return spec_require(spec, spec->policies, "policies", "names no policy", error);
 }
 
 /* alloc-confs=: canonical, duplicates (same canonical text) dropped; "" when absent. */
@@ -269,9 +274,7 @@ spec_load_devices(FsimSweepSpec *spec, GKeyFile *file, GError **error)
         if (!seen)
             g_ptr_array_add(spec->devices, g_memdup2(&device, sizeof(device)));
     }
-    if (spec->devices->len == 0)
-        return spec_fail(spec, "devices", error, "names no device");
-    return TRUE;
+    return spec_require(spec, spec->devices, "devices", "names no device", error);
 }
 
 /* Refuse groups and keys the spec format does not have (a typo must not be ignored). */
