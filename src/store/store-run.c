@@ -287,6 +287,17 @@ blocks_settle(FsimStoreRun *run)
     run->has_threshold = TRUE;
 }
 
+/* A block's key among the blocks kept: its size x its lifetime in events, from its allocation
+ * (event 0 for a block alive at trace start) to @end_index.  Through signed conversions, which
+ * are one instruction each: sizes and indexes stay far below 2^63. */
+static inline double
+block_area(uint64_t size, int64_t alloc_event, uint64_t end_index)
+{
+    uint64_t start = alloc_event < 0 ? 0 : (uint64_t)alloc_event;
+
+    return (double)(int64_t)size * (double)(int64_t)(end_index - MIN(start, end_index) + 1);
+}
+
 /* Keep @block if it may be among the max_blocks largest (by size x lifetime): candidates
  * gather unordered and are cut down to max_blocks by a selection when they reach twice that,
  * so an offer costs a comparison and a copy, not a heap's sift. */
@@ -294,10 +305,9 @@ static void
 blocks_offer(FsimStoreRun *run, const FsimStoredBlock *block, uint64_t end_index)
 {
     HeapBlock item;
-    uint64_t start = block->alloc_event < 0 ? 0 : (uint64_t)block->alloc_event;
 
     item.block = *block;
-    item.area = (double)block->size * (double)(end_index - MIN(start, end_index) + 1);
+    item.area = block_area(block->size, block->alloc_event, end_index);
     if (run->limits.max_blocks == 0 || (run->has_threshold && heap_less(&item, &run->threshold)))
         return;
     g_array_append_val(run->heap, item);
@@ -420,26 +430,21 @@ observe_release(gpointer data, const FsimEngine *engine, uint64_t id, const Fsim
                 uint64_t requested)
 {
     FsimStoreRun *run = data;
-    const FsimEngineCounters *c = fsim_engine_counters(engine);
-    const FsimLiveAlloc *alloc = fsim_engine_releasing(engine);
+    const FsimLiveAlloc *alloc;
+    uint64_t index = run->counters->event_index;
     FsimStoredBlock stored;
 
     (void)id;
-    (void)block;
     (void)requested;
-    if (run->done || alloc == NULL)
+    if (G_UNLIKELY(run->done))
         return;
+    alloc = fsim_engine_releasing(engine);
     /* Most blocks are small and short-lived: refuse them before building the record. */
-    if (run->has_threshold) {
-        uint64_t start = alloc->alloc_event < 0 ? 0 : (uint64_t)alloc->alloc_event;
-        double area =
-            (double)alloc->block.size * (double)(c->event_index - MIN(start, c->event_index) + 1);
-
-        if (area < run->threshold.area)
-            return;
-    }
-    stored = stored_block(alloc, (int64_t)c->event_index, c->now);
-    blocks_offer(run, &stored, c->event_index);
+    if (alloc == NULL || (run->has_threshold &&
+                          block_area(block->size, alloc->alloc_event, index) < run->threshold.area))
+        return;
+    stored = stored_block(alloc, (int64_t)index, run->counters->now);
+    blocks_offer(run, &stored, index);
 }
 
 static void
