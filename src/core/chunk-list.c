@@ -81,13 +81,18 @@ fsim_chunk_list_free_run(FsimChunkList *list, FsimChunk *first)
     }
 }
 
-FsimChunk *
-fsim_chunk_list_split(FsimChunkList *list, FsimChunk *chunk, uint64_t size)
+/* Out of line only for the policies: the list's own splits inline it. */
+static inline FsimChunk *
+chunk_split(FsimChunkList *list, FsimChunk *chunk, uint64_t size)
 {
-    FsimChunk *rest = fsim_slab_alloc0(&list->records);
+    FsimChunk *rest = fsim_slab_alloc(&list->records);
+    gsize extra = list->records.record_size - sizeof(FsimChunk);
 
     g_assert(size < chunk->size);
-    memcpy(rest, chunk, list->records.record_size);
+    /* a copy of the record: the chunk by assignment (inline), a policy's fields after it */
+    *rest = *chunk;
+    if (extra > 0)
+        memcpy(rest + 1, chunk + 1, extra);
     rest->start = chunk->start + size;
     rest->size = chunk->size - size;
     rest->prev = chunk;
@@ -100,6 +105,12 @@ fsim_chunk_list_split(FsimChunkList *list, FsimChunk *chunk, uint64_t size)
     return rest;
 }
 
+FsimChunk *
+fsim_chunk_list_split(FsimChunkList *list, FsimChunk *chunk, uint64_t size)
+{
+    return chunk_split(list, chunk, size);
+}
+
 void
 fsim_chunk_list_take(FsimChunkList *list, FsimChunk *chunk, const FsimSizeCursor *cursor,
                      uint64_t size)
@@ -108,7 +119,7 @@ fsim_chunk_list_take(FsimChunkList *list, FsimChunk *chunk, const FsimSizeCursor
     if (list->by_start != NULL)
         fsim_size_set_erase(list->by_start, 0, chunk->start, chunk);
     if (chunk->size > size) {
-        FsimChunk *rest = fsim_chunk_list_split(list, chunk, size);
+        FsimChunk *rest = chunk_split(list, chunk, size);
 
         /* the rest takes the chunk's place in the index, in place where it keeps it */
         rest->free = TRUE;
@@ -121,10 +132,34 @@ fsim_chunk_list_take(FsimChunkList *list, FsimChunk *chunk, const FsimSizeCursor
 }
 
 FsimChunk *
+fsim_chunk_list_take_at(FsimChunkList *list, FsimChunk *chunk, const FsimSizeCursor *cursor,
+                        uint64_t start, uint64_t size)
+{
+    FsimChunk *taken;
+
+    g_assert(chunk->free && start >= chunk->start && start + size <= chunk->start + chunk->size);
+    if (start == chunk->start) {
+        fsim_chunk_list_take(list, chunk, cursor, size);
+        return chunk;
+    }
+    /* the front stays free and keeps its start: only its size changes in the index */
+    taken = chunk_split(list, chunk, start - chunk->start);
+    fsim_size_set_replace_at(&list->free, cursor, chunk->size, chunk->start, chunk);
+    taken->free = FALSE;
+    if (taken->size > size) {
+        FsimChunk *rest = chunk_split(list, taken, size);
+
+        fsim_chunk_list_index(list, rest);
+    }
+    return taken;
+}
+
+FsimChunk *
 fsim_chunk_list_carve(FsimChunkList *list, uint64_t start, uint64_t size)
 {
     FsimSizeCursor cursor;
     FsimChunk *chunk;
+    gboolean found;
 
     g_return_val_if_fail(list->by_start != NULL, NULL);
     /* the last free chunk starting at or below @start */
@@ -134,18 +169,9 @@ fsim_chunk_list_carve(FsimChunkList *list, uint64_t start, uint64_t size)
         chunk = fsim_size_set_last(list->by_start, &cursor);
     if (chunk == NULL || start + size > chunk->start + chunk->size)
         return NULL;
-    if (chunk->start < start) {
-        FsimChunk *front = chunk;
-
-        fsim_size_set_find(&list->free, front->size, front->start, front, &cursor);
-        chunk = fsim_chunk_list_split(list, front, start - front->start);
-        /* the front keeps its start: only its size changes in the index */
-        fsim_size_set_replace_at(&list->free, &cursor, front->size, front->start, front);
-        fsim_chunk_list_index(list, chunk);
-    }
-    fsim_size_set_find(&list->free, chunk->size, chunk->start, chunk, &cursor);
-    fsim_chunk_list_take(list, chunk, &cursor, size);
-    return chunk;
+    found = fsim_size_set_find(&list->free, chunk->size, chunk->start, chunk, &cursor);
+    g_assert(found);
+    return fsim_chunk_list_take_at(list, chunk, &cursor, start, size);
 }
 
 /* Merge @right into @left: both in the same run, @right out of the index. */
@@ -199,6 +225,35 @@ fsim_chunk_list_largest_below(const FsimChunkList *list, uint64_t limit)
             break; /* every later candidate is smaller */
     }
     return largest;
+}
+
+void
+fsim_chunk_list_arena_stats(const FsimChunkList *list, uint64_t mapped_end, uint64_t used,
+                            FsimPolicyStats *out)
+{
+    out->cached_bytes = mapped_end - used;
+    /* Only mapped memory counts: the top chunk beyond mapped_end is not held yet. */
+    out->largest_free_block = fsim_chunk_list_largest_below(list, mapped_end);
+    out->num_splits = list->num_splits;
+    out->num_merges = list->num_merges;
+}
+
+void
+fsim_chunk_list_describe_arena(const FsimChunk *first, FsimAddr base, uint64_t mapped_end,
+                               uint64_t page_size, const FsimPolicyVisitor *visitor, gpointer data)
+{
+    FsimSegmentView segment = {
+        .addr = base, .size = mapped_end, .expandable = TRUE, .page_size = page_size};
+
+    if (mapped_end == 0)
+        return;
+    visitor->segment(data, &segment);
+    for (const FsimChunk *c = first; c != NULL && c->start < mapped_end; c = c->next) {
+        FsimBlockView block = {
+            .addr = base + c->start, .size = MIN(c->size, mapped_end - c->start), .free = c->free};
+
+        visitor->block(data, &block);
+    }
 }
 
 gboolean

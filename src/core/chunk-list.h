@@ -21,6 +21,7 @@
 
 #include <stdint.h>
 
+#include "fragsim/policy.h"
 #include "fragsim/types.h"
 
 #include "size-set.h"
@@ -75,6 +76,10 @@ FsimChunk *fsim_chunk_list_split(FsimChunkList *list, FsimChunk *chunk, uint64_t
  * rest, when there is one, stays free and indexed. */
 void fsim_chunk_list_take(FsimChunkList *list, FsimChunk *chunk, const FsimSizeCursor *cursor,
                           uint64_t size);
+/* Take [@start, @start + @size) out of the free @chunk found at @cursor, which holds it: the
+ * chunk taken; free parts on either side stay free and indexed. */
+FsimChunk *fsim_chunk_list_take_at(FsimChunkList *list, FsimChunk *chunk,
+                                   const FsimSizeCursor *cursor, uint64_t start, uint64_t size);
 /* Take [start, start + size) when it lies in one free chunk (by_start lists): that chunk, or NULL.
  * Free parts on either side stay free. */
 FsimChunk *fsim_chunk_list_carve(FsimChunkList *list, uint64_t start, uint64_t size);
@@ -109,6 +114,35 @@ gboolean fsim_chunk_list_check_run(const FsimChunkList *list, const FsimChunk *f
                                    GError **error);
 /* Check the index: its own invariants, and @n_free entries (the free chunks of every run). */
 gboolean fsim_chunk_list_check_index(const FsimChunkList *list, gsize n_free, GError **error);
+
+/* Hand @chunk out as the block @out, at @base + its start (@base 0 for a list by address). */
+static inline void
+fsim_chunk_hand_out(FsimChunk *chunk, FsimAddr base, FsimBlock *out)
+{
+    out->addr = base + chunk->start;
+    out->size = chunk->size;
+    out->cookie = (uint64_t)(uintptr_t)chunk;
+}
+
+/* The chunk a block handed out by fsim_chunk_hand_out() comes back as: taken, of its size. */
+static inline FsimChunk *
+fsim_chunk_handed_back(const FsimBlock *block)
+{
+    FsimChunk *chunk = (FsimChunk *)(uintptr_t)block->cookie;
+
+    g_assert(chunk != NULL && !chunk->free && chunk->size == block->size);
+    return chunk;
+}
+
+/* An arena of one run whose pages are mapped from its start up to @mapped_end and never
+ * unmapped (bestfit, the planner): its statistics, @used bytes of it taken... */
+void fsim_chunk_list_arena_stats(const FsimChunkList *list, uint64_t mapped_end, uint64_t used,
+                                 FsimPolicyStats *out);
+/* ... and what explain sees of it: one segment at @base, the mapped part, in pages of
+ * @page_size, and the chunks from @first cut at the mapped end; nothing releasable. */
+void fsim_chunk_list_describe_arena(const FsimChunk *first, FsimAddr base, uint64_t mapped_end,
+                                    uint64_t page_size, const FsimPolicyVisitor *visitor,
+                                    gpointer data);
 
 /* A failed invariant check: @error set to "@noun at @at " and the formatted rest; FALSE. */
 gboolean fsim_check_fail(GError **error, const char *noun, uint64_t at, const char *format, ...)

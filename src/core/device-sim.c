@@ -24,8 +24,8 @@
 #include "fragsim/device.h"
 
 #include "addr-map.h"
+#include "chunk-list.h"
 #include "range-set.h"
-#include "size-set.h"
 
 /* ---- the simulated address space ----------------------------------------------------------- */
 
@@ -36,15 +36,14 @@
  * with the main range and best fit keeps choosing the main range, the smaller one, first. */
 #define SIM_VA_LOW ((FsimAddr)0x200000)
 
-/* The free ranges are indexed three times: by_size holds (size, start) pairs in a size set, for
- * best fit; by_start maps each range's first address to its size and by_end its last-plus-one
- * address to its start, for the neighbours a range given back merges with, which are one probe
- * each. */
+/* The address space is a chunk list (chunk-list.h) of two runs, the low range and the main one:
+ * its free ranges indexed by (size, start) for best fit, and the ranges handed out found by
+ * their start in @taken, so a range given back merges with its free neighbours through its
+ * links. */
 typedef struct {
     FsimDevice base;
-    FsimSizeSet by_size;
-    FsimAddrMap by_start;
-    FsimAddrMap by_end;
+    FsimChunkList ranges;
+    FsimAddrMap taken; /* start -> FsimChunk* of each range handed out */
     /* paranoid bookkeeping: live cudaMalloc ranges and reservations (addr -> size) and mapped
      * pages */
     GHashTable *allocations;
@@ -53,81 +52,27 @@ typedef struct {
     gboolean paranoid;
 } SimDevice;
 
+/* Hand out [start, start+size) from the free range @range found at @cursor. */
 static void
-free_range_insert(SimDevice *sim, FsimAddr start, uint64_t size)
+va_carve(SimDevice *sim, FsimChunk *range, const FsimSizeCursor *cursor, FsimAddr start,
+         uint64_t size)
 {
-    fsim_size_set_insert(&sim->by_size, size, start, NULL);
-    fsim_addr_map_insert(&sim->by_start, start, size);
-    fsim_addr_map_insert(&sim->by_end, start + size, start);
+    FsimChunk *taken = fsim_chunk_list_take_at(&sim->ranges, range, cursor, start, size);
+
+    fsim_addr_map_insert(&sim->taken, start, (uint64_t)(uintptr_t)taken);
 }
 
-/* Set the value of @key, which must be present in @map. */
-static inline void
-addr_map_set(FsimAddrMap *map, uint64_t key, uint64_t value)
-{
-    FsimAddrSlot *slot = fsim_addr_map_lookup(map, key);
-
-    g_assert(slot != NULL);
-    slot->value = value;
-}
-
-/* The by_size cursor of the free range [start, start+size), which must be there. */
-static void
-free_range_find(SimDevice *sim, FsimAddr start, uint64_t size, FsimSizeCursor *cursor)
-{
-    gboolean found = fsim_size_set_find(&sim->by_size, size, start, NULL, cursor);
-
-    g_assert(found);
-}
-
-/* Take [start, start+size) out of the free range at @cursor.  A range that keeps a part on one
- * side is changed in place where it can be: its by_size entry replaced, the address map entry of
- * the side that stays rewritten. */
-static void
-free_range_carve(SimDevice *sim, const FsimSizeCursor *cursor, FsimAddr start, uint64_t size)
-{
-    const FsimSizeEntry *range = fsim_size_set_entry(cursor);
-    FsimAddr range_start = range->key;
-    FsimAddr range_end = range->key + range->size;
-    FsimAddr end = start + size;
-
-    if (start > range_start) {
-        /* the left part keeps the range's start */
-        fsim_size_set_replace_at(&sim->by_size, cursor, start - range_start, range_start, NULL);
-        addr_map_set(&sim->by_start, range_start, start - range_start);
-        if (end < range_end) {
-            addr_map_set(&sim->by_end, range_end, end);
-            fsim_size_set_insert(&sim->by_size, range_end - end, end, NULL);
-            fsim_addr_map_insert(&sim->by_start, end, range_end - end);
-        } else {
-            fsim_addr_map_erase(&sim->by_end, range_end);
-        }
-        fsim_addr_map_insert(&sim->by_end, start, range_start);
-    } else if (end < range_end) {
-        /* the right part keeps the range's end */
-        fsim_size_set_replace_at(&sim->by_size, cursor, range_end - end, end, NULL);
-        fsim_addr_map_erase(&sim->by_start, range_start);
-        fsim_addr_map_insert(&sim->by_start, end, range_end - end);
-        addr_map_set(&sim->by_end, range_end, end);
-    } else {
-        fsim_size_set_erase_at(&sim->by_size, cursor);
-        fsim_addr_map_erase(&sim->by_start, range_start);
-        fsim_addr_map_erase(&sim->by_end, range_end);
-    }
-}
-
-/* The free range containing [start, start+size): its by_size cursor, FALSE if none.  A walk
- * over the ranges large enough: hints come from validation, once per segment, not per block. */
-static gboolean
+/* The free range containing [start, start+size), and its @cursor; NULL if none.  A walk over the
+ * ranges large enough: hints come from validation, once per segment, not per block. */
+static FsimChunk *
 free_range_containing(SimDevice *sim, FsimAddr start, uint64_t size, FsimSizeCursor *cursor)
 {
-    fsim_size_set_lower_bound(&sim->by_size, size, 0, cursor);
-    for (const FsimSizeEntry *range = fsim_size_set_entry(cursor); range != NULL;
-         fsim_size_set_next(&sim->by_size, cursor), range = fsim_size_set_entry(cursor)) {
-        if (range->key <= start && start + size <= range->key + range->size)
-            return TRUE;
+    for (FsimChunk *range = fsim_chunk_list_best_fit(&sim->ranges, size, cursor); range != NULL;
+         range = fsim_size_set_next(&sim->ranges.free, cursor)) {
+        if (range->start <= start && start + size <= range->start + range->size)
+            return range;
     }
-    return FALSE;
+    return NULL;
 }
 
 static gboolean
@@ -138,23 +83,24 @@ va_take(SimDevice *sim, uint64_t size, uint64_t alignment, FsimAddr *out)
 
     if (device->has_next_address) {
         FsimAddr want = device->next_address;
+        FsimChunk *range;
 
         device->has_next_address = FALSE;
-        if (free_range_containing(sim, want, size, &cursor)) {
-            free_range_carve(sim, &cursor, want, size);
+        range = free_range_containing(sim, want, size, &cursor);
+        if (range != NULL) {
+            va_carve(sim, range, &cursor, want, size);
             *out = want;
             return TRUE;
         }
         g_debug("device: hinted address 0x%" G_GINT64_MODIFIER "x is not free", want);
     }
     /* Best fit by (size, address), skipping ranges too small once aligned. */
-    fsim_size_set_lower_bound(&sim->by_size, size, 0, &cursor);
-    for (const FsimSizeEntry *range = fsim_size_set_entry(&cursor); range != NULL;
-         fsim_size_set_next(&sim->by_size, &cursor), range = fsim_size_set_entry(&cursor)) {
-        FsimAddr start = (range->key + alignment - 1) & ~(alignment - 1);
+    for (FsimChunk *range = fsim_chunk_list_best_fit(&sim->ranges, size, &cursor); range != NULL;
+         range = fsim_size_set_next(&sim->ranges.free, &cursor)) {
+        FsimAddr start = (range->start + alignment - 1) & ~(alignment - 1);
 
-        if (start - range->key + size <= range->size) {
-            free_range_carve(sim, &cursor, start, size);
+        if (start - range->start + size <= range->size) {
+            va_carve(sim, range, &cursor, start, size);
             *out = start;
             return TRUE;
         }
@@ -162,47 +108,19 @@ va_take(SimDevice *sim, uint64_t size, uint64_t alignment, FsimAddr *out)
     return FALSE;
 }
 
-/* Give [start, start+size) back, merged with the free ranges that end where it starts (prev)
- * and start where it ends (next).  A merge grows a neighbour in place: its by_size entry
- * replaced, the address map entry of its outer side rewritten. */
+/* Give [start, start+size), handed out, back: merged with the free ranges beside it. */
 static void
 va_give_back(SimDevice *sim, FsimAddr start, uint64_t size)
 {
-    FsimAddr end = start + size;
-    FsimAddrSlot *prev = fsim_addr_map_lookup(&sim->by_end, start);
-    FsimAddrSlot *next = fsim_addr_map_lookup(&sim->by_start, end);
-    /* Read both before either changes: a removal moves slots. */
-    FsimAddr prev_start = prev != NULL ? prev->value : start;
-    uint64_t next_size = next != NULL ? next->value : 0;
-    FsimAddr next_end = end + next_size;
-    FsimSizeCursor cursor;
+    FsimAddrSlot *slot = fsim_addr_map_lookup(&sim->taken, start);
+    FsimChunk *range;
 
     /* a range given back twice: paranoid builds catch it (sim_untrack) before this */
-    g_assert(!sim->paranoid || fsim_addr_map_lookup(&sim->by_start, start) == NULL);
-    if (prev != NULL) {
-        /* prev grows to next_end: its start stays */
-        if (next != NULL) {
-            fsim_addr_map_remove(&sim->by_start, next);
-            fsim_size_set_erase(&sim->by_size, next_size, end, NULL);
-        }
-        fsim_addr_map_remove(&sim->by_end, prev);
-        free_range_find(sim, prev_start, start - prev_start, &cursor);
-        fsim_size_set_replace_at(&sim->by_size, &cursor, next_end - prev_start, prev_start, NULL);
-        addr_map_set(&sim->by_start, prev_start, next_end - prev_start);
-        if (next != NULL)
-            addr_map_set(&sim->by_end, next_end, prev_start);
-        else
-            fsim_addr_map_insert(&sim->by_end, next_end, prev_start);
-    } else if (next != NULL) {
-        /* next grows down to start: its end stays */
-        fsim_addr_map_remove(&sim->by_start, next);
-        fsim_addr_map_insert(&sim->by_start, start, next_end - start);
-        free_range_find(sim, end, next_size, &cursor);
-        fsim_size_set_replace_at(&sim->by_size, &cursor, next_end - start, start, NULL);
-        addr_map_set(&sim->by_end, next_end, start);
-    } else {
-        free_range_insert(sim, start, size);
-    }
+    g_assert(slot != NULL);
+    range = (FsimChunk *)(uintptr_t)slot->value;
+    g_assert(range->size == size);
+    fsim_addr_map_remove(&sim->taken, slot);
+    fsim_chunk_list_release(&sim->ranges, range);
 }
 
 /* A policy broke the device contract: a bug, reported loudly in paranoid builds. */
@@ -335,9 +253,8 @@ sim_destroy(FsimDevice *device)
 {
     SimDevice *sim = sim_from_device(device);
 
-    fsim_size_set_clear(&sim->by_size);
-    fsim_addr_map_clear(&sim->by_start);
-    fsim_addr_map_clear(&sim->by_end);
+    fsim_chunk_list_clear(&sim->ranges);
+    fsim_addr_map_clear(&sim->taken);
     g_clear_pointer(&sim->allocations, g_hash_table_unref);
     g_clear_pointer(&sim->reservations, g_hash_table_unref);
     g_clear_pointer(&sim->mapped, fsim_range_set_free);
@@ -370,10 +287,10 @@ fsim_device_sim_new(const FsimDeviceSpec *spec, GKeyFile *config, GError **error
     sim->base.ops = &sim_ops;
     sim->base.spec = *spec;
     sim->base.faults = faults;
-    fsim_addr_map_init(&sim->by_start);
-    fsim_addr_map_init(&sim->by_end);
-    free_range_insert(sim, SIM_VA_BASE, SIM_VA_SIZE);
-    free_range_insert(sim, SIM_VA_LOW, SIM_VA_BASE - spec->granularity - SIM_VA_LOW);
+    fsim_chunk_list_init(&sim->ranges, sizeof(FsimChunk));
+    fsim_addr_map_init(&sim->taken);
+    fsim_chunk_list_add_run(&sim->ranges, SIM_VA_BASE, SIM_VA_SIZE);
+    fsim_chunk_list_add_run(&sim->ranges, SIM_VA_LOW, SIM_VA_BASE - spec->granularity - SIM_VA_LOW);
 #ifdef FSIM_PARANOID
     sim->paranoid = TRUE;
 #endif

@@ -244,6 +244,15 @@ fsim_size_set_lower_bound(const FsimSizeSet *set, uint64_t size, uint64_t key,
     /* an empty bin is one bit of the bitmap: its kept chunk is not read */
     if (((set->nonempty[b >> 6] >> (b & 63)) & 1) == 0)
         return fsim_size_set_first_from(set, b + 1, cursor);
+    /* the bin's first entry when it is the bound, without a search (a best fit in a bin of many
+     * equal sizes: the lowest key of the size asked for) */
+    cursor->at = fsim_size_bin_chunks(&set->bins[b])[0];
+    if (!fsim_size_entry_less(&cursor->at->entries[0], size, key)) {
+        cursor->bin = b;
+        cursor->chunk = 0;
+        cursor->pos = 0;
+        return cursor->at->entries[0].item;
+    }
     fsim_size_set_locate(set, size, key, cursor);
     if (cursor->pos < cursor->at->len)
         return cursor->at->entries[cursor->pos].item;

@@ -28,9 +28,9 @@ void fsim_slab_clear(FsimSlab *slab);
 /* Add a page to the free list (out of line: once per per_page records). */
 void fsim_slab_grow(FsimSlab *slab);
 
-/* A zeroed record. */
+/* A record, its contents undefined. */
 static inline gpointer
-fsim_slab_alloc0(FsimSlab *slab)
+fsim_slab_alloc(FsimSlab *slab)
 {
     gpointer record;
 
@@ -38,6 +38,15 @@ fsim_slab_alloc0(FsimSlab *slab)
         fsim_slab_grow(slab);
     record = slab->spare;
     memcpy(&slab->spare, record, sizeof(gpointer));
+    return record;
+}
+
+/* A zeroed record. */
+static inline gpointer
+fsim_slab_alloc0(FsimSlab *slab)
+{
+    gpointer record = fsim_slab_alloc(slab);
+
     memset(record, 0, slab->record_size);
     return record;
 }

@@ -314,9 +314,7 @@ async_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
     }
     chunk->stream = req->stream;
     pool->allocated_bytes += chunk->c.size;
-    out->addr = pool->va.base + chunk->c.start;
-    out->size = chunk->c.size;
-    out->cookie = (uint64_t)(uintptr_t)chunk;
+    fsim_chunk_hand_out(&chunk->c, pool->va.base, out);
     return FSIM_OK;
 }
 
@@ -324,10 +322,10 @@ static void
 async_dealloc(FsimPolicy *self, const FsimBlock *block, FsimTime now)
 {
     Async *pool = async_from_policy(self);
-    Chunk *chunk = (Chunk *)(uintptr_t)block->cookie;
+    Chunk *chunk = (Chunk *)fsim_chunk_handed_back(block);
 
     (void)now;
-    g_assert(chunk != NULL && !chunk->c.free && !chunk->pending && chunk->c.size == block->size);
+    g_assert(!chunk->pending);
     pool->allocated_bytes -= chunk->c.size;
     if (pool->opportunistic) {
         async_release(pool, chunk);

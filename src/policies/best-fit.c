@@ -130,9 +130,7 @@ best_fit_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
     }
     fsim_chunk_list_take(&bf->blocks, block, &cursor, size);
     bf->allocated_bytes += block->size;
-    out->addr = bf->arena.base + block->start;
-    out->size = block->size;
-    out->cookie = (uint64_t)(uintptr_t)block;
+    fsim_chunk_hand_out(block, bf->arena.base, out);
     return FSIM_OK;
 }
 
@@ -140,10 +138,9 @@ static void
 best_fit_dealloc(FsimPolicy *self, const FsimBlock *fblock, FsimTime now)
 {
     BestFit *bf = best_fit_from_policy(self);
-    FsimChunk *block = (FsimChunk *)(uintptr_t)fblock->cookie;
+    FsimChunk *block = fsim_chunk_handed_back(fblock);
 
     (void)now;
-    g_assert(block != NULL && !block->free && block->size == fblock->size);
     bf->allocated_bytes -= block->size;
     fsim_chunk_list_release(&bf->blocks, block);
 }
@@ -153,11 +150,7 @@ best_fit_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
 {
     const BestFit *bf = (const BestFit *)self;
 
-    out->cached_bytes = bf->mapped_end - bf->allocated_bytes;
-    /* Only mapped memory counts: the wilderness beyond mapped_end is not held yet. */
-    out->largest_free_block = fsim_chunk_list_largest_below(&bf->blocks, bf->mapped_end);
-    out->num_splits = bf->blocks.num_splits;
-    out->num_merges = bf->blocks.num_merges;
+    fsim_chunk_list_arena_stats(&bf->blocks, bf->mapped_end, bf->allocated_bytes, out);
 }
 
 static gboolean
@@ -196,21 +189,9 @@ static void
 best_fit_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointer data)
 {
     const BestFit *bf = (const BestFit *)self;
-    FsimSegmentView segment = {.addr = bf->arena.base,
-                               .size = bf->mapped_end,
-                               .expandable = TRUE,
-                               .page_size = self->device->spec.granularity};
 
-    if (bf->mapped_end == 0)
-        return;
-    visitor->segment(data, &segment);
-    for (const FsimChunk *b = bf->first; b != NULL && b->start < bf->mapped_end; b = b->next) {
-        FsimBlockView view = {.addr = bf->arena.base + b->start,
-                              .size = MIN(b->size, bf->mapped_end - b->start),
-                              .free = b->free};
-
-        visitor->block(data, &view);
-    }
+    fsim_chunk_list_describe_arena(bf->first, bf->arena.base, bf->mapped_end,
+                                   self->device->spec.granularity, visitor, data);
 }
 
 const FsimPolicyOps fsim_policy_best_fit = {

@@ -257,9 +257,7 @@ bfc_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
         chunk = bfc_find(bfc, rounded);
     if (chunk == NULL)
         return FSIM_OOM;
-    out->addr = chunk->c.start;
-    out->size = chunk->c.size;
-    out->cookie = (uint64_t)(uintptr_t)chunk;
+    fsim_chunk_hand_out(&chunk->c, 0, out);
     return FSIM_OK;
 }
 
@@ -267,12 +265,11 @@ static void
 bfc_dealloc(FsimPolicy *self, const FsimBlock *block, FsimTime now)
 {
     Bfc *bfc = bfc_from_policy(self);
-    Chunk *chunk = (Chunk *)(uintptr_t)block->cookie;
+    FsimChunk *chunk = fsim_chunk_handed_back(block);
 
     (void)now;
-    g_assert(chunk != NULL && !chunk->c.free && chunk->c.size == block->size);
-    bfc->in_use_bytes -= chunk->c.size;
-    fsim_chunk_list_release(&bfc->chunks, &chunk->c);
+    bfc->in_use_bytes -= chunk->size;
+    fsim_chunk_list_release(&bfc->chunks, chunk);
 }
 
 static void

@@ -57,12 +57,6 @@ planner_arena_release(PlannerArena *arena, PlannerChunk *chunk)
     fsim_chunk_list_release(&arena->chunks, chunk);
 }
 
-uint64_t
-planner_arena_largest_free(const PlannerArena *arena, uint64_t limit)
-{
-    return fsim_chunk_list_largest_below(&arena->chunks, limit);
-}
-
 gboolean
 planner_arena_check(const PlannerArena *arena, GError **error)
 {

@@ -209,9 +209,7 @@ planner_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
         chunk = planner_arena_take(&planner->arena, chunk, &cursor, size);
         planner->unplanned++;
     }
-    out->addr = planner->va.base + chunk->start;
-    out->size = chunk->size;
-    out->cookie = (uint64_t)(uintptr_t)chunk;
+    fsim_chunk_hand_out(chunk, planner->va.base, out);
     return FSIM_OK;
 }
 
@@ -219,11 +217,9 @@ static void
 planner_dealloc(FsimPolicy *self, const FsimBlock *block, FsimTime now)
 {
     Planner *planner = planner_from_policy(self);
-    PlannerChunk *chunk = (PlannerChunk *)(uintptr_t)block->cookie;
 
     (void)now;
-    g_assert(chunk != NULL && !chunk->free && chunk->size == block->size);
-    planner_arena_release(&planner->arena, chunk);
+    planner_arena_release(&planner->arena, fsim_chunk_handed_back(block));
 }
 
 static void
@@ -231,10 +227,8 @@ planner_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
 {
     const Planner *planner = (const Planner *)self;
 
-    out->cached_bytes = planner->mapped_end - planner->arena.used_bytes;
-    out->largest_free_block = planner_arena_largest_free(&planner->arena, planner->mapped_end);
-    out->num_splits = planner->arena.chunks.num_splits;
-    out->num_merges = planner->arena.chunks.num_merges;
+    fsim_chunk_list_arena_stats(&planner->arena.chunks, planner->mapped_end,
+                                planner->arena.used_bytes, out);
     out->extra[0].name = "planned_allocations";
     out->extra[0].value = planner->planned;
     out->extra[1].name = "unplanned_allocations";
@@ -268,22 +262,9 @@ static void
 planner_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointer data)
 {
     const Planner *planner = (const Planner *)self;
-    FsimSegmentView segment = {.addr = planner->va.base,
-                               .size = planner->mapped_end,
-                               .expandable = TRUE,
-                               .page_size = self->device->spec.granularity};
 
-    if (planner->mapped_end == 0)
-        return;
-    visitor->segment(data, &segment);
-    for (const PlannerChunk *c = planner->arena.first; c != NULL && c->start < planner->mapped_end;
-         c = c->next) {
-        FsimBlockView block = {.addr = planner->va.base + c->start,
-                               .size = MIN(c->size, planner->mapped_end - c->start),
-                               .free = c->free};
-
-        visitor->block(data, &block);
-    }
+    fsim_chunk_list_describe_arena(planner->arena.first, planner->va.base, planner->mapped_end,
+                                   self->device->spec.granularity, visitor, data);
 }
 
 const FsimPolicyOps fsim_policy_planner = {

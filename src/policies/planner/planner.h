@@ -39,8 +39,6 @@ PlannerChunk *planner_arena_take(PlannerArena *arena, PlannerChunk *chunk,
 PlannerChunk *planner_arena_carve(PlannerArena *arena, uint64_t offset, uint64_t size);
 /* Give a taken chunk back, merging it with free neighbours. */
 void planner_arena_release(PlannerArena *arena, PlannerChunk *chunk);
-/* The largest free chunk lying below @limit (its part below @limit). */
-uint64_t planner_arena_largest_free(const PlannerArena *arena, uint64_t limit);
 gboolean planner_arena_check(const PlannerArena *arena, GError **error);
 
 /* The planner's arena for a device of @capacity bytes: bestfit's, twice the device and at least
