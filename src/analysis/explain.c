@@ -346,10 +346,9 @@ target_compare(gconstpointer a, gconstpointer b)
 {
     const Target *x = a;
     const Target *y = b;
+    int order = fsim_compare_u64(x->ordinal, y->ordinal);
 
-    if (x->ordinal != y->ordinal)
-        return x->ordinal < y->ordinal ? -1 : 1;
-    return (int)x->kind - (int)y->kind;
+    return order != 0 ? order : (int)x->kind - (int)y->kind;
 }
 
 static void

@@ -25,20 +25,15 @@ fsim_addr_map_grow(FsimAddrMap *map)
 {
     FsimAddrSlot *old = map->slots;
     gsize old_n = (gsize)1 << map->bits;
-    gsize mask;
 
     g_assert(map->bits < 40);
     map->bits++;
-    mask = ((gsize)1 << map->bits) - 1;
-    map->slots = g_new0(FsimAddrSlot, mask + 1);
+    map->count = 0;
+    map->slots = g_new0(FsimAddrSlot, (gsize)1 << map->bits);
+    /* at most half the old size: no insert grows again */
     for (gsize i = 0; i < old_n; i++) {
-        if (old[i].key != 0) {
-            gsize j = fsim_addr_map_home(map, old[i].key);
-
-            while (map->slots[j].key != 0)
-                j = (j + 1) & mask;
-            map->slots[j] = old[i];
-        }
+        if (old[i].key != 0)
+            fsim_addr_map_insert(map, old[i].key, old[i].value);
     }
     g_free(old);
 }
