@@ -64,6 +64,24 @@ test_parse_size(void)
     }
 }
 
+/* Names indexed by value, with a value that has none. */
+static void
+test_enum_names(void)
+{
+    static const char *const names[] = {[0] = "zero", [2] = "two"};
+    int value = -1;
+
+    g_assert_cmpstr(fsim_enum_name(names, G_N_ELEMENTS(names), 2), ==, "two");
+    g_assert_cmpstr(fsim_enum_name(names, G_N_ELEMENTS(names), 1), ==, "?");
+    g_assert_cmpstr(fsim_enum_name(names, G_N_ELEMENTS(names), 3), ==, "?");
+    g_assert_cmpstr(fsim_enum_name(names, G_N_ELEMENTS(names), -1), ==, "?");
+    g_assert_true(fsim_enum_from_name(names, G_N_ELEMENTS(names), "TWO", &value));
+    g_assert_cmpint(value, ==, 2);
+    g_assert_false(fsim_enum_from_name(names, G_N_ELEMENTS(names), "one", &value));
+    g_assert_false(fsim_enum_from_name(names, G_N_ELEMENTS(names), NULL, &value));
+    g_assert_cmpint(value, ==, 2);
+}
+
 /* The first item at or above a key, over structs sorted by a member that is not the first. */
 static void
 test_lower_bound(void)
@@ -754,6 +772,7 @@ main(int argc, char **argv)
     g_test_add_func("/units/parse-size", test_parse_size);
     g_test_add_func("/units/format-size", test_format_size);
     g_test_add_func("/units/lower-bound", test_lower_bound);
+    g_test_add_func("/units/enum-names", test_enum_names);
     g_test_add_func("/range-set/basics", test_range_set);
     g_test_add_func("/live-table/against-ghashtable", test_live_table);
     g_test_add_func("/live-table/entries", test_live_table_entries);

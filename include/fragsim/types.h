@@ -161,6 +161,27 @@ gint fsim_addr_compare(gconstpointer a, gconstpointer b, gpointer unused);
 gint fsim_u64_compare(gconstpointer a, gconstpointer b);
 
 /**
+ * fsim_enum_name:
+ * @names: the names of an enum's values, indexed by value (NULL where a value has none).
+ * @n: how many @names there are.
+ * @value: a value.
+ *
+ * Returns: (transfer none): the name of @value, or "?" when it has none.
+ */
+const char *fsim_enum_name(const char *const *names, gsize n, int value);
+
+/**
+ * fsim_enum_from_name:
+ * @names: as for fsim_enum_name().
+ * @n: how many @names there are.
+ * @name: (nullable): a name, matched ignoring ASCII case.
+ * @out: (out): the value named @name.
+ *
+ * Returns: FALSE when @name is NULL or no value has it (@out unchanged).
+ */
+gboolean fsim_enum_from_name(const char *const *names, gsize n, const char *name, int *out);
+
+/**
  * fsim_lower_bound_u64:
  * @items: @n structs, @stride bytes apart, sorted by the uint64_t member at @key_offset.
  * @key: the key looked for.

@@ -25,7 +25,7 @@ static const char *const call_names[FSIM_CALL_COUNT] = {
 const char *
 fsim_device_call_name(FsimDeviceCall call)
 {
-    return (unsigned)call < FSIM_CALL_COUNT ? call_names[call] : "?";
+    return fsim_enum_name(call_names, FSIM_CALL_COUNT, (int)call);
 }
 
 /* TRUE when the injected faults say this attempt of @call fails. */

@@ -138,9 +138,7 @@ static const char *const kind_names[FSIM_EV_KIND_COUNT] = {
 const char *
 fsim_event_kind_name(FsimEventKind kind)
 {
-    if ((unsigned)kind < FSIM_EV_KIND_COUNT && kind_names[kind] != NULL)
-        return kind_names[kind];
-    return "?";
+    return fsim_enum_name(kind_names, FSIM_EV_KIND_COUNT, (int)kind);
 }
 
 gboolean

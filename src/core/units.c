@@ -140,6 +140,24 @@ fsim_u64_compare(gconstpointer a, gconstpointer b)
     return fsim_compare_u64(*(const uint64_t *)a, *(const uint64_t *)b);
 }
 
+const char *
+fsim_enum_name(const char *const *names, gsize n, int value)
+{
+    return value >= 0 && (gsize)value < n && names[value] != NULL ? names[value] : "?";
+}
+
+gboolean
+fsim_enum_from_name(const char *const *names, gsize n, const char *name, int *out)
+{
+    for (gsize i = 0; name != NULL && i < n; i++) {
+        if (names[i] != NULL && g_ascii_strcasecmp(names[i], name) == 0) {
+            *out = (int)i;
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
 gsize
 fsim_lower_bound_u64(gconstpointer items, gsize n, gsize stride, gsize key_offset, uint64_t key)
 {

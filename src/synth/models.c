@@ -165,7 +165,7 @@ static const char *const module_names[FSIM_MOD_COUNT] = {
 const char *
 fsim_module_name(FsimModule module)
 {
-    return (unsigned)module < FSIM_MOD_COUNT ? module_names[module] : "?";
+    return fsim_enum_name(module_names, FSIM_MOD_COUNT, (int)module);
 }
 
 static void
@@ -446,74 +446,42 @@ fsim_train_config_describe(const FsimTrainConfig *c)
 
 /* ---- Names ------------------------------------------------------------------------------- */
 
-typedef struct {
-    const char *name;
-    int value;
-} NameValue;
-
-static const NameValue precision_names[] = {
-    {"mixed", FSIM_PRECISION_MIXED},
-    {"fp32", FSIM_PRECISION_FP32},
-    {NULL, 0},
+static const char *const precision_names[] = {
+    [FSIM_PRECISION_MIXED] = "mixed",
+    [FSIM_PRECISION_FP32] = "fp32",
 };
-static const NameValue dtype_names[] = {
-    {"bf16", FSIM_DTYPE_BF16},
-    {"fp16", FSIM_DTYPE_FP16},
-    {NULL, 0},
+static const char *const dtype_names[] = {
+    [FSIM_DTYPE_BF16] = "bf16",
+    [FSIM_DTYPE_FP16] = "fp16",
 };
-static const NameValue optimizer_names[] = {
-    {"adamw", FSIM_OPTIMIZER_ADAMW},
-    {"adam8bit", FSIM_OPTIMIZER_ADAM8BIT},
-    {"sgd", FSIM_OPTIMIZER_SGD},
-    {"adafactor", FSIM_OPTIMIZER_ADAFACTOR},
-    {NULL, 0},
+static const char *const optimizer_names[] = {
+    [FSIM_OPTIMIZER_ADAMW] = "adamw",
+    [FSIM_OPTIMIZER_ADAM8BIT] = "adam8bit",
+    [FSIM_OPTIMIZER_SGD] = "sgd",
+    [FSIM_OPTIMIZER_ADAFACTOR] = "adafactor",
 };
-static const NameValue checkpointing_names[] = {
-    {"none", FSIM_CKPT_NONE},
-    {"full", FSIM_CKPT_FULL},
-    {"selective", FSIM_CKPT_SELECTIVE},
-    {NULL, 0},
+static const char *const checkpointing_names[] = {
+    [FSIM_CKPT_NONE] = "none",
+    [FSIM_CKPT_FULL] = "full",
+    [FSIM_CKPT_SELECTIVE] = "selective",
 };
-static const NameValue attention_names[] = {
-    {"flash", FSIM_ATTENTION_FLASH},
-    {"eager", FSIM_ATTENTION_EAGER},
-    {NULL, 0},
+static const char *const attention_names[] = {
+    [FSIM_ATTENTION_FLASH] = "flash",
+    [FSIM_ATTENTION_EAGER] = "eager",
 };
 
-static const char *
-name_of(const NameValue *table, int value)
-{
-    for (; table->name; table++) {
-        if (table->value == value)
-            return table->name;
-    }
-    return "?";
-}
-
-static gboolean
-value_of(const NameValue *table, const char *name, int *out)
-{
-    for (; table->name; table++) {
-        if (g_ascii_strcasecmp(table->name, name) == 0) {
-            *out = table->value;
-            return TRUE;
-        }
-    }
-    return FALSE;
-}
-
-#define NAME_FUNCS(type, table, to_name, from_name)     \
-    const char *to_name(type v)                         \
-    {                                                   \
-        return name_of(table, (int)v);                  \
-    }                                                   \
-    gboolean from_name(const char *name, type *out)     \
-    {                                                   \
-        int v;                                          \
-        if (name == NULL || !value_of(table, name, &v)) \
-            return FALSE;                               \
-        *out = (type)v;                                 \
-        return TRUE;                                    \
+#define NAME_FUNCS(type, table, to_name, from_name)                     \
+    const char *to_name(type v)                                         \
+    {                                                                   \
+        return fsim_enum_name(table, G_N_ELEMENTS(table), (int)v);      \
+    }                                                                   \
+    gboolean from_name(const char *name, type *out)                     \
+    {                                                                   \
+        int v;                                                          \
+        if (!fsim_enum_from_name(table, G_N_ELEMENTS(table), name, &v)) \
+            return FALSE;                                               \
+        *out = (type)v;                                                 \
+        return TRUE;                                                    \
     }
 
 NAME_FUNCS(FsimPrecision, precision_names, fsim_precision_name, fsim_precision_from_name)

@@ -404,19 +404,18 @@ static const char *const kv_layout_names[] = {
 const char *
 fsim_kv_layout_name(FsimKvLayout layout)
 {
-    return (unsigned)layout < G_N_ELEMENTS(kv_layout_names) ? kv_layout_names[layout] : "?";
+    return fsim_enum_name(kv_layout_names, G_N_ELEMENTS(kv_layout_names), (int)layout);
 }
 
 gboolean
 fsim_kv_layout_from_name(const char *name, FsimKvLayout *out)
 {
-    for (guint i = 0; i < G_N_ELEMENTS(kv_layout_names); i++) {
-        if (name && g_ascii_strcasecmp(name, kv_layout_names[i]) == 0) {
-            *out = (FsimKvLayout)i;
-            return TRUE;
-        }
-    }
-    return FALSE;
+    int layout;
+
+    if (!fsim_enum_from_name(kv_layout_names, G_N_ELEMENTS(kv_layout_names), name, &layout))
+        return FALSE;
+    *out = (FsimKvLayout)layout;
+    return TRUE;
 }
 
 FsimSynth *
