@@ -26,7 +26,7 @@ train_grad(Train *t, guint i)
     const FsimParamTensor *p = &g_array_index(t->params, FsimParamTensor, i);
     const Dims *d = &t->dims;
 
-    if (!t->trained[i])
+    if (!t->param[i].trained)
         return;
     uint64_t n = numel(p);
     uint64_t tmp = train_alloc(t, n * d->e);
@@ -36,11 +36,11 @@ train_grad(Train *t, guint i)
         tmp = wide;
     }
     if (t->config.zero_stage >= 2) {
-        if (!t->grad[i])
-            t->grad[i] = train_alloc(t, fsim_train_partition(t, n, 2) * d->gb);
+        if (!t->param[i].grad)
+            t->param[i].grad = train_alloc(t, fsim_train_partition(t, n, 2) * d->gb);
         train_free(t, tmp);
-    } else if (!t->grad[i]) {
-        t->grad[i] = tmp;
+    } else if (!t->param[i].grad) {
+        t->param[i].grad = tmp;
     } else {
         train_free(t, tmp);
     }

@@ -44,7 +44,7 @@ weight_alloc(Train *t, guint i)
 {
     const FsimParamTensor *p = &g_array_index(t->params, FsimParamTensor, i);
 
-    t->weight[i] = train_alloc(t, fsim_train_partition(t, numel(p), 3) * t->dims.we);
+    t->param[i].weight = train_alloc(t, fsim_train_partition(t, numel(p), 3) * t->dims.we);
 }
 
 /* Runs @each on the next chunk of parameters (the trained ones only when @trained_only).
@@ -56,7 +56,7 @@ train_param_chunk(Train *t, void (*each)(Train *t, guint i), gboolean trained_on
     guint end = MIN(n_params, t->cursor + TRAIN_CHUNK);
 
     for (; t->cursor < end; t->cursor++) {
-        if (!trained_only || t->trained[t->cursor])
+        if (!trained_only || t->param[t->cursor].trained)
             each(t, t->cursor);
     }
     if (t->cursor < n_params)
@@ -168,9 +168,7 @@ train_destroy(FsimSynth *synth)
 {
     Train *t = (Train *)synth;
     g_clear_pointer(&t->params, g_array_unref);
-    g_free(t->weight);
-    g_free(t->grad);
-    g_free(t->trained);
+    g_free(t->param);
     g_free(t->layer_first);
     g_free(t->layer_weight_bytes);
     g_free(t->saved);
@@ -220,9 +218,7 @@ fsim_synth_train_new(const FsimTrainConfig *config, GError **error)
     t->params = g_array_new(FALSE, FALSE, sizeof(FsimParamTensor));
     fsim_train_params(&t->config, t->params);
     guint n = t->params->len;
-    t->weight = g_new0(uint64_t, n);
-    t->grad = g_new0(uint64_t, n);
-    t->trained = g_new0(gboolean, n);
+    t->param = g_new0(TrainParam, n);
     t->layer_first = g_new0(guint, (gsize)m->layers + 1);
     t->layer_weight_bytes = g_new0(uint64_t, m->layers);
     /* parameters come as: embeddings, layer 0, ..., layer L-1, final norm, head, remainder */
@@ -230,7 +226,7 @@ fsim_synth_train_new(const FsimTrainConfig *config, GError **error)
         t->layer_first[l] = G_MAXUINT;
     for (guint i = 0; i < n; i++) {
         const FsimParamTensor *p = &g_array_index(t->params, FsimParamTensor, i);
-        t->trained[i] = fsim_train_param_trainable(&t->config, p);
+        t->param[i].trained = fsim_train_param_trainable(&t->config, p);
         uint64_t bytes = numel(p) * d->we;
         if (p->layer != FSIM_NO_LAYER) {
             if (t->layer_first[p->layer] == G_MAXUINT)

@@ -82,15 +82,20 @@ typedef struct {
     gboolean rotary, dropout;
 } Dims;
 
+/* The state of one parameter tensor in the trace. */
+typedef struct {
+    uint64_t weight;  /* its weight's id */
+    uint64_t grad;    /* its gradient's id, 0 until the first backward produced it */
+    gboolean trained; /* has a gradient and optimizer state */
+} TrainParam;
+
 typedef struct {
     FsimSynth base;
     FsimTrainConfig config;
     Dims dims;
 
     GArray *params;     /* FsimParamTensor */
-    uint64_t *weight;   /* id per parameter */
-    uint64_t *grad;     /* id per parameter, 0 until the first backward produced it */
-    gboolean *trained;  /* per parameter */
+    TrainParam *param;  /* the state of each */
     guint *layer_first; /* first parameter index of each layer; [layers] = past the last */
     guint globals_first;
     uint64_t *layer_weight_bytes; /* unpartitioned weight bytes per layer (ZeRO-3 gathers) */
