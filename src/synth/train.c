@@ -90,15 +90,12 @@ train_fill(FsimSynth *synth)
         g_snprintf(t->label, sizeof t->label, "step-%" G_GUINT64_FORMAT, t->step);
         fsim_synth_queue_push(&t->base.queue, FSIM_EV_MARK, 0, 0, t->label);
         t->micro = 0;
-        t->phase = PHASE_INPUTS;
-        return TRUE;
-    }
-    case PHASE_INPUTS:
-        t->ids = train_alloc(t, t->dims.tokens * 8);
-        t->labels = train_alloc(t, t->dims.tokens * 8);
         t->phase = PHASE_EMBED_FWD;
         return TRUE;
+    }
     case PHASE_EMBED_FWD:
+        t->ids = train_alloc(t, t->dims.tokens * 8);
+        t->labels = train_alloc(t, t->dims.tokens * 8);
         fsim_train_embed_forward(t);
         t->layer = 0;
         t->phase = PHASE_LAYER_FWD;
@@ -111,13 +108,10 @@ train_fill(FsimSynth *synth)
             t->x = fsim_train_layer_forward(t, t->layer, t->x, FWD_SAVE);
         }
         if (++t->layer == c->model.layers)
-            t->phase = PHASE_HEAD_FWD;
+            t->phase = PHASE_HEAD;
         return TRUE;
-    case PHASE_HEAD_FWD:
+    case PHASE_HEAD:
         fsim_train_head_forward(t);
-        t->phase = PHASE_HEAD_BWD;
-        return TRUE;
-    case PHASE_HEAD_BWD:
         fsim_train_head_backward(t);
         t->layer = c->model.layers;
         t->phase = PHASE_LAYER_BWD;
@@ -130,13 +124,10 @@ train_fill(FsimSynth *synth)
         return TRUE;
     case PHASE_EMBED_BWD:
         fsim_train_embed_backward(t);
-        t->phase = PHASE_MICRO_END;
-        return TRUE;
-    case PHASE_MICRO_END:
         train_drop(t, &t->ids);
         train_drop(t, &t->labels);
         if (++t->micro < c->grad_accum) {
-            t->phase = PHASE_INPUTS;
+            t->phase = PHASE_EMBED_FWD;
         } else {
             t->cursor = 0;
             t->phase = PHASE_OPT_STEP;

@@ -52,14 +52,11 @@ typedef enum {
     PHASE_WEIGHTS,
     PHASE_OPT_STATE,
     PHASE_STEP_MARK,
-    PHASE_INPUTS,
-    PHASE_EMBED_FWD,
+    PHASE_EMBED_FWD, /* a micro-batch's inputs, then the embeddings' forward */
     PHASE_LAYER_FWD,
-    PHASE_HEAD_FWD,
-    PHASE_HEAD_BWD,
+    PHASE_HEAD, /* the loss head's forward, then its backward */
     PHASE_LAYER_BWD,
-    PHASE_EMBED_BWD,
-    PHASE_MICRO_END,
+    PHASE_EMBED_BWD, /* the embeddings' backward, then the end of the micro-batch */
     PHASE_OPT_STEP,
     PHASE_DONE,
 } Phase;
