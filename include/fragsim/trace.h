@@ -323,6 +323,22 @@ fsim_trace_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error)
 void fsim_trace_stream_close(FsimTraceStream *stream);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimTraceStream, fsim_trace_stream_close)
 
+/*
+ * For readers of recordings whose clock may step back (threads racing to a log): @time, or the
+ * previous time *@last when @time is earlier, which *@backwards counts.  *@last becomes the time
+ * returned, so a reader's times never decrease.
+ */
+static inline FsimTime
+fsim_trace_clock_advance(FsimTime *last, uint64_t *backwards, FsimTime time)
+{
+    if (time < *last) {
+        (*backwards)++;
+        time = *last;
+    }
+    *last = time;
+    return time;
+}
+
 /**
  * fsim_trace_describe:
  *

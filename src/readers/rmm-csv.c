@@ -262,12 +262,7 @@ rmm_clock(RmmParser *p, uint64_t raw, gboolean clock)
     p->previous_raw_ns = raw;
     absolute = raw + p->day_offset_ns;
     time = absolute > p->first_ns ? absolute - p->first_ns : 0;
-    if (time < p->last) {
-        p->backwards++;
-        time = p->last;
-    }
-    p->last = time;
-    return time;
+    return fsim_trace_clock_advance(&p->last, &p->backwards, time);
 }
 
 /* ---- the parser ---------------------------------------------------------------------------- */
