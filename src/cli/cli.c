@@ -332,15 +332,29 @@ fsim_cli_print_json(JsonNode *node)
     json_node_unref(node);
 }
 
+char *
+fsim_cli_format_duration(double ns, const FsimCliTimeUnit *units)
+{
+    const FsimCliTimeUnit *unit = units;
+
+    /* not "ns < from_ns": NaN goes to the last unit */
+    while (!(ns >= unit->from_ns) && unit[1].name != NULL)
+        unit++;
+    return g_strdup_printf("%.*f %s", unit->decimals, ns / unit->ns, unit->name);
+}
+
 /* A modelled time: s, ms or us, as the comparison tables show it. */
 char *
 fsim_cli_format_time_ns(uint64_t ns)
 {
-    if (ns >= 1000000000)
-        return g_strdup_printf("%.2f s", (double)ns / 1e9);
-    if (ns >= 1000000)
-        return g_strdup_printf("%.1f ms", (double)ns / 1e6);
-    return g_strdup_printf("%.1f us", (double)ns / 1e3);
+    static const FsimCliTimeUnit units[] = {
+        {1e9, 1e9, 2, "s"},
+        {1e6, 1e6, 1, "ms"},
+        {0, 1e3, 1, "us"},
+        {0, 0, 0, NULL},
+    };
+
+    return fsim_cli_format_duration((double)ns, units);
 }
 
 /* The bar counts thousandths: the work's total changes once the plots are known. */

@@ -260,6 +260,19 @@ void fsim_cli_plot_progress_end(FsimCliPlotArgs *args);
 /* A modelled time as the tables show it: "4.1 ms", "2.69 s", "250.2 us" (caller frees). */
 char *fsim_cli_format_time_ns(uint64_t ns);
 
+/* A unit of fsim_cli_format_duration(): used from @from_ns nanoseconds up, the value in units of
+ * @ns nanoseconds with @decimals decimals, then @name. */
+typedef struct {
+    double from_ns;
+    double ns;
+    int decimals;
+    const char *name;
+} FsimCliTimeUnit;
+
+/* @ns in the first of @units (largest first, ended by a NULL @name) it reaches, or in the last
+ * (caller frees). */
+char *fsim_cli_format_duration(double ns, const FsimCliTimeUnit *units);
+
 /* Print @node as one JSON object on stdout (pretty when stdout is a terminal), newline ended.
  * Consumes @node. */
 void fsim_cli_print_json(JsonNode *node);

@@ -92,13 +92,12 @@ fsim_cmd_cuda_open_trace(const char *command, FsimTrace *trace, gint trace_devic
 char *
 fsim_cmd_cuda_format_ns(double ns)
 {
-    if (ns >= 1e9)
-        return g_strdup_printf("%.2f s", ns / 1e9);
-    if (ns >= 1e6)
-        return g_strdup_printf("%.2f ms", ns / 1e6);
-    if (ns >= 1e3)
-        return g_strdup_printf("%.1f us", ns / 1e3);
-    return g_strdup_printf("%.0f ns", ns);
+    static const FsimCliTimeUnit units[] = {
+        {1e9, 1e9, 2, "s"}, {1e6, 1e6, 2, "ms"}, {1e3, 1e3, 1, "us"},
+        {0, 1, 0, "ns"},    {0, 0, 0, NULL},
+    };
+
+    return fsim_cli_format_duration(ns, units);
 }
 
 /* "+1.50 GiB", "-20.0 MiB", "0 B" */
