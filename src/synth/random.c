@@ -23,9 +23,8 @@ typedef struct {
     FsimSynth base;
     FsimRandomConfig config;
     FsimDist sizes, lifetimes;
-    GRand *rand;
-    FsimSynthHeap heap; /* live allocations by expiry: kind = stream, value = id */
     uint64_t next_id;
+    /* base.heap: the live allocations by expiry (kind = stream, value = id) */
 } Random;
 
 /* Nominal spacing of events. */
@@ -45,14 +44,14 @@ random_next(FsimSynth *synth, FsimEvent *ev, GError **error)
     ev->time = step * RANDOM_EVENT_NS;
 
     uint64_t remaining = r->config.events - step;
-    uint64_t live = r->heap.items->len;
-    const FsimSynthHeapItem *top = fsim_synth_heap_peek(&r->heap);
+    uint64_t live = r->base.heap.items->len;
+    const FsimSynthHeapItem *top = fsim_synth_heap_peek(&r->base.heap);
     gboolean room = remaining >= live + 2; /* an allocation and its free still fit */
     gboolean full = r->config.max_live && live >= r->config.max_live;
 
     if (top && (top->time <= step || !room || full)) {
         FsimSynthHeapItem item;
-        fsim_synth_heap_pop(&r->heap, &item);
+        fsim_synth_heap_pop(&r->base.heap, &item);
         ev->kind = FSIM_EV_FREE;
         ev->id = item.value;
         ev->stream = item.kind;
@@ -66,27 +65,18 @@ random_next(FsimSynth *synth, FsimEvent *ev, GError **error)
     }
     ev->kind = FSIM_EV_ALLOC;
     ev->id = ++r->next_id;
-    ev->size = fsim_dist_sample(&r->sizes, r->rand, FSIM_MAX_SIZE);
+    ev->size = fsim_dist_sample(&r->sizes, r->base.rand, FSIM_MAX_SIZE);
     ev->stream = r->config.streams > 1
-                     ? (uint64_t)g_rand_int_range(r->rand, 0, (gint32)r->config.streams)
+                     ? (uint64_t)g_rand_int_range(r->base.rand, 0, (gint32)r->config.streams)
                      : 0;
-    uint64_t lifetime = fsim_dist_sample(&r->lifetimes, r->rand, G_MAXUINT32);
-    fsim_synth_heap_push(&r->heap, step + lifetime, ev->stream, ev->id);
+    uint64_t lifetime = fsim_dist_sample(&r->lifetimes, r->base.rand, G_MAXUINT32);
+    fsim_synth_heap_push(&r->base.heap, step + lifetime, ev->stream, ev->id);
     return TRUE;
-}
-
-static void
-random_destroy(FsimSynth *synth)
-{
-    Random *r = (Random *)synth;
-    g_clear_pointer(&r->rand, g_rand_free);
-    fsim_synth_heap_clear(&r->heap);
 }
 
 static const FsimSynthClass random_class = {
     .name = "random",
     .next = random_next,
-    .destroy = random_destroy,
 };
 
 void
@@ -119,7 +109,6 @@ fsim_synth_random_new(const FsimRandomConfig *config, GError **error)
     r->lifetimes = *config->lifetimes;
     r->config.sizes = &r->sizes;
     r->config.lifetimes = &r->lifetimes;
-    r->rand = g_rand_new_with_seed((guint32)config->seed);
-    fsim_synth_heap_init(&r->heap);
+    fsim_synth_seed(&r->base, config->seed);
     return &r->base;
 }

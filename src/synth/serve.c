@@ -60,12 +60,10 @@ typedef struct {
     FsimSynth base;
     FsimServeConfig config;
     FsimDist prompt, output; /* copies of the caller's (histograms borrowed) */
-    GRand *rand;
-    FsimSynthHeap heap;
-    GQueue waiting;    /* Request* */
-    GPtrArray *active; /* Request* */
-    GArray *weights;   /* uint64_t weight sizes, allocated at start */
-    GArray *graphs;    /* uint64_t: the batch sizes to capture, in order (a copy) */
+    GQueue waiting;          /* Request* */
+    GPtrArray *active;       /* Request* */
+    GArray *weights;         /* uint64_t weight sizes, allocated at start */
+    GArray *graphs;          /* uint64_t: the batch sizes to capture, in order (a copy) */
     uint64_t largest_graph;
     uint64_t arrived;
     gboolean iteration_scheduled;
@@ -213,19 +211,19 @@ serve_arrival(Serve *s, FsimTime now)
 {
     Request *r = g_new0(Request, 1);
     uint64_t max_len = s->config.max_len;
-    r->prompt = fsim_dist_sample(&s->prompt, s->rand, max_len - 1);
-    r->output = fsim_dist_sample(&s->output, s->rand, max_len - r->prompt);
+    r->prompt = fsim_dist_sample(&s->prompt, s->base.rand, max_len - 1);
+    r->output = fsim_dist_sample(&s->output, s->base.rand, max_len - r->prompt);
     g_queue_push_tail(&s->waiting, r);
     s->arrived++;
     if (s->arrived < s->config.requests) {
         /* exponential inter-arrival times: a Poisson process at the rate */
-        double u = g_rand_double(s->rand);
+        double u = g_rand_double(s->base.rand);
         double gap = -log1p(-u) / s->config.rate;
         FsimTime dt = (FsimTime)llround(MIN(gap, 1e6) * 1e9);
-        fsim_synth_heap_push(&s->heap, now + dt, EV_ARRIVAL, 0);
+        fsim_synth_heap_push(&s->base.heap, now + dt, EV_ARRIVAL, 0);
     }
     if (!s->iteration_scheduled) {
-        fsim_synth_heap_push(&s->heap, now, EV_ITERATION, 0);
+        fsim_synth_heap_push(&s->base.heap, now, EV_ITERATION, 0);
         s->iteration_scheduled = TRUE;
     }
 }
@@ -295,7 +293,7 @@ serve_iteration(Serve *s, FsimTime now)
     FsimTime duration = c->iteration_ns + c->prefill_token_ns * prefill + c->decode_seq_ns * seqs;
     /* the interval until the next iteration is charged at the state after this one */
     if (s->active->len > 0 || !g_queue_is_empty(&s->waiting)) {
-        fsim_synth_heap_push(&s->heap, now + duration, EV_ITERATION, 0);
+        fsim_synth_heap_push(&s->base.heap, now + duration, EV_ITERATION, 0);
         s->iteration_scheduled = TRUE;
     }
 }
@@ -335,11 +333,11 @@ serve_fill(FsimSynth *synth)
             serve_capture(s, g_array_index(s->graphs, uint64_t, i));
         s->event_time = 0;
         if (s->config.requests > 0)
-            fsim_synth_heap_push(&s->heap, 0, EV_ARRIVAL, 0);
+            fsim_synth_heap_push(&s->base.heap, 0, EV_ARRIVAL, 0);
         return TRUE;
     }
     FsimSynthHeapItem item;
-    while (s->base.queue.items->len == 0 && fsim_synth_heap_pop(&s->heap, &item)) {
+    while (s->base.queue.items->len == 0 && fsim_synth_heap_pop(&s->base.heap, &item)) {
         s->event_time = item.time;
         if (item.kind == EV_ARRIVAL)
             serve_arrival(s, item.time);
@@ -368,8 +366,6 @@ serve_destroy(FsimSynth *synth)
     g_clear_pointer(&s->active, g_ptr_array_unref);
     g_clear_pointer(&s->weights, g_array_unref);
     g_clear_pointer(&s->graphs, g_array_unref);
-    g_clear_pointer(&s->rand, g_rand_free);
-    fsim_synth_heap_clear(&s->heap);
 }
 
 static const FsimSynthClass serve_class = {
@@ -472,8 +468,7 @@ fsim_synth_serve_new(const FsimServeConfig *config, GError **error)
     s->output = *config->output;
     s->config.prompt = &s->prompt;
     s->config.output = &s->output;
-    s->rand = g_rand_new_with_seed((guint32)config->seed);
-    fsim_synth_heap_init(&s->heap);
+    fsim_synth_seed(&s->base, config->seed);
     g_queue_init(&s->waiting);
     s->active = g_ptr_array_new_with_free_func(request_free);
     fsim_synth_queue_init(&s->base.queue, 0);

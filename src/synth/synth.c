@@ -44,8 +44,11 @@ fsim_synth_free(FsimSynth *synth)
 {
     if (synth == NULL)
         return;
-    synth->klass->destroy(synth);
+    if (synth->klass->destroy != NULL)
+        synth->klass->destroy(synth);
     fsim_synth_queue_clear(&synth->queue);
+    g_clear_pointer(&synth->rand, g_rand_free);
+    fsim_synth_heap_clear(&synth->heap);
     g_free(synth);
 }
 
@@ -118,6 +121,13 @@ fsim_synth_queue_next(FsimSynthQueue *queue, FsimSynth *synth, FsimSynthFill fil
 }
 
 /* ---- Heap of future events --------------------------------------------------------------- */
+
+void
+fsim_synth_seed(FsimSynth *synth, uint64_t seed)
+{
+    synth->rand = g_rand_new_with_seed((guint32)seed);
+    fsim_synth_heap_init(&synth->heap);
+}
 
 void
 fsim_synth_heap_init(FsimSynthHeap *heap)

@@ -527,6 +527,33 @@ FsimSynth *fsim_synth_random_new(const FsimRandomConfig *config, GError **error)
 /* ---- Internals shared by the generators -------------------------------------------------- */
 
 /**
+ * FsimSynthHeap:
+ *
+ * A binary min-heap of future events ordered by (time, seq), for generators that schedule ahead
+ * (arrivals, completions, expiring lifetimes).  @seq is assigned on push, so equal times pop
+ * first-in first-out.
+ */
+typedef struct {
+    FsimTime time;
+    uint64_t seq;
+    uint64_t kind;
+    uint64_t value;
+} FsimSynthHeapItem;
+
+typedef struct {
+    GArray *items; /* FsimSynthHeapItem */
+    uint64_t next_seq;
+} FsimSynthHeap;
+
+void fsim_synth_heap_init(FsimSynthHeap *heap);
+void fsim_synth_heap_clear(FsimSynthHeap *heap);
+void fsim_synth_heap_push(FsimSynthHeap *heap, FsimTime time, uint64_t kind, uint64_t value);
+/* Returns: FALSE when empty; else the earliest item, removed. */
+gboolean fsim_synth_heap_pop(FsimSynthHeap *heap, FsimSynthHeapItem *out);
+/* Returns: (nullable): the earliest item, not removed. */
+const FsimSynthHeapItem *fsim_synth_heap_peek(const FsimSynthHeap *heap);
+
+/**
  * FsimSynthQueue:
  *
  * The events a generator has made but not handed out yet, in order.  A generator that makes
@@ -556,7 +583,7 @@ typedef gboolean (*FsimSynthFill)(FsimSynth *synth);
  * the next event (FALSE at the end or on error).  One that makes several at a time sets @fill
  * instead, which appends them to the base's queue (FsimSynth.queue, with fsim_synth_queue_push()),
  * and @stamp, which sets the time (and the stream if not 0) of each event handed out from it.
- * @destroy frees the generator's own state (not the base).
+ * @destroy, where set, frees the generator's own state (not the base).
  */
 typedef struct {
     const char *name;
@@ -570,34 +597,12 @@ struct FsimSynth {
     const FsimSynthClass *klass;
     uint64_t events;
     FsimSynthQueue queue; /* with @fill: made, not handed out yet (fsim_synth_queue_init()) */
+    GRand *rand;          /* a seeded generator's random numbers (fsim_synth_seed()) */
+    FsimSynthHeap heap;   /* and its future events */
 };
 
-/**
- * FsimSynthHeap:
- *
- * A binary min-heap of future events ordered by (time, seq), for generators that schedule ahead
- * (arrivals, completions, expiring lifetimes).  @seq is assigned on push, so equal times pop
- * first-in first-out.
- */
-typedef struct {
-    FsimTime time;
-    uint64_t seq;
-    uint64_t kind;
-    uint64_t value;
-} FsimSynthHeapItem;
-
-typedef struct {
-    GArray *items; /* FsimSynthHeapItem */
-    uint64_t next_seq;
-} FsimSynthHeap;
-
-void fsim_synth_heap_init(FsimSynthHeap *heap);
-void fsim_synth_heap_clear(FsimSynthHeap *heap);
-void fsim_synth_heap_push(FsimSynthHeap *heap, FsimTime time, uint64_t kind, uint64_t value);
-/* Returns: FALSE when empty; else the earliest item, removed. */
-gboolean fsim_synth_heap_pop(FsimSynthHeap *heap, FsimSynthHeapItem *out);
-/* Returns: (nullable): the earliest item, not removed. */
-const FsimSynthHeapItem *fsim_synth_heap_peek(const FsimSynthHeap *heap);
+/* Seeds @synth's random numbers and starts its heap of future events; both go with @synth. */
+void fsim_synth_seed(FsimSynth *synth, uint64_t seed);
 
 void fsim_synth_queue_init(FsimSynthQueue *queue, guint reserve);
 void fsim_synth_queue_clear(FsimSynthQueue *queue);
