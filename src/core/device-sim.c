@@ -160,6 +160,29 @@ sim_untrack(SimDevice *sim, GHashTable *table, FsimAddr addr, uint64_t rounded)
     return TRUE;
 }
 
+/* Hand out @rounded bytes at @alignment, remembered in @table (paranoid builds). */
+static FsimStatus
+sim_take(SimDevice *sim, GHashTable *table, uint64_t rounded, uint64_t alignment, FsimAddr *out)
+{
+    if (!va_take(sim, rounded, alignment, out))
+        return FSIM_OOM;
+    sim_track(sim, table, *out, rounded);
+    return FSIM_OK;
+}
+
+/* Take back [addr, addr + rounded), which @giver handed out and @table remembers (paranoid
+ * builds check that it did). */
+static void
+sim_give_back(SimDevice *sim, GHashTable *table, FsimAddr addr, uint64_t rounded, const char *call,
+              const char *giver)
+{
+    if (!sim_untrack(sim, table, addr, rounded))
+        sim_bug("device: %s of 0x%" G_GINT64_MODIFIER "x (%" G_GUINT64_FORMAT
+                " bytes), which %s did not return",
+                call, addr, rounded, giver);
+    va_give_back(sim, addr, rounded);
+}
+
 static FsimStatus
 sim_mem_alloc(FsimDevice *device, uint64_t size, FsimAddr *out)
 {
@@ -168,23 +191,16 @@ sim_mem_alloc(FsimDevice *device, uint64_t size, FsimAddr *out)
 
     if (rounded > fsim_device_free_bytes(device))
         return FSIM_OOM;
-    if (!va_take(sim, rounded, device->spec.granularity, out))
-        return FSIM_OOM;
-    sim_track(sim, sim->allocations, *out, rounded);
-    return FSIM_OK;
+    return sim_take(sim, sim->allocations, rounded, device->spec.granularity, out);
 }
 
 static void
 sim_mem_free(FsimDevice *device, FsimAddr addr, uint64_t size)
 {
     SimDevice *sim = sim_from_device(device);
-    uint64_t rounded = fsim_device_round(device, size);
 
-    if (!sim_untrack(sim, sim->allocations, addr, rounded))
-        sim_bug("device: mem_free of 0x%" G_GINT64_MODIFIER "x (%" G_GUINT64_FORMAT
-                " bytes), which mem_alloc did not return",
-                addr, size);
-    va_give_back(sim, addr, rounded);
+    sim_give_back(sim, sim->allocations, addr, fsim_device_round(device, size), "mem_free",
+                  "mem_alloc");
 }
 
 static FsimStatus
@@ -196,10 +212,7 @@ sim_va_reserve(FsimDevice *device, uint64_t size, uint64_t alignment, FsimAddr *
     if (alignment < device->spec.granularity)
         alignment = device->spec.granularity;
     g_return_val_if_fail((alignment & (alignment - 1)) == 0, FSIM_OOM);
-    if (!va_take(sim, rounded, alignment, out))
-        return FSIM_OOM;
-    sim_track(sim, sim->reservations, *out, rounded);
-    return FSIM_OK;
+    return sim_take(sim, sim->reservations, rounded, alignment, out);
 }
 
 static void
@@ -210,9 +223,7 @@ sim_va_release(FsimDevice *device, FsimAddr addr, uint64_t size)
 
     if (sim->paranoid && fsim_range_set_overlaps(sim->mapped, addr, addr + rounded))
         sim_bug("device: va_release of 0x%" G_GINT64_MODIFIER "x with pages still mapped", addr);
-    if (!sim_untrack(sim, sim->reservations, addr, rounded))
-        sim_bug("device: va_release of 0x%" G_GINT64_MODIFIER "x, which was not reserved", addr);
-    va_give_back(sim, addr, rounded);
+    sim_give_back(sim, sim->reservations, addr, rounded, "va_release", "va_reserve");
 }
 
 static FsimStatus
