@@ -105,41 +105,41 @@ fsim_torch_dict(TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w, 
     return fsim_torch_charge(ld, v, 1 + (uint64_t)fsim_pickle_len(v), error);
 }
 
+/* Why @v is not a 64-bit integer (@is_signed: an int64 was wanted, else a uint64): negative (for
+ * a uint64), out of range, or not an int at all. */
+static gboolean
+int_fail(const TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w, const char *field,
+         gboolean is_signed, GError **error)
+{
+    g_autofree char *where = fsim_torch_where_text(w);
+    FsimPickleType type = fsim_pickle_type(v);
+    int64_t negative;
+
+    if (!is_signed && fsim_pickle_get_int(v, &negative))
+        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_NUMBER, v,
+                               "%s: '%s' is negative (%" G_GINT64_FORMAT ")", where, field,
+                               negative);
+    if (type == FSIM_PICKLE_BIGINT || (is_signed && type == FSIM_PICKLE_INT))
+        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_NUMBER, v,
+                               is_signed ? "%s: '%s' does not fit a signed 64-bit integer"
+                                         : "%s: '%s' does not fit 64 bits",
+                               where, field);
+    return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, v, "%s: '%s' is %s, expected an int",
+                           where, field, fsim_torch_type_name(v));
+}
+
 gboolean
 fsim_torch_u64(const TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w,
                const char *field, uint64_t *out, GError **error)
 {
-    g_autofree char *where = NULL;
-    int64_t negative;
-
-    if (fsim_pickle_get_uint(v, out))
-        return TRUE;
-    where = fsim_torch_where_text(w);
-    if (fsim_pickle_get_int(v, &negative))
-        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_NUMBER, v,
-                               "%s: '%s' is negative (%" G_GINT64_FORMAT ")", where, field,
-                               negative);
-    if (fsim_pickle_type(v) == FSIM_PICKLE_BIGINT)
-        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_NUMBER, v,
-                               "%s: '%s' does not fit 64 bits", where, field);
-    return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, v, "%s: '%s' is %s, expected an int",
-                           where, field, fsim_torch_type_name(v));
+    return fsim_pickle_get_uint(v, out) || int_fail(ld, v, w, field, FALSE, error);
 }
 
 gboolean
 fsim_torch_i64(const TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w,
                const char *field, int64_t *out, GError **error)
 {
-    g_autofree char *where = NULL;
-
-    if (fsim_pickle_get_int(v, out))
-        return TRUE;
-    where = fsim_torch_where_text(w);
-    if (fsim_pickle_type(v) == FSIM_PICKLE_INT || fsim_pickle_type(v) == FSIM_PICKLE_BIGINT)
-        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_NUMBER, v,
-                               "%s: '%s' does not fit a signed 64-bit integer", where, field);
-    return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, v, "%s: '%s' is %s, expected an int",
-                           where, field, fsim_torch_type_name(v));
+    return fsim_pickle_get_int(v, out) || int_fail(ld, v, w, field, TRUE, error);
 }
 
 /* A size: 1 to FSIM_MAX_SIZE bytes (0 allowed when @zero_ok). */

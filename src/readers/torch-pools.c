@@ -41,27 +41,11 @@ fsim_torch_pool_id(uint64_t first, uint64_t second, uint64_t *out)
 
 /* A cudaMalloc segment incarnation or a mapped expandable range. */
 typedef struct {
-    FsimAddr addr;
+    FsimAddr addr; /* first: fsim_addr_compare() orders them */
     uint64_t size;
     uint64_t stream;
     uint64_t pool;
 } Incarnation;
-
-static int
-incarnation_compare(gconstpointer a, gconstpointer b, gpointer data)
-{
-    const Incarnation *x = a;
-    const Incarnation *y = b;
-
-    (void)data;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
-static int
-incarnation_sort(gconstpointer a, gconstpointer b)
-{
-    return incarnation_compare(a, b, NULL);
-}
 
 static void
 live_insert(GTree *live, FsimAddr addr, uint64_t size, uint64_t stream, uint64_t pool)
@@ -188,7 +172,7 @@ expandable_ranges(const FsimInitialState *state, const GArray *final_segments)
         if (seg->expandable)
             g_array_append_val(ranges, r);
     }
-    g_array_sort(ranges, incarnation_sort);
+    g_array_sort_with_data(ranges, fsim_addr_compare, NULL);
     return ranges;
 }
 
@@ -204,7 +188,7 @@ fsim_torch_pools_assign(const GArray *entries, const FsimInitialState *state,
         return NULL;
     pools = g_new0(uint64_t, MAX(entries->len, 1));
     assign_segment_allocs(entries, final_segments, pools);
-    live = g_tree_new_full(incarnation_compare, NULL, g_free, NULL);
+    live = g_tree_new_full(fsim_addr_compare, NULL, g_free, NULL);
     ranges = expandable_ranges(state, final_segments);
     for (gsize i = 0; state != NULL && i < state->n_segments; i++) {
         const FsimSeedSegment *seg = &state->segments[i];

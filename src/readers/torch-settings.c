@@ -98,18 +98,9 @@ append_value(TorchLoader *ld, GString *out, const FsimPickleValue *v, gboolean n
 }
 
 typedef struct {
-    uint64_t interval_mb;
+    uint64_t interval_mb; /* first: fsim_u64_compare() orders them */
     int64_t divisions;
 } TorchRoundup;
-
-static int
-roundup_compare(gconstpointer a, gconstpointer b)
-{
-    const TorchRoundup *x = a;
-    const TorchRoundup *y = b;
-
-    return x->interval_mb < y->interval_mb ? -1 : x->interval_mb > y->interval_mb;
-}
 
 /* roundup_power2_divisions as PYTORCH_CUDA_ALLOC_CONF writes it: the scalar form, or the list
  * form `[1:4,2:4,...]` with every interval the snapshot lists (PyTorch leaves unlisted intervals
@@ -139,7 +130,7 @@ append_roundup(GString *conf, const FsimPickleValue *v)
     }
     if (!any)
         return;
-    g_array_sort(entries, roundup_compare);
+    g_array_sort(entries, fsim_u64_compare);
     g_string_append_printf(conf, "%sroundup_power2_divisions:[", conf->len > 0 ? "," : "");
     for (guint k = 0; k < entries->len; k++) {
         const TorchRoundup *entry = &g_array_index(entries, TorchRoundup, k);

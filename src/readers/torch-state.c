@@ -7,21 +7,12 @@
 
 #include "torch-reader.h"
 
-/* The mapped ranges of expandable segments, disjoint, keyed by their start. */
-static int
-range_compare(gconstpointer a, gconstpointer b, gpointer data)
-{
-    const FsimSeedSegment *x = a;
-    const FsimSeedSegment *y = b;
-
-    (void)data;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
+/* The mapped ranges of expandable segments, disjoint, keyed by their start (their first member,
+ * addr). */
 static GTree *
 ranges_new(void)
 {
-    return g_tree_new_full(range_compare, NULL, g_free, NULL);
+    return g_tree_new_full(fsim_addr_compare, NULL, g_free, NULL);
 }
 
 static void
@@ -137,15 +128,6 @@ ranges_guess_pool(GTree *ranges, FsimSeedSegment *range)
         return;
     }
     range->pool = range->size % TORCH_LARGE_PAGE == 0 ? FSIM_POOL_LARGE : FSIM_POOL_SMALL;
-}
-
-static int
-segment_compare(gconstpointer a, gconstpointer b)
-{
-    const FsimSeedSegment *x = a;
-    const FsimSeedSegment *y = b;
-
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
 static int
@@ -302,7 +284,7 @@ undo_collect(Undo *undo, GArray *all_segments, GArray *all_blocks)
     fsim_live_table_clear(&undo->live);
     fsim_live_table_clear(&undo->segments);
     g_tree_destroy(undo->ranges);
-    g_array_sort(all_segments, segment_compare);
+    g_array_sort_with_data(all_segments, fsim_addr_compare, NULL); /* by their first member */
     g_array_sort(all_blocks, block_compare);
 }
 
