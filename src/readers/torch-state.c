@@ -136,7 +136,7 @@ block_compare(gconstpointer a, gconstpointer b)
     const FsimSeedBlock *x = a;
     const FsimSeedBlock *y = b;
 
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
+    return fsim_compare_u64(x->addr, y->addr);
 }
 
 static gboolean
@@ -193,6 +193,25 @@ undo_init(Undo *undo, const TorchDevice *dev)
     }
 }
 
+/* The entry at @addr, inserted when absent. */
+static FsimLiveEntry *
+entry_at(FsimLiveTable *table, FsimAddr addr)
+{
+    FsimLiveEntry *entry = fsim_live_table_lookup(table, addr);
+
+    return entry != NULL ? entry : fsim_live_table_insert(table, addr);
+}
+
+/* Removes the entry at @addr, if any. */
+static void
+entry_forget(FsimLiveTable *table, FsimAddr addr)
+{
+    FsimLiveEntry *entry = fsim_live_table_lookup(table, addr);
+
+    if (entry != NULL)
+        fsim_live_table_remove(table, entry);
+}
+
 /* Undo one entry of the trace (walked backwards). */
 static void
 undo_entry(Undo *undo, const TorchEntry *e)
@@ -201,9 +220,7 @@ undo_entry(Undo *undo, const TorchEntry *e)
 
     switch ((TorchAction)e->action) {
     case TORCH_ALLOC:
-        entry = fsim_live_table_lookup(&undo->live, e->addr);
-        if (entry != NULL)
-            fsim_live_table_remove(&undo->live, entry);
+        entry_forget(&undo->live, e->addr);
         break;
     case TORCH_FREE_REQUESTED:
         entry = fsim_live_table_lookup(&undo->live, e->addr);
@@ -211,9 +228,7 @@ undo_entry(Undo *undo, const TorchEntry *e)
             entry->state = FSIM_LIVE_ALLOCATED;
         break;
     case TORCH_FREE_COMPLETED:
-        entry = fsim_live_table_lookup(&undo->live, e->addr);
-        if (entry == NULL)
-            entry = fsim_live_table_insert(&undo->live, e->addr);
+        entry = entry_at(&undo->live, e->addr);
         /* The trace has the request, not the block size: see the file comment. */
         entry->block.size = round_size(e->size);
         entry->requested = e->size;
@@ -221,14 +236,10 @@ undo_entry(Undo *undo, const TorchEntry *e)
         entry->state = FSIM_LIVE_PENDING;
         break;
     case TORCH_SEGMENT_ALLOC:
-        entry = fsim_live_table_lookup(&undo->segments, e->addr);
-        if (entry != NULL)
-            fsim_live_table_remove(&undo->segments, entry);
+        entry_forget(&undo->segments, e->addr);
         break;
     case TORCH_SEGMENT_FREE:
-        entry = fsim_live_table_lookup(&undo->segments, e->addr);
-        if (entry == NULL)
-            entry = fsim_live_table_insert(&undo->segments, e->addr);
+        entry = entry_at(&undo->segments, e->addr);
         entry->block.size = e->size;
         entry->stream = e->stream;
         entry->block.cookie = e->size <= TORCH_SMALL_SEGMENT ? FSIM_POOL_SMALL : FSIM_POOL_LARGE;
