@@ -18,28 +18,7 @@
 #include "policies.h"
 #include "pytorch.h"
 
-static FsimPolicy *
-caching_create(FsimDevice *device, GKeyFile *config, GError **error)
-{
-    return fsim_pytorch_create(&fsim_policy_caching, device, config, FALSE, error);
-}
-
-const FsimPolicyOps fsim_policy_caching = {
-    .name = "caching",
-    .summary = "PyTorch's CUDA caching allocator, exactly (PYTORCH_CUDA_ALLOC_CONF knobs; "
-               "private pools of CUDA graphs and MemPools)",
-    .knobs = fsim_pytorch_caching_knobs,
-    .create = caching_create,
-    .destroy = fsim_pytorch_destroy,
-    .alloc = fsim_pytorch_alloc,
-    .dealloc = fsim_pytorch_dealloc,
-    .empty_cache = fsim_pytorch_empty_cache,
-    .get_stats = fsim_pytorch_get_stats,
-    .check = fsim_pytorch_check,
-    .seed = fsim_pytorch_seed,
-    .describe = fsim_pytorch_describe,
-    .pool_begin = fsim_pytorch_pool_begin,
-    .pool_end = fsim_pytorch_pool_end,
-    .pool_release = fsim_pytorch_pool_release,
-    .pool_stats = fsim_pytorch_pool_stats,
-};
+FSIM_PYTORCH_DEFINE_POLICY(
+    caching, FALSE,
+    "PyTorch's CUDA caching allocator, exactly (PYTORCH_CUDA_ALLOC_CONF knobs; "
+    "private pools of CUDA graphs and MemPools)");

@@ -17,28 +17,7 @@
 #include "policies.h"
 #include "pytorch.h"
 
-static FsimPolicy *
-expandable_create(FsimDevice *device, GKeyFile *config, GError **error)
-{
-    return fsim_pytorch_create(&fsim_policy_expandable, device, config, TRUE, error);
-}
-
-const FsimPolicyOps fsim_policy_expandable = {
-    .name = "expandable",
-    .summary = "PyTorch's allocator with expandable segments: pages mapped into growing segments "
-               "(one per pool and stream, private pools too)",
-    .knobs = fsim_pytorch_expandable_knobs,
-    .create = expandable_create,
-    .destroy = fsim_pytorch_destroy,
-    .alloc = fsim_pytorch_alloc,
-    .dealloc = fsim_pytorch_dealloc,
-    .empty_cache = fsim_pytorch_empty_cache,
-    .get_stats = fsim_pytorch_get_stats,
-    .check = fsim_pytorch_check,
-    .seed = fsim_pytorch_seed,
-    .describe = fsim_pytorch_describe,
-    .pool_begin = fsim_pytorch_pool_begin,
-    .pool_end = fsim_pytorch_pool_end,
-    .pool_release = fsim_pytorch_pool_release,
-    .pool_stats = fsim_pytorch_pool_stats,
-};
+FSIM_PYTORCH_DEFINE_POLICY(
+    expandable, TRUE,
+    "PyTorch's allocator with expandable segments: pages mapped into growing segments "
+    "(one per pool and stream, private pools too)");

@@ -4,8 +4,8 @@
  * registered policies: `caching` (cudaMalloc'd segments unless its expandable_segments knob says
  * otherwise, as PYTORCH_CUDA_ALLOC_CONF does) and `expandable` (expandable segments always).
  * PyTorch has one allocator with an expandable-segments mode; so does fragsim.  caching.c and
- * expandable.c only hold the two ops tables; the model is in pytorch/, whose private header
- * pytorch/model.h says which file holds which part.
+ * expandable.c only define the two ops tables (FSIM_PYTORCH_DEFINE_POLICY); the model is in
+ * pytorch/, whose private header pytorch/model.h says which file holds which part.
  */
 #pragma once
 
@@ -43,6 +43,40 @@ void fsim_pytorch_pool_begin(FsimPolicy *self, uint64_t pool, uint64_t stream, F
 void fsim_pytorch_pool_end(FsimPolicy *self, uint64_t pool, uint64_t stream, FsimTime now);
 void fsim_pytorch_pool_release(FsimPolicy *self, uint64_t pool, FsimTime now);
 gsize fsim_pytorch_pool_stats(const FsimPolicy *self, FsimPoolStats *out, gsize max);
+
+/*
+ * FSIM_PYTORCH_DEFINE_POLICY:
+ * @NAME: caching or expandable (a bare word): the policy's name and key-file group.
+ * @FORCE_EXPANDABLE: expandable segments regardless of the `expandable_segments` knob.
+ * @SUMMARY: the one-line summary `fragsim policies` prints.
+ *
+ * Defines `const FsimPolicyOps fsim_policy_NAME`, with the knobs fsim_pytorch_NAME_knobs, a
+ * create function that calls fsim_pytorch_create() and every other operation the model's: the
+ * whole of caching.c and expandable.c but their documentation.
+ */
+#define FSIM_PYTORCH_DEFINE_POLICY(NAME, FORCE_EXPANDABLE, SUMMARY)                               \
+    static FsimPolicy *NAME##_create(FsimDevice *device, GKeyFile *config, GError **error)        \
+    {                                                                                             \
+        return fsim_pytorch_create(&fsim_policy_##NAME, device, config, FORCE_EXPANDABLE, error); \
+    }                                                                                             \
+    const FsimPolicyOps fsim_policy_##NAME = {                                                    \
+        .name = #NAME,                                                                            \
+        .summary = SUMMARY,                                                                       \
+        .knobs = fsim_pytorch_##NAME##_knobs,                                                     \
+        .create = NAME##_create,                                                                  \
+        .destroy = fsim_pytorch_destroy,                                                          \
+        .alloc = fsim_pytorch_alloc,                                                              \
+        .dealloc = fsim_pytorch_dealloc,                                                          \
+        .empty_cache = fsim_pytorch_empty_cache,                                                  \
+        .get_stats = fsim_pytorch_get_stats,                                                      \
+        .check = fsim_pytorch_check,                                                              \
+        .seed = fsim_pytorch_seed,                                                                \
+        .describe = fsim_pytorch_describe,                                                        \
+        .pool_begin = fsim_pytorch_pool_begin,                                                    \
+        .pool_end = fsim_pytorch_pool_end,                                                        \
+        .pool_release = fsim_pytorch_pool_release,                                                \
+        .pool_stats = fsim_pytorch_pool_stats,                                                    \
+    }
 
 /* The knob tables: every PYTORCH_CUDA_ALLOC_CONF key with an effect on placement; the expandable
  * one lacks `expandable_segments`. */

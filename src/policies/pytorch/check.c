@@ -15,7 +15,8 @@
 
 #include "model.h"
 
-static gboolean G_GNUC_PRINTF(2, 3) check_fail(GError **error, const char *format, ...)
+gboolean
+fsim_pytorch_fail(GError **error, gint code, const char *format, ...)
 {
     va_list args;
     g_autofree char *message = NULL;
@@ -23,9 +24,12 @@ static gboolean G_GNUC_PRINTF(2, 3) check_fail(GError **error, const char *forma
     va_start(args, format);
     message = g_strdup_vprintf(format, args);
     va_end(args);
-    g_set_error_literal(error, FSIM_ERROR, FSIM_ERROR_FAILED, message);
+    g_set_error_literal(error, FSIM_ERROR, code, message);
     return FALSE;
 }
+
+/* A broken invariant. */
+#define check_fail(error, ...) fsim_pytorch_fail(error, FSIM_ERROR_FAILED, __VA_ARGS__)
 
 static gboolean
 check_tree(const Tree *tree, uint64_t stream, GError **error)

@@ -461,4 +461,11 @@ PrivatePool *fsim_pytorch_capture_pool(const Pytorch *pt, uint64_t stream);
 gboolean fsim_pytorch_parse_pool_ids(const char *text, const char *knob, GArray **out,
                                      GError **error);
 
+/* ---- check.c -----------------------------------------------------------------------------------
+ */
+
+/* Set @error to FSIM_ERROR @code with the printf-style message; returns FALSE (for the checks'
+ * and the seeding's failures). */
+gboolean fsim_pytorch_fail(GError **error, gint code, const char *format, ...) G_GNUC_PRINTF(3, 4);
+
 G_END_DECLS

@@ -8,23 +8,12 @@
  */
 #include <glib.h>
 
-#include <stdarg.h>
-
 #include "fragsim/device.h"
 
 #include "model.h"
 
-static gboolean G_GNUC_PRINTF(2, 3) seed_fail(GError **error, const char *format, ...)
-{
-    va_list args;
-    g_autofree char *message = NULL;
-
-    va_start(args, format);
-    message = g_strdup_vprintf(format, args);
-    va_end(args);
-    g_set_error_literal(error, FSIM_ERROR, FSIM_ERROR_UNSUPPORTED, message);
-    return FALSE;
-}
+/* A state the model cannot take. */
+#define seed_fail(error, ...) fsim_pytorch_fail(error, FSIM_ERROR_UNSUPPORTED, __VA_ARGS__)
 
 static gboolean
 seed_is_small(const FsimSeedSegment *segment)
