@@ -23,6 +23,12 @@ enum {
                                  * that the best-fit search does not read the segment */
 };
 
+/* The two children of a tree node, by index: the loops of the tree work for either side. */
+enum {
+    TREE_LEFT = 0,
+    TREE_RIGHT = 1,
+};
+
 typedef struct Block Block;
 typedef struct Segment Segment;
 
@@ -37,8 +43,7 @@ struct Block {
     uint64_t requested; /* the request an allocated block serves */
     uint32_t flags;
     int64_t gc_count_base; /* the pool's GC clock when the block was last cached */
-    Block *left;           /* tree links */
-    Block *right;
+    Block *child[2];       /* tree links: child[TREE_LEFT] (lower addresses), child[TREE_RIGHT] */
     Block *parent;
 };
 

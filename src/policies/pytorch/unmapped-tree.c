@@ -32,37 +32,24 @@ tree_replace_child(Tree *tree, Block *parent, Block *old, Block *new_child)
 {
     if (parent == NULL)
         tree->root = new_child;
-    else if (parent->left == old)
-        parent->left = new_child;
+    else if (parent->child[TREE_LEFT] == old)
+        parent->child[TREE_LEFT] = new_child;
     else
-        parent->right = new_child;
+        parent->child[TREE_RIGHT] = new_child;
 }
 
+/* Rotate @x down to its @side (TREE_LEFT: a left rotation); its other child takes its place. */
 static void
-tree_rotate_left(Tree *tree, Block *x)
+tree_rotate(Tree *tree, Block *x, int side)
 {
-    Block *y = x->right;
+    Block *y = x->child[!side];
 
-    x->right = y->left;
-    if (y->left != NULL)
-        y->left->parent = x;
+    x->child[!side] = y->child[side];
+    if (y->child[side] != NULL)
+        y->child[side]->parent = x;
     y->parent = x->parent;
     tree_replace_child(tree, x->parent, x, y);
-    y->left = x;
-    x->parent = y;
-}
-
-static void
-tree_rotate_right(Tree *tree, Block *x)
-{
-    Block *y = x->left;
-
-    x->left = y->right;
-    if (y->right != NULL)
-        y->right->parent = x;
-    y->parent = x->parent;
-    tree_replace_child(tree, x->parent, x, y);
-    y->right = x;
+    y->child[side] = x;
     x->parent = y;
 }
 
@@ -75,54 +62,34 @@ fsim_pytorch_tree_insert(Tree *tree, Block *z)
     g_assert((z->flags & BLOCK_IN_TREE) == 0);
     while (*link != NULL) {
         parent = *link;
-        link = tree_less(z, parent) ? &parent->left : &parent->right;
+        link = &parent->child[tree_less(z, parent) ? TREE_LEFT : TREE_RIGHT];
     }
     z->parent = parent;
-    z->left = z->right = NULL;
+    z->child[TREE_LEFT] = z->child[TREE_RIGHT] = NULL;
     z->flags |= BLOCK_RED | BLOCK_IN_TREE;
     *link = z;
     tree->count++;
     while (is_red(z->parent)) {
         Block *p = z->parent;
         Block *g = p->parent; /* exists: a red node is never the root */
+        int side = p == g->child[TREE_LEFT] ? TREE_LEFT : TREE_RIGHT; /* p's side of g */
+        Block *uncle = g->child[!side];
 
-        if (p == g->left) {
-            Block *uncle = g->right;
-
-            if (is_red(uncle)) {
-                set_red(p, FALSE);
-                set_red(uncle, FALSE);
-                set_red(g, TRUE);
-                z = g;
-                continue;
-            }
-            if (z == p->right) {
-                z = p;
-                tree_rotate_left(tree, z);
-                p = z->parent;
-            }
+        if (is_red(uncle)) {
             set_red(p, FALSE);
+            set_red(uncle, FALSE);
             set_red(g, TRUE);
-            tree_rotate_right(tree, g);
-        } else {
-            Block *uncle = g->left;
-
-            if (is_red(uncle)) {
-                set_red(p, FALSE);
-                set_red(uncle, FALSE);
-                set_red(g, TRUE);
-                z = g;
-                continue;
-            }
-            if (z == p->left) {
-                z = p;
-                tree_rotate_right(tree, z);
-                p = z->parent;
-            }
-            set_red(p, FALSE);
-            set_red(g, TRUE);
-            tree_rotate_left(tree, g);
+            z = g;
+            continue;
         }
+        if (z == p->child[!side]) {
+            z = p;
+            tree_rotate(tree, z, side);
+            p = z->parent;
+        }
+        set_red(p, FALSE);
+        set_red(g, TRUE);
+        tree_rotate(tree, g, !side);
     }
     set_red(tree->root, FALSE);
 }
@@ -130,8 +97,8 @@ fsim_pytorch_tree_insert(Tree *tree, Block *z)
 static Block *
 tree_min(Block *node)
 {
-    while (node->left != NULL)
-        node = node->left;
+    while (node->child[TREE_LEFT] != NULL)
+        node = node->child[TREE_LEFT];
     return node;
 }
 
@@ -148,62 +115,33 @@ tree_erase_fixup(Tree *tree, Block *x, Block *parent)
 {
     while (x != tree->root && !is_red(x)) {
         /* x may be NULL; its sibling is not (the removed black node left a black debt). */
-        if (x == parent->left) {
-            Block *w = parent->right;
+        int side = x == parent->child[TREE_LEFT] ? TREE_LEFT : TREE_RIGHT; /* x's side */
+        Block *w = parent->child[!side];
 
-            if (is_red(w)) {
-                set_red(w, FALSE);
-                set_red(parent, TRUE);
-                tree_rotate_left(tree, parent);
-                w = parent->right;
-            }
-            if (!is_red(w->left) && !is_red(w->right)) {
-                set_red(w, TRUE);
-                x = parent;
-                parent = x->parent;
-            } else {
-                if (!is_red(w->right)) {
-                    set_red(w->left, FALSE);
-                    set_red(w, TRUE);
-                    tree_rotate_right(tree, w);
-                    w = parent->right;
-                }
-                set_red(w, is_red(parent));
-                set_red(parent, FALSE);
-                if (w->right != NULL)
-                    set_red(w->right, FALSE);
-                tree_rotate_left(tree, parent);
-                x = tree->root;
-                parent = NULL;
-            }
+        if (is_red(w)) {
+            set_red(w, FALSE);
+            set_red(parent, TRUE);
+            tree_rotate(tree, parent, side);
+            w = parent->child[!side];
+        }
+        if (!is_red(w->child[TREE_LEFT]) && !is_red(w->child[TREE_RIGHT])) {
+            set_red(w, TRUE);
+            x = parent;
+            parent = x->parent;
         } else {
-            Block *w = parent->left;
-
-            if (is_red(w)) {
-                set_red(w, FALSE);
-                set_red(parent, TRUE);
-                tree_rotate_right(tree, parent);
-                w = parent->left;
-            }
-            if (!is_red(w->left) && !is_red(w->right)) {
+            if (!is_red(w->child[!side])) {
+                set_red(w->child[side], FALSE);
                 set_red(w, TRUE);
-                x = parent;
-                parent = x->parent;
-            } else {
-                if (!is_red(w->left)) {
-                    set_red(w->right, FALSE);
-                    set_red(w, TRUE);
-                    tree_rotate_left(tree, w);
-                    w = parent->left;
-                }
-                set_red(w, is_red(parent));
-                set_red(parent, FALSE);
-                if (w->left != NULL)
-                    set_red(w->left, FALSE);
-                tree_rotate_right(tree, parent);
-                x = tree->root;
-                parent = NULL;
+                tree_rotate(tree, w, !side);
+                w = parent->child[!side];
             }
+            set_red(w, is_red(parent));
+            set_red(parent, FALSE);
+            if (w->child[!side] != NULL)
+                set_red(w->child[!side], FALSE);
+            tree_rotate(tree, parent, side);
+            x = tree->root;
+            parent = NULL;
         }
     }
     if (x != NULL)
@@ -219,35 +157,32 @@ fsim_pytorch_tree_erase(Tree *tree, Block *z)
     gboolean removed_red = is_red(y);
 
     g_assert((z->flags & BLOCK_IN_TREE) != 0);
-    if (z->left == NULL) {
-        x = z->right;
+    if (z->child[TREE_LEFT] == NULL || z->child[TREE_RIGHT] == NULL) {
+        /* z's only child, or NULL, takes its place. */
+        x = z->child[TREE_LEFT] != NULL ? z->child[TREE_LEFT] : z->child[TREE_RIGHT];
         x_parent = z->parent;
-        tree_transplant(tree, z, z->right);
-    } else if (z->right == NULL) {
-        x = z->left;
-        x_parent = z->parent;
-        tree_transplant(tree, z, z->left);
+        tree_transplant(tree, z, x);
     } else {
-        y = tree_min(z->right);
+        y = tree_min(z->child[TREE_RIGHT]);
         removed_red = is_red(y);
-        x = y->right;
+        x = y->child[TREE_RIGHT];
         if (y->parent == z) {
             x_parent = y;
         } else {
             x_parent = y->parent;
-            tree_transplant(tree, y, y->right);
-            y->right = z->right;
-            y->right->parent = y;
+            tree_transplant(tree, y, y->child[TREE_RIGHT]);
+            y->child[TREE_RIGHT] = z->child[TREE_RIGHT];
+            y->child[TREE_RIGHT]->parent = y;
         }
         tree_transplant(tree, z, y);
-        y->left = z->left;
-        y->left->parent = y;
+        y->child[TREE_LEFT] = z->child[TREE_LEFT];
+        y->child[TREE_LEFT]->parent = y;
         set_red(y, is_red(z));
     }
     if (!removed_red)
         tree_erase_fixup(tree, x, x_parent);
     z->flags &= ~(uint32_t)(BLOCK_IN_TREE | BLOCK_RED);
-    z->left = z->right = z->parent = NULL;
+    z->child[TREE_LEFT] = z->child[TREE_RIGHT] = z->parent = NULL;
     tree->count--;
 }
 
@@ -262,10 +197,10 @@ fsim_pytorch_tree_next(Block *node)
 {
     Block *parent;
 
-    if (node->right != NULL)
-        return tree_min(node->right);
+    if (node->child[TREE_RIGHT] != NULL)
+        return tree_min(node->child[TREE_RIGHT]);
     parent = node->parent;
-    while (parent != NULL && node == parent->right) {
+    while (parent != NULL && node == parent->child[TREE_RIGHT]) {
         node = parent;
         parent = parent->parent;
     }
@@ -285,10 +220,10 @@ tree_check_subtree(const Block *node, const Block *parent, const Block *low, con
         return -1;
     if ((low != NULL && !tree_less(low, node)) || (high != NULL && !tree_less(node, high)))
         return -1;
-    if (is_red(node) && (is_red(node->left) || is_red(node->right)))
+    if (is_red(node) && (is_red(node->child[TREE_LEFT]) || is_red(node->child[TREE_RIGHT])))
         return -1;
-    left = tree_check_subtree(node->left, node, low, node);
-    right = tree_check_subtree(node->right, node, node, high);
+    left = tree_check_subtree(node->child[TREE_LEFT], node, low, node);
+    right = tree_check_subtree(node->child[TREE_RIGHT], node, node, high);
     if (left < 0 || left != right)
         return -1;
     return left + (is_red(node) ? 0 : 1);
@@ -307,6 +242,6 @@ fsim_pytorch_tree_contains(const Tree *tree, const Block *block)
     const Block *node = tree->root;
 
     while (node != NULL && node != block)
-        node = tree_less(block, node) ? node->left : node->right;
+        node = node->child[tree_less(block, node) ? TREE_LEFT : TREE_RIGHT];
     return node == block;
 }
