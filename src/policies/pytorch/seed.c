@@ -130,31 +130,13 @@ seed_check_blocks(const FsimInitialState *state, gsize first, gsize next, uint64
     return TRUE;
 }
 
-/* The index of the first block of the state at or above @addr. */
-static gsize
-seed_lower_bound(const FsimInitialState *state, uint64_t addr)
-{
-    gsize lo = 0;
-    gsize hi = state->n_blocks;
-
-    while (lo < hi) {
-        gsize mid = lo + (hi - lo) / 2;
-
-        if (state->blocks[mid].addr < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* Fill [start, end) with the state's blocks there, free gaps between them; returns how many
  * blocks it placed. */
 static gsize
 seed_fill(Pytorch *pt, Segment *segment, Block **tail, uint64_t start, uint64_t end, uint64_t shift,
           const FsimInitialState *state, FsimBlock *out, GError **error)
 {
-    gsize first = seed_lower_bound(state, start);
+    gsize first = FSIM_LOWER_BOUND(state->blocks, state->n_blocks, FsimSeedBlock, addr, start);
     gsize next = first;
 
     seed_range(pt, segment, tail, start, end, shift, state, &next, out);
