@@ -43,6 +43,10 @@ echo "== clang, RelWithDebInfo (optimiser warnings only; no tests)"
 CC=clang cmake -S . -B build/clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFRAGSIM_WERROR=ON >/dev/null
 cmake --build build/clang -j"$jobs"
 
+echo "== gcc, RelWithDebInfo, the default build type (optimiser warnings only; no tests)"
+CC=gcc cmake -S . -B build/gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFRAGSIM_WERROR=ON >/dev/null
+cmake --build build/gcc -j"$jobs"
+
 echo "== gcc, Release (optimiser warnings only; no tests)"
 CC=gcc cmake -S . -B build/gcc-release -DCMAKE_BUILD_TYPE=Release -DFRAGSIM_WERROR=ON >/dev/null
 cmake --build build/gcc-release -j"$jobs"

@@ -228,8 +228,10 @@ fsim_size_set_first_from(const FsimSizeSet *set, guint bin, FsimSizeCursor *curs
     cursor->bin = fsim_size_set_next_bin(set, bin);
     cursor->chunk = 0;
     cursor->pos = 0;
-    if (cursor->bin >= FSIM_SIZE_BINS)
+    if (cursor->bin >= FSIM_SIZE_BINS) {
+        cursor->at = NULL; /* never read past the end, but gcc -O2 cannot tell */
         return NULL;
+    }
     cursor->at = fsim_size_bin_chunks(&set->bins[cursor->bin])[0];
     return cursor->at->entries[0].item;
 }
