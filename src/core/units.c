@@ -161,10 +161,13 @@ fsim_enum_from_name(const char *const *names, gsize n, const char *name, int *ou
 gsize
 fsim_lower_bound_u64(gconstpointer items, gsize n, gsize stride, gsize key_offset, uint64_t key)
 {
-    const guint8 *base = (const guint8 *)items + key_offset;
+    const guint8 *base;
     gsize lo = 0;
     gsize hi = n;
 
+    if (n == 0)
+        return 0; /* @items may be NULL: no offset from it */
+    base = (const guint8 *)items + key_offset;
     while (lo < hi) {
         gsize mid = lo + (hi - lo) / 2;
         uint64_t at;
