@@ -319,8 +319,10 @@ extern const FsimCliMember fsim_cli_trace_device_members[];
  * a profile's [costs] group names them). */
 extern const FsimCliMember fsim_cli_device_costs_members[];
 
-/* The value of a %FSIM_CLI_MEMBER_U64 @member of @object. */
+/* The value of a %FSIM_CLI_MEMBER_U64 or %FSIM_CLI_MEMBER_U32 @member of @object. */
 uint64_t fsim_cli_member_u64(const FsimCliMember *member, const void *object);
+/* Add @member of @object to the JSON object being built. */
+void fsim_cli_json_member(JsonBuilder *builder, const FsimCliMember *member, const void *object);
 /* Add @members of @object (a struct they describe) to the JSON object being built, in order. */
 void fsim_cli_json_members(JsonBuilder *builder, const FsimCliMember *members, const void *object);
 /* Add member @name: an array of one object (fsim_cli_json_members()) per element of @objects. */

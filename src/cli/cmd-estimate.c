@@ -13,27 +13,20 @@
 #include "cli.h"
 #include "synth/synth.h"
 
-/* A model's dimensions as --list-models prints them: the JSON key, the column of the table
- * (NULL: not in it) and the member of #FsimModelShape (a uint32_t). */
+/* A model's dimensions as --list-models prints them: the JSON member (a uint32_t of
+ * #FsimModelShape) and the column of the table (NULL: not in it). */
 static const struct {
-    const char *key;
+    FsimCliMember member;
     const char *column;
-    gsize offset;
 } model_dims[] = {
-    {"layers", "layers", offsetof(FsimModelShape, layers)},
-    {"hidden", "hidden", offsetof(FsimModelShape, hidden)},
-    {"heads", "heads", offsetof(FsimModelShape, heads)},
-    {"kv_heads", "KV", offsetof(FsimModelShape, kv_heads)},
-    {"head_dim", NULL, offsetof(FsimModelShape, head_dim)},
-    {"ffn", "FFN", offsetof(FsimModelShape, ffn)},
-    {"vocab", "vocab", offsetof(FsimModelShape, vocab)},
+    {{"layers", FSIM_CLI_MEMBER_U32, offsetof(FsimModelShape, layers)}, "layers"},
+    {{"hidden", FSIM_CLI_MEMBER_U32, offsetof(FsimModelShape, hidden)}, "hidden"},
+    {{"heads", FSIM_CLI_MEMBER_U32, offsetof(FsimModelShape, heads)}, "heads"},
+    {{"kv_heads", FSIM_CLI_MEMBER_U32, offsetof(FsimModelShape, kv_heads)}, "KV"},
+    {{"head_dim", FSIM_CLI_MEMBER_U32, offsetof(FsimModelShape, head_dim)}, NULL},
+    {{"ffn", FSIM_CLI_MEMBER_U32, offsetof(FsimModelShape, ffn)}, "FFN"},
+    {{"vocab", FSIM_CLI_MEMBER_U32, offsetof(FsimModelShape, vocab)}, "vocab"},
 };
-
-static uint32_t
-model_dim(const FsimModelShape *m, gsize d)
-{
-    return *(const uint32_t *)((const char *)m + model_dims[d].offset);
-}
 
 static void
 print_models_json(const FsimModelShape *presets, gsize n)
@@ -47,7 +40,7 @@ print_models_json(const FsimModelShape *presets, gsize n)
         fsim_cli_json_string(builder, "description", m->description);
         fsim_cli_json_int(builder, "params", (gint64)fsim_model_params(m));
         for (gsize d = 0; d < G_N_ELEMENTS(model_dims); d++)
-            fsim_cli_json_int(builder, model_dims[d].key, model_dim(m, d));
+            fsim_cli_json_member(builder, &model_dims[d].member, m);
         json_builder_end_object(builder);
     }
     json_builder_end_array(builder);
@@ -79,7 +72,8 @@ fsim_cli_print_models(gboolean json)
         fsim_table_add(table, params);
         for (gsize d = 0; d < G_N_ELEMENTS(model_dims); d++) {
             if (model_dims[d].column != NULL)
-                fsim_table_addf(table, "%u", model_dim(m, d));
+                fsim_table_addf(table, "%" G_GUINT64_FORMAT,
+                                fsim_cli_member_u64(&model_dims[d].member, m));
         }
         fsim_table_add(table, m->description);
     }

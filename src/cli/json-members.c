@@ -84,8 +84,12 @@ const FsimCliMember fsim_cmd_cuda_usage_step_members[] = {
 uint64_t
 fsim_cli_member_u64(const FsimCliMember *member, const void *object)
 {
-    g_return_val_if_fail(member->kind == FSIM_CLI_MEMBER_U64, 0);
-    return *(const uint64_t *)(const void *)((const char *)object + member->offset);
+    const void *field = (const char *)object + member->offset;
+
+    g_return_val_if_fail(member->kind == FSIM_CLI_MEMBER_U64 || member->kind == FSIM_CLI_MEMBER_U32,
+                         0);
+    return member->kind == FSIM_CLI_MEMBER_U32 ? *(const uint32_t *)field
+                                               : *(const uint64_t *)field;
 }
 
 /* Add the value of a @kind member at @field. */
@@ -112,12 +116,17 @@ json_add_value(JsonBuilder *builder, FsimCliMemberKind kind, const void *field)
 }
 
 void
+fsim_cli_json_member(JsonBuilder *builder, const FsimCliMember *member, const void *object)
+{
+    json_builder_set_member_name(builder, member->name);
+    json_add_value(builder, member->kind, (const char *)object + member->offset);
+}
+
+void
 fsim_cli_json_members(JsonBuilder *builder, const FsimCliMember *members, const void *object)
 {
-    for (const FsimCliMember *member = members; member->name != NULL; member++) {
-        json_builder_set_member_name(builder, member->name);
-        json_add_value(builder, member->kind, (const char *)object + member->offset);
-    }
+    for (const FsimCliMember *member = members; member->name != NULL; member++)
+        fsim_cli_json_member(builder, member, object);
 }
 
 void
