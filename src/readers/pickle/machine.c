@@ -79,16 +79,42 @@ need(Loader *l, size_t n)
     return G_LIKELY(s == INPUT_OK) ? TRUE : input_fail(l, s, n);
 }
 
+/* The width in bytes of each opcode's little-endian argument (pickletools' uint1, uint2, int4,
+ * uint4 and uint8 arguments): a length, an integer or a memo index. */
+/* clang-format off */
+static const guint8 arg_widths[256] = {
+    ['K'] = 1, ['M'] = 2, ['J'] = 4, [0x8a] = 1, [0x8b] = 4,           /* BININT*, LONG1, LONG4 */
+    ['h'] = 1, ['j'] = 4, ['q'] = 1, ['r'] = 4,                       /* BINGET, BINPUT */
+    [0x8c] = 1, ['X'] = 4, [0x8d] = 8, ['U'] = 1, ['T'] = 4,          /* str */
+    ['C'] = 1, ['B'] = 4, [0x8e] = 8, [0x96] = 8,                     /* bytes */
+    [0x95] = 8,                                                       /* FRAME */
+};
+/* clang-format on */
+
 static inline uint32_t
 read_le32(const guint8 *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static inline uint64_t
-read_le64(const guint8 *p)
+/* Reads the opcode's argument (arg_widths) into *@out. */
+static inline gboolean
+read_arg(Loader *l, uint64_t *out)
 {
-    return (uint64_t)read_le32(p) | (uint64_t)read_le32(p + 4) << 32;
+    size_t width = arg_widths[l->op];
+    if (!need(l, width))
+        return FALSE;
+    const guint8 *p = l->in.p;
+    l->in.p += width;
+    if (G_LIKELY(width == 1))
+        *out = p[0];
+    else if (width == 2)
+        *out = (uint32_t)p[0] | (uint32_t)p[1] << 8;
+    else if (width == 4)
+        *out = read_le32(p);
+    else
+        *out = read_le32(p) | (uint64_t)read_le32(p + 4) << 32;
+    return TRUE;
 }
 
 /* ---- The stack ----------------------------------------------------------------------------- */
@@ -397,17 +423,18 @@ push_int(Loader *l, int64_t i)
 
 /* ---- Opcodes with a binary argument -------------------------------------------------------- */
 
-/* Reads a length of @width bytes (1, 4 or 8, little-endian); in memory, checks that the data it
- * announces is there (a stream's length is checked as the data is read). */
-static gboolean
-read_length(Loader *l, int width, uint64_t *len)
+/* Reads the opcode's length argument; in memory, checks that the data it announces is there (a
+ * stream's length is checked as the data is read).  BINSTRING's and LONG4's length is signed, and
+ * must not be negative. */
+static inline gboolean
+read_length(Loader *l, uint64_t *len)
 {
-    if (!need(l, (size_t)width))
-        return FALSE;
-    const guint8 *p = l->in.p;
-    uint64_t n = width == 1 ? p[0] : width == 4 ? read_le32(p) : read_le64(p);
+    uint64_t n = 0;
     uint64_t remaining;
-    l->in.p += width;
+    if (!read_arg(l, &n))
+        return FALSE;
+    if (G_UNLIKELY(n & 0x80000000u) && (l->op == 'T' || l->op == 0x8b))
+        return load_fail(l, FSIM_TRACE_ERROR_SYNTAX, "%s: negative byte count", op_name(l));
     if (input_remaining(&l->in, &remaining) && n > remaining)
         return load_fail(l, FSIM_TRACE_ERROR_TRUNCATED,
                          "%s: declares %" G_GUINT64_FORMAT
@@ -417,12 +444,16 @@ read_length(Loader *l, int width, uint64_t *len)
     return TRUE;
 }
 
-/* A str or bytes of a declared length: allocated first (within the budget), then read. */
+/* A str (SHORT_BINUNICODE, BINUNICODE, BINUNICODE8, SHORT_BINSTRING, BINSTRING) or bytes
+ * (SHORT_BINBYTES, BINBYTES, BINBYTES8, BYTEARRAY8) of a declared length: allocated first (within
+ * the budget), then read. */
 static gboolean
-load_blob(Loader *l, FsimPickleType type, int width)
+op_blob(Loader *l)
 {
+    FsimPickleType type =
+        l->op == 'C' || l->op == 'B' || l->op >= 0x8e ? FSIM_PICKLE_BYTES : FSIM_PICKLE_STR;
     uint64_t len = 0;
-    if (!read_length(l, width, &len))
+    if (!read_length(l, &len))
         return FALSE;
     if (len > G_MAXSIZE / 2)
         return over_budget(l);
@@ -444,64 +475,12 @@ load_blob(Loader *l, FsimPickleType type, int width)
     return push(l, v);
 }
 
+/* LONG1, LONG4. */
 static gboolean
-op_short_binunicode(Loader *l)
-{
-    return load_blob(l, FSIM_PICKLE_STR, 1);
-}
-
-static gboolean
-op_binunicode(Loader *l)
-{
-    return load_blob(l, FSIM_PICKLE_STR, 4);
-}
-
-static gboolean
-op_binunicode8(Loader *l)
-{
-    return load_blob(l, FSIM_PICKLE_STR, 8);
-}
-
-static gboolean
-op_short_binbytes(Loader *l)
-{
-    return load_blob(l, FSIM_PICKLE_BYTES, 1);
-}
-
-static gboolean
-op_binbytes(Loader *l)
-{
-    return load_blob(l, FSIM_PICKLE_BYTES, 4);
-}
-
-static gboolean
-op_binbytes8(Loader *l)
-{
-    return load_blob(l, FSIM_PICKLE_BYTES, 8);
-}
-
-/* BINSTRING, LONG4: a signed 4-byte length, which must not be negative. */
-static gboolean
-check_signed_length(Loader *l)
-{
-    if (!need(l, 4))
-        return FALSE;
-    if (read_le32(l->in.p) & 0x80000000u)
-        return load_fail(l, FSIM_TRACE_ERROR_SYNTAX, "%s: negative byte count", op_name(l));
-    return TRUE;
-}
-
-static gboolean
-op_binstring(Loader *l)
-{
-    return check_signed_length(l) && load_blob(l, FSIM_PICKLE_STR, 4);
-}
-
-static gboolean
-load_long(Loader *l, int width)
+op_long(Loader *l)
 {
     uint64_t len = 0;
-    if (!read_length(l, width, &len))
+    if (!read_length(l, &len))
         return FALSE;
     if (len > l->max_long_bytes)
         return load_fail(l, FSIM_TRACE_ERROR_LIMIT,
@@ -515,42 +494,20 @@ load_long(Loader *l, int width)
     return push(l, v);
 }
 
-static gboolean
-op_long1(Loader *l)
-{
-    return load_long(l, 1);
-}
-
-static gboolean
-op_long4(Loader *l)
-{
-    return check_signed_length(l) && load_long(l, 4);
-}
-
+/* BININT1, the most frequent, without a look at arg_widths. */
 static gboolean
 op_binint1(Loader *l)
 {
     return need(l, 1) && push_int(l, *l->in.p++);
 }
 
-static gboolean
-op_binint2(Loader *l)
-{
-    if (!need(l, 2))
-        return FALSE;
-    int64_t i = l->in.p[0] | l->in.p[1] << 8;
-    l->in.p += 2;
-    return push_int(l, i);
-}
-
+/* BININT2 (unsigned), BININT (signed). */
 static gboolean
 op_binint(Loader *l)
 {
-    if (!need(l, 4))
-        return FALSE;
-    uint32_t u = read_le32(l->in.p);
-    l->in.p += 4;
-    return push_int(l, (u & 0x80000000u) ? (int64_t)u - ((int64_t)1 << 32) : (int64_t)u);
+    uint64_t u = 0;
+    return read_arg(l, &u) &&
+           push_int(l, (u & 0x80000000u) ? (int64_t)u - ((int64_t)1 << 32) : (int64_t)u);
 }
 
 static gboolean
@@ -587,17 +544,8 @@ op_none(Loader *l)
 static gboolean
 op_frame(Loader *l)
 {
-    if (!need(l, 8))
-        return FALSE;
-    uint64_t n = read_le64(l->in.p);
-    uint64_t remaining;
-    l->in.p += 8;
-    if (input_remaining(&l->in, &remaining) && n > remaining)
-        return load_fail(l, FSIM_TRACE_ERROR_TRUNCATED,
-                         "FRAME: declares %" G_GUINT64_FORMAT
-                         " bytes, the input has %" G_GUINT64_FORMAT,
-                         n, remaining);
-    return TRUE;
+    uint64_t n = 0;
+    return read_length(l, &n);
 }
 
 static gboolean
@@ -614,42 +562,24 @@ op_proto(Loader *l)
 
 /* ---- Memo and stack opcodes ---------------------------------------------------------------- */
 
-static gboolean
-op_binget(Loader *l)
+gboolean
+memo_access(Loader *l, uint64_t index)
 {
-    return need(l, 1) && memo_get(l, *l->in.p++);
+    return l->op == 'h' || l->op == 'j' || l->op == 'g' ? memo_get(l, index) : memo_put(l, index);
 }
 
+/* BINGET, LONG_BINGET, BINPUT, LONG_BINPUT. */
 static gboolean
-op_long_binget(Loader *l)
+op_memo(Loader *l)
 {
-    if (!need(l, 4))
-        return FALSE;
-    uint32_t index = read_le32(l->in.p);
-    l->in.p += 4;
-    return memo_get(l, index);
+    uint64_t index = 0;
+    return read_arg(l, &index) && memo_access(l, index);
 }
 
 static gboolean
 op_memoize(Loader *l)
 {
     return memo_put(l, l->memo_count);
-}
-
-static gboolean
-op_binput(Loader *l)
-{
-    return need(l, 1) && memo_put(l, *l->in.p++);
-}
-
-static gboolean
-op_long_binput(Loader *l)
-{
-    if (!need(l, 4))
-        return FALSE;
-    uint32_t index = read_le32(l->in.p);
-    l->in.p += 4;
-    return memo_put(l, index);
 }
 
 static gboolean
@@ -709,34 +639,23 @@ op_empty(Loader *l)
     return push(l, new_value(l, type));
 }
 
+/* SETITEMS, APPENDS: the items above the innermost MARK into the dict or list below them;
+ * SETITEM, APPEND: the top pair or item. */
 static gboolean
-op_setitems(Loader *l)
+op_add_items(Loader *l)
 {
+    gboolean dict = l->op == 'u' || l->op == 's';
     size_t base = 0;
-    return pop_mark(l, &base) && do_setitems(l, base);
-}
-
-static gboolean
-op_setitem(Loader *l)
-{
-    if (l->stack_len < 2 || l->stack_len - 2 <= l->fence)
-        return underflow(l);
-    return do_setitems(l, l->stack_len - 2);
-}
-
-static gboolean
-op_appends(Loader *l)
-{
-    size_t base = 0;
-    return pop_mark(l, &base) && append_items(l, base);
-}
-
-static gboolean
-op_append(Loader *l)
-{
-    if (l->stack_len < 1 || l->stack_len - 1 <= l->fence)
-        return underflow(l);
-    return append_items(l, l->stack_len - 1);
+    if (l->op == 'u' || l->op == 'e') {
+        if (!pop_mark(l, &base))
+            return FALSE;
+    } else {
+        size_t n = dict ? 2 : 1;
+        if (l->stack_len < n || l->stack_len - n <= l->fence)
+            return underflow(l);
+        base = l->stack_len - n;
+    }
+    return dict ? do_setitems(l, base) : append_items(l, base);
 }
 
 /* TUPLE, LIST, DICT: the items above the innermost MARK. */
@@ -761,40 +680,18 @@ op_tuple_n(Loader *l)
 
 /* ---- Refused opcodes ----------------------------------------------------------------------- */
 
+/* GLOBAL, STACK_GLOBAL; REDUCE, BUILD, INST, OBJ, NEWOBJ, NEWOBJ_EX; EXT1, EXT2, EXT4; PERSID,
+ * BINPERSID; NEXT_BUFFER, READONLY_BUFFER. */
 static gboolean
-forbidden(Loader *l, const char *why)
+op_refused(Loader *l)
 {
+    guint8 op = l->op;
+    const char *why = op == 'c' || op == 0x93    ? "it would import a module attribute"
+                      : op >= 0x82 && op <= 0x84 ? "it would look up the copyreg extension registry"
+                      : op == 'P' || op == 'Q'   ? "persistent ids need a persistent_load callback"
+                      : op == 0x97 || op == 0x98 ? "out-of-band buffers are not supported"
+                                                 : "it would call a Python object";
     return load_fail(l, FSIM_TRACE_ERROR_FORBIDDEN, "%s: opcode refused (%s)", op_name(l), why);
-}
-
-static gboolean
-op_import(Loader *l)
-{
-    return forbidden(l, "it would import a module attribute");
-}
-
-static gboolean
-op_call(Loader *l)
-{
-    return forbidden(l, "it would call a Python object");
-}
-
-static gboolean
-op_ext(Loader *l)
-{
-    return forbidden(l, "it would look up the copyreg extension registry");
-}
-
-static gboolean
-op_persid(Loader *l)
-{
-    return forbidden(l, "persistent ids need a persistent_load callback");
-}
-
-static gboolean
-op_buffer(Loader *l)
-{
-    return forbidden(l, "out-of-band buffers are not supported");
 }
 
 static gboolean
@@ -807,26 +704,25 @@ typedef gboolean (*OpHandler)(Loader *l);
 
 /* clang-format off */
 static const OpHandler handlers[256] = {
-    ['h'] = op_binget, ['j'] = op_long_binget, ['g'] = load_text_get, [0x94] = op_memoize,
-    ['q'] = op_binput, ['r'] = op_long_binput, ['p'] = load_text_put,
+    ['h'] = op_memo, ['j'] = op_memo, ['g'] = load_text, [0x94] = op_memoize,
+    ['q'] = op_memo, ['r'] = op_memo, ['p'] = load_text,
     ['('] = op_mark, ['0'] = op_pop, ['1'] = op_pop_mark, ['2'] = op_dup,
     ['}'] = op_empty, [']'] = op_empty, [')'] = op_empty,
-    ['u'] = op_setitems, ['s'] = op_setitem, ['e'] = op_appends, ['a'] = op_append,
+    ['u'] = op_add_items, ['s'] = op_add_items, ['e'] = op_add_items, ['a'] = op_add_items,
     ['t'] = op_build_marked, ['l'] = op_build_marked, ['d'] = op_build_marked,
     [0x85] = op_tuple_n, [0x86] = op_tuple_n, [0x87] = op_tuple_n,
-    [0x8c] = op_short_binunicode, ['X'] = op_binunicode, [0x8d] = op_binunicode8,
-    ['V'] = load_unicode, ['S'] = load_string, ['T'] = op_binstring,
-    ['U'] = op_short_binunicode /* SHORT_BINSTRING */,
-    ['C'] = op_short_binbytes, ['B'] = op_binbytes, [0x8e] = op_binbytes8,
-    [0x96] = op_binbytes8 /* BYTEARRAY8 */,
-    ['K'] = op_binint1, ['M'] = op_binint2, ['J'] = op_binint, [0x8a] = op_long1,
-    [0x8b] = op_long4, ['I'] = load_text_int, ['L'] = load_text_long,
-    ['G'] = op_binfloat, ['F'] = load_text_float, [0x88] = op_bool, [0x89] = op_bool,
+    [0x8c] = op_blob, ['X'] = op_blob, [0x8d] = op_blob, ['U'] = op_blob, ['T'] = op_blob,
+    ['C'] = op_blob, ['B'] = op_blob, [0x8e] = op_blob, [0x96] = op_blob,
+    ['V'] = load_text, ['S'] = load_text,
+    ['K'] = op_binint1, ['M'] = op_binint, ['J'] = op_binint, [0x8a] = op_long, [0x8b] = op_long,
+    ['I'] = load_text, ['L'] = load_text,
+    ['G'] = op_binfloat, ['F'] = load_text, [0x88] = op_bool, [0x89] = op_bool,
     ['N'] = op_none, [0x95] = op_frame, [0x80] = op_proto,
-    ['c'] = op_import, [0x93] = op_import,
-    ['R'] = op_call, ['b'] = op_call, ['i'] = op_call, ['o'] = op_call, [0x81] = op_call,
-    [0x92] = op_call, [0x82] = op_ext, [0x83] = op_ext, [0x84] = op_ext,
-    ['P'] = op_persid, ['Q'] = op_persid, [0x97] = op_buffer, [0x98] = op_buffer,
+    ['c'] = op_refused, [0x93] = op_refused,
+    ['R'] = op_refused, ['b'] = op_refused, ['i'] = op_refused, ['o'] = op_refused,
+    [0x81] = op_refused, [0x92] = op_refused,
+    [0x82] = op_refused, [0x83] = op_refused, [0x84] = op_refused,
+    ['P'] = op_refused, ['Q'] = op_refused, [0x97] = op_refused, [0x98] = op_refused,
     [0x8f] = op_set, [0x90] = op_set, [0x91] = op_set,
 };
 /* clang-format on */

@@ -114,6 +114,8 @@ FsimPickleValue *new_long(Loader *l, const guint8 *bytes, size_t n);
 
 gboolean memo_get(Loader *l, uint64_t index);
 gboolean memo_put(Loader *l, uint64_t index);
+/* GET, BINGET, LONG_BINGET: memo_get(); PUT, BINPUT, LONG_BINPUT: memo_put(). */
+gboolean memo_access(Loader *l, uint64_t index);
 
 /* APPENDS: appends stack[base..stack_len) to the list at stack[base - 1]. */
 gboolean append_items(Loader *l, size_t base);
@@ -174,11 +176,6 @@ void list_cache_clear(Loader *l);
  * when known, the run's length: a run shorter than LIST_PREFIX is found only so. */
 FsimPickleValue *list_cached_run(Loader *l, const guint8 *body, size_t *len);
 
-/* The protocol 0 opcodes (text.c). */
-gboolean load_text_int(Loader *l);  /* INT */
-gboolean load_text_long(Loader *l); /* LONG */
-gboolean load_text_get(Loader *l);  /* GET */
-gboolean load_text_put(Loader *l);  /* PUT */
-gboolean load_text_float(Loader *l);
-gboolean load_string(Loader *l);
-gboolean load_unicode(Loader *l);
+/* The protocol 0 opcodes, whose argument is a line of text (text.c): INT, LONG, GET, PUT, FLOAT,
+ * STRING, UNICODE. */
+gboolean load_text(Loader *l);

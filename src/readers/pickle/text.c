@@ -142,12 +142,9 @@ new_decimal_long(Loader *l, const char *digits, size_t n, gboolean negative)
 
 /* INT and LONG: a decimal line; INT's "00" and "01" are False and True. */
 static gboolean
-load_decimal(Loader *l, gboolean is_long)
+text_int(Loader *l, const char *line, size_t len)
 {
-    const char *line = NULL;
-    size_t len = 0;
-    if (!read_line(l, &line, &len))
-        return FALSE;
+    gboolean is_long = l->op == 'L';
     if (!is_long && len == 2 && line[0] == '0' && (line[1] == '0' || line[1] == '1')) {
         FsimPickleValue *v = new_value(l, FSIM_PICKLE_BOOL);
         if (v != NULL)
@@ -186,57 +183,22 @@ load_decimal(Loader *l, gboolean is_long)
     return push(l, v);
 }
 
-gboolean
-load_text_int(Loader *l)
-{
-    return load_decimal(l, FALSE);
-}
-
-gboolean
-load_text_long(Loader *l)
-{
-    return load_decimal(l, TRUE);
-}
-
 /* PUT, GET: a decimal memo index line. */
 static gboolean
-read_text_index(Loader *l, uint64_t *index)
+text_memo(Loader *l, const char *line, size_t len)
 {
-    const char *line = NULL;
-    size_t len = 0;
     int64_t i = 0;
     uint64_t u = 0;
     gboolean is_unsigned = FALSE;
-    if (!read_line(l, &line, &len))
-        return FALSE;
     if (!parse_decimal(line, len, &i, &u, &is_unsigned) || (!is_unsigned && i < 0))
         return load_fail(l, FSIM_TRACE_ERROR_NUMBER, "%s: bad memo index \"%.*s\"", op_name(l),
                          (int)MIN(len, (size_t)40), line);
-    *index = is_unsigned ? u : (uint64_t)i;
-    return TRUE;
+    return memo_access(l, is_unsigned ? u : (uint64_t)i);
 }
 
-gboolean
-load_text_get(Loader *l)
+static gboolean
+text_float(Loader *l, const char *line, size_t len)
 {
-    uint64_t index = 0;
-    return read_text_index(l, &index) && memo_get(l, index);
-}
-
-gboolean
-load_text_put(Loader *l)
-{
-    uint64_t index = 0;
-    return read_text_index(l, &index) && memo_put(l, index);
-}
-
-gboolean
-load_text_float(Loader *l)
-{
-    const char *line = NULL;
-    size_t len = 0;
-    if (!read_line(l, &line, &len))
-        return FALSE;
     char buffer[128];
     if (len == 0 || len >= sizeof(buffer))
         return load_fail(l, FSIM_TRACE_ERROR_NUMBER, "%s: bad float", op_name(l));
@@ -330,13 +292,9 @@ escape_decode(char c, const char **s, const char *end, char **out)
 }
 
 /* STRING: a quoted Python 2 repr, decoded as codecs.escape_decode() does. */
-gboolean
-load_string(Loader *l)
+static gboolean
+text_string(Loader *l, const char *line, size_t len)
 {
-    const char *line = NULL;
-    size_t len = 0;
-    if (!read_line(l, &line, &len))
-        return FALSE;
     if (len < 2 || (line[0] != '\'' && line[0] != '"') || line[len - 1] != line[0])
         return load_fail(l, FSIM_TRACE_ERROR_SYNTAX, "%s: the argument must be quoted", op_name(l));
     const char *s = line + 1;
@@ -362,13 +320,9 @@ load_string(Loader *l)
 
 /* UNICODE: raw-unicode-escape text.  Bytes are Latin-1 code points; \uXXXX and \UXXXXXXXX are
  * escapes only after an odd number of backslashes (CPython's rule). */
-gboolean
-load_unicode(Loader *l)
+static gboolean
+text_unicode(Loader *l, const char *line, size_t len)
 {
-    const char *line = NULL;
-    size_t len = 0;
-    if (!read_line(l, &line, &len))
-        return FALSE;
     l->text_strings = TRUE;
     /* A byte becomes at most 2 UTF-8 bytes; an escape of 6 or 10 bytes at most 4. */
     g_autofree char *decoded = g_malloc(2 * len + 1);
@@ -403,4 +357,28 @@ load_unicode(Loader *l)
     }
     return push(l, value_new_blob(l->heap, FSIM_PICKLE_STR, l->op_offset, decoded,
                                   (size_t)(out - decoded)));
+}
+
+/* Reads the opcode's line, then decodes it as the opcode says. */
+gboolean
+load_text(Loader *l)
+{
+    const char *line = NULL;
+    size_t len = 0;
+    if (!read_line(l, &line, &len))
+        return FALSE;
+    switch (l->op) {
+    case 'I':
+    case 'L':
+        return text_int(l, line, len);
+    case 'g':
+    case 'p':
+        return text_memo(l, line, len);
+    case 'F':
+        return text_float(l, line, len);
+    case 'S':
+        return text_string(l, line, len);
+    default: /* 'V' */
+        return text_unicode(l, line, len);
+    }
 }
