@@ -1245,11 +1245,11 @@ test_stream_long_str(void)
 static void
 write_sample(FsimPickleWriter *w, GString *repr, gsize n_big)
 {
-    fsim_pickle_writer_begin_dict(w);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_DICT);
     g_string_append(repr, "{");
 
     fsim_pickle_writer_str(w, "ints");
-    fsim_pickle_writer_begin_list(w);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_LIST);
     static const int64_t ints[] = {0,
                                    1,
                                    255,
@@ -1276,10 +1276,10 @@ write_sample(FsimPickleWriter *w, GString *repr, gsize n_big)
     fsim_pickle_writer_uint(w, (uint64_t)1 << 63);
     fsim_pickle_writer_uint(w, 7);
     g_string_append(repr, ", 18446744073709551615, 9223372036854775808, 7]");
-    fsim_pickle_writer_end_list(w);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_LIST);
 
     fsim_pickle_writer_str(w, "scalars");
-    fsim_pickle_writer_begin_tuple(w);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_TUPLE);
     fsim_pickle_writer_double(w, 1.5);
     fsim_pickle_writer_double(w, -0.25);
     fsim_pickle_writer_bool(w, TRUE);
@@ -1288,46 +1288,46 @@ write_sample(FsimPickleWriter *w, GString *repr, gsize n_big)
     fsim_pickle_writer_str(w, "h\xc3\xa9llo \xe2\x82\xac");
     fsim_pickle_writer_str_len(w, "a\0b", 3);
     fsim_pickle_writer_str(w, "");
-    fsim_pickle_writer_end_tuple(w);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_TUPLE);
     g_string_append(repr,
                     ", 'scalars': (1.5, -0.25, True, False, None, 'h\xc3\xa9llo \xe2\x82\xac', "
                     "'a\\x00b', '')");
 
     fsim_pickle_writer_str(w, "tuples");
-    fsim_pickle_writer_begin_list(w);
-    fsim_pickle_writer_begin_tuple(w);
-    fsim_pickle_writer_end_tuple(w);
-    fsim_pickle_writer_begin_tuple(w);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_LIST);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_TUPLE);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_TUPLE);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_TUPLE);
     fsim_pickle_writer_int(w, 1);
-    fsim_pickle_writer_end_tuple(w);
-    fsim_pickle_writer_begin_list(w);
-    fsim_pickle_writer_end_list(w);
-    fsim_pickle_writer_begin_dict(w);
-    fsim_pickle_writer_end_dict(w);
-    fsim_pickle_writer_end_list(w);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_TUPLE);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_LIST);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_LIST);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_DICT);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_DICT);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_LIST);
     g_string_append(repr, ", 'tuples': [(), (1,), [], {}]");
 
     /* Batching past 1000 items, and memo indices past 255 (LONG_BINPUT/LONG_BINGET). */
     fsim_pickle_writer_str(w, "big");
-    fsim_pickle_writer_begin_list(w);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_LIST);
     g_string_append(repr, ", 'big': [");
     for (gsize i = 0; i < n_big; i++) {
-        fsim_pickle_writer_begin_dict(w);
+        fsim_pickle_writer_begin(w, FSIM_PICKLE_DICT);
         g_autofree char *key = g_strdup_printf("k%" G_GSIZE_FORMAT, i % 400);
         fsim_pickle_writer_str(w, key);
         fsim_pickle_writer_int(w, (int64_t)i);
         fsim_pickle_writer_str(w, "frames");
-        fsim_pickle_writer_begin_list(w);
-        fsim_pickle_writer_end_list(w);
-        fsim_pickle_writer_end_dict(w);
+        fsim_pickle_writer_begin(w, FSIM_PICKLE_LIST);
+        fsim_pickle_writer_end(w, FSIM_PICKLE_LIST);
+        fsim_pickle_writer_end(w, FSIM_PICKLE_DICT);
         g_string_append_printf(repr, "%s{'%s': %" G_GSIZE_FORMAT ", 'frames': []}", i ? ", " : "",
                                key, i);
     }
-    fsim_pickle_writer_end_list(w);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_LIST);
     g_string_append(repr, "]");
 
     fsim_pickle_writer_str(w, "wide");
-    fsim_pickle_writer_begin_dict(w);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_DICT);
     g_string_append(repr, ", 'wide': {");
     for (gsize i = 0; i < 2500; i++) {
         g_autofree char *key = g_strdup_printf("w%" G_GSIZE_FORMAT, i);
@@ -1335,7 +1335,7 @@ write_sample(FsimPickleWriter *w, GString *repr, gsize n_big)
         fsim_pickle_writer_int(w, -(int64_t)i);
         g_string_append_printf(repr, "%s'%s': %" G_GINT64_FORMAT, i ? ", " : "", key, -(int64_t)i);
     }
-    fsim_pickle_writer_end_dict(w);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_DICT);
     g_string_append(repr, "}");
 
     g_autoptr(GString) lng = g_string_new(NULL);
@@ -1345,7 +1345,7 @@ write_sample(FsimPickleWriter *w, GString *repr, gsize n_big)
     fsim_pickle_writer_str(w, lng->str);
     g_string_append_printf(repr, ", 'long': '%s'", lng->str);
 
-    fsim_pickle_writer_end_dict(w);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_DICT);
     g_string_append(repr, "}");
 }
 
@@ -1476,10 +1476,10 @@ test_writer_error(void)
     guint8 buffer[16];
     g_autoptr(GOutputStream) out = g_memory_output_stream_new(buffer, sizeof(buffer), NULL, NULL);
     g_autoptr(FsimPickleWriter) w = fsim_pickle_writer_new(out);
-    fsim_pickle_writer_begin_list(w);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_LIST);
     for (int i = 0; i < 100; i++)
         fsim_pickle_writer_int(w, i);
-    fsim_pickle_writer_end_list(w);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_LIST);
     g_autoptr(GError) error = NULL;
     g_assert_false(fsim_pickle_writer_finish(w, &error));
     g_assert_error(error, G_IO_ERROR, G_IO_ERROR_NO_SPACE);
@@ -1491,10 +1491,10 @@ test_writer_error(void)
     g_autofree char *huge = g_malloc(200000);
     memset(huge, 'x', 199999);
     huge[199999] = '\0';
-    fsim_pickle_writer_begin_list(w2);
+    fsim_pickle_writer_begin(w2, FSIM_PICKLE_LIST);
     fsim_pickle_writer_str(w2, huge);
     fsim_pickle_writer_str(w2, "after");
-    fsim_pickle_writer_end_list(w2);
+    fsim_pickle_writer_end(w2, FSIM_PICKLE_LIST);
     g_assert_true(fsim_pickle_writer_finish(w2, &error));
     g_assert_no_error(error);
     g_output_stream_close(out2, NULL, NULL);
@@ -1511,9 +1511,9 @@ test_writer_misuse(void)
 {
     g_autoptr(GOutputStream) out = g_memory_output_stream_new_resizable();
     g_autoptr(FsimPickleWriter) w = fsim_pickle_writer_new(out);
-    fsim_pickle_writer_begin_list(w);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_LIST);
     g_test_expect_message("fragsim", G_LOG_LEVEL_CRITICAL, "*end_dict without*");
-    fsim_pickle_writer_end_dict(w);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_DICT);
     g_test_assert_expected_messages();
     g_autoptr(GError) error = NULL;
     g_assert_false(fsim_pickle_writer_finish(w, &error));

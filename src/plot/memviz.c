@@ -171,18 +171,18 @@ write_frames(FsimMemvizExport *x, uint32_t stack)
     const FsimFrame *frames = x->trace != NULL ? fsim_trace_stack(x->trace, stack, &n) : NULL;
 
     fsim_pickle_writer_str(w, "frames");
-    fsim_pickle_writer_begin_list(w);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_LIST);
     for (gsize i = 0; i < n; i++) {
-        fsim_pickle_writer_begin_dict(w);
+        fsim_pickle_writer_begin(w, FSIM_PICKLE_DICT);
         fsim_pickle_writer_str(w, "filename");
         fsim_pickle_writer_str(w, frames[i].filename);
         fsim_pickle_writer_str(w, "line");
         fsim_pickle_writer_uint(w, frames[i].line);
         fsim_pickle_writer_str(w, "name");
         fsim_pickle_writer_str(w, frames[i].name);
-        fsim_pickle_writer_end_dict(w);
+        fsim_pickle_writer_end(w, FSIM_PICKLE_DICT);
     }
-    fsim_pickle_writer_end_list(w);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_LIST);
 }
 
 static void
@@ -192,7 +192,7 @@ write_entry(FsimMemvizExport *x, const char *action, gboolean has_addr, FsimAddr
 {
     FsimPickleWriter *w = x->writer;
 
-    fsim_pickle_writer_begin_dict(w);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_DICT);
     fsim_pickle_writer_str(w, "action");
     fsim_pickle_writer_str(w, action);
     if (has_addr) {
@@ -210,7 +210,7 @@ write_entry(FsimMemvizExport *x, const char *action, gboolean has_addr, FsimAddr
     fsim_pickle_writer_str(w, "time_us");
     fsim_pickle_writer_uint(w, x->now / 1000);
     write_frames(x, stack);
-    fsim_pickle_writer_end_dict(w);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_DICT);
 }
 
 /* Write the driver calls held back, as segment actions on @stream, and track the segments. */
@@ -521,14 +521,14 @@ fsim_memviz_export_new(const char *path, FsimEngine *engine, uint32_t device_ind
     x->segments = g_tree_new_full(fsim_addr_compare, NULL, NULL, g_free);
     x->mapped = g_tree_new_full(fsim_addr_compare, NULL, NULL, g_free);
     x->seeds = g_array_new(FALSE, FALSE, sizeof(Segment));
-    fsim_pickle_writer_begin_dict(x->writer);
+    fsim_pickle_writer_begin(x->writer, FSIM_PICKLE_DICT);
     fsim_pickle_writer_str(x->writer, "device_traces");
-    fsim_pickle_writer_begin_list(x->writer);
+    fsim_pickle_writer_begin(x->writer, FSIM_PICKLE_LIST);
     for (uint32_t d = 0; d < device_index; d++) {
-        fsim_pickle_writer_begin_list(x->writer);
-        fsim_pickle_writer_end_list(x->writer);
+        fsim_pickle_writer_begin(x->writer, FSIM_PICKLE_LIST);
+        fsim_pickle_writer_end(x->writer, FSIM_PICKLE_LIST);
     }
-    fsim_pickle_writer_begin_list(x->writer);
+    fsim_pickle_writer_begin(x->writer, FSIM_PICKLE_LIST);
     fsim_engine_add_observer(engine, &memviz_observer, x);
     return g_steal_pointer(&x);
 }
@@ -618,7 +618,7 @@ write_block(FsimMemvizExport *x, FsimAddr addr, uint64_t size, uint64_t requeste
 {
     FsimPickleWriter *w = x->writer;
 
-    fsim_pickle_writer_begin_dict(w);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_DICT);
     fsim_pickle_writer_str(w, "address");
     fsim_pickle_writer_uint(w, addr);
     fsim_pickle_writer_str(w, "size");
@@ -628,7 +628,7 @@ write_block(FsimMemvizExport *x, FsimAddr addr, uint64_t size, uint64_t requeste
     fsim_pickle_writer_str(w, "state");
     fsim_pickle_writer_str(w, state);
     write_frames(x, stack);
-    fsim_pickle_writer_end_dict(w);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_DICT);
 }
 
 /*
@@ -703,7 +703,7 @@ write_segment(FsimMemvizExport *x, const Segment *s, GArray *blocks, guint *next
         (*next)++;
     }
     last = *next;
-    fsim_pickle_writer_begin_dict(w);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_DICT);
     fsim_pickle_writer_str(w, "device");
     fsim_pickle_writer_uint(w, x->device_index);
     fsim_pickle_writer_str(w, "address");
@@ -722,17 +722,17 @@ write_segment(FsimMemvizExport *x, const Segment *s, GArray *blocks, guint *next
     fsim_pickle_writer_str(w, segment_is_small(s) ? "small" : "large");
     /* PyTorch's MempoolId_t pair, as the reader folds it (first << 32 | second) */
     fsim_pickle_writer_str(w, "segment_pool_id");
-    fsim_pickle_writer_begin_tuple(w);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_TUPLE);
     fsim_pickle_writer_int(w, (int64_t)(pool_of(x, s->start) >> 32));
     fsim_pickle_writer_int(w, (int64_t)(pool_of(x, s->start) & 0xffffffffu));
-    fsim_pickle_writer_end_tuple(w);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_TUPLE);
     fsim_pickle_writer_str(w, "is_expandable");
     fsim_pickle_writer_bool(w, s->expandable);
     fsim_pickle_writer_str(w, "frames");
-    fsim_pickle_writer_begin_list(w);
-    fsim_pickle_writer_end_list(w);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_LIST);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_LIST);
     fsim_pickle_writer_str(w, "blocks");
-    fsim_pickle_writer_begin_list(w);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_LIST);
     for (guint i = first; i < last; i++) {
         const FinalBlock *b = &g_array_index(blocks, FinalBlock, i);
         FsimAddr start = MAX(b->addr, s->start);
@@ -745,8 +745,8 @@ write_segment(FsimMemvizExport *x, const Segment *s, GArray *blocks, guint *next
     }
     if (cursor < s->end)
         write_block(x, cursor, s->end - cursor, 0, "inactive", 0);
-    fsim_pickle_writer_end_list(w);
-    fsim_pickle_writer_end_dict(w);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_LIST);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_DICT);
 }
 
 /* The settings PyTorch would have recorded for the run: its caching or expandable policy's
@@ -769,7 +769,7 @@ write_settings(FsimMemvizExport *x)
         fsim_alloc_conf_init(&conf);
     conf.expandable_segments = conf.expandable_segments || expandable;
     text = fsim_alloc_conf_to_string(&conf);
-    fsim_pickle_writer_begin_dict(w);
+    fsim_pickle_writer_begin(w, FSIM_PICKLE_DICT);
     fsim_pickle_writer_str(w, "PYTORCH_CUDA_ALLOC_CONF");
     fsim_pickle_writer_str(w, text);
     fsim_pickle_writer_str(w, "max_split_size");
@@ -783,7 +783,7 @@ write_settings(FsimMemvizExport *x)
     fsim_pickle_writer_str(w, policy);
     fsim_pickle_writer_str(w, "fragsim_device");
     fsim_pickle_writer_str(w, config->device.name);
-    fsim_pickle_writer_end_dict(w);
+    fsim_pickle_writer_end(w, FSIM_PICKLE_DICT);
 }
 
 static void
@@ -808,8 +808,8 @@ fsim_memviz_export_finish(FsimMemvizExport *x, GError **error)
     check_seeds(x);
     x->done = TRUE;
     flush_calls(x, 0);
-    fsim_pickle_writer_end_list(x->writer); /* this device's entries */
-    fsim_pickle_writer_end_list(x->writer); /* device_traces */
+    fsim_pickle_writer_end(x->writer, FSIM_PICKLE_LIST); /* this device's entries */
+    fsim_pickle_writer_end(x->writer, FSIM_PICKLE_LIST); /* device_traces */
     fsim_engine_foreach_live(x->engine, collect_block, state);
     finish_uncovered(x, blocks);
     if (fsim_engine_policy(x->engine)->ops->describe != NULL) {
@@ -823,7 +823,7 @@ fsim_memviz_export_finish(FsimMemvizExport *x, GError **error)
     g_tree_foreach(x->mapped, collect_segment, segments);
     g_ptr_array_sort(segments, segment_by_start);
     fsim_pickle_writer_str(x->writer, "segments");
-    fsim_pickle_writer_begin_list(x->writer);
+    fsim_pickle_writer_begin(x->writer, FSIM_PICKLE_LIST);
     for (guint i = 0; i < segments->len; i++) {
         const Segment *s = segments->pdata[i];
 
@@ -836,10 +836,10 @@ fsim_memviz_export_finish(FsimMemvizExport *x, GError **error)
         }
         write_segment(x, s, blocks, &next);
     }
-    fsim_pickle_writer_end_list(x->writer);
+    fsim_pickle_writer_end(x->writer, FSIM_PICKLE_LIST);
     fsim_pickle_writer_str(x->writer, "allocator_settings");
     write_settings(x);
-    fsim_pickle_writer_end_dict(x->writer);
+    fsim_pickle_writer_end(x->writer, FSIM_PICKLE_DICT);
     if (!fsim_pickle_writer_finish(x->writer, &local_error) ||
         !g_output_stream_close(x->stream, NULL, &local_error) ||
         g_rename(x->tmp_path, x->path) != 0) {

@@ -502,12 +502,10 @@ void fsim_pickle_writer_free(FsimPickleWriter *w);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimPickleWriter, fsim_pickle_writer_free)
 
-void fsim_pickle_writer_begin_dict(FsimPickleWriter *w);
-void fsim_pickle_writer_end_dict(FsimPickleWriter *w);
-void fsim_pickle_writer_begin_list(FsimPickleWriter *w);
-void fsim_pickle_writer_end_list(FsimPickleWriter *w);
-void fsim_pickle_writer_begin_tuple(FsimPickleWriter *w);
-void fsim_pickle_writer_end_tuple(FsimPickleWriter *w);
+/* A container (@kind: %FSIM_PICKLE_DICT, %FSIM_PICKLE_LIST or %FSIM_PICKLE_TUPLE): begin, its
+ * items (a dict's: key, value, key, value, ...), end with the same @kind. */
+void fsim_pickle_writer_begin(FsimPickleWriter *w, FsimPickleType kind);
+void fsim_pickle_writer_end(FsimPickleWriter *w, FsimPickleType kind);
 
 /* Integers: BININT1/BININT2/BININT when they fit 32 bits, LONG1 otherwise. */
 void fsim_pickle_writer_int(FsimPickleWriter *w, int64_t value);

@@ -17,14 +17,8 @@
 #define WRITER_MEMO_MAX_STR ((size_t)1024)
 #define WRITER_MEMO_MAX     ((guint)1 << 20)
 
-typedef enum {
-    FRAME_LIST,
-    FRAME_DICT,
-    FRAME_TUPLE,
-} FrameKind;
-
 typedef struct {
-    FrameKind kind;
+    FsimPickleType kind;  /* FSIM_PICKLE_LIST, _DICT or _TUPLE */
     guint batch;          /* items (dict: entries) since the batch's MARK */
     gboolean pending_key; /* dict: a key was written, its value not yet */
 } Frame;
@@ -133,7 +127,8 @@ writer_before_value(FsimPickleWriter *w)
         }
         return TRUE;
     }
-    if (f->batch == 0 && (f->kind == FRAME_LIST || (f->kind == FRAME_DICT && !f->pending_key)))
+    if (f->batch == 0 &&
+        (f->kind == FSIM_PICKLE_LIST || (f->kind == FSIM_PICKLE_DICT && !f->pending_key)))
         writer_byte(w, '(');
     return TRUE;
 }
@@ -147,26 +142,17 @@ writer_after_value(FsimPickleWriter *w)
         w->root_done = TRUE;
         return;
     }
-    switch (f->kind) {
-    case FRAME_LIST:
-        if (++f->batch == WRITER_BATCH) {
-            writer_byte(w, 'e');
-            f->batch = 0;
-        }
-        break;
-    case FRAME_DICT:
-        if (!f->pending_key) {
-            f->pending_key = TRUE;
-            break;
-        }
-        f->pending_key = FALSE;
-        if (++f->batch == WRITER_BATCH) {
-            writer_byte(w, 'u');
-            f->batch = 0;
-        }
-        break;
-    case FRAME_TUPLE:
-        break;
+    if (f->kind == FSIM_PICKLE_TUPLE)
+        return;
+    if (f->kind == FSIM_PICKLE_DICT) {
+        /* A dict's entry is complete after its value. */
+        f->pending_key = !f->pending_key;
+        if (f->pending_key)
+            return;
+    }
+    if (++f->batch == WRITER_BATCH) {
+        writer_byte(w, f->kind == FSIM_PICKLE_LIST ? 'e' : 'u');
+        f->batch = 0;
     }
 }
 
@@ -183,6 +169,16 @@ fsim_pickle_writer_new(GOutputStream *out)
     return w;
 }
 
+/* A scalar value: its opcode and argument, @n bytes. */
+static void
+writer_scalar(FsimPickleWriter *w, const guint8 *bytes, size_t n)
+{
+    if (!writer_before_value(w))
+        return;
+    writer_put(w, bytes, n);
+    writer_after_value(w);
+}
+
 void
 fsim_pickle_writer_free(FsimPickleWriter *w)
 {
@@ -195,73 +191,40 @@ fsim_pickle_writer_free(FsimPickleWriter *w)
     g_free(w);
 }
 
-static void
-writer_begin(FsimPickleWriter *w, FrameKind kind, guint8 opcode)
+void
+fsim_pickle_writer_begin(FsimPickleWriter *w, FsimPickleType kind)
 {
     g_return_if_fail(w != NULL);
+    g_return_if_fail(kind == FSIM_PICKLE_DICT || kind == FSIM_PICKLE_LIST ||
+                     kind == FSIM_PICKLE_TUPLE);
     if (!writer_before_value(w))
         return;
-    writer_byte(w, opcode);
+    /* A tuple is MARK ... TUPLE: the item count is not known in advance. */
+    writer_byte(w, kind == FSIM_PICKLE_DICT ? '}' : kind == FSIM_PICKLE_LIST ? ']' : '(');
     Frame f = {.kind = kind};
     g_array_append_val(w->frames, f);
 }
 
-static void
-writer_end(FsimPickleWriter *w, FrameKind kind, const char *what)
+void
+fsim_pickle_writer_end(FsimPickleWriter *w, FsimPickleType kind)
 {
     g_return_if_fail(w != NULL);
     Frame *f = writer_top(w);
     if (f == NULL || f->kind != kind) {
+        const char *what = fsim_pickle_type_name(kind);
         writer_misuse(w, "end_%s without a matching begin_%s", what, what);
         return;
     }
-    if (f->kind == FRAME_DICT && f->pending_key) {
+    if (f->kind == FSIM_PICKLE_DICT && f->pending_key) {
         writer_misuse(w, "end_dict after a key without its value");
         return;
     }
-    if (f->kind == FRAME_TUPLE)
+    if (f->kind == FSIM_PICKLE_TUPLE)
         writer_byte(w, 't');
     else if (f->batch > 0)
-        writer_byte(w, f->kind == FRAME_LIST ? 'e' : 'u');
+        writer_byte(w, f->kind == FSIM_PICKLE_LIST ? 'e' : 'u');
     g_array_set_size(w->frames, w->frames->len - 1);
     writer_after_value(w);
-}
-
-void
-fsim_pickle_writer_begin_dict(FsimPickleWriter *w)
-{
-    writer_begin(w, FRAME_DICT, '}');
-}
-
-void
-fsim_pickle_writer_end_dict(FsimPickleWriter *w)
-{
-    writer_end(w, FRAME_DICT, "dict");
-}
-
-void
-fsim_pickle_writer_begin_list(FsimPickleWriter *w)
-{
-    writer_begin(w, FRAME_LIST, ']');
-}
-
-void
-fsim_pickle_writer_end_list(FsimPickleWriter *w)
-{
-    writer_end(w, FRAME_LIST, "list");
-}
-
-void
-fsim_pickle_writer_begin_tuple(FsimPickleWriter *w)
-{
-    /* MARK ... TUPLE: the item count is not known in advance. */
-    writer_begin(w, FRAME_TUPLE, '(');
-}
-
-void
-fsim_pickle_writer_end_tuple(FsimPickleWriter *w)
-{
-    writer_end(w, FRAME_TUPLE, "tuple");
 }
 
 /* LONG1 with the fewest bytes that hold @u as two's complement (@negative: @u is an int64). */
@@ -320,35 +283,27 @@ void
 fsim_pickle_writer_double(FsimPickleWriter *w, double value)
 {
     g_return_if_fail(w != NULL);
-    if (!writer_before_value(w))
-        return;
     uint64_t bits;
     memcpy(&bits, &value, sizeof(bits));
     guint8 b[9] = {'G'};
     for (int k = 0; k < 8; k++)
         b[1 + k] = (guint8)(bits >> (56 - 8 * k));
-    writer_put(w, b, sizeof(b));
-    writer_after_value(w);
+    writer_scalar(w, b, sizeof(b));
 }
 
 void
 fsim_pickle_writer_bool(FsimPickleWriter *w, gboolean value)
 {
+    guint8 op = value ? 0x88 : 0x89;
     g_return_if_fail(w != NULL);
-    if (!writer_before_value(w))
-        return;
-    writer_byte(w, value ? 0x88 : 0x89);
-    writer_after_value(w);
+    writer_scalar(w, &op, 1);
 }
 
 void
 fsim_pickle_writer_none(FsimPickleWriter *w)
 {
     g_return_if_fail(w != NULL);
-    if (!writer_before_value(w))
-        return;
-    writer_byte(w, 'N');
-    writer_after_value(w);
+    writer_scalar(w, (const guint8 *)"N", 1);
 }
 
 void
