@@ -55,10 +55,12 @@ G_STATIC_ASSERT(sizeof(EntryFields) == FSIM_PICKLE_RECORD_KEYS * sizeof(const Fs
 static gboolean
 entry_fields(const FsimPickleValue *entry, EntryFields *f, gsize *pairs)
 {
+    const FsimPickleValue **slots =
+        (const FsimPickleValue **)f; /* in fsim_torch_entry_keys' order */
     gsize n;
     const FsimPickleValue *const *items;
 
-    if (fsim_pickle_record(entry, pairs, (const FsimPickleValue **)f))
+    if (fsim_pickle_record(entry, pairs, slots))
         return TRUE;
     *pairs = fsim_pickle_len(entry);
     items = fsim_pickle_dict_items(entry, &n);
@@ -66,37 +68,13 @@ entry_fields(const FsimPickleValue *entry, EntryFields *f, gsize *pairs)
     for (gsize k = 0; k < n; k++) {
         gsize len;
         const char *key = fsim_pickle_get_str(items[2 * k], &len);
-        const FsimPickleValue *value = items[2 * k + 1];
 
-        if (key == NULL)
-            continue;
-        switch (len) {
-        case 4:
-            if (memcmp(key, "addr", 4) == 0)
-                f->addr = value;
-            else if (memcmp(key, "size", 4) == 0)
-                f->size = value;
-            break;
-        case 6:
-            if (memcmp(key, "action", 6) == 0)
-                f->action = value;
-            else if (memcmp(key, "stream", 6) == 0)
-                f->stream = value;
-            else if (memcmp(key, "frames", 6) == 0)
-                f->frames = value;
-            break;
-        case 7:
-            if (memcmp(key, "time_us", 7) == 0)
-                f->time = value;
-            else if (memcmp(key, "pool_id", 7) == 0)
-                f->pool = value;
-            break;
-        case 11:
-            if (memcmp(key, "device_free", 11) == 0)
-                f->device_free = value;
-            break;
-        default:
-            break;
+        for (gsize j = 0; key != NULL && fsim_torch_entry_keys[j] != NULL; j++) {
+            if (strlen(fsim_torch_entry_keys[j]) == len &&
+                memcmp(key, fsim_torch_entry_keys[j], len) == 0) {
+                slots[j] = items[2 * k + 1];
+                break;
+            }
         }
     }
     return FALSE;
@@ -229,11 +207,7 @@ entry_time(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *time_v, con
     }
     if (!torch_relative_time(ld, dev, time_v, w, time_us, &time, error))
         return FALSE;
-    if (time < dev->last_time) {
-        dev->backwards++;
-        time = dev->last_time;
-    }
-    dev->last_time = time;
+    (void)fsim_trace_clock_advance(&dev->last_time, &dev->backwards, time);
     return TRUE;
 }
 
@@ -286,10 +260,8 @@ torch_read_entry(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *entry
 gboolean
 fsim_torch_read_traces(TorchLoader *ld, const FsimPickleValue *traces, GError **error)
 {
-    if (fsim_pickle_type(traces) != FSIM_PICKLE_LIST)
-        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, traces,
-                               "'device_traces' is %s, expected a list",
-                               fsim_torch_type_name(traces));
+    if (!fsim_torch_list(ld, traces, "'device_traces'", error))
+        return FALSE;
     for (gsize d = 0; d < fsim_pickle_len(traces); d++) {
         const FsimPickleValue *trace = fsim_pickle_item(traces, d);
         TorchWhere w = {.list = "device_traces", .i = d, .depth = 1};
@@ -392,13 +364,6 @@ torch_read_annotation(TorchLoader *ld, const FsimPickleValue *annotation, gsize 
 gboolean
 fsim_torch_read_annotations(TorchLoader *ld, const FsimPickleValue *annotations, GError **error)
 {
-    if (fsim_pickle_type(annotations) != FSIM_PICKLE_LIST)
-        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, annotations,
-                               "'external_annotations' is %s, expected a list",
-                               fsim_torch_type_name(annotations));
-    for (gsize i = 0; i < fsim_pickle_len(annotations); i++) {
-        if (!torch_read_annotation(ld, fsim_pickle_item(annotations, i), i, error))
-            return FALSE;
-    }
-    return TRUE;
+    return fsim_torch_read_list(ld, annotations, "'external_annotations'", torch_read_annotation,
+                                error);
 }

@@ -94,6 +94,28 @@ fsim_torch_charge(TorchLoader *ld, const FsimPickleValue *v, uint64_t cost, GErr
 }
 
 gboolean
+fsim_torch_list(const TorchLoader *ld, const FsimPickleValue *v, const char *name, GError **error)
+{
+    if (fsim_pickle_type(v) == FSIM_PICKLE_LIST)
+        return TRUE;
+    return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, v, "%s is %s, expected a list", name,
+                           fsim_torch_type_name(v));
+}
+
+gboolean
+fsim_torch_read_list(TorchLoader *ld, const FsimPickleValue *list, const char *name,
+                     TorchItemReader read, GError **error)
+{
+    if (!fsim_torch_list(ld, list, name, error))
+        return FALSE;
+    for (gsize i = 0; i < fsim_pickle_len(list); i++) {
+        if (!read(ld, fsim_pickle_item(list, i), i, error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean
 fsim_torch_dict(TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w, GError **error)
 {
     if (fsim_pickle_type(v) != FSIM_PICKLE_DICT) {

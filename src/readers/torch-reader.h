@@ -166,6 +166,18 @@ const char *fsim_torch_type_name(const FsimPickleValue *v);
 gboolean fsim_torch_charge(TorchLoader *ld, const FsimPickleValue *v, uint64_t cost,
                            GError **error);
 
+/* @v, the snapshot's list @name ('segments', ...), must be a list. */
+gboolean fsim_torch_list(const TorchLoader *ld, const FsimPickleValue *v, const char *name,
+                         GError **error);
+
+/* Reads an item of a list: @item, at index @i. */
+typedef gboolean (*TorchItemReader)(TorchLoader *ld, const FsimPickleValue *item, gsize i,
+                                    GError **error);
+
+/* fsim_torch_list(), then @read on each item of @list. */
+gboolean fsim_torch_read_list(TorchLoader *ld, const FsimPickleValue *list, const char *name,
+                              TorchItemReader read, GError **error);
+
 /* @v, found at @w, must be a dict; pays for visiting it. */
 gboolean fsim_torch_dict(TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w,
                          GError **error);

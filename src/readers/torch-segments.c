@@ -239,12 +239,5 @@ torch_read_segment(TorchLoader *ld, const FsimPickleValue *segment, gsize i, GEr
 gboolean
 fsim_torch_read_segments(TorchLoader *ld, const FsimPickleValue *segments, GError **error)
 {
-    if (fsim_pickle_type(segments) != FSIM_PICKLE_LIST)
-        return fsim_torch_fail(ld, error, FSIM_TRACE_ERROR_TYPE, segments,
-                               "'segments' is %s, expected a list", fsim_torch_type_name(segments));
-    for (gsize i = 0; i < fsim_pickle_len(segments); i++) {
-        if (!torch_read_segment(ld, fsim_pickle_item(segments, i), i, error))
-            return FALSE;
-    }
-    return TRUE;
+    return fsim_torch_read_list(ld, segments, "'segments'", torch_read_segment, error);
 }
