@@ -9,7 +9,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "fragsim/owned.h"
 #include "fragsim/types.h"
 
 #include "synth.h"
@@ -25,29 +24,15 @@ fsim_train_options_init(FsimTrainOptions *o)
     o->lora_rank = -1;
 }
 
-void
-fsim_train_options_clear(FsimTrainOptions *o)
-{
-    static const FsimOwned owned[] = {
-        FSIM_OWNED(FsimTrainOptions, model, g_free),
-        FSIM_OWNED(FsimTrainOptions, params, g_free),
-        FSIM_OWNED(FsimTrainOptions, precision, g_free),
-        FSIM_OWNED(FsimTrainOptions, dtype, g_free),
-        FSIM_OWNED(FsimTrainOptions, optimizer, g_free),
-        FSIM_OWNED(FsimTrainOptions, checkpointing, g_free),
-        FSIM_OWNED(FsimTrainOptions, attention, g_free),
-        FSIM_OWNED(FsimTrainOptions, lora_targets, g_free),
-        FSIM_OWNED(FsimTrainOptions, activations, g_free),
-    };
+/* The entries of the flags, pointing into @o: the model and training flags, --list-models,
+ * --activations, the end mark. */
+#define N_ENTRIES 29
 
-    fsim_owned_clear(o, owned, G_N_ELEMENTS(owned));
-}
-
-GOptionGroup *
-fsim_train_options_group(FsimTrainOptions *o, guint flags)
+static void
+options_entries(FsimTrainOptions *o, GOptionEntry out[N_ENTRIES])
 {
     /* clang-format off */
-    GOptionEntry entries[] = {
+    const GOptionEntry entries[N_ENTRIES] = {
         {"model", 'm', 0, G_OPTION_ARG_STRING, &o->model, "Model preset (see --list-models)", "NAME"},
         {"params", 0, 0, G_OPTION_ARG_STRING, &o->params, "Parameter count (7e9, 7B, 125M): a Llama-style shape is derived", "N"},
         {"layers", 0, 0, G_OPTION_ARG_INT, &o->layers, "Transformer layers (overrides the preset)", "N"},
@@ -75,10 +60,31 @@ fsim_train_options_group(FsimTrainOptions *o, guint flags)
         {"lora-rank", 0, 0, G_OPTION_ARG_INT, &o->lora_rank, "LoRA rank (default 16)", "R"},
         {"lora-targets", 0, 0, G_OPTION_ARG_STRING, &o->lora_targets, "LoRA targets: q,k,v,o,gate,up,down or all (default q,v)", "LIST"},
         {"list-models", 0, 0, G_OPTION_ARG_NONE, &o->list_models, "List the model presets and exit", NULL},
-        {NULL, 0, 0, 0, NULL, NULL, NULL},
+        {"activations", 0, 0, G_OPTION_ARG_STRING, &o->activations, "A measured activation figure (20GB, 18GiB) instead of the estimate", "SIZE"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     /* clang-format on */
+    memcpy(out, entries, sizeof(entries));
+}
+
+void
+fsim_train_options_clear(FsimTrainOptions *o)
+{
+    GOptionEntry entries[N_ENTRIES];
+
+    options_entries(o, entries);
+    for (guint i = 0; entries[i].long_name != NULL; i++) {
+        if (entries[i].arg == G_OPTION_ARG_STRING)
+            g_clear_pointer((char **)entries[i].arg_data, g_free);
+    }
+}
+
+GOptionGroup *
+fsim_train_options_group(FsimTrainOptions *o, guint flags)
+{
+    GOptionEntry entries[N_ENTRIES];
+
+    options_entries(o, entries);
     if (flags & FSIM_TRAIN_OPTIONS_MODEL_ONLY) {
         /* the model flags come first: --model ... --vocab, then --list-models */
         guint n = 0;
@@ -86,16 +92,8 @@ fsim_train_options_group(FsimTrainOptions *o, guint flags)
             n++;
         entries[n] = entries[G_N_ELEMENTS(entries) - 3];
         memset(&entries[n + 1], 0, sizeof entries[0]);
-    } else if (flags & FSIM_TRAIN_OPTIONS_ACTIVATIONS) {
-        GOptionEntry activations = {
-            "activations",
-            0,
-            0,
-            G_OPTION_ARG_STRING,
-            &o->activations,
-            "A measured activation figure (20GB, 18GiB) instead of the estimate",
-            "SIZE"};
-        entries[G_N_ELEMENTS(entries) - 2] = activations;
+    } else if (!(flags & FSIM_TRAIN_OPTIONS_ACTIVATIONS)) {
+        memset(&entries[G_N_ELEMENTS(entries) - 2], 0, sizeof entries[0]);
     }
     GOptionGroup *group = g_option_group_new(
         "model", "Model and training options:", "Show the model and training options", NULL, NULL);
