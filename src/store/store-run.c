@@ -33,6 +33,31 @@ typedef struct {
     FsimStoredBlock block;
 } HeapBlock;
 
+/* The rows a run gathers while it replays, each kind in a GArray of its own, written when the
+ * run finishes and released then. */
+typedef enum {
+    ROWS_SAMPLES,  /* FsimStoredSample: the closed samples */
+    ROWS_SEGMENTS, /* FsimStoredSegment: the first max_segment_actions device actions */
+    ROWS_HEAP,     /* HeapBlock, unordered: candidates for the max_blocks kept, < 2 x max_blocks */
+    ROWS_OOMS,     /* FsimOomRecord: the first max_ooms */
+    ROWS_MARKS,    /* FsimStoredMark: the first max_marks */
+    ROWS_PHASES,   /* FsimStoredPhase: the closed phases, up to max_marks */
+    RUN_ROWS
+} RunRows;
+
+/* Each kind's element size and what clears an element (NULL: nothing to free). */
+static const struct {
+    guint size;
+    GDestroyNotify clear;
+} run_rows[RUN_ROWS] = {
+    [ROWS_SAMPLES] = {sizeof(FsimStoredSample), NULL},
+    [ROWS_SEGMENTS] = {sizeof(FsimStoredSegment), NULL},
+    [ROWS_HEAP] = {sizeof(HeapBlock), NULL},
+    [ROWS_OOMS] = {sizeof(FsimOomRecord), NULL},
+    [ROWS_MARKS] = {sizeof(FsimStoredMark), store_mark_clear},
+    [ROWS_PHASES] = {sizeof(FsimStoredPhase), store_phase_clear},
+};
+
 struct FsimStoreRun {
     FsimStore *store;
     FsimEngine *engine;
@@ -41,35 +66,29 @@ struct FsimStoreRun {
     gboolean done;
     gboolean has_metrics; /* fsim_store_run_set_metrics() */
     FsimMetrics metrics;
+    GArray *rows[RUN_ROWS]; /* NULL once released */
 
     /* the engine's, read on every event */
     const FsimEngineCounters *counters;
     const FsimDevice *device;
     StoreSpan span;
 
-    /* samples */
-    GArray *buckets; /* FsimStoredSample, closed */
+    /* samples: the closed ones are rows[ROWS_SAMPLES] */
     FsimStoredSample current;
     gboolean has_current;
     uint64_t width;
     uint64_t seen_reserved_peak;
 
-    /* device actions */
-    GArray *segments; /* FsimStoredSegment */
+    /* device actions: the first max_segment_actions are rows[ROWS_SEGMENTS] */
     uint64_t segment_actions;
 
     /* blocks: the live ones are the engine's (fsim_engine_releasing(), at the end
      * fsim_engine_foreach_live_alloc()), not a second table */
-    GArray *heap; /* HeapBlock, unordered: candidates for the max_blocks kept, < 2 x max_blocks */
     HeapBlock threshold; /* once has_threshold: the least kept at the last selection */
     gboolean has_threshold;
     uint64_t blocks_seen;
 
-    GArray *ooms;  /* FsimOomRecord */
-    GArray *marks; /* FsimStoredMark */
-
     /* phases between marks: the closed ones, and the one the last event belongs to */
-    GArray *phases; /* FsimStoredPhase */
     FsimStoredPhase phase;
     gboolean has_phase;
     gboolean any_mark;
@@ -102,8 +121,8 @@ store_phase_clear(gpointer data)
 static void
 samples_merge_pairs(FsimStoreRun *run)
 {
-    guint n = run->buckets->len / 2;
-    FsimStoredSample *s = (FsimStoredSample *)(void *)run->buckets->data;
+    guint n = run->rows[ROWS_SAMPLES]->len / 2;
+    FsimStoredSample *s = (FsimStoredSample *)(void *)run->rows[ROWS_SAMPLES]->data;
 
     for (guint i = 0; i < n; i++) {
         FsimStoredSample a = s[2 * i];
@@ -123,7 +142,7 @@ samples_merge_pairs(FsimStoreRun *run)
         a.reserved_max = MAX(a.reserved_max, b->reserved_max);
         s[i] = a;
     }
-    g_array_set_size(run->buckets, n);
+    g_array_set_size(run->rows[ROWS_SAMPLES], n);
     run->width *= 2;
 }
 
@@ -141,9 +160,9 @@ samples_close_bucket(FsimStoreRun *run)
 {
     if (!run->has_current)
         return;
-    g_array_append_val(run->buckets, run->current);
+    g_array_append_val(run->rows[ROWS_SAMPLES], run->current);
     run->has_current = FALSE;
-    if (run->buckets->len >= run->limits.max_samples)
+    if (run->rows[ROWS_SAMPLES]->len >= run->limits.max_samples)
         samples_merge_pairs(run);
 }
 
@@ -155,9 +174,9 @@ phase_open(FsimStoreRun *run, const char *label, uint64_t index, FsimTime time)
     FsimStoredPhase *p = &run->phase;
 
     if (run->has_phase) {
-        if (run->phases->len >= run->limits.max_marks)
+        if (run->rows[ROWS_PHASES]->len >= run->limits.max_marks)
             return;
-        g_array_append_val(run->phases, run->phase);
+        g_array_append_val(run->rows[ROWS_PHASES], run->phase);
     }
     memset(p, 0, sizeof(*p));
     p->label = g_strdup(label);
@@ -273,12 +292,12 @@ static void
 blocks_settle(FsimStoreRun *run)
 {
     guint max = run->limits.max_blocks;
-    HeapBlock *h = (HeapBlock *)(void *)run->heap->data;
+    HeapBlock *h = (HeapBlock *)(void *)run->rows[ROWS_HEAP]->data;
 
-    if (run->heap->len <= max)
+    if (run->rows[ROWS_HEAP]->len <= max)
         return;
-    blocks_select(h, run->heap->len, max);
-    g_array_set_size(run->heap, max);
+    blocks_select(h, run->rows[ROWS_HEAP]->len, max);
+    g_array_set_size(run->rows[ROWS_HEAP], max);
     run->threshold = h[0];
     for (guint i = 1; i < max; i++) {
         if (heap_less(&h[i], &run->threshold))
@@ -310,8 +329,8 @@ blocks_offer(FsimStoreRun *run, const FsimStoredBlock *block, uint64_t end_index
     item.area = block_area(block->size, block->alloc_event, end_index);
     if (run->limits.max_blocks == 0 || (run->has_threshold && heap_less(&item, &run->threshold)))
         return;
-    g_array_append_val(run->heap, item);
-    if (run->heap->len >= 2 * run->limits.max_blocks)
+    g_array_append_val(run->rows[ROWS_HEAP], item);
+    if (run->rows[ROWS_HEAP]->len >= 2 * run->limits.max_blocks)
         blocks_settle(run);
 }
 
@@ -369,10 +388,10 @@ G_GNUC_NO_INLINE static void
 observe_event_opening(FsimStoreRun *run, const FsimEvent *ev)
 {
     store_open(run, ev);
-    if (ev->kind == FSIM_EV_MARK && run->marks->len < run->limits.max_marks) {
+    if (ev->kind == FSIM_EV_MARK && run->rows[ROWS_MARKS]->len < run->limits.max_marks) {
         FsimStoredMark mark = {ev->index, ev->time, g_strdup(ev->label != NULL ? ev->label : "")};
 
-        g_array_append_val(run->marks, mark);
+        g_array_append_val(run->rows[ROWS_MARKS], mark);
     }
     span_add(run, ev);
 }
@@ -458,8 +477,8 @@ observe_oom(gpointer data, const FsimEngine *engine, const FsimOomRecord *oom)
     if (!run->has_phase)
         phase_open(run, NULL, oom->event_index, oom->time);
     run->phase.ooms++;
-    if (run->ooms->len < run->limits.max_ooms)
-        g_array_append_val(run->ooms, *oom);
+    if (run->rows[ROWS_OOMS]->len < run->limits.max_ooms)
+        g_array_append_val(run->rows[ROWS_OOMS], *oom);
 }
 
 static void
@@ -469,8 +488,8 @@ segments_add(FsimStoreRun *run, int64_t event_index, FsimTime time, guint action
     FsimStoredSegment segment = {event_index, time, action, addr, size};
 
     run->segment_actions++;
-    if (run->segments->len < run->limits.max_segment_actions)
-        g_array_append_val(run->segments, segment);
+    if (run->rows[ROWS_SEGMENTS]->len < run->limits.max_segment_actions)
+        g_array_append_val(run->rows[ROWS_SEGMENTS], segment);
 }
 
 static void
@@ -598,14 +617,11 @@ fsim_store_attach(FsimStore *store, FsimEngine *engine, const FsimStoreRunInfo *
     run->device = fsim_engine_device(engine);
     span_reset(&run->span);
     run->width = 1;
-    run->buckets = g_array_new(FALSE, FALSE, sizeof(FsimStoredSample));
-    run->segments = g_array_new(FALSE, FALSE, sizeof(FsimStoredSegment));
-    run->heap = g_array_new(FALSE, FALSE, sizeof(HeapBlock));
-    run->ooms = g_array_new(FALSE, FALSE, sizeof(FsimOomRecord));
-    run->marks = g_array_new(FALSE, FALSE, sizeof(FsimStoredMark));
-    g_array_set_clear_func(run->marks, store_mark_clear);
-    run->phases = g_array_new(FALSE, FALSE, sizeof(FsimStoredPhase));
-    g_array_set_clear_func(run->phases, store_phase_clear);
+    for (guint i = 0; i < RUN_ROWS; i++) {
+        run->rows[i] = g_array_new(FALSE, FALSE, run_rows[i].size);
+        if (run_rows[i].clear != NULL)
+            g_array_set_clear_func(run->rows[i], run_rows[i].clear);
+    }
     store->attached++;
     fsim_engine_add_observer(engine, &store_observer, run);
     return run;
@@ -746,10 +762,10 @@ write_blocks(FsimStoreRun *run, GError **error)
     /* Blocks still alive compete with the others, their lifetime running to the end. */
     fsim_engine_foreach_live_alloc(run->engine, offer_live, run);
     blocks_settle(run);
-    g_array_sort(run->heap, heap_by_alloc);
-    blocks = g_array_sized_new(FALSE, FALSE, sizeof(FsimStoredBlock), run->heap->len);
-    for (guint i = 0; i < run->heap->len; i++)
-        g_array_append_val(blocks, g_array_index(run->heap, HeapBlock, i).block);
+    g_array_sort(run->rows[ROWS_HEAP], heap_by_alloc);
+    blocks = g_array_sized_new(FALSE, FALSE, sizeof(FsimStoredBlock), run->rows[ROWS_HEAP]->len);
+    for (guint i = 0; i < run->rows[ROWS_HEAP]->len; i++)
+        g_array_append_val(blocks, g_array_index(run->rows[ROWS_HEAP], HeapBlock, i).block);
     return write_packed(run, &store_packed_blocks, blocks, error);
 }
 
@@ -758,7 +774,8 @@ write_marks_and_sizes(FsimStoreRun *run, GError **error)
 {
     FsimStore *store = run->store;
 
-    if (!write_rows(run, STMT_INSERT_MARK, &store_mark_row, run->marks, "writing marks", error))
+    if (!write_rows(run, STMT_INSERT_MARK, &store_mark_row, run->rows[ROWS_MARKS], "writing marks",
+                    error))
         return FALSE;
     for (guint i = 0; i < STORE_SIZE_BUCKETS; i++) {
         sqlite3_stmt *stmt;
@@ -785,11 +802,11 @@ write_phases(FsimStoreRun *run, GError **error)
     if (!run->any_mark)
         return TRUE;
     if (run->has_phase) {
-        g_array_append_val(run->phases, run->phase);
+        g_array_append_val(run->rows[ROWS_PHASES], run->phase);
         run->has_phase = FALSE; /* the array owns its label now */
     }
-    return write_rows(run, STMT_INSERT_PHASE, &store_phase_row, run->phases, "writing phases",
-                      error);
+    return write_rows(run, STMT_INSERT_PHASE, &store_phase_row, run->rows[ROWS_PHASES],
+                      "writing phases", error);
 }
 
 static gboolean
@@ -821,9 +838,9 @@ write_status(FsimStoreRun *run, FsimStoreStatus status, GError **error)
     bind_text(stmt, 1, fsim_store_status_name(status), &rc);
     bind_text(stmt, 2, now, &rc);
     bind_u64(stmt, 3, run->segment_actions, &rc);
-    bind_u64(stmt, 4, run->segments->len, &rc);
+    bind_u64(stmt, 4, run->rows[ROWS_SEGMENTS]->len, &rc);
     bind_u64(stmt, 5, run->blocks_seen, &rc);
-    bind_u64(stmt, 6, run->heap->len, &rc);
+    bind_u64(stmt, 6, run->rows[ROWS_HEAP]->len, &rc);
     bind_i64(stmt, 7, run->id, &rc);
     return store_step_done(store, stmt, rc, "recording the run's status", error);
 }
@@ -831,12 +848,8 @@ write_status(FsimStoreRun *run, FsimStoreStatus status, GError **error)
 static void
 run_release_data(FsimStoreRun *run)
 {
-    g_clear_pointer(&run->buckets, g_array_unref);
-    g_clear_pointer(&run->segments, g_array_unref);
-    g_clear_pointer(&run->heap, g_array_unref);
-    g_clear_pointer(&run->ooms, g_array_unref);
-    g_clear_pointer(&run->marks, g_array_unref);
-    g_clear_pointer(&run->phases, g_array_unref);
+    for (guint i = 0; i < RUN_ROWS; i++)
+        g_clear_pointer(&run->rows[i], g_array_unref);
     g_clear_pointer(&run->pools, g_array_unref);
     if (run->has_phase)
         store_phase_clear(&run->phase);
@@ -864,11 +877,11 @@ fsim_store_run_finish(FsimStoreRun *run, FsimStoreStatus status, GError **error)
     ok = store_run_simple(store, STMT_BEGIN, "starting the run's transaction", &local_error);
     if (ok) {
         ok = write_metrics(run, &local_error) &&
-             write_rows(run, STMT_INSERT_SAMPLE, &store_sample_row, run->buckets, "writing samples",
-                        &local_error) &&
-             write_rows(run, STMT_INSERT_OOM, &store_oom_row, run->ooms, "writing OOM records",
-                        &local_error) &&
-             write_packed(run, &store_packed_segments, run->segments, &local_error) &&
+             write_rows(run, STMT_INSERT_SAMPLE, &store_sample_row, run->rows[ROWS_SAMPLES],
+                        "writing samples", &local_error) &&
+             write_rows(run, STMT_INSERT_OOM, &store_oom_row, run->rows[ROWS_OOMS],
+                        "writing OOM records", &local_error) &&
+             write_packed(run, &store_packed_segments, run->rows[ROWS_SEGMENTS], &local_error) &&
              write_blocks(run, &local_error) && write_marks_and_sizes(run, &local_error) &&
              write_phases(run, &local_error) && write_breakdown(run, &local_error) &&
              store_write_pools(store, run->id, run->pools, &local_error) &&
