@@ -117,8 +117,6 @@ fsim_plot_group_data_clear(GroupData *g)
     g_clear_pointer(&g->samples, g_ptr_array_unref);
     g_clear_pointer(&g->ooms, g_ptr_array_unref);
     g_clear_pointer(&g->colours, g_array_unref);
-    g_clear_pointer(&g->trace_name, g_free);
-    g_clear_pointer(&g->device_name, g_free);
     g_clear_pointer(&g->where, g_free);
 }
 
@@ -172,8 +170,6 @@ fsim_plot_group_data_load(Plotter *p, const FsimPlotGroup *group, GroupData *g, 
     g->samples = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
     g->ooms = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
     g->colours = group_colours(group);
-    g->trace_name = g_strdup(base);
-    g->device_name = g_strdup(device);
     if (g->multi_device || group->trace_device != 0)
         g->where = g_strdup_printf("%s, trace device %u, on %s", base, group->trace_device, device);
     else

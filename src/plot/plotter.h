@@ -66,8 +66,6 @@ typedef struct {
     GArray *colours;    /* const char * per run */
     XAxis x;
     MemUnit unit;
-    char *trace_name;      /* basename */
-    char *device_name;     /* "DEVICE (CAPACITY)" */
     char *where;           /* "TRACE, trace device N, on DEVICE (CAPACITY)" */
     gboolean multi_device; /* other groups plot other devices of the same trace */
 } GroupData;
