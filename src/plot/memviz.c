@@ -62,11 +62,17 @@ typedef struct {
     uint32_t stack;
 } FinalBlock;
 
-struct FsimMemvizExport {
+/* The snapshot's file: written as a temporary file beside @path, renamed to @path once complete
+ * (memviz_file_commit()), removed when the export ends otherwise (memviz_file_clear()). */
+typedef struct {
     char *path;
-    char *tmp_path;
+    char *tmp_path; /* NULL once renamed or removed */
     GOutputStream *stream;
     FsimPickleWriter *writer;
+} MemvizFile;
+
+struct FsimMemvizExport {
+    MemvizFile file;
     FsimEngine *engine;
     uint32_t device_index;
     gboolean done;
@@ -77,7 +83,6 @@ struct FsimMemvizExport {
     GArray *seeds;          /* Segment: the trace's segments at its start, until checked */
     const FsimTrace *trace; /* (nullable) the replayed trace: allocation stacks */
     uint32_t stack;         /* the stack of the allocation being served (segment actions) */
-    GArray *private_pools;  /* PoolRange, by address: private pools' memory at the end */
     gboolean seeds_checked;
     FsimTime now;
 };
@@ -166,7 +171,7 @@ mapped_remove(GTree *mapped, FsimAddr start, FsimAddr end)
 static void
 write_frames(FsimMemvizExport *x, uint32_t stack)
 {
-    FsimPickleWriter *w = x->writer;
+    FsimPickleWriter *w = x->file.writer;
     gsize n = 0;
     const FsimFrame *frames = x->trace != NULL ? fsim_trace_stack(x->trace, stack, &n) : NULL;
 
@@ -190,7 +195,7 @@ write_entry(FsimMemvizExport *x, const char *action, gboolean has_addr, FsimAddr
             uint64_t size, uint64_t stream, gboolean has_device_free, uint64_t device_free,
             uint32_t stack)
 {
-    FsimPickleWriter *w = x->writer;
+    FsimPickleWriter *w = x->file.writer;
 
     fsim_pickle_writer_begin(w, FSIM_PICKLE_DICT);
     fsim_pickle_writer_str(w, "action");
@@ -483,6 +488,73 @@ current_umask(void)
     return mask;
 }
 
+/* Create the temporary file beside @path and a pickle writer on it. */
+static gboolean
+memviz_file_open(MemvizFile *f, const char *path, GError **error)
+{
+    int fd;
+
+    f->path = g_strdup(path);
+    f->tmp_path = g_strdup_printf("%s.tmp-XXXXXX", path);
+    fd = g_mkstemp(f->tmp_path);
+    if (fd < 0) {
+        int saved = errno;
+
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: cannot create the snapshot: %s", path,
+                    g_strerror(saved));
+        g_clear_pointer(&f->tmp_path, g_free);
+        return FALSE;
+    }
+    /* g_mkstemp() creates the file 0600; the snapshot is an output like any other. */
+    if (fchmod(fd, 0666 & ~current_umask()) != 0)
+        g_debug("memviz: %s: fchmod: %s", f->tmp_path, g_strerror(errno));
+    f->stream = g_unix_output_stream_new(fd, TRUE);
+    f->writer = fsim_pickle_writer_new(f->stream);
+    return TRUE;
+}
+
+static void
+memviz_file_remove_tmp(MemvizFile *f)
+{
+    if (f->tmp_path != NULL) {
+        (void)g_unlink(f->tmp_path);
+        g_clear_pointer(&f->tmp_path, g_free);
+    }
+}
+
+/* Flush the complete snapshot and rename it to its path; on failure remove it. */
+static gboolean
+memviz_file_commit(MemvizFile *f, GError **error)
+{
+    g_autoptr(GError) local_error = NULL;
+
+    if (!fsim_pickle_writer_finish(f->writer, &local_error) ||
+        !g_output_stream_close(f->stream, NULL, &local_error) ||
+        g_rename(f->tmp_path, f->path) != 0) {
+        int saved = errno;
+
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: cannot write the snapshot: %s", f->path,
+                    local_error != NULL ? local_error->message : g_strerror(saved));
+        memviz_file_remove_tmp(f);
+        return FALSE;
+    }
+    g_clear_pointer(&f->tmp_path, g_free);
+    return TRUE;
+}
+
+/* Close the file, removing it unless it was committed. */
+static void
+memviz_file_clear(MemvizFile *f)
+{
+    g_clear_pointer(&f->writer, fsim_pickle_writer_free);
+    if (f->stream != NULL) {
+        (void)g_output_stream_close(f->stream, NULL, NULL);
+        g_clear_object(&f->stream);
+    }
+    memviz_file_remove_tmp(f);
+    g_clear_pointer(&f->path, g_free);
+}
+
 void
 fsim_memviz_export_set_trace(FsimMemvizExport *exporter, const FsimTrace *trace)
 {
@@ -494,26 +566,11 @@ FsimMemvizExport *
 fsim_memviz_export_new(const char *path, FsimEngine *engine, uint32_t device_index, GError **error)
 {
     g_autoptr(FsimMemvizExport) x = NULL;
-    int fd;
 
     g_return_val_if_fail(path != NULL && engine != NULL, NULL);
     x = g_new0(FsimMemvizExport, 1);
-    x->path = g_strdup(path);
-    x->tmp_path = g_strdup_printf("%s.tmp-XXXXXX", path);
-    fd = g_mkstemp(x->tmp_path);
-    if (fd < 0) {
-        int saved = errno;
-
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: cannot create the snapshot: %s", path,
-                    g_strerror(saved));
-        g_clear_pointer(&x->tmp_path, g_free);
+    if (!memviz_file_open(&x->file, path, error))
         return NULL;
-    }
-    /* g_mkstemp() creates the file 0600; the snapshot is an output like any other. */
-    if (fchmod(fd, 0666 & ~current_umask()) != 0)
-        g_debug("memviz: %s: fchmod: %s", x->tmp_path, g_strerror(errno));
-    x->stream = g_unix_output_stream_new(fd, TRUE);
-    x->writer = fsim_pickle_writer_new(x->stream);
     x->engine = engine;
     x->device_index = device_index;
     x->pending = g_array_new(FALSE, FALSE, sizeof(PendingCall));
@@ -521,14 +578,14 @@ fsim_memviz_export_new(const char *path, FsimEngine *engine, uint32_t device_ind
     x->segments = g_tree_new_full(fsim_addr_compare, NULL, NULL, g_free);
     x->mapped = g_tree_new_full(fsim_addr_compare, NULL, NULL, g_free);
     x->seeds = g_array_new(FALSE, FALSE, sizeof(Segment));
-    fsim_pickle_writer_begin(x->writer, FSIM_PICKLE_DICT);
-    fsim_pickle_writer_str(x->writer, "device_traces");
-    fsim_pickle_writer_begin(x->writer, FSIM_PICKLE_LIST);
+    fsim_pickle_writer_begin(x->file.writer, FSIM_PICKLE_DICT);
+    fsim_pickle_writer_str(x->file.writer, "device_traces");
+    fsim_pickle_writer_begin(x->file.writer, FSIM_PICKLE_LIST);
     for (uint32_t d = 0; d < device_index; d++) {
-        fsim_pickle_writer_begin(x->writer, FSIM_PICKLE_LIST);
-        fsim_pickle_writer_end(x->writer, FSIM_PICKLE_LIST);
+        fsim_pickle_writer_begin(x->file.writer, FSIM_PICKLE_LIST);
+        fsim_pickle_writer_end(x->file.writer, FSIM_PICKLE_LIST);
     }
-    fsim_pickle_writer_begin(x->writer, FSIM_PICKLE_LIST);
+    fsim_pickle_writer_begin(x->file.writer, FSIM_PICKLE_LIST);
     fsim_engine_add_observer(engine, &memviz_observer, x);
     return g_steal_pointer(&x);
 }
@@ -536,7 +593,7 @@ fsim_memviz_export_new(const char *path, FsimEngine *engine, uint32_t device_ind
 const char *
 fsim_memviz_export_path(const FsimMemvizExport *exporter)
 {
-    return exporter->path;
+    return exporter->file.path;
 }
 
 /* Whether [start, end) lies inside one segment of @tree. */
@@ -616,7 +673,7 @@ static void
 write_block(FsimMemvizExport *x, FsimAddr addr, uint64_t size, uint64_t requested,
             const char *state, uint32_t stack)
 {
-    FsimPickleWriter *w = x->writer;
+    FsimPickleWriter *w = x->file.writer;
 
     fsim_pickle_writer_begin(w, FSIM_PICKLE_DICT);
     fsim_pickle_writer_str(w, "address");
@@ -671,12 +728,12 @@ pools_block(gpointer data, const FsimBlockView *view)
     (void)view;
 }
 
-/* The private pool holding @addr at the end, 0 for the default pools. */
+/* The private pool holding @addr at the end (in @pools: PoolRange), 0 for the default pools. */
 static uint64_t
-pool_of(const FsimMemvizExport *x, FsimAddr addr)
+pool_of(const GArray *pools, FsimAddr addr)
 {
-    for (guint i = 0; x->private_pools != NULL && i < x->private_pools->len; i++) {
-        const PoolRange *r = &g_array_index(x->private_pools, PoolRange, i);
+    for (guint i = 0; i < pools->len; i++) {
+        const PoolRange *r = &g_array_index(pools, PoolRange, i);
 
         if (addr >= r->start && addr < r->end)
             return r->pool_id;
@@ -684,11 +741,13 @@ pool_of(const FsimMemvizExport *x, FsimAddr addr)
     return 0;
 }
 
-/* One segment with its blocks; @next is the first block not yet placed (blocks by address). */
+/* One segment with its blocks; @next is the first block not yet placed (blocks by address);
+ * @pools: the private pools' memory (PoolRange). */
 static void
-write_segment(FsimMemvizExport *x, const Segment *s, GArray *blocks, guint *next)
+write_segment(FsimMemvizExport *x, const Segment *s, GArray *blocks, guint *next,
+              const GArray *pools)
 {
-    FsimPickleWriter *w = x->writer;
+    FsimPickleWriter *w = x->file.writer;
     uint64_t allocated = 0, active = 0, requested = 0;
     guint first = *next, last;
     FsimAddr cursor = s->start;
@@ -723,8 +782,8 @@ write_segment(FsimMemvizExport *x, const Segment *s, GArray *blocks, guint *next
     /* PyTorch's MempoolId_t pair, as the reader folds it (first << 32 | second) */
     fsim_pickle_writer_str(w, "segment_pool_id");
     fsim_pickle_writer_begin(w, FSIM_PICKLE_TUPLE);
-    fsim_pickle_writer_int(w, (int64_t)(pool_of(x, s->start) >> 32));
-    fsim_pickle_writer_int(w, (int64_t)(pool_of(x, s->start) & 0xffffffffu));
+    fsim_pickle_writer_int(w, (int64_t)(pool_of(pools, s->start) >> 32));
+    fsim_pickle_writer_int(w, (int64_t)(pool_of(pools, s->start) & 0xffffffffu));
     fsim_pickle_writer_end(w, FSIM_PICKLE_TUPLE);
     fsim_pickle_writer_str(w, "is_expandable");
     fsim_pickle_writer_bool(w, s->expandable);
@@ -755,7 +814,7 @@ write_segment(FsimMemvizExport *x, const Segment *s, GArray *blocks, guint *next
 static void
 write_settings(FsimMemvizExport *x)
 {
-    FsimPickleWriter *w = x->writer;
+    FsimPickleWriter *w = x->file.writer;
     const FsimRunConfig *config = fsim_engine_config(x->engine);
     const char *policy = fsim_engine_policy(x->engine)->ops->name;
     gboolean expandable = strcmp(policy, "expandable") == 0;
@@ -786,21 +845,12 @@ write_settings(FsimMemvizExport *x)
     fsim_pickle_writer_end(w, FSIM_PICKLE_DICT);
 }
 
-static void
-remove_tmp(FsimMemvizExport *x)
-{
-    if (x->tmp_path != NULL) {
-        (void)g_unlink(x->tmp_path);
-        g_clear_pointer(&x->tmp_path, g_free);
-    }
-}
-
 gboolean
 fsim_memviz_export_finish(FsimMemvizExport *x, GError **error)
 {
     g_autoptr(GPtrArray) segments = g_ptr_array_new();
     g_autoptr(GArray) blocks = g_array_new(FALSE, FALSE, sizeof(FinalBlock));
-    g_autoptr(GError) local_error = NULL;
+    g_autoptr(GArray) pools = g_array_new(FALSE, FALSE, sizeof(PoolRange));
     gpointer state[2] = {blocks, x->live};
     guint next = 0;
 
@@ -808,22 +858,21 @@ fsim_memviz_export_finish(FsimMemvizExport *x, GError **error)
     check_seeds(x);
     x->done = TRUE;
     flush_calls(x, 0);
-    fsim_pickle_writer_end(x->writer, FSIM_PICKLE_LIST); /* this device's entries */
-    fsim_pickle_writer_end(x->writer, FSIM_PICKLE_LIST); /* device_traces */
+    fsim_pickle_writer_end(x->file.writer, FSIM_PICKLE_LIST); /* this device's entries */
+    fsim_pickle_writer_end(x->file.writer, FSIM_PICKLE_LIST); /* device_traces */
     fsim_engine_foreach_live(x->engine, collect_block, state);
     finish_uncovered(x, blocks);
     if (fsim_engine_policy(x->engine)->ops->describe != NULL) {
         const FsimPolicy *policy = fsim_engine_policy(x->engine);
         const FsimPolicyVisitor visitor = {pools_segment, pools_block};
 
-        x->private_pools = g_array_new(FALSE, FALSE, sizeof(PoolRange));
-        policy->ops->describe(policy, &visitor, x->private_pools);
+        policy->ops->describe(policy, &visitor, pools);
     }
     g_tree_foreach(x->segments, collect_segment, segments);
     g_tree_foreach(x->mapped, collect_segment, segments);
     g_ptr_array_sort(segments, segment_by_start);
-    fsim_pickle_writer_str(x->writer, "segments");
-    fsim_pickle_writer_begin(x->writer, FSIM_PICKLE_LIST);
+    fsim_pickle_writer_str(x->file.writer, "segments");
+    fsim_pickle_writer_begin(x->file.writer, FSIM_PICKLE_LIST);
     for (guint i = 0; i < segments->len; i++) {
         const Segment *s = segments->pdata[i];
 
@@ -834,24 +883,13 @@ fsim_memviz_export_finish(FsimMemvizExport *x, GError **error)
                     g_array_index(blocks, FinalBlock, next).addr);
             next++;
         }
-        write_segment(x, s, blocks, &next);
+        write_segment(x, s, blocks, &next, pools);
     }
-    fsim_pickle_writer_end(x->writer, FSIM_PICKLE_LIST);
-    fsim_pickle_writer_str(x->writer, "allocator_settings");
+    fsim_pickle_writer_end(x->file.writer, FSIM_PICKLE_LIST);
+    fsim_pickle_writer_str(x->file.writer, "allocator_settings");
     write_settings(x);
-    fsim_pickle_writer_end(x->writer, FSIM_PICKLE_DICT);
-    if (!fsim_pickle_writer_finish(x->writer, &local_error) ||
-        !g_output_stream_close(x->stream, NULL, &local_error) ||
-        g_rename(x->tmp_path, x->path) != 0) {
-        int saved = errno;
-
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: cannot write the snapshot: %s", x->path,
-                    local_error != NULL ? local_error->message : g_strerror(saved));
-        remove_tmp(x);
-        return FALSE;
-    }
-    g_clear_pointer(&x->tmp_path, g_free);
-    return TRUE;
+    fsim_pickle_writer_end(x->file.writer, FSIM_PICKLE_DICT);
+    return memviz_file_commit(&x->file, error);
 }
 
 void
@@ -859,18 +897,11 @@ fsim_memviz_export_free(FsimMemvizExport *x)
 {
     if (x == NULL)
         return;
-    g_clear_pointer(&x->writer, fsim_pickle_writer_free);
-    if (x->stream != NULL) {
-        (void)g_output_stream_close(x->stream, NULL, NULL);
-        g_clear_object(&x->stream);
-    }
-    remove_tmp(x);
+    memviz_file_clear(&x->file);
     g_clear_pointer(&x->pending, g_array_unref);
     g_clear_pointer(&x->live, g_hash_table_unref);
     g_clear_pointer(&x->segments, g_tree_unref);
     g_clear_pointer(&x->mapped, g_tree_unref);
     g_clear_pointer(&x->seeds, g_array_unref);
-    g_clear_pointer(&x->private_pools, g_array_unref);
-    g_free(x->path);
     g_free(x);
 }
