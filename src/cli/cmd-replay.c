@@ -37,8 +37,7 @@ run_free(gpointer data)
     g_free(run->oom_message);
     g_free(run->error);
     g_free(run->needed_note);
-    if (run->pool_needs != NULL)
-        g_array_unref(run->pool_needs);
+    g_clear_pointer(&run->pool_needs, g_array_unref);
     g_free(run);
 }
 
