@@ -176,7 +176,7 @@ plotter_clear(Plotter *p)
     g_clear_pointer(&p->gnuplot, g_free);
     g_clear_pointer(&p->templates, g_free);
     g_clear_pointer(&p->copied, g_hash_table_unref);
-    g_clear_pointer(&p->jobs, g_ptr_array_unref);
+    g_clear_pointer(&p->jobs, g_array_unref);
     g_clear_pointer(&p->all_runs, g_ptr_array_unref);
 }
 
@@ -240,7 +240,8 @@ fsim_plot_render(FsimStore *store, GPtrArray *runs, const char *out_dir,
     }
     p.options = options;
     p.copied = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-    p.jobs = g_ptr_array_new_with_free_func((GDestroyNotify)fsim_plot_job_free);
+    p.jobs = g_array_new(FALSE, TRUE, sizeof(PlotJob));
+    g_array_set_clear_func(p.jobs, fsim_plot_job_clear);
     p.all_runs = fsim_store_runs(store, NULL, 0, error);
     if (p.all_runs == NULL)
         return NULL;

@@ -361,7 +361,7 @@ map_at(Plotter *p, const GroupData *g, const RunData *d, int64_t event, const ch
 
         if (!fsim_plot_run_gnuplot(p, "address-map", data, image, title, g, run->id, args, error))
             return FALSE;
-        ((PlotJob *)p->jobs->pdata[p->jobs->len - 1])->file->moment = g_strdup(slug);
+        g_array_index(p->jobs, PlotJob, p->jobs->len - 1).file->moment = g_strdup(slug);
         return TRUE;
     }
 }

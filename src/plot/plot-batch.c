@@ -27,13 +27,12 @@
 #define MAX_BATCH   12
 
 void
-fsim_plot_job_free(PlotJob *job)
+fsim_plot_job_clear(gpointer data)
 {
-    if (job == NULL)
-        return;
-    fsim_plot_file_free(job->file);
-    g_strfreev(job->args);
-    g_free(job);
+    PlotJob *job = data;
+
+    g_clear_pointer(&job->file, fsim_plot_file_free);
+    g_clear_pointer(&job->args, g_strfreev);
 }
 
 /* Copy plots/<kind>.gp next to the images (once). */
@@ -76,7 +75,8 @@ fsim_plot_run_gnuplot(Plotter *p, const char *kind, const char *data, const char
     if (!copy_template(p, kind, error))
         return FALSE;
     (void)g_unlink(image_path);
-    job = g_new0(PlotJob, 1);
+    g_array_set_size(p->jobs, p->jobs->len + 1);
+    job = &g_array_index(p->jobs, PlotJob, p->jobs->len - 1);
     job->file = g_new0(FsimPlotFile, 1);
     job->file->kind = g_strdup(kind);
     job->file->data = g_strdup(data);
@@ -104,7 +104,6 @@ fsim_plot_run_gnuplot(Plotter *p, const char *kind, const char *data, const char
             g_array_append_val(job->file->runs,
                                ((const FsimStoredRun *)g->group->runs->pdata[i])->id);
     }
-    g_ptr_array_add(p->jobs, job);
     return TRUE;
 }
 
@@ -260,7 +259,7 @@ write_batches(const Plotter *p, guint workers, GError **error)
         batch->name = g_strdup(name);
         g_ptr_array_add(batches, batch);
         for (guint j = first; j < MIN(first + per, n); j++)
-            append_call(script, p, p->jobs->pdata[j]);
+            append_call(script, p, &g_array_index(p->jobs, PlotJob, j));
         if (!fsim_plot_write_file(p, name, script, error)) {
             g_ptr_array_unref(batches);
             return NULL;
@@ -305,7 +304,7 @@ run_batches(const Plotter *p, GError **error)
     }
     g_thread_pool_free(pool, FALSE, TRUE);
     for (guint i = 0; i < p->jobs->len; i++) {
-        const PlotJob *job = p->jobs->pdata[i];
+        const PlotJob *job = &g_array_index(p->jobs, PlotJob, i);
         g_autofree char *path = g_build_filename(p->out_dir, job->file->image, NULL);
 
         if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
@@ -328,7 +327,7 @@ write_script(const Plotter *p, GError **error)
                          "# written by 'fragsim plot'.  Edit either, then run this script.\n"
                          "cd \"$(dirname \"$0\")\" || exit 1\nset -e\n");
     for (guint i = 0; i < p->jobs->len; i++) {
-        g_autofree char *command = job_command(p, p->jobs->pdata[i]);
+        g_autofree char *command = job_command(p, &g_array_index(p->jobs, PlotJob, i));
 
         g_string_append_printf(out, "%s\n", command);
     }
@@ -354,7 +353,7 @@ write_index(const Plotter *p, GError **error)
 
     json_builder_begin_array(builder);
     for (guint i = 0; i < p->jobs->len; i++) {
-        const PlotJob *job = p->jobs->pdata[i];
+        const PlotJob *job = &g_array_index(p->jobs, PlotJob, i);
 
         json_builder_begin_object(builder);
         json_builder_set_member_name(builder, "file");
@@ -397,7 +396,7 @@ fsim_plot_draw(Plotter *p, GError **error)
         return NULL;
     files = g_ptr_array_new_with_free_func((GDestroyNotify)fsim_plot_file_free);
     for (guint i = 0; i < p->jobs->len; i++) {
-        PlotJob *job = p->jobs->pdata[i];
+        PlotJob *job = &g_array_index(p->jobs, PlotJob, i);
 
         g_ptr_array_add(files, g_steal_pointer(&job->file));
     }

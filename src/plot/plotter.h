@@ -54,7 +54,7 @@ typedef struct {
     FsimPlotFormat format;
     const FsimPlotOptions *options; /* nullable */
     GHashTable *copied;
-    GPtrArray *jobs;     /* PlotJob */
+    GArray *jobs;        /* PlotJob */
     GPtrArray *all_runs; /* every run of the database (for failed runs of a group), nullable */
 } Plotter;
 
@@ -214,7 +214,8 @@ gboolean fsim_plot_run_gnuplot(Plotter *p, const char *kind, const char *data, c
 /* Draw every queued plot, write plots.sh and plots.json; returns the images (FsimPlotFile). */
 GPtrArray *fsim_plot_draw(Plotter *p, GError **error);
 
-void fsim_plot_job_free(PlotJob *job);
+/* Free what a queued plot holds (a clear function of Plotter.jobs). */
+void fsim_plot_job_clear(gpointer data);
 
 /* Tell the caller's progress callback, if any. */
 void fsim_plot_progress(const Plotter *p, guint done, guint total);
