@@ -31,23 +31,33 @@
 
 #include "store-private.h"
 
-/* One table to copy: its name, the columns both sides have, and which of them refer to runs. */
+/* A column both sides have: its name as stored, and whether it holds a run id to rewrite. */
 typedef struct {
     char *name;
-    GPtrArray *columns; /* char *, as stored */
-    GArray *is_ref;     /* gboolean per column: holds a run id to rewrite */
+    gboolean is_ref;
+} MergeColumn;
+
+/* One table to copy: its name and its columns (MergeColumn). */
+typedef struct {
+    char *name;
+    GArray *columns;
 } MergeTable;
 
 static void
-merge_table_free(gpointer data)
+merge_column_clear(gpointer data)
 {
-    MergeTable *table = data;
+    g_free(((MergeColumn *)data)->name);
+}
 
+static void
+merge_table_free(MergeTable *table)
+{
     g_free(table->name);
-    g_ptr_array_unref(table->columns);
-    g_array_unref(table->is_ref);
+    g_array_unref(table->columns);
     g_free(table);
 }
+
+#define MERGE_COLUMN(table, i) (&g_array_index((table)->columns, MergeColumn, (i)))
 
 static char *
 quote_name(const char *name)
@@ -93,6 +103,15 @@ str_in(GPtrArray *array, const char *value)
     return FALSE;
 }
 
+static gboolean
+has_column(const MergeTable *table, const char *name)
+{
+    for (guint i = 0; i < table->columns->len; i++)
+        if (strcmp(MERGE_COLUMN(table, i)->name, name) == 0)
+            return TRUE;
+    return FALSE;
+}
+
 /* The table @name as copied from @in to @out; NULL with no error when there is nothing to copy
  * (the output has no such table, or it does not refer to runs). */
 static MergeTable *
@@ -130,16 +149,16 @@ merge_table(FsimStore *in, FsimStore *out, const char *name, GError **error)
         return NULL;
     table = g_new0(MergeTable, 1);
     table->name = g_strdup(name);
-    table->columns = g_ptr_array_new_with_free_func(g_free);
-    table->is_ref = g_array_new(FALSE, FALSE, sizeof(gboolean));
+    table->columns = g_array_new(FALSE, FALSE, sizeof(MergeColumn));
+    g_array_set_clear_func(table->columns, merge_column_clear);
     for (guint i = 0; i < in_cols->len; i++) {
         const char *col = g_ptr_array_index(in_cols, i);
-        gboolean ref = !is_runs && str_in(refs, col);
+        MergeColumn column = {NULL, !is_runs && str_in(refs, col)};
 
-        if (!str_in(out_cols, col) || (!ref && str_in(own_key, col)))
+        if (!str_in(out_cols, col) || (!column.is_ref && str_in(own_key, col)))
             continue;
-        g_ptr_array_add(table->columns, g_strdup(col));
-        g_array_append_val(table->is_ref, ref);
+        column.name = g_strdup(col);
+        g_array_append_val(table->columns, column);
     }
     return table;
 }
@@ -154,7 +173,7 @@ merge_sql(const MergeTable *table, char **select, char **insert)
     g_autofree char *quoted = quote_name(table->name);
 
     for (guint i = 0; i < table->columns->len; i++) {
-        g_autofree char *col = quote_name(g_ptr_array_index(table->columns, i));
+        g_autofree char *col = quote_name(MERGE_COLUMN(table, i)->name);
 
         g_string_append_printf(cols, "%s%s", i > 0 ? ", " : "", col);
         g_string_append(params, i > 0 ? ", ?" : "?");
@@ -168,14 +187,14 @@ merge_sql(const MergeTable *table, char **select, char **insert)
 
 /* The key columns of a run as the input has them (NULL for those it lacks). */
 static char *
-merge_key_sql(GPtrArray *columns)
+merge_key_sql(const MergeTable *runs)
 {
     static const char *const key[] = {"trace_sha256", "trace",  "trace_device",   "policy",
                                       "config",       "device", "fragsim_version"};
     g_autoptr(GString) sql = g_string_new("SELECT id");
 
     for (gsize i = 0; i < G_N_ELEMENTS(key); i++)
-        g_string_append_printf(sql, str_in(columns, key[i]) ? ", %s" : ", NULL AS %s", key[i]);
+        g_string_append_printf(sql, has_column(runs, key[i]) ? ", %s" : ", NULL AS %s", key[i]);
     g_string_append(sql, " FROM runs ORDER BY id");
     return g_string_free(g_steal_pointer(&sql), FALSE);
 }
@@ -231,7 +250,7 @@ merge_copy_prepare(FsimStore *in, FsimStore *out, const MergeTable *table, Merge
     if ((copy->read = store_prepare(in, select, error)) == NULL)
         return FALSE;
     if (strcmp(table->name, "runs") == 0) {
-        g_autofree char *key_sql = merge_key_sql(table->columns);
+        g_autofree char *key_sql = merge_key_sql(table);
 
         if ((copy->keys = store_prepare(in, key_sql, error)) == NULL)
             return FALSE;
@@ -295,7 +314,7 @@ merge_rows(FsimStore *in, FsimStore *out, const MergeTable *table, GHashTable *i
         (void)sqlite3_reset(copy.write);
         rc = SQLITE_OK;
         for (guint i = 0; i < table->columns->len && rc == SQLITE_OK && keep; i++) {
-            if (g_array_index(table->is_ref, gboolean, i) &&
+            if (MERGE_COLUMN(table, i)->is_ref &&
                 sqlite3_column_type(copy.read, (int)i) != SQLITE_NULL) {
                 int64_t old_id = sqlite3_column_int64(copy.read, (int)i);
                 const int64_t *new_id = g_hash_table_lookup(ids, &old_id);
