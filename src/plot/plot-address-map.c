@@ -372,7 +372,7 @@ fsim_plot_address_map(Plotter *p, const GroupData *g, guint index, GError **erro
     const FsimStoredRun *run = g->group->runs->pdata[index];
     g_autoptr(GArray) actions = fsim_store_segments(p->store, run->id, error);
     g_autoptr(GArray) blocks = NULL;
-    GArray *ooms = g->ooms->pdata[index];
+    GArray *ooms = GROUP_RUN(g, index)->ooms;
     RunData d;
     int64_t last = G_MININT64, peak;
     guint drawn = 0;
@@ -385,7 +385,7 @@ fsim_plot_address_map(Plotter *p, const GroupData *g, guint index, GError **erro
         return FALSE;
     if (actions->len == 0 && blocks->len == 0)
         return TRUE; /* nothing held, ever (the recording's own row) */
-    d = (RunData){actions, blocks, g->samples->pdata[index], run,
+    d = (RunData){actions, blocks, GROUP_RUN(g, index)->samples, run,
                   /* Only PyTorch's allocator says what it would give back (docs/explain.md). */
                   strcmp(run->policy, "caching") != 0 && strcmp(run->policy, "expandable") != 0};
     /* With only the first device actions stored, the samples know the peak better. */

@@ -64,7 +64,7 @@ compare_rows(const Plotter *p, const GroupData *g)
     const FsimPlotGroup *group = g->group;
 
     for (guint r = 0; r < group->runs->len; r++) {
-        CompareRow row = {group->runs->pdata[r], RUN_COLOUR(g, r)};
+        CompareRow row = {group->runs->pdata[r], GROUP_RUN(g, r)->colour};
 
         g_array_append_val(rows, row);
     }

@@ -65,29 +65,39 @@ static const struct {
 static const char *const spare_colours[] = {"#ff7f0e", "#8c564b", "#e377c2", "#17becf",
                                             "#bcbd22", "#393b79", "#637939", "#843c39"};
 
-/* The colour of each run of @group: its policy's, or a spare one when the policy is unknown or
- * appears twice. */
-static GArray *
-group_colours(const FsimPlotGroup *group)
+static void
+group_run_clear(gpointer data)
 {
-    GArray *colours = g_array_new(FALSE, FALSE, sizeof(const char *));
+    GroupRun *run = data;
+
+    g_clear_pointer(&run->samples, g_array_unref);
+    g_clear_pointer(&run->ooms, g_array_unref);
+}
+
+/* The runs of @group, each with its colour: its policy's, or a spare one when the policy is
+ * unknown or appears twice; their data is loaded later. */
+static GArray *
+group_runs_new(const FsimPlotGroup *group)
+{
+    GArray *runs = g_array_sized_new(FALSE, TRUE, sizeof(GroupRun), group->runs->len);
     guint spare = 0;
 
+    g_array_set_clear_func(runs, group_run_clear);
     for (guint i = 0; i < group->runs->len; i++) {
         const FsimStoredRun *run = group->runs->pdata[i];
-        const char *colour = NULL;
+        GroupRun added = {NULL, NULL, NULL};
 
         for (gsize c = 0; c < G_N_ELEMENTS(policy_colours); c++)
             if (strcmp(run->policy, policy_colours[c].policy) == 0)
-                colour = policy_colours[c].colour;
-        for (guint j = 0; colour != NULL && j < colours->len; j++)
-            if (g_array_index(colours, const char *, j) == colour)
-                colour = NULL;
-        if (colour == NULL)
-            colour = spare_colours[spare++ % G_N_ELEMENTS(spare_colours)];
-        g_array_append_val(colours, colour);
+                added.colour = policy_colours[c].colour;
+        for (guint j = 0; added.colour != NULL && j < runs->len; j++)
+            if (g_array_index(runs, GroupRun, j).colour == added.colour)
+                added.colour = NULL;
+        if (added.colour == NULL)
+            added.colour = spare_colours[spare++ % G_N_ELEMENTS(spare_colours)];
+        g_array_append_val(runs, added);
     }
-    return colours;
+    return runs;
 }
 
 guint32
@@ -114,9 +124,7 @@ fsim_plot_run_label(const FsimPlotGroup *group, const FsimStoredRun *run)
 void
 fsim_plot_group_data_clear(GroupData *g)
 {
-    g_clear_pointer(&g->samples, g_ptr_array_unref);
-    g_clear_pointer(&g->ooms, g_ptr_array_unref);
-    g_clear_pointer(&g->colours, g_array_unref);
+    g_clear_pointer(&g->runs, g_array_unref);
     g_clear_pointer(&g->where, g_free);
 }
 
@@ -167,27 +175,23 @@ fsim_plot_group_data_load(Plotter *p, const FsimPlotGroup *group, GroupData *g, 
     g_autofree char *device = g_strdup_printf("%s (%s)", group->device, capacity);
 
     g->group = group;
-    g->samples = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
-    g->ooms = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
-    g->colours = group_colours(group);
+    g->runs = group_runs_new(group);
     if (g->multi_device || group->trace_device != 0)
         g->where = g_strdup_printf("%s, trace device %u, on %s", base, group->trace_device, device);
     else
         g->where = g_strdup_printf("%s on %s", base, device);
     for (guint i = 0; i < group->runs->len; i++) {
         const FsimStoredRun *run = group->runs->pdata[i];
-        GArray *samples = fsim_store_samples(p->store, run->id, error);
-        GArray *ooms;
+        GroupRun *data = GROUP_RUN(g, i);
 
-        if (samples == NULL)
+        data->samples = fsim_store_samples(p->store, run->id, error);
+        if (data->samples == NULL)
             return FALSE;
-        g_ptr_array_add(g->samples, samples);
-        ooms = fsim_store_ooms(p->store, run->id, error);
-        if (ooms == NULL)
+        data->ooms = fsim_store_ooms(p->store, run->id, error);
+        if (data->ooms == NULL)
             return FALSE;
-        g_ptr_array_add(g->ooms, ooms);
-        for (guint s = 0; s < samples->len; s++) {
-            const FsimStoredSample *sample = &g_array_index(samples, FsimStoredSample, s);
+        for (guint s = 0; s < data->samples->len; s++) {
+            const FsimStoredSample *sample = &g_array_index(data->samples, FsimStoredSample, s);
 
             synthetic &= sample->time == (FsimTime)sample->event_index * TORCH_CLOCK_STEP &&
                          sample->time_last == (FsimTime)sample->event_index_last * TORCH_CLOCK_STEP;
@@ -304,8 +308,8 @@ fsim_plot_colour_list(const GroupData *g)
 {
     g_autoptr(GString) out = g_string_new(NULL);
 
-    for (guint i = 0; i < g->colours->len; i++)
-        g_string_append_printf(out, "%s%s", i ? " " : "", RUN_COLOUR(g, i));
+    for (guint i = 0; i < g->runs->len; i++)
+        g_string_append_printf(out, "%s%s", i ? " " : "", GROUP_RUN(g, i)->colour);
     return g_string_free(g_steal_pointer(&out), FALSE);
 }
 
@@ -324,7 +328,7 @@ fsim_plot_write_samples(const Plotter *p, const GroupData *g, const char *name, 
                            g->x.label, g->unit.name);
     for (guint r = 0; r < g->group->runs->len; r++) {
         const FsimStoredRun *run = g->group->runs->pdata[r];
-        GArray *samples = g->samples->pdata[r];
+        GArray *samples = GROUP_RUN(g, r)->samples;
         g_autofree char *label = fsim_plot_run_label(g->group, run);
 
         if (r > 0)
@@ -377,7 +381,7 @@ fsim_plot_write_ooms(const Plotter *p, const GroupData *g, const char *name, gui
                            "when the allocation failed, colour of the run\n",
                            g->x.label, g->unit.name);
     for (guint r = 0; r < g->group->runs->len; r++) {
-        GArray *ooms = g->ooms->pdata[r];
+        GArray *ooms = GROUP_RUN(g, r)->ooms;
 
         for (guint i = 0; i < ooms->len; i++) {
             const FsimOomRecord *o = &g_array_index(ooms, FsimOomRecord, i);
@@ -385,7 +389,7 @@ fsim_plot_write_ooms(const Plotter *p, const GroupData *g, const char *name, gui
             fsim_plot_num(out, fsim_plot_x_of(&g->x, o->time, (int64_t)o->event_index));
             g_string_append_c(out, ' ');
             fsim_plot_num(out, (double)o->reserved_bytes / g->unit.divisor);
-            g_string_append_printf(out, " %u\n", fsim_plot_colour_value(RUN_COLOUR(g, r)));
+            g_string_append_printf(out, " %u\n", fsim_plot_colour_value(GROUP_RUN(g, r)->colour));
             (*count)++;
         }
     }

@@ -58,19 +58,24 @@ typedef struct {
     GPtrArray *all_runs; /* every run of the database (for failed runs of a group), nullable */
 } Plotter;
 
+/* What a group's data holds of one of its runs. */
+typedef struct {
+    GArray *samples;    /* FsimStoredSample */
+    GArray *ooms;       /* FsimOomRecord */
+    const char *colour; /* "#rrggbb" */
+} GroupRun;
+
 typedef struct {
     const FsimPlotGroup *group;
     const char *suffix; /* "" or "-N" */
-    GPtrArray *samples; /* GArray of FsimStoredSample per run */
-    GPtrArray *ooms;    /* GArray of FsimOomRecord per run */
-    GArray *colours;    /* const char * per run */
+    GArray *runs;       /* GroupRun, one per run of the group, in its order */
     XAxis x;
     MemUnit unit;
     char *where;           /* "TRACE, trace device N, on DEVICE (CAPACITY)" */
     gboolean multi_device; /* other groups plot other devices of the same trace */
 } GroupData;
 
-#define RUN_COLOUR(g, r) g_array_index((g)->colours, const char *, (r))
+#define GROUP_RUN(g, r) (&g_array_index((g)->runs, GroupRun, (r)))
 
 /* ---- plot-data.c: units, colours, a group's data and its data files -------------------------- */
 
