@@ -154,6 +154,20 @@ fsim_compare_u64(uint64_t a, uint64_t b)
     return (a > b) - (a < b);
 }
 
+/* @a - @b, or 0 when @b is larger: what is left of @a after @b. */
+static inline uint64_t
+fsim_sub_sat(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
+/* @num / @den, or 0 for a zero @den. */
+static inline double
+fsim_ratio(uint64_t num, uint64_t den)
+{
+    return den != 0 ? (double)num / (double)den : 0.0;
+}
+
 /* A GCompareDataFunc for keys that point to #FsimAddr values (a GTree of ranges by start). */
 gint fsim_addr_compare(gconstpointer a, gconstpointer b, gpointer unused);
 

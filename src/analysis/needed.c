@@ -390,7 +390,7 @@ fsim_needed_search(const FsimEventLog *log, const FsimNeededQuery *query, FsimNe
     memset(out, 0, sizeof(*out));
     if (!search_top(&s, &lower, error))
         return FALSE;
-    fail = lower >= s.g ? lower - s.g : 0;
+    fail = fsim_sub_sat(lower, s.g);
     candidate = search_covered_from(&s, search_last(&s)->lo);
     /* Step 2: bisect (fail, candidate], trying just below the candidate first (where the device's
      * first refusal is an OOM, as for most policies, that settles it) and jumping down to each

@@ -831,28 +831,19 @@ fsim_engine_finish(FsimEngine *engine, GError **error)
     m->peak_allocated_bytes = engine->peak_allocated;
     m->peak_reserved_bytes = (uint64_t)engine->device->reserved.peak;
     m->lower_bound_bytes = engine->peak_requested;
-    m->excess_over_lower_bound_bytes = m->peak_reserved_bytes > m->lower_bound_bytes
-                                           ? m->peak_reserved_bytes - m->lower_bound_bytes
-                                           : 0;
+    m->excess_over_lower_bound_bytes = fsim_sub_sat(m->peak_reserved_bytes, m->lower_bound_bytes);
     /* requested, not allocated: 1 KiB tensors in 2 MiB pages use 0.05% of them, not 100% */
-    m->peak_utilization = engine->at_peak_reserved != 0
-                              ? (double)engine->at_peak_requested / (double)engine->at_peak_reserved
-                              : 0.0;
-    if (engine->at_peak_reserved > engine->at_peak_allocated) {
-        uint64_t total_free = engine->at_peak_reserved - engine->at_peak_allocated;
-        uint64_t largest = MIN(engine->at_peak_largest_free, total_free);
-
-        m->external_frag_at_peak = 1.0 - (double)largest / (double)total_free;
-    } else {
-        m->external_frag_at_peak = 0.0;
-    }
+    m->peak_utilization = fsim_ratio(engine->at_peak_requested, engine->at_peak_reserved);
     m->internal_frag_bytes_at_peak = engine->at_peak_allocated - engine->at_peak_requested;
-    m->external_frag_bytes_at_peak = engine->at_peak_reserved > engine->at_peak_allocated
-                                         ? engine->at_peak_reserved - engine->at_peak_allocated
-                                         : 0;
-    m->min_utilization = engine->min_reserved != 0
-                             ? (double)engine->min_requested / (double)engine->min_reserved
-                             : 0.0;
+    m->external_frag_bytes_at_peak =
+        fsim_sub_sat(engine->at_peak_reserved, engine->at_peak_allocated);
+    /* the share of the free bytes at the peak outside its largest free block */
+    m->external_frag_at_peak =
+        m->external_frag_bytes_at_peak != 0
+            ? 1.0 - (double)MIN(engine->at_peak_largest_free, m->external_frag_bytes_at_peak) /
+                        (double)m->external_frag_bytes_at_peak
+            : 0.0;
+    m->min_utilization = fsim_ratio(engine->min_requested, engine->min_reserved);
     m->device_mallocs = engine->device->calls[FSIM_CALL_MEM_ALLOC];
     m->device_frees = engine->device->calls[FSIM_CALL_MEM_FREE];
     m->device_maps = engine->device->calls[FSIM_CALL_MAP];
