@@ -8,6 +8,22 @@
 
 #include <string.h>
 
+/* The device calls of @m that count the segment action @kind. */
+static uint64_t *
+segment_calls(FsimMetrics *m, FsimOutcomeKind kind)
+{
+    switch (kind) {
+    case FSIM_OUTCOME_SEGMENT_ALLOC:
+        return &m->device_mallocs;
+    case FSIM_OUTCOME_SEGMENT_FREE:
+        return &m->device_frees;
+    case FSIM_OUTCOME_SEGMENT_MAP:
+        return &m->device_maps;
+    default:
+        return &m->device_unmaps;
+    }
+}
+
 /* Reserved bytes over the recorded segment actions, from the seeded state. */
 static void
 recorded_segments(const FsimInitialState *state, const FsimOutcome *outcomes, gsize n,
@@ -25,21 +41,14 @@ recorded_segments(const FsimInitialState *state, const FsimOutcome *outcomes, gs
         switch (o->kind) {
         case FSIM_OUTCOME_SEGMENT_ALLOC:
         case FSIM_OUTCOME_SEGMENT_MAP:
-            reserved += o->size;
-            out->has_segments = TRUE;
-            if (o->kind == FSIM_OUTCOME_SEGMENT_ALLOC)
-                m->device_mallocs++;
-            else
-                m->device_maps++;
-            break;
         case FSIM_OUTCOME_SEGMENT_FREE:
         case FSIM_OUTCOME_SEGMENT_UNMAP:
-            reserved = reserved >= o->size ? reserved - o->size : 0;
-            out->has_segments = TRUE;
-            if (o->kind == FSIM_OUTCOME_SEGMENT_FREE)
-                m->device_frees++;
+            if (o->kind == FSIM_OUTCOME_SEGMENT_ALLOC || o->kind == FSIM_OUTCOME_SEGMENT_MAP)
+                reserved += o->size;
             else
-                m->device_unmaps++;
+                reserved = fsim_sub_sat(reserved, o->size);
+            (*segment_calls(m, o->kind))++;
+            out->has_segments = TRUE;
             break;
         case FSIM_OUTCOME_OOM:
             if (m->ooms++ == 0) {
