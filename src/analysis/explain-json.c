@@ -92,6 +92,17 @@ add_pool_name(JsonBuilder *b, gboolean private_pool, uint64_t id)
         json_builder_add_string_value(b, "default");
 }
 
+/* `"@name": [@values[0], ...]`: an array of uint64_t. */
+static void
+add_u64_array(JsonBuilder *b, const char *name, const GArray *values)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_begin_array(b);
+    for (guint k = 0; k < values->len; k++)
+        json_builder_add_int_value(b, (int64_t)g_array_index(values, uint64_t, k));
+    json_builder_end_array(b);
+}
+
 /* `"@name": {"@names[0]": @values[0], ...}`: an object of @n counts. */
 static void
 add_u64_object(JsonBuilder *b, const char *name, const char *const *names, const uint64_t *values,
@@ -143,11 +154,7 @@ add_pin(JsonBuilder *b, gconstpointer item)
 
     add_string(b, "site", site->site);
     add_u64(b, "count", site->count);
-    json_builder_set_member_name(b, "sizes");
-    json_builder_begin_array(b);
-    for (guint k = 0; k < site->sizes->len; k++)
-        json_builder_add_int_value(b, (int64_t)g_array_index(site->sizes, uint64_t, k));
-    json_builder_end_array(b);
+    add_u64_array(b, "sizes", site->sizes);
     add_u64(b, "live_bytes", site->live_bytes);
     add_u64(b, "pinned_bytes", site->pinned_bytes);
 }
