@@ -274,54 +274,65 @@ frames_key_equal(gconstpointer a, gconstpointer b)
  * no frame), read once per distinct item; whether it names torch_npu is noted then. */
 /* The slot of @item in the frame index: its own, or the empty one where it would go. */
 static inline gsize
-frame_slot(const TorchLoader *ld, const FsimPickleValue *item)
+frame_slot(const TorchFrameIndex *index, const FsimPickleValue *item)
 {
-    gsize mask = ld->frame_slots - 1;
+    gsize mask = index->slots - 1;
     gsize i = (gsize)(((uintptr_t)item >> 3) * UINT64_C(0x9E3779B97F4A7C15) >> 32) & mask;
 
-    while (ld->frame_keys[i] != NULL && ld->frame_keys[i] != item)
+    while (index->keys[i] != NULL && index->keys[i] != item)
         i = (i + 1) & mask;
     return i;
 }
 
 /* Makes room in the frame index for one more dict. */
 static void
-frame_index_grow(TorchLoader *ld)
+frame_index_grow(TorchFrameIndex *index)
 {
-    const FsimPickleValue **keys = ld->frame_keys;
-    uint32_t *ids = ld->frame_ids;
-    gsize n = ld->frame_slots;
+    const FsimPickleValue **keys = index->keys;
+    uint32_t *ids = index->ids;
+    gsize n = index->slots;
 
-    if (2 * (ld->frame_count + 1) <= n)
+    if (2 * (index->count + 1) <= n)
         return;
-    ld->frame_slots = MAX(2 * n, (gsize)1024);
-    ld->frame_keys = g_new0(const FsimPickleValue *, ld->frame_slots);
-    ld->frame_ids = g_new(uint32_t, ld->frame_slots);
+    index->slots = MAX(2 * n, (gsize)1024);
+    index->keys = g_new0(const FsimPickleValue *, index->slots);
+    index->ids = g_new(uint32_t, index->slots);
     for (gsize i = 0; i < n; i++) {
         if (keys[i] != NULL) {
-            gsize slot = frame_slot(ld, keys[i]);
+            gsize slot = frame_slot(index, keys[i]);
 
-            ld->frame_keys[slot] = keys[i];
-            ld->frame_ids[slot] = ids[i];
+            index->keys[slot] = keys[i];
+            index->ids[slot] = ids[i];
         }
     }
     g_free(keys);
     g_free(ids);
 }
 
+static void
+frame_index_clear(TorchFrameIndex *index)
+{
+    g_clear_pointer(&index->keys, g_free);
+    g_clear_pointer(&index->ids, g_free);
+    g_clear_pointer(&index->frames, g_array_unref);
+    index->slots = 0;
+    index->count = 0;
+}
+
 static const FsimFrame *
 frames_item(TorchLoader *ld, const FsimPickleValue *item)
 {
+    TorchFrameIndex *index = &ld->frames;
     FsimFrame frame = {0};
     int64_t line;
     gsize slot;
 
-    if (ld->frames == NULL)
-        ld->frames = g_array_new(FALSE, FALSE, sizeof(FsimFrame));
-    if (ld->frame_slots != 0) {
-        slot = frame_slot(ld, item);
-        if (ld->frame_keys[slot] == item)
-            return &g_array_index(ld->frames, FsimFrame, ld->frame_ids[slot] - 1);
+    if (index->frames == NULL)
+        index->frames = g_array_new(FALSE, FALSE, sizeof(FsimFrame));
+    if (index->slots != 0) {
+        slot = frame_slot(index, item);
+        if (index->keys[slot] == item)
+            return &g_array_index(index->frames, FsimFrame, index->ids[slot] - 1);
     }
     if (fsim_pickle_type(item) == FSIM_PICKLE_DICT) {
         frame.filename = fsim_pickle_get_str(fsim_pickle_dict_get(item, "filename"), NULL);
@@ -333,13 +344,13 @@ frames_item(TorchLoader *ld, const FsimPickleValue *item)
         if (frame.filename != NULL || frame.name != NULL)
             fsim_trace_intern_frame(&ld->trace->base, &frame, &frame);
     }
-    g_array_append_val(ld->frames, frame);
-    frame_index_grow(ld);
-    slot = frame_slot(ld, item);
-    ld->frame_keys[slot] = item;
-    ld->frame_ids[slot] = ld->frames->len;
-    ld->frame_count++;
-    return &g_array_index(ld->frames, FsimFrame, ld->frames->len - 1);
+    g_array_append_val(index->frames, frame);
+    frame_index_grow(index);
+    slot = frame_slot(index, item);
+    index->keys[slot] = item;
+    index->ids[slot] = index->frames->len;
+    index->count++;
+    return &g_array_index(index->frames, FsimFrame, index->frames->len - 1);
 }
 
 /* Whether the list of items @probe was seen before; it is remembered in @set (created on first
@@ -375,6 +386,13 @@ twin_seen(GHashTable **set, const FsimPickleValue *v, gpointer *value)
     return FALSE;
 }
 
+static void
+lists_seen_clear(TorchListsSeen *seen)
+{
+    g_clear_pointer(&seen->items, g_hash_table_unref);
+    g_clear_pointer(&seen->twins, g_hash_table_unref);
+}
+
 void
 fsim_torch_frames_scan(TorchLoader *ld, const FsimPickleValue *v)
 {
@@ -382,12 +400,12 @@ fsim_torch_frames_scan(TorchLoader *ld, const FsimPickleValue *v)
     gpointer none = NULL;
 
     if (!ld->npu_frames || ld->trace->base.frames_name_torch_npu ||
-        twin_seen(&ld->twins_scanned, v, &none))
+        twin_seen(&ld->scanned.twins, v, &none))
         return;
     probe.items = fsim_pickle_items(v, &probe.n);
-    if (probe.n == 0 || frames_seen(&ld->scanned, &probe, NULL))
+    if (probe.n == 0 || frames_seen(&ld->scanned.items, &probe, NULL))
         return;
-    g_hash_table_add(ld->scanned, g_memdup2(&probe, sizeof(probe)));
+    g_hash_table_add(ld->scanned.items, g_memdup2(&probe, sizeof(probe)));
     for (gsize i = 0; i < probe.n && !ld->trace->base.frames_name_torch_npu; i++)
         frames_item(ld, probe.items[i]);
 }
@@ -412,12 +430,12 @@ fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v)
         fsim_torch_frames_scan(ld, v); /* for the platform evidence only */
         return 0;
     }
-    if (ld->twin_stacks != NULL && fsim_pickle_list_twin(v) != 0 &&
-        g_hash_table_lookup_extended(ld->twin_stacks, (gpointer)(uintptr_t)fsim_pickle_list_twin(v),
-                                     NULL, &found))
+    if (ld->stacks.twins != NULL && fsim_pickle_list_twin(v) != 0 &&
+        g_hash_table_lookup_extended(ld->stacks.twins,
+                                     (gpointer)(uintptr_t)fsim_pickle_list_twin(v), NULL, &found))
         return GPOINTER_TO_UINT(found);
-    if (frames_seen(&ld->stack_ids, &probe, &found)) {
-        twin_seen(&ld->twin_stacks, v, &found);
+    if (frames_seen(&ld->stacks.items, &probe, &found)) {
+        twin_seen(&ld->stacks.twins, v, &found);
         return GPOINTER_TO_UINT(found);
     }
     frames = g_array_sized_new(FALSE, FALSE, sizeof(FsimFrame), (guint)probe.n);
@@ -432,23 +450,17 @@ fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v)
                                           (gsize)kept);
     key = g_memdup2(&probe, sizeof(probe));
     found = GUINT_TO_POINTER(stack);
-    g_hash_table_insert(ld->stack_ids, key, found);
-    twin_seen(&ld->twin_stacks, v, &found);
+    g_hash_table_insert(ld->stacks.items, key, found);
+    twin_seen(&ld->stacks.twins, v, &found);
     return stack;
 }
 
 void
 fsim_torch_loader_clear(TorchLoader *ld)
 {
-    g_clear_pointer(&ld->stack_ids, g_hash_table_unref);
-    g_clear_pointer(&ld->scanned, g_hash_table_unref);
-    g_clear_pointer(&ld->twin_stacks, g_hash_table_unref);
-    g_clear_pointer(&ld->twins_scanned, g_hash_table_unref);
-    g_clear_pointer(&ld->frame_keys, g_free);
-    g_clear_pointer(&ld->frame_ids, g_free);
-    ld->frame_slots = 0;
-    ld->frame_count = 0;
-    g_clear_pointer(&ld->frames, g_array_unref);
+    lists_seen_clear(&ld->stacks);
+    lists_seen_clear(&ld->scanned);
+    frame_index_clear(&ld->frames);
 }
 
 TorchAction

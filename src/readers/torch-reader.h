@@ -89,6 +89,23 @@ typedef struct {
     guint next;
 } TorchStream;
 
+/* `frames` lists seen (torch-fields.c), by their items and by their twin number. */
+typedef struct {
+    GHashTable *items; /* (nullable) TorchFramesKey* (the list's items) -> value */
+    GHashTable *twins; /* (nullable) twin number (fsim_pickle_list_twin()) -> value */
+} TorchListsSeen;
+
+/* The frames read so far (torch-fields.c): frame dict -> 1 + its index in frames, by open
+ * addressing on the dict's address (NULL keys: empty), a power of two of slots, at most half of
+ * them used. */
+typedef struct {
+    const FsimPickleValue **keys; /* (nullable) */
+    uint32_t *ids;
+    gsize slots;
+    gsize count;
+    GArray *frames; /* (nullable) FsimFrame, interned in the trace */
+} TorchFrameIndex;
+
 typedef struct {
     const char *path;
     gsize len;
@@ -103,17 +120,9 @@ typedef struct {
     gboolean npu_frames;   /* FALSE: no frame can name torch_npu (torch_load_pickle()) */
     /* `frames` seen so far (torch-fields.c): a snapshot repeats a few hundred stacks thousands
      * of times, each a fresh list of memo references to shared frame dicts. */
-    GHashTable *stack_ids;     /* (nullable) TorchFramesKey* (the list's items) -> stack id */
-    GHashTable *scanned;       /* (nullable) TorchFramesKey*: lists looked at for torch_npu */
-    GHashTable *twin_stacks;   /* (nullable) twin number (fsim_pickle_list_twin()) -> stack id */
-    GHashTable *twins_scanned; /* (nullable) twin numbers looked at for torch_npu */
-    /* frame dict -> 1 + its index in frames: open addressing on the dict's address (NULL keys:
-     * empty), a power of two of slots, at most half of them used */
-    const FsimPickleValue **frame_keys; /* (nullable) */
-    uint32_t *frame_ids;
-    gsize frame_slots;
-    gsize frame_count;
-    GArray *frames; /* (nullable) FsimFrame, interned in the trace */
+    TorchListsSeen stacks;  /* -> stack id */
+    TorchListsSeen scanned; /* the lists looked at for torch_npu */
+    TorchFrameIndex frames;
 } TorchLoader;
 
 /* Where a value sits, for messages: `list[i]`, `list[i][j]` or `list[i].sub[j]`. */
