@@ -19,14 +19,11 @@
 #include "fragsim/owned.h"
 
 #include "analysis/feed.h"
+#include "core/event-core.h"
 
 /* One decoded event: what engines read of an FsimEvent, without the mark label. */
 typedef struct {
-    FsimTime time;
-    uint64_t index;
-    uint64_t id;
-    uint64_t size;
-    uint64_t stream;
+    FsimEventCore core;
     uint32_t flags;
     uint32_t kind;
 } LogEvent;
@@ -57,15 +54,7 @@ fsim_event_log_free(FsimEventLog *log)
 void
 fsim_event_log_append(FsimEventLog *log, const FsimEvent *ev)
 {
-    LogEvent e = {
-        .time = ev->time,
-        .index = ev->index,
-        .id = ev->id,
-        .size = ev->size,
-        .stream = ev->stream,
-        .flags = ev->flags,
-        .kind = ev->kind,
-    };
+    LogEvent e = {.core = fsim_event_core_of(ev), .flags = ev->flags, .kind = ev->kind};
 
     if (ev->kind != FSIM_EV_MARK)
         g_array_append_val(log->events, e);
@@ -83,11 +72,7 @@ fsim_event_log_get(const FsimEventLog *log, gsize i, FsimEvent *ev)
     const LogEvent *e = &g_array_index(log->events, LogEvent, i);
 
     memset(ev, 0, sizeof(*ev));
-    ev->time = e->time;
-    ev->index = e->index;
-    ev->id = e->id;
-    ev->size = e->size;
-    ev->stream = e->stream;
+    fsim_event_core_get(&e->core, ev);
     ev->device = log->device;
     ev->flags = e->flags;
     ev->kind = (FsimEventKind)e->kind;
@@ -101,7 +86,7 @@ fsim_event_log_foreach_alloc(const FsimEventLog *log, void (*func)(uint64_t size
 
     for (guint i = 0; i < log->events->len; i++) {
         if (events[i].kind == FSIM_EV_ALLOC)
-            func(events[i].size, data);
+            func(events[i].core.size, data);
     }
 }
 

@@ -23,14 +23,11 @@ static void
 push_event(GArray *events, FsimTime time, uint64_t index, FsimEventKind kind, uint64_t id,
            uint64_t size, uint64_t stream, FsimAddr addr, uint32_t flags)
 {
-    TorchEvent ev = {.time = time,
-                     .index = index,
-                     .id = id,
-                     .size = size,
-                     .stream = stream,
-                     .addr = addr,
-                     .kind = (uint8_t)kind,
-                     .flags = (uint8_t)flags};
+    TorchEvent ev = {
+        .core = {.time = time, .index = index, .id = id, .size = size, .stream = stream},
+        .addr = addr,
+        .kind = (uint8_t)kind,
+        .flags = (uint8_t)flags};
 
     g_array_append_val(events, ev);
 }

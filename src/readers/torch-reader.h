@@ -21,6 +21,7 @@
 #include "fragsim/state.h"
 #include "fragsim/trace.h"
 
+#include "core/event-core.h"
 #include "core/live-table.h"
 #include "pickle.h"
 #include "torch-pools.h"
@@ -43,11 +44,7 @@ typedef struct {
 
 /* What a stream hands out: an FsimEvent without the device and with the label as an index. */
 typedef struct {
-    FsimTime time;
-    uint64_t index;
-    uint64_t id;
-    uint64_t size;
-    uint64_t stream;
+    FsimEventCore core;
     FsimAddr addr;
     uint32_t label;
     uint32_t stack; /* ALLOC: the allocation's frames (fsim_trace_stack()) */

@@ -321,11 +321,7 @@ torch_stream_next(FsimTraceStream *base, FsimEvent *ev, GError **error)
     if (stream->next >= events->len)
         return FALSE;
     e = &g_array_index(events, TorchEvent, stream->next++);
-    ev->time = e->time;
-    ev->index = e->index;
-    ev->id = e->id;
-    ev->size = e->size;
-    ev->stream = e->stream;
+    fsim_event_core_get(&e->core, ev);
     ev->addr = e->addr;
     ev->device = stream->device->device;
     ev->flags = e->flags;
