@@ -14,20 +14,15 @@ fsim_size_chunk_grow(FsimSizeChunk *chunk)
 {
     gboolean fresh = chunk == NULL;
     uint32_t capacity = fresh ? 4 : MIN(chunk->capacity * 2, FSIM_SIZE_CHUNK);
-
-    uint32_t old_capacity = fresh ? 0 : chunk->capacity;
+    uint32_t old_slots = fresh ? 0 : chunk->capacity + FSIM_SIZE_SLACK;
 
     chunk = g_realloc(chunk,
                       sizeof(FsimSizeChunk) + (capacity + FSIM_SIZE_SLACK) * sizeof(FsimSizeEntry));
     if (fresh)
         chunk->len = 0;
-    /* the slots past the entries are read (by the search, the short moves) and ignored: give
-     * them a value */
-    if (fresh)
-        memset(chunk->entries, 0, (capacity + FSIM_SIZE_SLACK) * sizeof(FsimSizeEntry));
-    else
-        memset(&chunk->entries[old_capacity + FSIM_SIZE_SLACK], 0,
-               (capacity - old_capacity) * sizeof(FsimSizeEntry));
+    /* the new slots are past the entries (the old slots past them hold sentinels already) */
+    memset(&chunk->entries[old_slots], FSIM_SIZE_SENTINEL_BYTE,
+           (capacity + FSIM_SIZE_SLACK - old_slots) * sizeof(FsimSizeEntry));
     chunk->capacity = capacity;
     return chunk;
 }
@@ -72,13 +67,17 @@ void
 fsim_size_bin_split(FsimSizeBin *bin, guint chunk)
 {
     FsimSizeChunk *left = fsim_size_bin_chunks_mut(bin)[chunk];
-    FsimSizeChunk *right = g_malloc0(sizeof(FsimSizeChunk) +
-                                     (FSIM_SIZE_CHUNK + FSIM_SIZE_SLACK) * sizeof(FsimSizeEntry));
+    FsimSizeChunk *right = g_malloc(sizeof(FsimSizeChunk) +
+                                    (FSIM_SIZE_CHUNK + FSIM_SIZE_SLACK) * sizeof(FsimSizeEntry));
     guint half = left->len / 2;
 
     right->capacity = FSIM_SIZE_CHUNK;
     right->len = left->len - half;
     memcpy(right->entries, &left->entries[half], right->len * sizeof(FsimSizeEntry));
+    memset(&right->entries[right->len], FSIM_SIZE_SENTINEL_BYTE,
+           (FSIM_SIZE_CHUNK + FSIM_SIZE_SLACK - right->len) * sizeof(FsimSizeEntry));
+    memset(&left->entries[half], FSIM_SIZE_SENTINEL_BYTE,
+           (left->len - half) * sizeof(FsimSizeEntry));
     left->len = half;
     bin_open(bin, chunk + 1, right);
 }
@@ -131,6 +130,18 @@ fsim_size_set_clear(FsimSizeSet *set)
     memset(set, 0, sizeof(*set));
 }
 
+/* The slots past @chunk's entries all hold sentinels. */
+static gboolean
+chunk_tail_clear(const FsimSizeChunk *chunk)
+{
+    for (guint i = chunk->len; i < chunk->capacity + FSIM_SIZE_SLACK; i++) {
+        if (chunk->entries[i].size != FSIM_SIZE_SENTINEL ||
+            chunk->entries[i].key != FSIM_SIZE_SENTINEL)
+            return FALSE;
+    }
+    return TRUE;
+}
+
 const char *
 fsim_size_set_check(const FsimSizeSet *set)
 {
@@ -152,6 +163,8 @@ fsim_size_set_check(const FsimSizeSet *set)
             if (chunk->len == 0 || chunk->len > chunk->capacity ||
                 chunk->capacity > FSIM_SIZE_CHUNK)
                 return "a chunk is empty or overfull";
+            if (!chunk_tail_clear(chunk))
+                return "a slot past a chunk's entries is not a sentinel";
             for (guint i = 0; i < chunk->len; i++) {
                 const FsimSizeEntry *e = &chunk->entries[i];
 

@@ -5,10 +5,10 @@
  * lower bound, a split an erase and an insert, a free two erases and an insert), so the set is
  * built for the cache rather than as a search tree:
  *
- *   bins     sizes fall into bins, eight per power of two (bin (e - 9) x 8 + k holds sizes in
- *            [2^e + k 2^(e-3), 2^e + (k+1) 2^(e-3)); below 576 bytes, bin 0), and a bitmap
- *            tells the non-empty ones: the first bin that can hold a size is one bitmap word
- *            away, and walking the bins in order walks the set in order;
+ *   bins     sizes fall into bins, sixteen per power of two (bin (e - 9) x 16 + k holds sizes
+ *            in [2^e + k 2^(e-4), 2^e + (k+1) 2^(e-4)); below 544 bytes, bin 0), and a bitmap
+ *            tells the non-empty ones: the first bin that can hold a size is a bitmap word or
+ *            two away, and walking the bins in order walks the set in order;
  *   chunks   a bin is a list of chunks, each a sorted array of at most FSIM_SIZE_CHUNK entries
  *            with the pair inline.  A bin of a few entries is one short array (one binary
  *            search, a few entries moved per change); a bin of millions (a huge live set of
@@ -16,7 +16,9 @@
  *            chunks' last entries, so no change moves more than one chunk's entries and a few
  *            chunk pointers.  A chunk that empties goes (a bin keeps its last one for the next
  *            insertion); one that falls to a quarter full merges with a neighbour when the two
- *            fit in half a chunk, so chunks stay about a quarter full at the least.
+ *            fit in half a chunk, so chunks stay about a quarter full at the least.  The slots
+ *            past a chunk's entries hold a sentinel pair greater than any other, so a search
+ *            needs no test for an empty chunk.
  *
  * The functions are static inline: they are the hot path of a replay, compiled into each
  * policy's search and merge paths (as jemalloc keeps its ph.h and rb.h in headers).
@@ -38,8 +40,9 @@
 
 G_BEGIN_DECLS
 
-#define FSIM_SIZE_SUBBINS_LOG2 3 /* eight bins per power of two */
+#define FSIM_SIZE_SUBBINS_LOG2 4 /* sixteen bins per power of two */
 #define FSIM_SIZE_MIN_LOG2     9
+#define FSIM_SIZE_MIN          ((uint64_t)1 << FSIM_SIZE_MIN_LOG2)
 #define FSIM_SIZE_BINS         ((64 - FSIM_SIZE_MIN_LOG2) << FSIM_SIZE_SUBBINS_LOG2)
 #define FSIM_SIZE_WORDS        ((FSIM_SIZE_BINS + 63) / 64)
 #define FSIM_SIZE_CHUNK        64u /* entries per chunk at most */
@@ -54,8 +57,14 @@ typedef struct {
 typedef struct {
     uint32_t len;
     uint32_t capacity;
-    FsimSizeEntry entries[]; /* sorted by (size, key); capacity + FSIM_SIZE_SLACK long */
+    FsimSizeEntry entries[]; /* sorted by (size, key); capacity + FSIM_SIZE_SLACK long, the
+                              * slots past @len FSIM_SIZE_SENTINEL */
 } FsimSizeChunk;
+
+/* What a slot past a chunk's entries holds as its size and key (its item is left as it is): all
+ * ones, so that no search finds it less than a pair. */
+#define FSIM_SIZE_SENTINEL      UINT64_MAX
+#define FSIM_SIZE_SENTINEL_BYTE 0xff
 
 typedef struct {
     union {
@@ -84,13 +93,13 @@ typedef struct {
 static inline guint
 fsim_size_set_bin(uint64_t size)
 {
-    guint e;
+    /* sizes below 2^FSIM_SIZE_MIN_LOG2 count as that size (a select, not a branch): bin 0 */
+    uint64_t s = size < FSIM_SIZE_MIN ? FSIM_SIZE_MIN : size;
+    guint e = 63u - (guint)__builtin_clzll(s);
 
-    if (size < ((uint64_t)1 << FSIM_SIZE_MIN_LOG2))
-        return 0;
-    e = 63u - (guint)__builtin_clzll(size);
-    return ((e - FSIM_SIZE_MIN_LOG2) << FSIM_SIZE_SUBBINS_LOG2) |
-           ((guint)(size >> (e - FSIM_SIZE_SUBBINS_LOG2)) & ((1u << FSIM_SIZE_SUBBINS_LOG2) - 1));
+    /* s >> (e - 3) is 8 + the sub-bin */
+    return (guint)(s >> (e - FSIM_SIZE_SUBBINS_LOG2)) + (e << FSIM_SIZE_SUBBINS_LOG2) -
+           ((FSIM_SIZE_MIN_LOG2 + 1) << FSIM_SIZE_SUBBINS_LOG2);
 }
 
 static inline FsimSizeChunk *const *
@@ -138,23 +147,26 @@ fsim_size_set_prev_bin(const FsimSizeSet *set, guint bin)
     return (w << 6) + 63u - (guint)__builtin_clzll(word);
 }
 
+__extension__ typedef unsigned __int128 FsimSizeU128;
+
 static inline gboolean
 fsim_size_entry_less(const FsimSizeEntry *e, uint64_t size, uint64_t key)
 {
-    /* bitwise, not short-circuit: no branch */
-    return (e->size < size) | ((e->size == size) & (e->key < key));
+    /* one 128-bit comparison: a compare and a subtract with borrow, no branch */
+    return (((FsimSizeU128)e->size << 64) | e->key) < (((FsimSizeU128)size << 64) | key);
 }
 
 /* The index of the first entry of @chunk at or after (size, key): a binary search that selects
- * by arithmetic, not by a branch on each comparison (they are unpredictable, the loads cheap). */
+ * by arithmetic, not by a branch on each comparison (they are unpredictable, the loads cheap).
+ * It runs over the chunk's capacity, not its length: the slots past the entries hold
+ * FSIM_SIZE_SENTINEL, never less than a pair, so the answer is the same and the number of steps
+ * follows the capacity (which seldom changes), not the length (which changes every time). */
 static inline guint
 fsim_size_chunk_search(const FsimSizeChunk *chunk, uint64_t size, uint64_t key)
 {
     const FsimSizeEntry *base = chunk->entries;
     guint n = chunk->len;
 
-    if (n == 0)
-        return 0;
     while (n > 1) {
         guint half = n / 2;
 
@@ -415,6 +427,9 @@ fsim_size_set_erase_at(FsimSizeSet *set, const FsimSizeCursor *cursor)
     chunk->len--;
     fsim_size_entries_move(&chunk->entries[cursor->pos], &chunk->entries[cursor->pos + 1],
                            chunk->len - cursor->pos);
+    /* the slot of the last entry is past the end now */
+    chunk->entries[chunk->len].size = FSIM_SIZE_SENTINEL;
+    chunk->entries[chunk->len].key = FSIM_SIZE_SENTINEL;
     set->count--;
     if (G_LIKELY(bin->n_chunks == 1)) {
         /* the bin empties when its chunk does; the chunk stays for the next insertion */
