@@ -461,14 +461,27 @@ binary_next_window(BinaryStream *s, GError **error)
     return TRUE;
 }
 
-/* The flags a record of each kind may carry, as in the text format: `free_requested` (deferred)
- * on a free, `recorded_oom` on an alloc or a free, `inferred` on an empty_cache.  Indexed by the
- * kind byte; unknown kinds carry none. */
-static const guint8 binary_kind_flags[256] = {
-    [FSIM_EV_ALLOC] = FSIM_EVF_RECORDED_OOM,
-    [FSIM_EV_FREE] = FSIM_EVF_DEFERRED | FSIM_EVF_RECORDED_OOM,
-    [FSIM_EV_EMPTY_CACHE] = FSIM_EVF_INFERRED,
+/* Per kind byte: BINARY_KIND_KNOWN for a known kind, and the flags it may carry, as in the text
+ * format: `free_requested` (deferred) on a free, `recorded_oom` on an alloc or a free,
+ * `inferred` on an empty_cache.  Unknown kinds carry none. */
+#define BINARY_KIND_KNOWN ((uint64_t)1 << 32)
+static const uint64_t binary_kind_ok[256] = {
+    [FSIM_EV_ALLOC] = BINARY_KIND_KNOWN | FSIM_EVF_RECORDED_OOM,
+    [FSIM_EV_FREE] = BINARY_KIND_KNOWN | FSIM_EVF_DEFERRED | FSIM_EVF_RECORDED_OOM,
+    [FSIM_EV_FREE_COMPLETED] = BINARY_KIND_KNOWN,
+    [FSIM_EV_EMPTY_CACHE] = BINARY_KIND_KNOWN | FSIM_EVF_INFERRED,
+    [FSIM_EV_MARK] = BINARY_KIND_KNOWN,
+    [FSIM_EV_POOL_BEGIN] = BINARY_KIND_KNOWN,
+    [FSIM_EV_POOL_END] = BINARY_KIND_KNOWN,
+    [FSIM_EV_POOL_RELEASE] = BINARY_KIND_KNOWN,
 };
+
+/* The flags a record of @kind may carry. */
+static unsigned
+binary_kind_flags(unsigned kind)
+{
+    return (unsigned)(binary_kind_ok[kind & 0xff] & 0xff);
+}
 
 /* What a record of @kind carries besides its kind: an id (or label, or pool) that must be
  * nonzero, a stream index, a size. */
@@ -505,12 +518,12 @@ binary_bad_record(const BinaryStream *s, const guint8 *p, GError **error)
     if ((flags & ~(unsigned)FSIM_BINARY_FLAGS_KNOWN) != 0)
         return binary_error(path, error, FSIM_TRACE_ERROR_SYNTAX,
                             "record %" G_GUINT64_FORMAT ": unknown flags 0x%x", n, flags);
-    if ((flags & ~(unsigned)binary_kind_flags[kind]) != 0)
+    if ((flags & ~binary_kind_flags(kind)) != 0)
         return binary_error(path, error, FSIM_TRACE_ERROR_SYNTAX,
                             "record %" G_GUINT64_FORMAT
                             ": flags 0x%x on a record of kind %s (deferred goes only on free, "
                             "inferred on empty_cache, recorded OOM on alloc and free)",
-                            n, flags & ~(unsigned)binary_kind_flags[kind], name);
+                            n, flags & ~binary_kind_flags(kind), name);
     if (s->time + w[0] < s->time)
         return binary_error(path, error, FSIM_TRACE_ERROR_TIME,
                             "record %" G_GUINT64_FORMAT ": the time passes 2^64 ns", n);
@@ -599,9 +612,50 @@ binary_decode_rare(BinaryTables t, unsigned kind, uint64_t id, uint32_t stream_i
     }
 }
 
+/* The checks every record passes, without branches on the kind (which a mix of allocs and frees
+ * would mispredict): TRUE when one fails.  One test covers an unknown kind, flags the kind may
+ * not carry and the reserved bits: word 3's bits above the kind (flags, reserved), with
+ * BINARY_KIND_KNOWN added, within the kind's entry of binary_kind_ok. */
+static inline gboolean
+binary_bad(FsimTime time, uint64_t delta, uint64_t size, uint64_t word3)
+{
+    unsigned kind = (unsigned)(word3 >> 32) & 0xff;
+    unsigned is_alloc = kind == FSIM_EV_ALLOC;
+    gboolean bad = (((word3 >> 40) | BINARY_KIND_KNOWN) & ~binary_kind_ok[kind]) != 0;
+
+    bad |= time + delta < time;
+    /* an alloc's size is 1 to FSIM_MAX_SIZE, the others' 0 */
+    bad |= size - is_alloc >= (is_alloc ? FSIM_MAX_SIZE : 1);
+    return bad;
+}
+
+/* binary_decode()'s checks and kind-specific fields (id, stream, label) for the rarer kinds and
+ * a record that fails a check; FALSE when it does.  Out of line, and given values only, so that
+ * the decoding loop keeps its time and sum in registers. */
+static G_NO_INLINE gboolean
+binary_decode_other(BinaryTables t, const guint8 *p, FsimTime time, FsimEvent *ev)
+{
+    uint64_t id = fsim_binary_load64(p + 8);
+    uint64_t word3 = fsim_binary_load64(p + 24);
+    unsigned kind = (unsigned)(word3 >> 32) & 0xff;
+    uint32_t stream_index = (uint32_t)word3;
+
+    if (binary_bad(time, fsim_binary_load64(p), fsim_binary_load64(p + 16), word3))
+        return FALSE;
+    if (kind > FSIM_EV_FREE_COMPLETED)
+        return binary_decode_rare(t, kind, id, stream_index, ev);
+    if (stream_index >= t.n_streams)
+        return FALSE;
+    ev->stream = t.streams[stream_index];
+    ev->label = NULL;
+    ev->id = id;
+    return TRUE;
+}
+
 /* Decode the record at @p into @ev; FALSE when it fails its checks.  One test covers the
- * common records: a known kind and flags, no reserved bits, a stream index in the table, an
- * alloc's size in range, no size on the others, no time overflow. */
+ * common records (alloc, free, free_completed): a known kind and flags, no reserved bits, a
+ * stream index in the table, an alloc's size in range, no size on the others, no time
+ * overflow. */
 static inline gboolean
 binary_decode(BinaryTables t, const guint8 *p, FsimTime *time, FsimBinarySum *sum, FsimEvent *ev)
 {
@@ -611,27 +665,15 @@ binary_decode(BinaryTables t, const guint8 *p, FsimTime *time, FsimBinarySum *su
     uint64_t word3 = fsim_binary_load64(p + 24);
     unsigned kind = (unsigned)(word3 >> 32) & 0xff;
     uint32_t stream_index = (uint32_t)word3;
-    unsigned is_alloc = kind == FSIM_EV_ALLOC;
-    unsigned bad;
 
-    /* Without branches on the kind, which a mix of allocs and frees would mispredict: the
-     * reserved bits, and flags the kind may not carry (none for an unknown kind). */
-    bad = (word3 >> 48) != 0;
-    bad |= (((unsigned)(word3 >> 40) & 0xff) & ~(unsigned)binary_kind_flags[kind]) != 0;
-    bad |= kind - FSIM_EV_ALLOC > FSIM_BINARY_KIND_LAST - FSIM_EV_ALLOC;
-    bad |= *time + delta < *time;
-    bad |= is_alloc & (size - 1 >= FSIM_MAX_SIZE);
-    bad |= !is_alloc & (size != 0);
-    if (G_LIKELY(kind <= FSIM_EV_FREE_COMPLETED)) {
-        bad |= stream_index >= t.n_streams;
-        if (G_UNLIKELY(bad))
+    if (G_UNLIKELY(binary_bad(*time, delta, size, word3) | (kind > FSIM_EV_FREE_COMPLETED) |
+                   (stream_index >= t.n_streams))) {
+        if (!binary_decode_other(t, p, *time, ev))
             return FALSE;
+    } else {
         ev->stream = t.streams[stream_index];
         ev->label = NULL;
         ev->id = id;
-    } else {
-        if (G_UNLIKELY(bad) || !binary_decode_rare(t, kind, id, stream_index, ev))
-            return FALSE;
     }
     fsim_binary_sum4(sum, delta, id, size, word3);
     *time += delta;
