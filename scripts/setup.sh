@@ -4,7 +4,8 @@
 # sudo when not root.  Usage: scripts/setup.sh [--tests]
 set -euo pipefail
 
-# libisal-dev: ISA-L's inflate for gzip inputs (optional to the build, which falls back to zlib).
+# libisal-dev: ISA-L's inflate for gzip inputs (optional to the build, which falls back to zlib);
+# libjson-glib-dev: the tests' JSON parser (fragsim itself writes its JSON without it).
 packages=(gcc clang cmake make pkg-config libglib2.0-dev libsqlite3-dev libjson-glib-dev
           libisal-dev gnuplot-nox)
 if [[ ${1:-} == --tests ]]; then

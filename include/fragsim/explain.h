@@ -18,8 +18,7 @@
 
 #include <glib.h>
 
-#include <json-glib/json-glib.h>
-
+#include "fragsim/json-writer.h"
 #include "fragsim/policy.h"
 #include "fragsim/trace.h"
 #include "fragsim/types.h"
@@ -252,8 +251,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimExplanation, fsim_explanation_free)
 FsimExplanation *fsim_explain_trace(FsimTrace *trace, const FsimExplainOptions *options,
                                     GError **error);
 
-/* The `explain --json` object (the schema of docs/explain.md). */
-JsonNode *fsim_explanation_to_json(const FsimExplanation *explanation);
+/* The members of the `explain --json` object (the schema of docs/explain.md), written into the
+ * object @writer has open. */
+void fsim_explanation_write_json(const FsimExplanation *explanation, FsimJsonWriter *writer);
 
 /**
  * fsim_explain_plot:

@@ -19,55 +19,55 @@
 #include "fragsim/explain.h"
 
 static void
-add_int(JsonBuilder *b, const char *name, int64_t value)
+add_int(FsimJsonWriter *b, const char *name, int64_t value)
 {
-    json_builder_set_member_name(b, name);
-    json_builder_add_int_value(b, value);
+    fsim_json_set_member_name(b, name);
+    fsim_json_add_int_value(b, value);
 }
 
 static void
-add_u64(JsonBuilder *b, const char *name, uint64_t value)
+add_u64(FsimJsonWriter *b, const char *name, uint64_t value)
 {
     add_int(b, name, (int64_t)value);
 }
 
 static void
-add_string(JsonBuilder *b, const char *name, const char *value)
+add_string(FsimJsonWriter *b, const char *name, const char *value)
 {
-    json_builder_set_member_name(b, name);
-    json_builder_add_string_value(b, value != NULL ? value : "");
+    fsim_json_set_member_name(b, name);
+    fsim_json_add_string_value(b, value != NULL ? value : "");
 }
 
 static void
-add_bool(JsonBuilder *b, const char *name, gboolean value)
+add_bool(FsimJsonWriter *b, const char *name, gboolean value)
 {
-    json_builder_set_member_name(b, name);
-    json_builder_add_boolean_value(b, value);
+    fsim_json_set_member_name(b, name);
+    fsim_json_add_boolean_value(b, value);
 }
 
-typedef void (*AddMembers)(JsonBuilder *b, gconstpointer item);
+typedef void (*AddMembers)(FsimJsonWriter *b, gconstpointer item);
 
 /* `"@name": [{...}, ...]`: one object per item, its members added by @add_members; @n items at
  * @items, @stride bytes apart, each a pointer to the item when @pointers. */
 static void
-add_objects_at(JsonBuilder *b, const char *name, const guint8 *items, guint n, gsize stride,
+add_objects_at(FsimJsonWriter *b, const char *name, const guint8 *items, guint n, gsize stride,
                gboolean pointers, AddMembers add_members)
 {
-    json_builder_set_member_name(b, name);
-    json_builder_begin_array(b);
+    fsim_json_set_member_name(b, name);
+    fsim_json_begin_array(b);
     for (guint i = 0; i < n; i++) {
         const guint8 *item = items + (gsize)i * stride;
 
-        json_builder_begin_object(b);
+        fsim_json_begin_object(b);
         add_members(b, pointers ? *(const gconstpointer *)(gconstpointer)item : item);
-        json_builder_end_object(b);
+        fsim_json_end_object(b);
     }
-    json_builder_end_array(b);
+    fsim_json_end_array(b);
 }
 
 /* The same for the items a pointer array points to. */
 static void
-add_objects(JsonBuilder *b, const char *name, const GPtrArray *items, AddMembers add_members)
+add_objects(FsimJsonWriter *b, const char *name, const GPtrArray *items, AddMembers add_members)
 {
     add_objects_at(b, name, (const guint8 *)items->pdata, items->len, sizeof(gpointer), TRUE,
                    add_members);
@@ -75,7 +75,7 @@ add_objects(JsonBuilder *b, const char *name, const GPtrArray *items, AddMembers
 
 /* The same for the elements of an array. */
 static void
-add_elements(JsonBuilder *b, const char *name, GArray *items, AddMembers add_members)
+add_elements(FsimJsonWriter *b, const char *name, GArray *items, AddMembers add_members)
 {
     add_objects_at(b, name, (const guint8 *)items->data, items->len,
                    g_array_get_element_size(items), FALSE, add_members);
@@ -83,40 +83,40 @@ add_elements(JsonBuilder *b, const char *name, GArray *items, AddMembers add_mem
 
 /* `"pool"`: a private pool's id, or "default". */
 static void
-add_pool_name(JsonBuilder *b, gboolean private_pool, uint64_t id)
+add_pool_name(FsimJsonWriter *b, gboolean private_pool, uint64_t id)
 {
-    json_builder_set_member_name(b, "pool");
+    fsim_json_set_member_name(b, "pool");
     if (private_pool)
-        json_builder_add_int_value(b, (gint64)id);
+        fsim_json_add_int_value(b, (gint64)id);
     else
-        json_builder_add_string_value(b, "default");
+        fsim_json_add_string_value(b, "default");
 }
 
 /* `"@name": [@values[0], ...]`: an array of uint64_t. */
 static void
-add_u64_array(JsonBuilder *b, const char *name, const GArray *values)
+add_u64_array(FsimJsonWriter *b, const char *name, const GArray *values)
 {
-    json_builder_set_member_name(b, name);
-    json_builder_begin_array(b);
+    fsim_json_set_member_name(b, name);
+    fsim_json_begin_array(b);
     for (guint k = 0; k < values->len; k++)
-        json_builder_add_int_value(b, (int64_t)g_array_index(values, uint64_t, k));
-    json_builder_end_array(b);
+        fsim_json_add_int_value(b, (int64_t)g_array_index(values, uint64_t, k));
+    fsim_json_end_array(b);
 }
 
 /* `"@name": {"@names[0]": @values[0], ...}`: an object of @n counts. */
 static void
-add_u64_object(JsonBuilder *b, const char *name, const char *const *names, const uint64_t *values,
-               guint n)
+add_u64_object(FsimJsonWriter *b, const char *name, const char *const *names,
+               const uint64_t *values, guint n)
 {
-    json_builder_set_member_name(b, name);
-    json_builder_begin_object(b);
+    fsim_json_set_member_name(b, name);
+    fsim_json_begin_object(b);
     for (guint i = 0; i < n; i++)
         add_u64(b, names[i], values[i]);
-    json_builder_end_object(b);
+    fsim_json_end_object(b);
 }
 
 static void
-add_breakdown(JsonBuilder *b, const FsimBreakdown *breakdown)
+add_breakdown(FsimJsonWriter *b, const FsimBreakdown *breakdown)
 {
     static const char *const names[] = {"live_requested_bytes", "rounding_bytes",
                                         "free_releasable_bytes", "free_pinned_bytes"};
@@ -127,15 +127,15 @@ add_breakdown(JsonBuilder *b, const FsimBreakdown *breakdown)
 }
 
 static void
-add_request(JsonBuilder *b, const FsimExplainRequest *r)
+add_request(FsimJsonWriter *b, const FsimExplainRequest *r)
 {
     static const char *const free_block_names[] = {"too_small", "other_stream", "other_pool",
                                                    "refused"};
     const uint64_t free_blocks[] = {r->free_blocks_too_small, r->free_blocks_other_stream,
                                     r->free_blocks_other_pool, r->free_blocks_refused};
 
-    json_builder_set_member_name(b, "request");
-    json_builder_begin_object(b);
+    fsim_json_set_member_name(b, "request");
+    fsim_json_begin_object(b);
     add_u64(b, "size", r->size);
     add_u64(b, "stream", r->stream);
     add_bool(b, "simulated", r->simulated);
@@ -144,11 +144,11 @@ add_request(JsonBuilder *b, const FsimExplainRequest *r)
     add_u64(b, "largest_free_same_stream_bytes", r->largest_free_same_stream_bytes);
     add_u64_object(b, "free_blocks", free_block_names, free_blocks, G_N_ELEMENTS(free_blocks));
     add_string(b, "reason", r->reason);
-    json_builder_end_object(b);
+    fsim_json_end_object(b);
 }
 
 static void
-add_pin(JsonBuilder *b, gconstpointer item)
+add_pin(FsimJsonWriter *b, gconstpointer item)
 {
     const FsimPinSite *site = item;
 
@@ -160,17 +160,17 @@ add_pin(JsonBuilder *b, gconstpointer item)
 }
 
 static void
-add_alternative(JsonBuilder *b, gconstpointer item)
+add_alternative(FsimJsonWriter *b, gconstpointer item)
 {
     const FsimAlternative *a = item;
 
     add_string(b, "policy", a->policy);
     add_string(b, "config", a->config);
-    json_builder_set_member_name(b, "needed_bytes");
+    fsim_json_set_member_name(b, "needed_bytes");
     if (a->needed_bytes >= 0)
-        json_builder_add_int_value(b, a->needed_bytes);
+        fsim_json_add_int_value(b, a->needed_bytes);
     else
-        json_builder_add_null_value(b);
+        fsim_json_add_null_value(b);
     if (a->has_moment) {
         add_u64(b, "reserved_bytes", a->reserved_bytes);
         add_breakdown(b, &a->breakdown);
@@ -180,7 +180,7 @@ add_alternative(JsonBuilder *b, gconstpointer item)
 }
 
 static void
-add_pool_need(JsonBuilder *b, gconstpointer item)
+add_pool_need(FsimJsonWriter *b, gconstpointer item)
 {
     const FsimPoolNeed *p = item;
 
@@ -190,7 +190,7 @@ add_pool_need(JsonBuilder *b, gconstpointer item)
 }
 
 static void
-add_pool(JsonBuilder *b, gconstpointer item)
+add_pool(FsimJsonWriter *b, gconstpointer item)
 {
     const FsimPoolBreakdown *p = item;
 
@@ -200,7 +200,7 @@ add_pool(JsonBuilder *b, gconstpointer item)
 }
 
 static void
-add_moment(JsonBuilder *b, gconstpointer item)
+add_moment(FsimJsonWriter *b, gconstpointer item)
 {
     const FsimMoment *m = item;
 
@@ -219,12 +219,9 @@ add_moment(JsonBuilder *b, gconstpointer item)
         add_objects(b, "alternatives", m->alternatives, add_alternative);
 }
 
-JsonNode *
-fsim_explanation_to_json(const FsimExplanation *e)
+void
+fsim_explanation_write_json(const FsimExplanation *e, FsimJsonWriter *b)
 {
-    g_autoptr(JsonBuilder) b = json_builder_new();
-
-    json_builder_begin_object(b);
     add_string(b, "trace", e->trace);
     add_string(b, "policy", e->policy);
     add_string(b, "config", e->config);
@@ -232,6 +229,4 @@ fsim_explanation_to_json(const FsimExplanation *e)
     if (e->pool_needs != NULL)
         add_elements(b, "pool_needs", e->pool_needs, add_pool_need);
     add_objects(b, "moments", e->moments, add_moment);
-    json_builder_end_object(b);
-    return json_builder_get_root(b);
 }

@@ -319,19 +319,6 @@ fsim_cli_select_runs(const char *db_path, const char *run_list, FsimStore **stor
     return runs;
 }
 
-void
-fsim_cli_print_json(JsonNode *node)
-{
-    g_autoptr(JsonGenerator) generator = json_generator_new();
-    g_autofree char *text = NULL;
-
-    json_generator_set_root(generator, node);
-    json_generator_set_pretty(generator, isatty(STDOUT_FILENO));
-    text = json_generator_to_data(generator, NULL);
-    g_print("%s\n", text);
-    json_node_unref(node);
-}
-
 char *
 fsim_cli_format_duration(double ns, const FsimCliTimeUnit *units)
 {
@@ -461,65 +448,65 @@ fsim_cli_plot_main(const FsimCliPlotCommand *command, int argc, char **argv)
     return status;
 }
 
-JsonBuilder *
+FsimJsonWriter *
 fsim_cli_json_new(void)
 {
-    JsonBuilder *builder = json_builder_new();
+    FsimJsonWriter *builder = fsim_json_writer_new(isatty(STDOUT_FILENO));
 
-    json_builder_begin_object(builder);
+    fsim_json_begin_object(builder);
     return builder;
 }
 
 void
-fsim_cli_json_print(JsonBuilder *builder)
+fsim_cli_json_print(FsimJsonWriter *builder)
 {
-    json_builder_end_object(builder);
-    fsim_cli_print_json(json_builder_get_root(builder));
+    fsim_json_end_object(builder);
+    g_print("%s\n", fsim_json_writer_text(builder));
 }
 
 void
-fsim_cli_json_int(JsonBuilder *builder, const char *name, int64_t value)
+fsim_cli_json_int(FsimJsonWriter *builder, const char *name, int64_t value)
 {
-    json_builder_set_member_name(builder, name);
-    json_builder_add_int_value(builder, value);
+    fsim_json_set_member_name(builder, name);
+    fsim_json_add_int_value(builder, value);
 }
 
 void
-fsim_cli_json_double(JsonBuilder *builder, const char *name, double value)
+fsim_cli_json_double(FsimJsonWriter *builder, const char *name, double value)
 {
-    json_builder_set_member_name(builder, name);
-    json_builder_add_double_value(builder, value);
+    fsim_json_set_member_name(builder, name);
+    fsim_json_add_double_value(builder, value);
 }
 
 void
-fsim_cli_json_bool(JsonBuilder *builder, const char *name, gboolean value)
+fsim_cli_json_bool(FsimJsonWriter *builder, const char *name, gboolean value)
 {
-    json_builder_set_member_name(builder, name);
-    json_builder_add_boolean_value(builder, value);
+    fsim_json_set_member_name(builder, name);
+    fsim_json_add_boolean_value(builder, value);
 }
 
 void
-fsim_cli_json_string(JsonBuilder *builder, const char *name, const char *value)
+fsim_cli_json_string(FsimJsonWriter *builder, const char *name, const char *value)
 {
-    json_builder_set_member_name(builder, name);
+    fsim_json_set_member_name(builder, name);
     if (value != NULL)
-        json_builder_add_string_value(builder, value);
+        fsim_json_add_string_value(builder, value);
     else
-        json_builder_add_null_value(builder);
+        fsim_json_add_null_value(builder);
 }
 
 void
-fsim_cli_json_begin_array(JsonBuilder *builder, const char *name)
+fsim_cli_json_begin_array(FsimJsonWriter *builder, const char *name)
 {
-    json_builder_set_member_name(builder, name);
-    json_builder_begin_array(builder);
+    fsim_json_set_member_name(builder, name);
+    fsim_json_begin_array(builder);
 }
 
 void
-fsim_cli_json_begin_object(JsonBuilder *builder, const char *name)
+fsim_cli_json_begin_object(FsimJsonWriter *builder, const char *name)
 {
-    json_builder_set_member_name(builder, name);
-    json_builder_begin_object(builder);
+    fsim_json_set_member_name(builder, name);
+    fsim_json_begin_object(builder);
 }
 
 /* ---- tables -------------------------------------------------------------------------------- */

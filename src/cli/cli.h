@@ -12,9 +12,8 @@
 
 #include <glib.h>
 
-#include <json-glib/json-glib.h>
-
 #include "fragsim/fragsim.h"
+#include "fragsim/json-writer.h"
 #include "fragsim/plot.h"
 
 G_BEGIN_DECLS
@@ -273,23 +272,20 @@ typedef struct {
  * (caller frees). */
 char *fsim_cli_format_duration(double ns, const FsimCliTimeUnit *units);
 
-/* Print @node as one JSON object on stdout (pretty when stdout is a terminal), newline ended.
- * Consumes @node. */
-void fsim_cli_print_json(JsonNode *node);
-
-/* The one object a command prints with --json: fsim_cli_json_new() begins it in a new builder,
- * fsim_cli_json_print() ends it and prints it (fsim_cli_print_json()). */
-JsonBuilder *fsim_cli_json_new(void);
-void fsim_cli_json_print(JsonBuilder *builder);
+/* The one object a command prints with --json: fsim_cli_json_new() begins it in a new writer
+ * (pretty when stdout is a terminal), fsim_cli_json_print() ends it and prints it on stdout,
+ * newline ended. */
+FsimJsonWriter *fsim_cli_json_new(void);
+void fsim_cli_json_print(FsimJsonWriter *builder);
 
 /* Add a member (a name and its value) to the JSON object being built; a %NULL string is null. */
-void fsim_cli_json_int(JsonBuilder *builder, const char *name, int64_t value);
-void fsim_cli_json_double(JsonBuilder *builder, const char *name, double value);
-void fsim_cli_json_bool(JsonBuilder *builder, const char *name, gboolean value);
-void fsim_cli_json_string(JsonBuilder *builder, const char *name, const char *value);
+void fsim_cli_json_int(FsimJsonWriter *builder, const char *name, int64_t value);
+void fsim_cli_json_double(FsimJsonWriter *builder, const char *name, double value);
+void fsim_cli_json_bool(FsimJsonWriter *builder, const char *name, gboolean value);
+void fsim_cli_json_string(FsimJsonWriter *builder, const char *name, const char *value);
 /* Begin an array or an object that is the value of member @name (end it as usual). */
-void fsim_cli_json_begin_array(JsonBuilder *builder, const char *name);
-void fsim_cli_json_begin_object(JsonBuilder *builder, const char *name);
+void fsim_cli_json_begin_array(FsimJsonWriter *builder, const char *name);
+void fsim_cli_json_begin_object(FsimJsonWriter *builder, const char *name);
 
 /**
  * FsimCliMember:
@@ -322,21 +318,22 @@ extern const FsimCliMember fsim_cli_device_costs_members[];
 /* The value of a %FSIM_CLI_MEMBER_U64 or %FSIM_CLI_MEMBER_U32 @member of @object. */
 uint64_t fsim_cli_member_u64(const FsimCliMember *member, const void *object);
 /* Add @member of @object to the JSON object being built. */
-void fsim_cli_json_member(JsonBuilder *builder, const FsimCliMember *member, const void *object);
+void fsim_cli_json_member(FsimJsonWriter *builder, const FsimCliMember *member, const void *object);
 /* Add @members of @object (a struct they describe) to the JSON object being built, in order. */
-void fsim_cli_json_members(JsonBuilder *builder, const FsimCliMember *members, const void *object);
+void fsim_cli_json_members(FsimJsonWriter *builder, const FsimCliMember *members,
+                           const void *object);
 /* Add member @name: an array of one object (fsim_cli_json_members()) per element of @objects. */
-void fsim_cli_json_member_array(JsonBuilder *builder, const char *name,
+void fsim_cli_json_member_array(FsimJsonWriter *builder, const char *name,
                                 const FsimCliMember *members, GArray *objects);
 
 /* Add a metric set to a JSON object being built (every FSIM_METRICS key). */
-void fsim_cli_json_add_metrics(JsonBuilder *builder, const FsimMetrics *metrics);
+void fsim_cli_json_add_metrics(FsimJsonWriter *builder, const FsimMetrics *metrics);
 
 /* pool-answers.c: a run's memory per pool (default, each private pool: #FsimStoredPool, from
  * fsim_needed_stored_pools()) as a table under a line naming @label (@needs_peak: what the
  * shares of needed_bytes add up to), or as a "pools" member; nothing for NULL. */
 void fsim_cli_print_pools(const char *label, const GArray *pools, uint64_t needs_peak);
-void fsim_cli_json_add_pools(JsonBuilder *builder, const GArray *pools);
+void fsim_cli_json_add_pools(FsimJsonWriter *builder, const GArray *pools);
 
 /**
  * FsimTable:

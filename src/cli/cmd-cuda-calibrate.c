@@ -10,7 +10,7 @@
 static void
 calibrate_json(const FsimCudaCalibration *cal, const FsimDeviceSpec *spec, const char *output)
 {
-    g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
+    g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();
 
     fsim_cmd_cuda_json_add_gpu(builder, &cal->info);
     fsim_cli_json_string(builder, "profile", output);
@@ -21,25 +21,25 @@ calibrate_json(const FsimCudaCalibration *cal, const FsimDeviceSpec *spec, const
     for (int s = 0; s < FSIM_CUDA_SERIES_COUNT; s++) {
         const FsimCudaSeries *series = &cal->series[s];
 
-        json_builder_begin_object(builder);
+        fsim_json_begin_object(builder);
         fsim_cli_json_string(builder, "name", series->name);
         fsim_cli_json_begin_array(builder, "points");
         for (guint i = 0; i < series->sizes->len; i++) {
-            json_builder_begin_array(builder);
-            json_builder_add_int_value(builder, (gint64)g_array_index(series->sizes, uint64_t, i));
-            json_builder_add_double_value(builder, g_array_index(series->median_ns, double, i));
-            json_builder_end_array(builder);
+            fsim_json_begin_array(builder);
+            fsim_json_add_int_value(builder, (gint64)g_array_index(series->sizes, uint64_t, i));
+            fsim_json_add_double_value(builder, g_array_index(series->median_ns, double, i));
+            fsim_json_end_array(builder);
         }
-        json_builder_end_array(builder);
+        fsim_json_end_array(builder);
         fsim_cli_json_double(builder, "base_ns", series->fit.base);
         fsim_cli_json_double(builder, "per_gib_ns", series->fit.slope);
         fsim_cli_json_double(builder, "r2", series->fit.r2);
-        json_builder_end_object(builder);
+        fsim_json_end_object(builder);
     }
-    json_builder_end_array(builder);
+    fsim_json_end_array(builder);
     fsim_cli_json_begin_object(builder, "costs");
     fsim_cli_json_members(builder, fsim_cli_device_costs_members, &spec->costs);
-    json_builder_end_object(builder);
+    fsim_json_end_object(builder);
     fsim_cli_json_print(builder);
 }
 

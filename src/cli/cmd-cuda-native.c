@@ -11,17 +11,17 @@
 
 /* Run @i of @data (a GArray of FsimCudaNativeResult) as JSON. */
 static void
-native_json_run(JsonBuilder *builder, guint i, gpointer data)
+native_json_run(FsimJsonWriter *builder, guint i, gpointer data)
 {
     const FsimCudaNativeResult *r = &g_array_index((GArray *)data, FsimCudaNativeResult, i);
 
-    json_builder_begin_object(builder);
+    fsim_json_begin_object(builder);
     fsim_cli_json_string(builder, "mode", fsim_cuda_native_mode_name(r->mode));
     fsim_cli_json_members(builder, fsim_cmd_cuda_native_members, r);
     fsim_cmd_cuda_json_add_latency(builder, "alloc", &r->alloc, -1);
     fsim_cmd_cuda_json_add_latency(builder, "free", &r->dealloc, -1);
     fsim_cmd_cuda_json_add_latency(builder, "touch", &r->touch, -1);
-    json_builder_end_object(builder);
+    fsim_json_end_object(builder);
 }
 
 /* Longer than ~80 lines for its option table (declarative GOptionEntry rows); the steps after

@@ -50,7 +50,7 @@ typedef struct {
 
 /* Run @i of @data (ReplayRuns) as JSON. */
 static void
-replay_json_run(JsonBuilder *builder, guint i, gpointer data)
+replay_json_run(FsimJsonWriter *builder, guint i, gpointer data)
 {
     const ReplayRuns *runs = data;
     const FsimCudaReplayResult *r = g_ptr_array_index(runs->results, i);
@@ -58,7 +58,7 @@ replay_json_run(JsonBuilder *builder, guint i, gpointer data)
     const FsimCudaMeasurements *measured = &r->measured;
     g_autofree char *label = fsim_run_label(r->policy, config);
 
-    json_builder_begin_object(builder);
+    fsim_json_begin_object(builder);
     fsim_cli_json_string(builder, "policy", r->policy);
     fsim_cli_json_string(builder, "config", config);
     fsim_cli_json_string(builder, "label", label);
@@ -73,18 +73,18 @@ replay_json_run(JsonBuilder *builder, guint i, gpointer data)
     for (int c = 0; c < FSIM_CALL_COUNT; c++)
         fsim_cmd_cuda_json_add_latency(builder, fsim_device_call_name((FsimDeviceCall)c),
                                        &measured->calls[c], (gint64)measured->modelled_ns[c]);
-    json_builder_end_object(builder);
+    fsim_json_end_object(builder);
     fsim_cmd_cuda_json_add_latency(builder, "failed", &measured->failed, -1);
     fsim_cmd_cuda_json_add_latency(builder, "touch", &measured->touch, -1);
-    json_builder_end_object(builder);
+    fsim_json_end_object(builder);
     if (r->has_model) {
         fsim_cli_json_begin_object(builder, "model");
         fsim_cli_json_string(builder, "device", r->model_spec.name);
         fsim_cli_json_string(builder, "status", r->model_oom_stopped ? "oom" : "complete");
         fsim_cli_json_add_metrics(builder, &r->model);
-        json_builder_end_object(builder);
+        fsim_json_end_object(builder);
     }
-    json_builder_end_object(builder);
+    fsim_json_end_object(builder);
 }
 
 /* A row of the run table: @m's figures, with the GPU's @used and @measured ("-" for the model). */

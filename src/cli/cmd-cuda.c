@@ -113,13 +113,13 @@ fsim_cmd_cuda_format_size_delta(uint64_t value, uint64_t reference)
 /* ---- JSON helpers -------------------------------------------------------------------------- */
 
 void
-fsim_cmd_cuda_json_add_u64(JsonBuilder *builder, const char *name, uint64_t value)
+fsim_cmd_cuda_json_add_u64(FsimJsonWriter *builder, const char *name, uint64_t value)
 {
     fsim_cli_json_int(builder, name, (int64_t)value);
 }
 
 void
-fsim_cmd_cuda_json_add_gpu(JsonBuilder *builder, const FsimCudaDriverInfo *info)
+fsim_cmd_cuda_json_add_gpu(FsimJsonWriter *builder, const FsimCudaDriverInfo *info)
 {
     g_autofree char *capability =
         g_strdup_printf("%d.%d", info->compute_major, info->compute_minor);
@@ -135,29 +135,29 @@ fsim_cmd_cuda_json_add_gpu(JsonBuilder *builder, const FsimCudaDriverInfo *info)
     fsim_cli_json_int(builder, "runtime_version", info->runtime_version);
     fsim_cli_json_bool(builder, "vmm_supported", info->vmm_supported);
     fsim_cli_json_bool(builder, "pools_supported", info->pools_supported);
-    json_builder_end_object(builder);
+    fsim_json_end_object(builder);
 }
 
 void
 fsim_cmd_cuda_print_runs(const FsimTrace *trace, const FsimCudaDriverInfo *info, guint n,
-                         void (*add_run)(JsonBuilder *builder, guint i, gpointer data),
+                         void (*add_run)(FsimJsonWriter *builder, guint i, gpointer data),
                          gpointer data)
 {
-    g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
+    g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();
     fsim_cli_json_string(builder, "trace", fsim_trace_path(trace));
     fsim_cmd_cuda_json_add_gpu(builder, info);
     fsim_cli_json_begin_array(builder, "runs");
     for (guint i = 0; i < n; i++)
         add_run(builder, i, data);
-    json_builder_end_array(builder);
+    fsim_json_end_array(builder);
     fsim_cli_json_print(builder);
 }
 
 /* A latency as {count, total_ns, min_ns, mean_ns, p50_ns, p99_ns, max_ns, histogram}, where the
  * histogram lists [floor_ns, count] of the non-empty power-of-two buckets. */
 void
-fsim_cmd_cuda_json_add_latency(JsonBuilder *builder, const char *name, const FsimLatency *latency,
-                               gint64 modelled_ns)
+fsim_cmd_cuda_json_add_latency(FsimJsonWriter *builder, const char *name,
+                               const FsimLatency *latency, gint64 modelled_ns)
 {
     fsim_cli_json_begin_object(builder, name);
     fsim_cmd_cuda_json_add_u64(builder, "count", latency->count);
@@ -173,13 +173,13 @@ fsim_cmd_cuda_json_add_latency(JsonBuilder *builder, const char *name, const Fsi
     for (guint i = 0; i < FSIM_LATENCY_BUCKETS; i++) {
         if (latency->buckets[i] == 0)
             continue;
-        json_builder_begin_array(builder);
-        json_builder_add_int_value(builder, (gint64)fsim_latency_bucket_floor(i));
-        json_builder_add_int_value(builder, (gint64)latency->buckets[i]);
-        json_builder_end_array(builder);
+        fsim_json_begin_array(builder);
+        fsim_json_add_int_value(builder, (gint64)fsim_latency_bucket_floor(i));
+        fsim_json_add_int_value(builder, (gint64)latency->buckets[i]);
+        fsim_json_end_array(builder);
     }
-    json_builder_end_array(builder);
-    json_builder_end_object(builder);
+    fsim_json_end_array(builder);
+    fsim_json_end_object(builder);
 }
 /* ---- info ---------------------------------------------------------------------------------- */
 
@@ -209,7 +209,7 @@ cuda_info(int argc, char **argv)
         return status;
     info = &driver->info;
     if (json) {
-        g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
+        g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();
         fsim_cmd_cuda_json_add_gpu(builder, info);
         fsim_cli_json_print(builder);
         return FSIM_EXIT_OK;

@@ -8,7 +8,7 @@
 
 #include <glib.h>
 
-#include <json-glib/json-glib.h>
+#include "fragsim/json-writer.h"
 
 #include "cli.h"
 #include "cuda/cuda-backend.h"
@@ -17,17 +17,17 @@ G_BEGIN_DECLS
 
 /* A latency as {count, total_ns, min_ns, mean_ns, p50_ns, p99_ns, max_ns, histogram}, where the
  * histogram lists [floor_ns, count] of the non-empty power-of-two buckets. */
-void fsim_cmd_cuda_json_add_latency(JsonBuilder *builder, const char *name,
+void fsim_cmd_cuda_json_add_latency(FsimJsonWriter *builder, const char *name,
                                     const FsimLatency *latency, gint64 modelled_ns);
 
 /* The GPU as {name, ...} under "gpu". */
-void fsim_cmd_cuda_json_add_gpu(JsonBuilder *builder, const FsimCudaDriverInfo *info);
+void fsim_cmd_cuda_json_add_gpu(FsimJsonWriter *builder, const FsimCudaDriverInfo *info);
 
 /* "+1.50 GiB", "-20.0 MiB", "0 B" */
 /* Prints the JSON of `cuda native` and `cuda replay`: {"trace", "gpu", "runs": [...]}, where
  * @add_run adds the object of run @i (0 <= @i < @n). */
 void fsim_cmd_cuda_print_runs(const FsimTrace *trace, const FsimCudaDriverInfo *info, guint n,
-                              void (*add_run)(JsonBuilder *builder, guint i, gpointer data),
+                              void (*add_run)(FsimJsonWriter *builder, guint i, gpointer data),
                               gpointer data);
 
 char *fsim_cmd_cuda_format_size_delta(uint64_t value, uint64_t reference);
@@ -44,7 +44,7 @@ extern const FsimCliMember fsim_cmd_cuda_measured_members[];
 extern const FsimCliMember fsim_cmd_cuda_usage_step_members[];
 
 /* "@name": @value. */
-void fsim_cmd_cuda_json_add_u64(JsonBuilder *builder, const char *name, uint64_t value);
+void fsim_cmd_cuda_json_add_u64(FsimJsonWriter *builder, const char *name, uint64_t value);
 
 /* A duration for people: "850 ns", "12.5 us", "3.20 ms", "1.50 s". */
 char *fsim_cmd_cuda_format_ns(double ns);

@@ -22,10 +22,10 @@ fsim_cmd_devices(int argc, char **argv)
     if (status != FSIM_EXIT_OK)
         return status;
     if (json) {
-        g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
+        g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();
         fsim_cli_json_begin_array(builder, "devices");
         for (gsize i = 0; i < n; i++) {
-            json_builder_begin_object(builder);
+            fsim_json_begin_object(builder);
             fsim_cli_json_string(builder, "name", presets[i].name);
             fsim_cli_json_string(builder, "description", presets[i].description);
             fsim_cli_json_int(builder, "total_bytes", (gint64)presets[i].total_bytes);
@@ -33,10 +33,10 @@ fsim_cmd_devices(int argc, char **argv)
             fsim_cli_json_int(builder, "granularity_bytes", (gint64)presets[i].granularity);
             fsim_cli_json_begin_object(builder, "costs_ns");
             fsim_cli_json_members(builder, fsim_cli_device_costs_members, &presets[i].costs);
-            json_builder_end_object(builder);
-            json_builder_end_object(builder);
+            fsim_json_end_object(builder);
+            fsim_json_end_object(builder);
         }
-        json_builder_end_array(builder);
+        fsim_json_end_array(builder);
         fsim_cli_json_print(builder);
         return FSIM_EXIT_OK;
     }

@@ -31,19 +31,19 @@ static const struct {
 static void
 print_models_json(const FsimModelShape *presets, gsize n)
 {
-    g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
+    g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();
     fsim_cli_json_begin_array(builder, "models");
     for (gsize i = 0; i < n; i++) {
         const FsimModelShape *m = &presets[i];
-        json_builder_begin_object(builder);
+        fsim_json_begin_object(builder);
         fsim_cli_json_string(builder, "name", m->name);
         fsim_cli_json_string(builder, "description", m->description);
         fsim_cli_json_int(builder, "params", (gint64)fsim_model_params(m));
         for (gsize d = 0; d < G_N_ELEMENTS(model_dims); d++)
             fsim_cli_json_member(builder, &model_dims[d].member, m);
-        json_builder_end_object(builder);
+        fsim_json_end_object(builder);
     }
-    json_builder_end_array(builder);
+    fsim_json_end_array(builder);
     fsim_cli_json_print(builder);
 }
 
@@ -159,7 +159,7 @@ fsim_cmd_estimate(int argc, char **argv)
     gboolean fits = device_name != NULL && est.total_bytes <= spec.capacity_bytes;
 
     if (json) {
-        g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
+        g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();
         fsim_cli_json_string(builder, "model", config.model.name);
         fsim_cli_json_int(builder, "params", (gint64)est.params);
         fsim_cli_json_int(builder, "trainable_params", (gint64)est.trainable_params);

@@ -326,9 +326,12 @@ fsim_cmd_explain(int argc, char **argv)
             !fsim_explain_plot(explanation, chosen, plot, gnuplot, &error))
             return fsim_cli_fail("explain", error);
     }
-    if (json)
-        fsim_cli_print_json(fsim_explanation_to_json(explanation));
-    else
+    if (json) {
+        g_autoptr(FsimJsonWriter) writer = fsim_cli_json_new();
+
+        fsim_explanation_write_json(explanation, writer);
+        fsim_cli_json_print(writer);
+    } else
         print_text(explanation);
     return FSIM_EXIT_OK;
 }

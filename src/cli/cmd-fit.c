@@ -333,7 +333,7 @@ fit_format_answer(Target target, uint64_t answer)
 
 /* The members of a job's result: its worst rank, the spread and each rank's answer. */
 static void
-fit_json_ranks(JsonBuilder *builder, const Result *r, GArray *ranks)
+fit_json_ranks(FsimJsonWriter *builder, const Result *r, GArray *ranks)
 {
     fsim_cli_json_int(builder, "worst_rank", r->worst);
     fsim_cli_json_int(builder, "spread_bytes", (int64_t)r->spread);
@@ -341,24 +341,24 @@ fit_json_ranks(JsonBuilder *builder, const Result *r, GArray *ranks)
     for (guint i = 0; i < ranks->len; i++) {
         const Rank *rank = &g_array_index(ranks, Rank, i);
 
-        json_builder_begin_object(builder);
+        fsim_json_begin_object(builder);
         fsim_cli_json_string(builder, "trace", rank->path);
         fsim_cli_json_int(builder, "trace_device", rank->trace_device);
         fsim_cli_json_int(builder, "needed_bytes", (int64_t)r->rank_answers[i]);
-        json_builder_end_object(builder);
+        fsim_json_end_object(builder);
     }
-    json_builder_end_array(builder);
+    fsim_json_end_array(builder);
 }
 
 static void
 fit_print_json(Target target, const Result *results, guint n, GArray *ranks)
 {
-    g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
+    g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();
     fsim_cli_json_string(builder, "target", target_names[target]);
     fsim_cli_json_begin_array(builder, "results");
     for (guint i = 0; i < n; i++) {
         const Result *r = &results[i];
-        json_builder_begin_object(builder);
+        fsim_json_begin_object(builder);
         fsim_cli_json_string(builder, "policy", r->policy);
         fsim_cli_json_string(builder, "config", r->config);
         fsim_cli_json_string(builder, "label", r->label);
@@ -374,9 +374,9 @@ fit_print_json(Target target, const Result *results, guint n, GArray *ranks)
         fsim_cli_json_int(builder, "runs", (gint64)r->runs);
         if (r->rank_answers != NULL)
             fit_json_ranks(builder, r, ranks);
-        json_builder_end_object(builder);
+        fsim_json_end_object(builder);
     }
-    json_builder_end_array(builder);
+    fsim_json_end_array(builder);
     fsim_cli_json_print(builder);
 }
 

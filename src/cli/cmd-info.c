@@ -9,14 +9,14 @@
 static void
 info_print_json(const FsimTraceInfo *info)
 {
-    g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
+    g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();
     fsim_cli_json_string(builder, "path", info->path);
     fsim_cli_json_string(builder, "format", info->format);
     fsim_cli_json_begin_array(builder, "devices");
     for (guint i = 0; i < info->devices->len; i++) {
         const FsimTraceDeviceInfo *dev = &g_array_index(info->devices, FsimTraceDeviceInfo, i);
 
-        json_builder_begin_object(builder);
+        fsim_json_begin_object(builder);
         fsim_cli_json_int(builder, "device", dev->device);
         fsim_cli_json_int(builder, "events", (gint64)dev->events);
         fsim_cli_json_begin_object(builder, "actions");
@@ -26,21 +26,21 @@ info_print_json(const FsimTraceInfo *info)
 
             fsim_cli_json_int(builder, action->name, (gint64)action->count);
         }
-        json_builder_end_object(builder);
+        fsim_json_end_object(builder);
         fsim_cli_json_members(builder, fsim_cli_trace_device_members, dev);
-        json_builder_end_object(builder);
+        fsim_json_end_object(builder);
     }
-    json_builder_end_array(builder);
-    json_builder_set_member_name(builder, "allocator_settings");
+    fsim_json_end_array(builder);
+    fsim_json_set_member_name(builder, "allocator_settings");
     if (info->settings == NULL) {
-        json_builder_add_null_value(builder);
+        fsim_json_add_null_value(builder);
     } else {
-        json_builder_begin_object(builder);
+        fsim_json_begin_object(builder);
         for (guint i = 0; i + 1 < info->settings->len; i += 2) {
             fsim_cli_json_string(builder, g_ptr_array_index(info->settings, i),
                                  g_ptr_array_index(info->settings, i + 1));
         }
-        json_builder_end_object(builder);
+        fsim_json_end_object(builder);
     }
     fsim_cli_json_string(builder, "alloc_conf", info->alloc_conf);
     fsim_cli_json_int(builder, "annotations", (gint64)info->annotations);

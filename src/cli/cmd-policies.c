@@ -37,25 +37,25 @@ fsim_cmd_policies(int argc, char **argv)
     if (status != FSIM_EXIT_OK)
         return status;
     if (json) {
-        g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
+        g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();
         fsim_cli_json_begin_array(builder, "policies");
         for (gsize i = 0; i < n; i++) {
-            json_builder_begin_object(builder);
+            fsim_json_begin_object(builder);
             fsim_cli_json_string(builder, "name", policies[i]->name);
             fsim_cli_json_string(builder, "summary", policies[i]->summary);
             fsim_cli_json_bool(builder, "private_pools", policies[i]->pool_begin != NULL);
             fsim_cli_json_begin_array(builder, "knobs");
             for (const FsimKnob *k = policies[i]->knobs; k != NULL && k->name != NULL; k++) {
-                json_builder_begin_object(builder);
+                fsim_json_begin_object(builder);
                 fsim_cli_json_string(builder, "name", k->name);
                 fsim_cli_json_string(builder, "default", k->default_value);
                 fsim_cli_json_string(builder, "summary", k->summary);
-                json_builder_end_object(builder);
+                fsim_json_end_object(builder);
             }
-            json_builder_end_array(builder);
-            json_builder_end_object(builder);
+            fsim_json_end_array(builder);
+            fsim_json_end_object(builder);
         }
-        json_builder_end_array(builder);
+        fsim_json_end_array(builder);
         fsim_cli_json_print(builder);
         return FSIM_EXIT_OK;
     }

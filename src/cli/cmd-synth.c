@@ -308,7 +308,7 @@ synth_serve(int argc, char **argv)
         return fsim_cli_fail("synth serve", error);
 
     if (json) {
-        g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
+        g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();
         fsim_cli_json_string(builder, "trace", out.output);
         fsim_cli_json_string(builder, "kv_layout", fsim_kv_layout_name(config.layout));
         fsim_cli_json_int(builder, "kv_bytes_per_token", (gint64)stats.kv_bytes_per_token);

@@ -15,27 +15,27 @@
 #include "cli.h"
 
 static void
-json_add_side(JsonBuilder *builder, const char *name, const FsimValidateSide *side,
+json_add_side(FsimJsonWriter *builder, const char *name, const FsimValidateSide *side,
               gboolean recorded)
 {
-    json_builder_set_member_name(builder, name);
+    fsim_json_set_member_name(builder, name);
     if (!side->present) {
-        json_builder_add_null_value(builder);
+        fsim_json_add_null_value(builder);
         return;
     }
-    json_builder_begin_object(builder);
+    fsim_json_begin_object(builder);
     if (recorded) {
         fsim_cli_json_int(builder, "index", (gint64)side->index);
     }
     fsim_cli_json_int(builder, "addr", (gint64)side->addr);
     fsim_cli_json_int(builder, "size", (gint64)side->size);
-    json_builder_end_object(builder);
+    fsim_json_end_object(builder);
 }
 
 static void
 validate_print_json(const FsimValidateReport *report)
 {
-    g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
+    g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();
     fsim_cli_json_string(builder, "trace", report->path);
     fsim_cli_json_bool(builder, "exact", report->exact);
     fsim_cli_json_begin_array(builder, "devices");
@@ -43,7 +43,7 @@ validate_print_json(const FsimValidateReport *report)
         const FsimValidateDevice *d = &g_array_index(report->devices, FsimValidateDevice, i);
         const FsimDivergence *div = &d->first_divergence;
 
-        json_builder_begin_object(builder);
+        fsim_json_begin_object(builder);
         fsim_cli_json_int(builder, "device", d->device);
         fsim_cli_json_string(builder, "policy", d->policy);
         fsim_cli_json_bool(builder, "exact", d->exact);
@@ -52,22 +52,22 @@ validate_print_json(const FsimValidateReport *report)
             fsim_cli_json_begin_object(builder, fsim_validate_kind_name((FsimValidateKind)k));
             fsim_cli_json_int(builder, "matched", (gint64)d->counts[k].matched);
             fsim_cli_json_int(builder, "total", (gint64)d->counts[k].total);
-            json_builder_end_object(builder);
+            fsim_json_end_object(builder);
         }
-        json_builder_set_member_name(builder, "first_divergence");
+        fsim_json_set_member_name(builder, "first_divergence");
         if (!div->found) {
-            json_builder_add_null_value(builder);
+            fsim_json_add_null_value(builder);
         } else {
-            json_builder_begin_object(builder);
+            fsim_json_begin_object(builder);
             fsim_cli_json_int(builder, "event_index", (gint64)div->event_index);
             fsim_cli_json_string(builder, "kind", fsim_validate_kind_action(div->kind));
             json_add_side(builder, "recorded", &div->recorded, TRUE);
             json_add_side(builder, "model", &div->model, FALSE);
-            json_builder_end_object(builder);
+            fsim_json_end_object(builder);
         }
-        json_builder_end_object(builder);
+        fsim_json_end_object(builder);
     }
-    json_builder_end_array(builder);
+    fsim_json_end_array(builder);
     fsim_cli_json_print(builder);
 }
 

@@ -94,59 +94,59 @@ fsim_cli_member_u64(const FsimCliMember *member, const void *object)
 
 /* Add the value of a @kind member at @field. */
 static void
-json_add_value(JsonBuilder *builder, FsimCliMemberKind kind, const void *field)
+json_add_value(FsimJsonWriter *builder, FsimCliMemberKind kind, const void *field)
 {
     switch (kind) {
     case FSIM_CLI_MEMBER_U32:
-        json_builder_add_int_value(builder, *(const uint32_t *)field);
+        fsim_json_add_int_value(builder, *(const uint32_t *)field);
         break;
     case FSIM_CLI_MEMBER_U64:
-        json_builder_add_int_value(builder, (gint64) * (const uint64_t *)field);
+        fsim_json_add_int_value(builder, (gint64) * (const uint64_t *)field);
         break;
     case FSIM_CLI_MEMBER_DOUBLE:
-        json_builder_add_double_value(builder, *(const double *)field);
+        fsim_json_add_double_value(builder, *(const double *)field);
         break;
     case FSIM_CLI_MEMBER_OPT_I64:
         if (*(const int64_t *)field < 0)
-            json_builder_add_null_value(builder);
+            fsim_json_add_null_value(builder);
         else
-            json_builder_add_int_value(builder, *(const int64_t *)field);
+            fsim_json_add_int_value(builder, *(const int64_t *)field);
         break;
     }
 }
 
 void
-fsim_cli_json_member(JsonBuilder *builder, const FsimCliMember *member, const void *object)
+fsim_cli_json_member(FsimJsonWriter *builder, const FsimCliMember *member, const void *object)
 {
-    json_builder_set_member_name(builder, member->name);
+    fsim_json_set_member_name(builder, member->name);
     json_add_value(builder, member->kind, (const char *)object + member->offset);
 }
 
 void
-fsim_cli_json_members(JsonBuilder *builder, const FsimCliMember *members, const void *object)
+fsim_cli_json_members(FsimJsonWriter *builder, const FsimCliMember *members, const void *object)
 {
     for (const FsimCliMember *member = members; member->name != NULL; member++)
         fsim_cli_json_member(builder, member, object);
 }
 
 void
-fsim_cli_json_member_array(JsonBuilder *builder, const char *name, const FsimCliMember *members,
+fsim_cli_json_member_array(FsimJsonWriter *builder, const char *name, const FsimCliMember *members,
                            GArray *objects)
 {
     fsim_cli_json_begin_array(builder, name);
     for (guint i = 0; i < objects->len; i++) {
-        json_builder_begin_object(builder);
+        fsim_json_begin_object(builder);
         fsim_cli_json_members(builder, members,
                               objects->data +
                                   (gsize)i * g_array_get_element_size((GArray *)objects));
-        json_builder_end_object(builder);
+        fsim_json_end_object(builder);
     }
-    json_builder_end_array(builder);
+    fsim_json_end_array(builder);
 }
 
 /* The metrics' own table (fragsim/metrics.h) walked the same way. */
 void
-fsim_cli_json_add_metrics(JsonBuilder *builder, const FsimMetrics *metrics)
+fsim_cli_json_add_metrics(FsimJsonWriter *builder, const FsimMetrics *metrics)
 {
     static const FsimCliMemberKind kinds[] = {
         [FSIM_METRIC_U64] = FSIM_CLI_MEMBER_U64,
@@ -157,7 +157,7 @@ fsim_cli_json_add_metrics(JsonBuilder *builder, const FsimMetrics *metrics)
     const FsimMetricInfo *info = fsim_metrics_list(&n);
 
     for (gsize i = 0; i < n; i++) {
-        json_builder_set_member_name(builder, info[i].name);
+        fsim_json_set_member_name(builder, info[i].name);
         json_add_value(builder, kinds[info[i].kind], (const char *)metrics + info[i].offset);
     }
 }

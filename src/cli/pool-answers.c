@@ -41,7 +41,7 @@ fsim_cli_print_pools(const char *label, const GArray *pools, uint64_t needs_peak
 }
 
 void
-fsim_cli_json_add_pools(JsonBuilder *builder, const GArray *pools)
+fsim_cli_json_add_pools(FsimJsonWriter *builder, const GArray *pools)
 {
     if (pools == NULL)
         return;
@@ -49,17 +49,17 @@ fsim_cli_json_add_pools(JsonBuilder *builder, const GArray *pools)
     for (guint i = 0; i < pools->len; i++) {
         const FsimStoredPool *p = &g_array_index(pools, FsimStoredPool, i);
 
-        json_builder_begin_object(builder);
+        fsim_json_begin_object(builder);
         fsim_cli_json_int(builder, "pool", (gint64)p->pool);
-        json_builder_set_member_name(builder, "needed_bytes");
+        fsim_json_set_member_name(builder, "needed_bytes");
         if (p->needed_bytes >= 0)
-            json_builder_add_int_value(builder, p->needed_bytes);
+            fsim_json_add_int_value(builder, p->needed_bytes);
         else
-            json_builder_add_null_value(builder);
+            fsim_json_add_null_value(builder);
         fsim_cli_json_int(builder, "peak_reserved_bytes", (gint64)p->peak_reserved_bytes);
         fsim_cli_json_int(builder, "reserved_bytes", (gint64)p->reserved_bytes);
         fsim_cli_json_int(builder, "use_count", (gint64)p->use_count);
-        json_builder_end_object(builder);
+        fsim_json_end_object(builder);
     }
-    json_builder_end_array(builder);
+    fsim_json_end_array(builder);
 }

@@ -25,14 +25,14 @@ void
 replay_print_json(const char *path, GPtrArray *runs,
                   int64_t (*run_id)(gpointer data, const ReplayRun *run), gpointer data)
 {
-    g_autoptr(JsonBuilder) builder = fsim_cli_json_new();
+    g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();
     fsim_cli_json_string(builder, "trace", path);
     fsim_cli_json_begin_array(builder, "runs");
     for (guint i = 0; i < runs->len; i++) {
         const ReplayRun *run = g_ptr_array_index(runs, i);
         int64_t id = run_id != NULL ? run_id(data, run) : -1;
 
-        json_builder_begin_object(builder);
+        fsim_json_begin_object(builder);
         fsim_cli_json_string(builder, "policy", run->policy);
         fsim_cli_json_string(builder, "config", run->config);
         fsim_cli_json_string(builder, "label", run->label);
@@ -44,8 +44,8 @@ replay_print_json(const char *path, GPtrArray *runs,
             fsim_cli_json_string(builder, "error", run->error);
         }
         if (id >= 0) {
-            json_builder_set_member_name(builder, "run_id"); /* the row in --db */
-            json_builder_add_int_value(builder, id);
+            fsim_json_set_member_name(builder, "run_id"); /* the row in --db */
+            fsim_json_add_int_value(builder, id);
         }
         fsim_cli_json_add_metrics(builder, &run->metrics);
         if (run->engine != NULL) {
@@ -54,9 +54,9 @@ replay_print_json(const char *path, GPtrArray *runs,
 
             fsim_cli_json_add_pools(builder, pools);
         }
-        json_builder_end_object(builder);
+        fsim_json_end_object(builder);
     }
-    json_builder_end_array(builder);
+    fsim_json_end_array(builder);
     fsim_cli_json_print(builder);
 }
 

@@ -218,7 +218,7 @@ tune_print_text(const TuneJob *job, const FsimTuneResult *result)
 
 /* The members of a setting's object. */
 static void
-json_candidate_members(JsonBuilder *b, const TuneJob *job, const FsimTuneResult *result,
+json_candidate_members(FsimJsonWriter *b, const TuneJob *job, const FsimTuneResult *result,
                        const FsimTuneCandidate *c)
 {
     const FsimMetrics *m = &c->ranks[c->worst].metrics;
@@ -244,29 +244,29 @@ json_candidate_members(JsonBuilder *b, const TuneJob *job, const FsimTuneResult 
     fsim_cli_json_int(b, "driver_calls", (int64_t)c->driver_calls);
     fsim_cli_json_begin_array(b, "ranks");
     for (guint i = 0; i < job->ranks->len; i++) {
-        json_builder_begin_object(b);
+        fsim_json_begin_object(b);
         fsim_cli_json_string(b, "trace", job_rank(job, i)->trace);
         fsim_cli_json_int(b, "trace_device", job_rank(job, i)->trace_device);
         fsim_cli_json_int(b, "needed_bytes", (int64_t)c->ranks[i].needed_bytes);
         fsim_cli_json_bool(b, "proven", c->ranks[i].proven);
         fsim_cli_json_int(b, "modelled_alloc_time_ns",
                           (int64_t)c->ranks[i].cost.modelled_alloc_time_ns);
-        json_builder_end_object(b);
+        fsim_json_end_object(b);
     }
-    json_builder_end_array(b);
+    fsim_json_end_array(b);
 }
 
 static void
-json_candidate(JsonBuilder *b, const TuneJob *job, const FsimTuneResult *result,
+json_candidate(FsimJsonWriter *b, const TuneJob *job, const FsimTuneResult *result,
                const FsimTuneCandidate *c)
 {
-    json_builder_begin_object(b);
+    fsim_json_begin_object(b);
     json_candidate_members(b, job, result, c);
-    json_builder_end_object(b);
+    fsim_json_end_object(b);
 }
 
 static void
-json_recommended(JsonBuilder *b, const TuneJob *job, const FsimTuneResult *result)
+json_recommended(FsimJsonWriter *b, const TuneJob *job, const FsimTuneResult *result)
 {
     const FsimTuneCandidate *r =
         result->recommended != NULL ? result->recommended : result->default_candidate;
@@ -278,20 +278,20 @@ json_recommended(JsonBuilder *b, const TuneJob *job, const FsimTuneResult *resul
         fsim_cli_json_int(b, "default_run_id", job->default_run_id);
         fsim_cli_json_int(b, "run_id", job->run_id);
     }
-    json_builder_end_object(b);
+    fsim_json_end_object(b);
 }
 
 void
 tune_print_json(const TuneJob *job, const FsimTuneResult *result)
 {
-    g_autoptr(JsonBuilder) b = fsim_cli_json_new();
+    g_autoptr(FsimJsonWriter) b = fsim_cli_json_new();
     g_autoptr(GPtrArray) shown = tune_shown(result);
 
     fsim_cli_json_string(b, "trace", g_ptr_array_index(job->paths, 0));
     fsim_cli_json_begin_array(b, "traces");
     for (guint i = 0; i < job->paths->len; i++)
-        json_builder_add_string_value(b, g_ptr_array_index(job->paths, i));
-    json_builder_end_array(b);
+        fsim_json_add_string_value(b, g_ptr_array_index(job->paths, i));
+    fsim_json_end_array(b);
     fsim_cli_json_string(b, "device", job->device.name);
     fsim_cli_json_int(b, "capacity_bytes", (int64_t)job->device.capacity_bytes);
     fsim_cli_json_int(b, "granularity_bytes", (int64_t)result->granularity);
@@ -300,17 +300,17 @@ tune_print_json(const TuneJob *job, const FsimTuneResult *result)
     fsim_cli_json_int(b, "failed", result->failed);
     fsim_cli_json_bool(b, "budget_exhausted", result->budget_exhausted);
     fsim_cli_json_double(b, "seconds", result->seconds);
-    json_builder_set_member_name(b, "default");
+    fsim_json_set_member_name(b, "default");
     json_candidate(b, job, result, result->default_candidate);
-    json_builder_set_member_name(b, "recorded");
+    fsim_json_set_member_name(b, "recorded");
     if (result->recorded != NULL)
         json_candidate(b, job, result, result->recorded);
     else
-        json_builder_add_null_value(b);
+        fsim_json_add_null_value(b);
     fsim_cli_json_begin_array(b, "candidates");
     for (guint i = 0; i < shown->len; i++)
         json_candidate(b, job, result, g_ptr_array_index(shown, i));
-    json_builder_end_array(b);
+    fsim_json_end_array(b);
     json_recommended(b, job, result);
     fsim_cli_json_print(b);
 }

@@ -16,9 +16,9 @@
 #include <glib/gstdio.h>
 
 #include <errno.h>
-#include <json-glib/json-glib.h>
 #include <string.h>
 
+#include "fragsim/json-writer.h"
 #include "fragsim/plot.h"
 
 #include "plotter.h"
@@ -345,40 +345,33 @@ write_script(const Plotter *p, GError **error)
 static gboolean
 write_index(const Plotter *p, GError **error)
 {
-    g_autoptr(JsonBuilder) builder = json_builder_new();
-    g_autoptr(JsonGenerator) generator = json_generator_new();
-    g_autoptr(JsonNode) root = NULL;
+    g_autoptr(FsimJsonWriter) builder = fsim_json_writer_new(TRUE);
     g_autoptr(GString) out = g_string_new(NULL);
-    g_autofree char *text = NULL;
 
-    json_builder_begin_array(builder);
+    fsim_json_begin_array(builder);
     for (guint i = 0; i < p->jobs->len; i++) {
         const PlotJob *job = &g_array_index(p->jobs, PlotJob, i);
 
-        json_builder_begin_object(builder);
-        json_builder_set_member_name(builder, "file");
-        json_builder_add_string_value(builder, job->file->image);
-        json_builder_set_member_name(builder, "kind");
-        json_builder_add_string_value(builder, job->file->kind);
-        json_builder_set_member_name(builder, "runs");
-        json_builder_begin_array(builder);
+        fsim_json_begin_object(builder);
+        fsim_json_set_member_name(builder, "file");
+        fsim_json_add_string_value(builder, job->file->image);
+        fsim_json_set_member_name(builder, "kind");
+        fsim_json_add_string_value(builder, job->file->kind);
+        fsim_json_set_member_name(builder, "runs");
+        fsim_json_begin_array(builder);
         for (guint r = 0; r < job->file->runs->len; r++)
-            json_builder_add_int_value(builder, g_array_index(job->file->runs, int64_t, r));
-        json_builder_end_array(builder);
-        json_builder_set_member_name(builder, "title");
-        json_builder_add_string_value(builder, job->file->title);
+            fsim_json_add_int_value(builder, g_array_index(job->file->runs, int64_t, r));
+        fsim_json_end_array(builder);
+        fsim_json_set_member_name(builder, "title");
+        fsim_json_add_string_value(builder, job->file->title);
         if (job->file->moment != NULL) {
-            json_builder_set_member_name(builder, "moment");
-            json_builder_add_string_value(builder, job->file->moment);
+            fsim_json_set_member_name(builder, "moment");
+            fsim_json_add_string_value(builder, job->file->moment);
         }
-        json_builder_end_object(builder);
+        fsim_json_end_object(builder);
     }
-    json_builder_end_array(builder);
-    root = json_builder_get_root(builder);
-    json_generator_set_root(generator, root);
-    json_generator_set_pretty(generator, TRUE);
-    text = json_generator_to_data(generator, NULL);
-    g_string_append_printf(out, "%s\n", text);
+    fsim_json_end_array(builder);
+    g_string_append_printf(out, "%s\n", fsim_json_writer_text(builder));
     return fsim_plot_write_file(p, "plots.json", out, error);
 }
 
