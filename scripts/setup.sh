@@ -6,7 +6,7 @@ set -euo pipefail
 
 # libisal-dev: ISA-L's inflate for gzip inputs (optional to the build, which falls back to zlib);
 # libjson-glib-dev: the tests' JSON parser (fragsim itself writes its JSON without it).
-packages=(gcc clang cmake make pkg-config libglib2.0-dev libsqlite3-dev libjson-glib-dev
+packages=(gcc clang cmake make pkg-config libglib2.0-dev libsqlite3-dev zlib1g-dev libjson-glib-dev
           libisal-dev gnuplot-nox)
 if [[ ${1:-} == --tests ]]; then
   # clang-format checks the style; libclang-rt provides clang's sanitizer and fuzzer runtimes;

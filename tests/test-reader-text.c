@@ -15,6 +15,7 @@
 
 #include "fragsim/fragsim.h"
 
+#include "readers/readers.h"
 #include "test-util.h"
 
 /* Render a whole trace as one line per event, for comparison. */
@@ -508,10 +509,81 @@ test_long_line(void)
     g_rmdir(dir);
 }
 
+/* @len bytes of @data through @converter, called until it finishes, as a converter stream would:
+ * the bytes written, or NULL with @error. */
+static GBytes *
+convert_all(GConverter *converter, const guint8 *data, gsize len, GError **error)
+{
+    gsize out_len = len * 4 + 1024;
+    g_autofree guint8 *out = g_malloc(out_len);
+    gsize in_at = 0;
+    gsize out_at = 0;
+    GConverterResult result;
+
+    do {
+        gsize read = 0;
+        gsize written = 0;
+
+        result =
+            g_converter_convert(converter, data + in_at, len - in_at, out + out_at,
+                                out_len - out_at, G_CONVERTER_INPUT_AT_END, &read, &written, error);
+        in_at += read;
+        out_at += written;
+    } while (result == G_CONVERTER_CONVERTED);
+    return result == G_CONVERTER_FINISHED ? g_bytes_new(out, out_at) : NULL;
+}
+
+/* fragsim's zlib converters (src/readers/gzip-zlib.c) against GIO's: the same compressed bytes,
+ * the round trip, and the same failures on truncated and corrupt input. */
+static void
+test_zlib_converters(void)
+{
+    g_autoptr(GString) text = g_string_new(NULL);
+    g_autoptr(GZlibCompressor) gio = g_zlib_compressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP, 6);
+    g_autoptr(GConverter) ours = fsim_gzip_compressor_new(6);
+    g_autoptr(GConverter) inflater = fsim_zlib_gzip_decompressor_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GBytes) expected = NULL;
+    g_autoptr(GBytes) compressed = NULL;
+    g_autoptr(GBytes) plain = NULL;
+    g_autoptr(GBytes) truncated = NULL;
+    g_autofree guint8 *corrupt = NULL;
+    const guint8 *data;
+    gsize len;
+
+    for (guint i = 0; i < 20000; i++)
+        g_string_append_printf(text, "a %u 0x%x %u\n", i, i * 4096, (i * 7919) % 1000);
+    expected = convert_all(G_CONVERTER(gio), (const guint8 *)text->str, text->len, &error);
+    g_assert_no_error(error);
+    compressed = convert_all(ours, (const guint8 *)text->str, text->len, &error);
+    g_assert_no_error(error);
+    g_assert_true(g_bytes_equal(compressed, expected));
+
+    data = g_bytes_get_data(compressed, &len);
+    plain = convert_all(inflater, data, len, &error);
+    g_assert_no_error(error);
+    g_assert_cmpmem(g_bytes_get_data(plain, NULL), g_bytes_get_size(plain), text->str, text->len);
+
+    g_converter_reset(inflater);
+    truncated = convert_all(inflater, data, len / 2, &error);
+    g_assert_null(truncated);
+    g_assert_error(error, G_IO_ERROR, G_IO_ERROR_PARTIAL_INPUT);
+    g_assert_cmpstr(error->message, ==, "Need more input");
+    g_clear_error(&error);
+
+    g_converter_reset(inflater);
+    corrupt = g_memdup2(data, len);
+    memset(corrupt + 12, 0xff, 64);
+    g_assert_null(convert_all(inflater, corrupt, len, &error));
+    g_assert_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+    g_assert_cmpstr(error->message, ==, "Invalid compressed data");
+}
+
 int
 main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/reader/gzip/zlib-converters", test_zlib_converters);
     for (gsize i = 0; i < G_N_ELEMENTS(ok_cases); i++) {
         g_autofree char *name = g_strdup_printf("/reader/text/ok/%s", ok_cases[i].file);
 

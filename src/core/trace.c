@@ -18,6 +18,7 @@
 #include <gio/gunixoutputstream.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fragsim/owned.h"
 
@@ -49,6 +50,34 @@ fsim_trace_formats(gsize *n)
 #define GZIP_MAGIC_0 0x1f
 #define GZIP_MAGIC_1 0x8b
 
+/* The file at @path (a file name, or a file: URI) for reading, with the message GIO's g_file_read()
+ * gave when it cannot be (GFile itself would bring in GIO's virtual file systems, about half of
+ * fragsim's start-up once GIO is linked statically). */
+static GInputStream *
+input_open_file(const char *path, GError **error)
+{
+    g_autofree char *filename = NULL;
+    g_autofree char *display = NULL;
+    struct stat st;
+    int fd;
+    int saved;
+
+    if (g_str_has_prefix(path, "file:"))
+        filename = g_filename_from_uri(path, NULL, NULL);
+    if (filename == NULL)
+        filename = g_canonicalize_filename(path, NULL);
+    fd = g_open(filename, O_RDONLY | O_CLOEXEC, 0);
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode)))
+        return g_unix_input_stream_new(fd, TRUE);
+    saved = fd < 0 ? errno : EISDIR;
+    if (fd >= 0)
+        (void)g_close(fd, NULL);
+    display = g_filename_display_name(filename);
+    g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: Error opening file %s: %s", path, display,
+                g_strerror(saved));
+    return NULL;
+}
+
 GInputStream *
 fsim_input_open(const char *path, GError **error)
 {
@@ -61,14 +90,9 @@ fsim_input_open(const char *path, GError **error)
     if (strcmp(path, "-") == 0) {
         raw = g_unix_input_stream_new(0, FALSE);
     } else {
-        g_autoptr(GFile) file = g_file_new_for_commandline_arg(path);
-        GFileInputStream *file_stream = g_file_read(file, NULL, &local_error);
-
-        if (file_stream == NULL) {
-            g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: %s", path, local_error->message);
+        raw = input_open_file(path, error);
+        if (raw == NULL)
             return NULL;
-        }
-        raw = G_INPUT_STREAM(file_stream);
     }
     buffered = G_BUFFERED_INPUT_STREAM(g_buffered_input_stream_new_sized(raw, 1 << 16));
     if (g_buffered_input_stream_fill(buffered, 2, NULL, &local_error) < 0) {
@@ -670,10 +694,9 @@ fsim_trace_writer_open_format(const char *path, FsimTraceWriteFormat format, GEr
     }
     writer->file = g_unix_output_stream_new(fd, TRUE);
     if (g_str_has_suffix(path, ".gz")) {
-        g_autoptr(GZlibCompressor) compressor =
-            g_zlib_compressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP, 6);
+        g_autoptr(GConverter) compressor = fsim_gzip_compressor_new(6);
 
-        writer->out = g_converter_output_stream_new(writer->file, G_CONVERTER(compressor));
+        writer->out = g_converter_output_stream_new(writer->file, compressor);
     } else {
         writer->out = g_object_ref(writer->file);
     }

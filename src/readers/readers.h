@@ -14,5 +14,10 @@ extern const FsimTraceFormat fsim_trace_format_torch;
 extern const FsimTraceFormat fsim_trace_format_rmm;
 
 /* The gzip decompressor of compressed inputs (src/readers/gzip-input.c): ISA-L's inflate where
- * fragsim is built with it, GLib's zlib one otherwise. */
+ * fragsim is built with it, zlib's otherwise. */
 GConverter *fsim_gzip_decompressor_new(void);
+
+/* zlib's gzip (src/readers/gzip-zlib.c): the compressor of written traces at @level (0-9), and the
+ * decompressor behind fsim_gzip_decompressor_new() without ISA-L. */
+GConverter *fsim_gzip_compressor_new(int level);
+GConverter *fsim_zlib_gzip_decompressor_new(void);
