@@ -27,6 +27,31 @@ typedef struct {
     gpointer data;
 } ObserverEntry;
 
+/* Each ObserverEntry of @array as @entry, the array and its length read once (observers do
+ * not add observers); by index: the array's data is NULL while it is empty, and NULL + 0 is
+ * undefined. */
+#define FOREACH_ENTRY(array, entry)                                                                \
+    for (const GArray *entry##_a = (array); entry##_a != NULL; entry##_a = NULL)                   \
+        for (guint entry##_n = entry##_a->len, entry##_i = 0; entry##_i < entry##_n; entry##_i++)  \
+            for (const ObserverEntry *entry = &g_array_index(entry##_a, ObserverEntry, entry##_i); \
+                 entry != NULL; entry = NULL)
+
+/* The callbacks called on every event: the observers that set each, in the order added, so
+ * that the loops of the hot path call without testing for NULL. */
+typedef enum {
+    HOOK_EVENT,
+    HOOK_ALLOC,
+    HOOK_RELEASE,
+    HOOKS
+} EngineHook;
+
+/* How engine_handle() and what it calls are compiled, a constant where they are inlined. */
+typedef enum {
+    ENGINE_GENERAL,  /* every test: not running yet, --paranoid, a free delay, a scheduled event */
+    ENGINE_OBSERVED, /* running, with observers, no --paranoid, no free delay: only the calls */
+    ENGINE_PLAIN,    /* running, none of those: the policy alone */
+} EngineMode;
+
 struct FsimEngine {
     FsimRunConfig config;
     FsimDevice *device;
@@ -41,9 +66,10 @@ struct FsimEngine {
     FsimEventQueue queue;
     FsimPoolScopes *pools; /* private-pool scopes and references, checked before the policy */
     uint64_t seq;
-    GArray *observers; /* of ObserverEntry */
-    guint n_observers; /* observers->len, read once per event on the hot path */
-    GArray *ooms;      /* of FsimOomRecord */
+    GArray *observers;    /* of ObserverEntry */
+    guint n_observers;    /* observers->len, read once per event on the hot path */
+    GArray *hooks[HOOKS]; /* of ObserverEntry: those with that callback */
+    GArray *ooms;         /* of FsimOomRecord */
     FsimEngineCounters counters;
     FsimMetrics metrics;
     uint64_t peak_requested;
@@ -73,6 +99,9 @@ struct FsimEngine {
      * no scheduled event): the hot path's case, whose alloc and free are compiled without
      * those tests */
     gboolean plain;
+    /* started, neither finished nor failed, with observers but no --paranoid and no free delay:
+     * the hot path with only the observers' calls added (ENGINE_OBSERVED) */
+    gboolean observed;
     gint64 wall_start_us;
     const FsimLiveAlloc *releasing; /* during release callbacks */
 };
@@ -93,9 +122,8 @@ engine_device_observer(gpointer data, FsimDeviceCall call, FsimAddr addr, uint64
 {
     FsimEngine *engine = data;
 
-    for (guint i = 0; i < engine->observers->len; i++) {
-        ObserverEntry *entry = &g_array_index(engine->observers, ObserverEntry, i);
-
+    FOREACH_ENTRY(engine->observers, entry)
+    {
         if (entry->ops->device_call != NULL)
             entry->ops->device_call(entry->data, engine, call, addr, size);
     }
@@ -141,6 +169,8 @@ fsim_engine_new(const FsimRunConfig *config, GError **error)
     fsim_event_queue_init(&engine->queue);
     engine->pools = fsim_pool_scopes_new();
     engine->observers = g_array_new(FALSE, FALSE, sizeof(ObserverEntry));
+    for (guint h = 0; h < HOOKS; h++)
+        engine->hooks[h] = g_array_new(FALSE, FALSE, sizeof(ObserverEntry));
     engine->ooms = g_array_new(FALSE, FALSE, sizeof(FsimOomRecord));
     engine->metrics.first_oom_event = -1;
     engine->metrics.needed_bytes = -1; /* computed by src/analysis/needed.c, not the engine */
@@ -163,6 +193,8 @@ fsim_engine_free(FsimEngine *engine)
     fsim_event_queue_clear(&engine->queue);
     g_clear_pointer(&engine->pools, fsim_pool_scopes_free);
     g_clear_pointer(&engine->observers, g_array_unref);
+    for (guint h = 0; h < HOOKS; h++)
+        g_clear_pointer(&engine->hooks[h], g_array_unref);
     g_clear_pointer(&engine->ooms, g_array_unref);
     g_free(engine);
 }
@@ -171,26 +203,29 @@ void
 fsim_engine_add_observer(FsimEngine *engine, const FsimObserver *observer, gpointer data)
 {
     ObserverEntry entry = {observer, data};
+    const gboolean hooked[HOOKS] = {observer->event != NULL, observer->alloc != NULL,
+                                    observer->release != NULL};
 
     g_return_if_fail(engine != NULL && observer != NULL);
     g_array_append_val(engine->observers, entry);
+    for (guint h = 0; h < HOOKS; h++) {
+        if (hooked[h])
+            g_array_append_val(engine->hooks[h], entry);
+    }
     engine->n_observers = engine->observers->len;
     engine->plain = FALSE;
+    engine->observed = FALSE;
 }
 
-/* The engine runs or stops: the hot path's flag follows. */
+/* The engine runs or stops: the hot paths' flags follow. */
 static void
 engine_set_running(FsimEngine *engine, gboolean running)
 {
-    engine->plain = running && engine->n_observers == 0 && !engine->config.paranoid &&
-                    engine->config.free_delay_ns == 0;
-}
+    gboolean fast = running && !engine->config.paranoid && engine->config.free_delay_ns == 0;
 
-/* By index: the array's data is NULL while it is empty, and NULL + 0 is undefined. */
-#define FOREACH_OBSERVER(engine, entry)                                                            \
-    for (guint entry##_i = 0; entry##_i < (engine)->n_observers; entry##_i++)                      \
-        for (ObserverEntry *entry = &g_array_index((engine)->observers, ObserverEntry, entry##_i); \
-             entry != NULL; entry = NULL)
+    engine->plain = fast && engine->n_observers == 0;
+    engine->observed = fast && engine->n_observers != 0;
+}
 
 static inline void
 engine_see_id(FsimEngine *engine, uint64_t id)
@@ -345,14 +380,14 @@ engine_update_peaks(FsimEngine *engine)
     engine_update_moment(engine);
 }
 
-/* @plain: the engine is (see FsimEngine.plain); a constant where this is inlined. */
+/* @mode: see EngineMode. */
 static inline G_ALWAYS_INLINE void
-engine_release(FsimEngine *engine, FsimLiveEntry *entry, gboolean plain)
+engine_release(FsimEngine *engine, FsimLiveEntry *entry, EngineMode mode)
 {
     FsimLiveAlloc alloc;
 
     engine->counters.live_blocks--;
-    if (G_LIKELY(plain || engine->n_observers == 0)) {
+    if (G_LIKELY(mode == ENGINE_PLAIN || engine->n_observers == 0)) {
         /* the policy never touches the table: its block is read in place */
         engine->policy->ops->dealloc(engine->policy, &entry->block, engine->counters.now);
         fsim_live_table_remove(&engine->live, entry);
@@ -363,10 +398,9 @@ engine_release(FsimEngine *engine, FsimLiveEntry *entry, gboolean plain)
     fsim_live_table_remove(&engine->live, entry);
     engine->policy->ops->dealloc(engine->policy, &alloc.block, engine->counters.now);
     engine->releasing = &alloc;
-    FOREACH_OBSERVER(engine, obs)
+    FOREACH_ENTRY(engine->hooks[HOOK_RELEASE], obs)
     {
-        if (obs->ops->release != NULL)
-            obs->ops->release(obs->data, engine, alloc.id, &alloc.block, alloc.requested);
+        obs->ops->release(obs->data, engine, alloc.id, &alloc.block, alloc.requested);
     }
     engine->releasing = NULL;
 }
@@ -438,7 +472,7 @@ fsim_engine_start(FsimEngine *engine, GError **error)
     }
     engine->device->seeding = FALSE;
     for (gsize i = 0; i < state->n_segments; i++) {
-        FOREACH_OBSERVER(engine, obs)
+        FOREACH_ENTRY(engine->observers, obs)
         {
             if (obs->ops->seed_segment != NULL)
                 obs->ops->seed_segment(obs->data, engine, &state->segments[i]);
@@ -466,7 +500,7 @@ fsim_engine_start(FsimEngine *engine, GError **error)
             engine->counters.requested_bytes += seed->requested;
             engine->counters.allocated_bytes += blocks[i].size;
         }
-        FOREACH_OBSERVER(engine, obs)
+        FOREACH_ENTRY(engine->observers, obs)
         {
             if (obs->ops->alloc != NULL)
                 obs->ops->alloc(obs->data, engine, NULL, seed->id, &blocks[i], seed->requested);
@@ -497,7 +531,7 @@ engine_oom(FsimEngine *engine, const FsimEvent *ev, GError **error)
     g_array_append_val(engine->ooms, oom);
     if (engine->metrics.first_oom_event < 0)
         engine->metrics.first_oom_event = (int64_t)ev->index;
-    FOREACH_OBSERVER(engine, obs)
+    FOREACH_ENTRY(engine->observers, obs)
     {
         if (obs->ops->oom != NULL)
             obs->ops->oom(obs->data, engine, &oom);
@@ -551,9 +585,9 @@ engine_alloc_failed(FsimEngine *engine, const FsimEvent *ev, FsimLiveEntry *entr
     return engine_check(engine, "an OOM", error);
 }
 
-/* @plain: see engine_release(). */
+/* @mode: see EngineMode. */
 static inline G_ALWAYS_INLINE gboolean
-engine_alloc(FsimEngine *engine, const FsimEvent *ev, gboolean plain, GError **error)
+engine_alloc(FsimEngine *engine, const FsimEvent *ev, EngineMode mode, GError **error)
 {
     FsimLiveEntry *entry;
     FsimAllocRequest req;
@@ -583,13 +617,12 @@ engine_alloc(FsimEngine *engine, const FsimEvent *ev, gboolean plain, GError **e
     engine->counters.live_blocks++;
     engine->counters.requested_bytes += ev->size;
     engine->counters.allocated_bytes += block.size;
-    if (!plain) {
-        FOREACH_OBSERVER(engine, obs)
+    if (mode != ENGINE_PLAIN) {
+        FOREACH_ENTRY(engine->hooks[HOOK_ALLOC], obs)
         {
-            if (obs->ops->alloc != NULL)
-                obs->ops->alloc(obs->data, engine, ev, ev->id, &block, ev->size);
+            obs->ops->alloc(obs->data, engine, ev, ev->id, &block, ev->size);
         }
-        if (!engine_check(engine, "an alloc", error))
+        if (mode == ENGINE_GENERAL && !engine_check(engine, "an alloc", error))
             return FALSE;
     }
     engine_raise_peaks(engine);
@@ -609,9 +642,9 @@ engine_free_unmatched(FsimEngine *engine, const FsimEvent *ev, gboolean pending)
     }
 }
 
-/* @plain: see engine_release(); a plain engine has no free delay. */
+/* @mode: see EngineMode; only the general one has a free delay. */
 static inline G_ALWAYS_INLINE gboolean
-engine_free(FsimEngine *engine, const FsimEvent *ev, gboolean plain, GError **error)
+engine_free(FsimEngine *engine, const FsimEvent *ev, EngineMode mode, GError **error)
 {
     FsimLiveEntry *entry = fsim_live_table_lookup(&engine->live, ev->id);
 
@@ -631,7 +664,7 @@ engine_free(FsimEngine *engine, const FsimEvent *ev, gboolean plain, GError **er
         entry->state = FSIM_LIVE_PENDING;
         return TRUE;
     }
-    if (!plain && engine->config.free_delay_ns != 0) {
+    if (mode == ENGINE_GENERAL && engine->config.free_delay_ns != 0) {
         FsimEvent completion = *ev;
 
         entry->state = FSIM_LIVE_PENDING;
@@ -641,8 +674,8 @@ engine_free(FsimEngine *engine, const FsimEvent *ev, gboolean plain, GError **er
         fsim_event_queue_push(&engine->queue, &completion, engine->seq++);
         return TRUE;
     }
-    engine_release(engine, entry, plain);
-    return plain || engine_check(engine, "a free", error);
+    engine_release(engine, entry, mode);
+    return mode != ENGINE_GENERAL || engine_check(engine, "a free", error);
 }
 
 static gboolean
@@ -653,7 +686,7 @@ engine_free_completed(FsimEngine *engine, const FsimEvent *ev, GError **error)
     /* After an immediate free, or for an id the trace never showed, there is nothing to do. */
     if (entry == NULL || entry->state != FSIM_LIVE_PENDING)
         return TRUE;
-    engine_release(engine, entry, FALSE);
+    engine_release(engine, entry, ENGINE_GENERAL);
     return engine_check(engine, "a free_completed", error);
 }
 
@@ -705,10 +738,11 @@ engine_handle_other(FsimEngine *engine, const FsimEvent *ev, GError **error)
     return ok;
 }
 
-/* One event, inlined twice: into fsim_engine_process() for a plain engine (@plain TRUE, the
- * tests for observers, --paranoid and a free delay compiled out) and into the general path. */
+/* One event, inlined once for each EngineMode: into fsim_engine_process() for a plain engine
+ * (the tests for observers, --paranoid and a free delay compiled out), into
+ * engine_process_slow() for an observed one (only the observers' calls) and for the rest. */
 static inline G_ALWAYS_INLINE gboolean
-engine_handle(FsimEngine *engine, const FsimEvent *ev, gboolean plain, GError **error)
+engine_handle(FsimEngine *engine, const FsimEvent *ev, EngineMode mode, GError **error)
 {
     gboolean ok;
 
@@ -717,9 +751,9 @@ engine_handle(FsimEngine *engine, const FsimEvent *ev, gboolean plain, GError **
     /* the two common kinds first: a branch instead of the switch's indirect jump; only an
      * alloc raises the peaks of requested and allocated bytes (engine_alloc() does) */
     if (G_LIKELY(ev->kind == FSIM_EV_ALLOC)) {
-        ok = engine_alloc(engine, ev, plain, error);
+        ok = engine_alloc(engine, ev, mode, error);
     } else if (G_LIKELY(ev->kind == FSIM_EV_FREE)) {
-        ok = engine_free(engine, ev, plain, error);
+        ok = engine_free(engine, ev, mode, error);
     } else {
         ok = engine_handle_other(engine, ev, error);
         if (ok)
@@ -730,12 +764,11 @@ engine_handle(FsimEngine *engine, const FsimEvent *ev, gboolean plain, GError **
     engine->counters.events++;
     engine->metrics.events++;
     engine_update_moment(engine);
-    if (plain)
+    if (mode == ENGINE_PLAIN)
         return TRUE;
-    FOREACH_OBSERVER(engine, obs)
+    FOREACH_ENTRY(engine->hooks[HOOK_EVENT], obs)
     {
-        if (obs->ops->event != NULL)
-            obs->ops->event(obs->data, engine, ev);
+        obs->ops->event(obs->data, engine, ev);
     }
     return TRUE;
 }
@@ -750,17 +783,29 @@ engine_run_queue(FsimEngine *engine, FsimTime time, GError **error)
         FsimQueuedEvent item;
 
         fsim_event_queue_pop(&engine->queue, &item);
-        if (!engine_handle(engine, &item.event, FALSE, error))
+        if (!engine_handle(engine, &item.event, ENGINE_GENERAL, error))
             return FALSE;
     }
     return TRUE;
 }
 
 /* fsim_engine_process() when the engine is not plain (not running yet, or with observers,
- * --paranoid or a free delay), or the event is out of order: the checks and the queue. */
+ * --paranoid or a free delay), or the event is out of order: an observed engine's event in
+ * order first, with only the observers' calls added (it has no scheduled events, no
+ * checks), then the checks and the queue. */
 static G_NO_INLINE gboolean
 engine_process_slow(FsimEngine *engine, const FsimEvent *ev, GError **error)
 {
+    if (G_LIKELY(engine != NULL && ev != NULL && engine->observed &&
+                 ev->time >= engine->last_time)) {
+        engine->last_time = ev->time;
+        engine->seq++;
+        if (G_LIKELY(engine_handle(engine, ev, ENGINE_OBSERVED, error)))
+            return TRUE;
+        engine->failed = TRUE;
+        engine_set_running(engine, FALSE);
+        return FALSE;
+    }
     g_return_val_if_fail(engine != NULL && ev != NULL, FALSE);
     g_return_val_if_fail(!engine->finished, FALSE);
     if (engine->failed) {
@@ -789,7 +834,7 @@ engine_process_slow(FsimEngine *engine, const FsimEvent *ev, GError **error)
         engine_set_running(engine, FALSE);
         return FALSE;
     }
-    if (!engine_handle(engine, ev, FALSE, error)) {
+    if (!engine_handle(engine, ev, ENGINE_GENERAL, error)) {
         engine->failed = TRUE;
         engine_set_running(engine, FALSE);
         return FALSE;
@@ -805,7 +850,7 @@ fsim_engine_process(FsimEngine *engine, const FsimEvent *ev, GError **error)
         return engine_process_slow(engine, ev, error);
     engine->last_time = ev->time;
     engine->seq++;
-    if (G_UNLIKELY(!engine_handle(engine, ev, TRUE, error))) {
+    if (G_UNLIKELY(!engine_handle(engine, ev, ENGINE_PLAIN, error))) {
         engine->failed = TRUE;
         engine_set_running(engine, FALSE);
         return FALSE;
