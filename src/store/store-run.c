@@ -21,6 +21,9 @@
  * per-event work is these few minima and maxima; a sample or phase is updated once per fold, at
  * the end of a sample, at a mark and at the end of the run. */
 typedef struct {
+    /* reserved bytes may have moved since the span's last event (a device call, the only way
+     * they change), or the span is new: the next event reads them; until then they stand */
+    gboolean reserved_stale;
     uint64_t events;
     uint64_t requested_min, requested_max;
     uint64_t allocated_min, allocated_max;
@@ -86,7 +89,7 @@ struct FsimStoreRun {
      * fsim_engine_foreach_live_alloc()), not a second table */
     HeapBlock threshold; /* once has_threshold: the least kept at the last selection */
     gboolean has_threshold;
-    uint64_t blocks_seen;
+    uint64_t blocks_seen; /* counted as they go (released) or at the end (still alive) */
 
     /* phases between marks: the closed ones, and the one the last event belongs to */
     FsimStoredPhase phase;
@@ -149,6 +152,7 @@ samples_merge_pairs(FsimStoreRun *run)
 static void
 span_reset(StoreSpan *span)
 {
+    span->reserved_stale = TRUE;
     span->events = 0;
     span->requested_min = span->allocated_min = span->reserved_min = G_MAXUINT64;
     span->requested_max = span->allocated_max = span->reserved_max = 0;
@@ -342,6 +346,27 @@ store_close(FsimStoreRun *run)
     samples_close_bucket(run);
 }
 
+/* Reserved bytes after an event that may have moved them (span->reserved_stale). */
+static inline void
+span_add_reserved(FsimStoreRun *run)
+{
+    StoreSpan *span = &run->span;
+    uint64_t reserved = run->counters->reserved_bytes;
+    uint64_t reserved_high = reserved;
+    uint64_t peak = (uint64_t)run->device->reserved.peak;
+
+    /* A peak reached inside the event (memory taken then given back, as in a release-and-retry)
+     * is not visible in the counters after it: the device's running peak catches it. */
+    if (peak > run->seen_reserved_peak) {
+        run->seen_reserved_peak = peak;
+        reserved_high = MAX(reserved_high, peak);
+    }
+    span->reserved = reserved;
+    span->reserved_min = MIN(span->reserved_min, reserved);
+    span->reserved_max = MAX(span->reserved_max, reserved_high);
+    span->reserved_stale = FALSE;
+}
+
 /* The state after @ev joins the span (the hot path of a run with a database). */
 static inline void
 span_add(FsimStoreRun *run, const FsimEvent *ev)
@@ -350,28 +375,18 @@ span_add(FsimStoreRun *run, const FsimEvent *ev)
     StoreSpan *span = &run->span;
     uint64_t requested = c->requested_bytes;
     uint64_t allocated = c->allocated_bytes;
-    uint64_t reserved = c->reserved_bytes;
-    uint64_t reserved_high = reserved;
-    uint64_t peak = (uint64_t)run->device->reserved.peak;
 
-    /* A peak reached inside the event (memory taken then given back, as in a release-and-retry)
-     * is not visible in the counters after it: the device's running peak catches it. */
-    if (G_UNLIKELY(peak > run->seen_reserved_peak)) {
-        run->seen_reserved_peak = peak;
-        reserved_high = MAX(reserved_high, peak);
-    }
+    if (G_UNLIKELY(span->reserved_stale))
+        span_add_reserved(run);
     run->last_index = ev->index;
     run->last_time = ev->time;
     span->events++;
     span->requested = requested;
     span->allocated = allocated;
-    span->reserved = reserved;
     span->requested_min = MIN(span->requested_min, requested);
     span->requested_max = MAX(span->requested_max, requested);
     span->allocated_min = MIN(span->allocated_min, allocated);
     span->allocated_max = MAX(span->allocated_max, allocated);
-    span->reserved_min = MIN(span->reserved_min, reserved);
-    span->reserved_max = MAX(span->reserved_max, reserved_high);
     if (ev->kind == FSIM_EV_ALLOC && ev->size > 0) {
         guint log2 = (guint)g_bit_storage(ev->size) - 1;
 
@@ -430,21 +445,6 @@ stored_block(const FsimLiveAlloc *alloc, int64_t free_event, FsimTime free_time)
 }
 
 static void
-observe_alloc(gpointer data, const FsimEngine *engine, const FsimEvent *ev, uint64_t id,
-              const FsimBlock *block, uint64_t requested)
-{
-    FsimStoreRun *run = data;
-
-    (void)engine;
-    (void)ev;
-    (void)id;
-    (void)block;
-    (void)requested;
-    if (!run->done)
-        run->blocks_seen++;
-}
-
-static void
 observe_release(gpointer data, const FsimEngine *engine, uint64_t id, const FsimBlock *block,
                 uint64_t requested)
 {
@@ -457,6 +457,7 @@ observe_release(gpointer data, const FsimEngine *engine, uint64_t id, const Fsim
     (void)requested;
     if (G_UNLIKELY(run->done))
         return;
+    run->blocks_seen++;
     alloc = fsim_engine_releasing(engine);
     /* Most blocks are small and short-lived: refuse them before building the record. */
     if (alloc == NULL || (run->has_threshold &&
@@ -499,6 +500,7 @@ observe_device_call(gpointer data, const FsimEngine *engine, FsimDeviceCall call
     FsimStoreRun *run = data;
     const FsimEngineCounters *c = fsim_engine_counters(engine);
 
+    run->span.reserved_stale = TRUE;
     if (run->done)
         return;
     /* cudaMalloc reserves whole pages: record the memory the device holds. */
@@ -524,7 +526,6 @@ observe_seed_segment(gpointer data, const FsimEngine *engine, const FsimSeedSegm
 
 static const FsimObserver store_observer = {
     .event = observe_event,
-    .alloc = observe_alloc,
     .release = observe_release,
     .oom = observe_oom,
     .device_call = observe_device_call,
@@ -751,6 +752,7 @@ offer_live(gpointer data, const FsimLiveAlloc *alloc)
     FsimStoreRun *run = data;
     FsimStoredBlock stored = stored_block(alloc, -1, run->last_time);
 
+    run->blocks_seen++;
     blocks_offer(run, &stored, run->last_index);
 }
 
