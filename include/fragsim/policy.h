@@ -289,21 +289,21 @@ char *fsim_policy_names(void);
 
 /**
  * fsim_knob_get_size:
+ * @ops: the policy: its name is the group of its knobs, and its knob table holds @key with the
+ *     default (as text) used when @config lacks it.
  * @config: (nullable): the run's key file.
- * @group: the policy name.
- * @key: the knob.
- * @default_value: used when the key is absent.
+ * @key: one of the policy's knobs.
  * @out: (out): the value in bytes (fsim_parse_size() syntax).
  * @error: FSIM_ERROR_USAGE naming `group.key` for a bad value.
  */
-gboolean fsim_knob_get_size(GKeyFile *config, const char *group, const char *key,
-                            uint64_t default_value, uint64_t *out, GError **error);
+gboolean fsim_knob_get_size(const FsimPolicyOps *ops, GKeyFile *config, const char *key,
+                            uint64_t *out, GError **error);
 /* The same for unsigned integers, doubles and booleans (`true/false/1/0/yes/no`). */
-gboolean fsim_knob_get_u64(GKeyFile *config, const char *group, const char *key,
-                           uint64_t default_value, uint64_t *out, GError **error);
-gboolean fsim_knob_get_double(GKeyFile *config, const char *group, const char *key,
-                              double default_value, double *out, GError **error);
-gboolean fsim_knob_get_bool(GKeyFile *config, const char *group, const char *key,
-                            gboolean default_value, gboolean *out, GError **error);
+gboolean fsim_knob_get_u64(const FsimPolicyOps *ops, GKeyFile *config, const char *key,
+                           uint64_t *out, GError **error);
+gboolean fsim_knob_get_double(const FsimPolicyOps *ops, GKeyFile *config, const char *key,
+                              double *out, GError **error);
+gboolean fsim_knob_get_bool(const FsimPolicyOps *ops, GKeyFile *config, const char *key,
+                            gboolean *out, GError **error);
 
 G_END_DECLS

@@ -177,32 +177,32 @@ fsim_policy_pool_stats(const FsimPolicy *policy)
 
 /* ---- knobs --------------------------------------------------------------------------------- */
 
+/* @key's value in @ops's group of @config, stripped, else its default from @ops's knob table. */
 static char *
-knob_value(GKeyFile *config, const char *group, const char *key)
+knob_value(const FsimPolicyOps *ops, GKeyFile *config, const char *key)
 {
-    char *value;
+    char *value = config != NULL ? g_key_file_get_value(config, ops->name, key, NULL) : NULL;
 
-    if (config == NULL)
-        return NULL;
-    value = g_key_file_get_value(config, group, key, NULL);
     if (value != NULL)
-        g_strstrip(value);
-    return value;
+        return g_strstrip(value);
+    for (const FsimKnob *knob = ops->knobs; knob != NULL && knob->name != NULL; knob++) {
+        if (strcmp(knob->name, key) == 0)
+            return g_strdup(knob->default_value);
+    }
+    g_error("policy %s has no knob %s", ops->name, key);
+    return NULL;
 }
 
 /* A whole-number knob: a size with units (2MiB) when @size, else a plain non-negative integer. */
 static gboolean
-knob_get_whole(GKeyFile *config, const char *group, const char *key, uint64_t default_value,
-               gboolean size, uint64_t *out, GError **error)
+knob_get_whole(const FsimPolicyOps *ops, GKeyFile *config, const char *key, gboolean size,
+               uint64_t *out, GError **error)
 {
-    g_autofree char *value = knob_value(config, group, key);
+    g_autofree char *value = knob_value(ops, config, key);
 
-    if (value == NULL) {
-        *out = default_value;
-        return TRUE;
-    }
     if (size ? !fsim_parse_size(value, out, NULL) : !fsim_parse_u64(value, out)) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "%s.%s: '%s' is not %s", group, key, value,
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "%s.%s: '%s' is not %s", ops->name, key,
+                    value,
                     size ? "a size (examples: 2MiB, 64KiB, 1048576)" : "a non-negative integer");
         return FALSE;
     }
@@ -210,36 +210,32 @@ knob_get_whole(GKeyFile *config, const char *group, const char *key, uint64_t de
 }
 
 gboolean
-fsim_knob_get_size(GKeyFile *config, const char *group, const char *key, uint64_t default_value,
-                   uint64_t *out, GError **error)
+fsim_knob_get_size(const FsimPolicyOps *ops, GKeyFile *config, const char *key, uint64_t *out,
+                   GError **error)
 {
-    return knob_get_whole(config, group, key, default_value, TRUE, out, error);
+    return knob_get_whole(ops, config, key, TRUE, out, error);
 }
 
 gboolean
-fsim_knob_get_u64(GKeyFile *config, const char *group, const char *key, uint64_t default_value,
-                  uint64_t *out, GError **error)
+fsim_knob_get_u64(const FsimPolicyOps *ops, GKeyFile *config, const char *key, uint64_t *out,
+                  GError **error)
 {
-    return knob_get_whole(config, group, key, default_value, FALSE, out, error);
+    return knob_get_whole(ops, config, key, FALSE, out, error);
 }
 
 gboolean
-fsim_knob_get_double(GKeyFile *config, const char *group, const char *key, double default_value,
-                     double *out, GError **error)
+fsim_knob_get_double(const FsimPolicyOps *ops, GKeyFile *config, const char *key, double *out,
+                     GError **error)
 {
-    g_autofree char *value = knob_value(config, group, key);
+    g_autofree char *value = knob_value(ops, config, key);
     char *end = NULL;
     double parsed;
 
-    if (value == NULL) {
-        *out = default_value;
-        return TRUE;
-    }
     errno = 0;
     parsed = g_ascii_strtod(value, &end);
     if (*value == '\0' || end == NULL || *end != '\0' || errno != 0 || !isfinite(parsed)) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "%s.%s: '%s' is not a number", group, key,
-                    value);
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "%s.%s: '%s' is not a number", ops->name,
+                    key, value);
         return FALSE;
     }
     *out = parsed;
@@ -247,17 +243,13 @@ fsim_knob_get_double(GKeyFile *config, const char *group, const char *key, doubl
 }
 
 gboolean
-fsim_knob_get_bool(GKeyFile *config, const char *group, const char *key, gboolean default_value,
-                   gboolean *out, GError **error)
+fsim_knob_get_bool(const FsimPolicyOps *ops, GKeyFile *config, const char *key, gboolean *out,
+                   GError **error)
 {
-    g_autofree char *value = knob_value(config, group, key);
+    g_autofree char *value = knob_value(ops, config, key);
     static const char *const yes[] = {"true", "1", "yes", "on"};
     static const char *const no[] = {"false", "0", "no", "off"};
 
-    if (value == NULL) {
-        *out = default_value;
-        return TRUE;
-    }
     for (gsize i = 0; i < G_N_ELEMENTS(yes); i++) {
         if (g_ascii_strcasecmp(value, yes[i]) == 0) {
             *out = TRUE;
@@ -269,6 +261,6 @@ fsim_knob_get_bool(GKeyFile *config, const char *group, const char *key, gboolea
         }
     }
     g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "%s.%s: '%s' is not a boolean (true/false)",
-                group, key, value);
+                ops->name, key, value);
     return FALSE;
 }

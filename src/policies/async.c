@@ -78,11 +78,7 @@ static const FsimKnob async_knobs[] = {
     {NULL, NULL, NULL},
 };
 
-static Async *
-async_from_policy(FsimPolicy *self)
-{
-    return (Async *)self;
-}
+FSIM_POLICY_DEFINE_TYPE(Async, async)
 
 static gint
 chunk_by_size(gconstpointer a, gconstpointer b, gpointer data)
@@ -109,9 +105,7 @@ chunk_by_stream_size(gconstpointer a, gconstpointer b, gpointer data)
 static FsimPolicy *
 async_create(FsimDevice *device, GKeyFile *config, GError **error)
 {
-    Async *pool;
-    uint64_t threshold;
-    gboolean opportunistic;
+    g_autofree Async *pool = async_new(device);
     g_autofree char *text = NULL;
     /* address space is cheap: four times the device, so free holes seldom block a request */
     uint64_t va_size = 4 * fsim_device_round(device, device->spec.capacity_bytes);
@@ -119,21 +113,15 @@ async_create(FsimDevice *device, GKeyFile *config, GError **error)
     text =
         config != NULL ? g_key_file_get_string(config, "async", "release_threshold", NULL) : NULL;
     if (text != NULL && g_ascii_strcasecmp(g_strstrip(text), "max") == 0)
-        threshold = G_MAXUINT64;
-    else if (!fsim_knob_get_size(config, "async", "release_threshold", 0, &threshold, error))
+        pool->release_threshold = G_MAXUINT64;
+    else if (!fsim_knob_get_size(pool->base.ops, config, "release_threshold",
+                                 &pool->release_threshold, error))
         return NULL;
-    if (!fsim_knob_get_bool(config, "async", "opportunistic", TRUE, &opportunistic, error))
+    if (!fsim_knob_get_bool(pool->base.ops, config, "opportunistic", &pool->opportunistic, error))
         return NULL;
-    pool = g_new0(Async, 1);
     pool->va.size = va_size;
-    if (!fsim_arena_va_reserve(&pool->va, device, "async", error)) {
-        g_free(pool);
+    if (!fsim_arena_va_reserve(&pool->va, device, "async", error))
         return NULL;
-    }
-    pool->base.ops = &fsim_policy_async;
-    pool->base.device = device;
-    pool->release_threshold = threshold;
-    pool->opportunistic = opportunistic;
     pool->page_size = device->spec.granularity;
     pool->n_pages = va_size / pool->page_size;
     pool->page_busy = g_new0(guint8, pool->n_pages);
@@ -141,7 +129,7 @@ async_create(FsimDevice *device, GKeyFile *config, GError **error)
     pool->pending = g_tree_new_full(chunk_by_stream_size, NULL, NULL, NULL);
     fsim_chunk_list_init(&pool->chunks, sizeof(Chunk));
     pool->first = (Chunk *)fsim_chunk_list_add_run(&pool->chunks, 0, va_size);
-    return &pool->base;
+    return &g_steal_pointer(&pool)->base;
 }
 
 static void

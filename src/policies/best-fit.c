@@ -49,16 +49,12 @@ static const FsimKnob best_fit_knobs[] = {
     {NULL, NULL, NULL},
 };
 
-static BestFit *
-best_fit_from_policy(FsimPolicy *self)
-{
-    return (BestFit *)self;
-}
+FSIM_POLICY_DEFINE_TYPE(BestFit, best_fit)
 
 static FsimPolicy *
 best_fit_create(FsimDevice *device, GKeyFile *config, GError **error)
 {
-    BestFit *bf;
+    g_autofree BestFit *bf = best_fit_new(device);
     uint64_t alignment;
     /* Twice the capacity, and at least 32 TiB: the untouched top of the arena is then larger than
      * any free block below it, so best fit takes it only when nothing else fits (as RMM's pool
@@ -67,7 +63,7 @@ best_fit_create(FsimDevice *device, GKeyFile *config, GError **error)
     uint64_t arena_size =
         fsim_device_round(device, MAX((uint64_t)1 << 45, 2 * device->spec.capacity_bytes));
 
-    if (!fsim_knob_get_size(config, "bestfit", "alignment", 256, &alignment, error))
+    if (!fsim_knob_get_size(bf->base.ops, config, "alignment", &alignment, error))
         return NULL;
     if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > 2 * FSIM_MiB) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
@@ -76,19 +72,14 @@ best_fit_create(FsimDevice *device, GKeyFile *config, GError **error)
                     alignment);
         return NULL;
     }
-    bf = g_new0(BestFit, 1);
-    bf->base.ops = &fsim_policy_best_fit;
-    bf->base.device = device;
     /* The arena's address space; pages are mapped into it as it fills. */
     bf->arena.size = arena_size;
-    if (!fsim_arena_va_reserve(&bf->arena, device, "bestfit", error)) {
-        g_free(bf);
+    if (!fsim_arena_va_reserve(&bf->arena, device, "bestfit", error))
         return NULL;
-    }
     bf->alignment = alignment;
     fsim_chunk_list_init(&bf->blocks, sizeof(FsimChunk));
     bf->first = fsim_chunk_list_add_run(&bf->blocks, 0, arena_size);
-    return &bf->base;
+    return &g_steal_pointer(&bf)->base;
 }
 
 static void

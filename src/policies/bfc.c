@@ -89,11 +89,7 @@ static const FsimKnob bfc_knobs[] = {
     {NULL, NULL, NULL},
 };
 
-static Bfc *
-bfc_from_policy(FsimPolicy *self)
-{
-    return (Bfc *)self;
-}
+FSIM_POLICY_DEFINE_TYPE(Bfc, bfc)
 
 static uint64_t
 bfc_rounded_bytes(uint64_t bytes)
@@ -104,34 +100,27 @@ bfc_rounded_bytes(uint64_t bytes)
 static FsimPolicy *
 bfc_create(FsimDevice *device, GKeyFile *config, GError **error)
 {
-    Bfc *bfc;
-    gboolean allow_growth;
-    gboolean garbage_collection;
+    g_autofree Bfc *bfc = bfc_new(device);
+    const FsimPolicyOps *ops = bfc->base.ops;
     double fraction;
 
-    if (!fsim_knob_get_bool(config, "bfc", "allow_growth", FALSE, &allow_growth, error) ||
-        !fsim_knob_get_bool(config, "bfc", "garbage_collection", TRUE, &garbage_collection,
-                            error) ||
-        !fsim_knob_get_double(config, "bfc", "fragmentation_fraction", 0.0, &fraction, error))
+    if (!fsim_knob_get_bool(ops, config, "allow_growth", &bfc->allow_growth, error) ||
+        !fsim_knob_get_bool(ops, config, "garbage_collection", &bfc->garbage_collection, error) ||
+        !fsim_knob_get_double(ops, config, "fragmentation_fraction", &fraction, error))
         return NULL;
     if (!(fraction >= 0.0 && fraction <= 1.0)) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
                     "bfc.fragmentation_fraction: %g is not between 0 and 1", fraction);
         return NULL;
     }
-    bfc = g_new0(Bfc, 1);
-    bfc->base.ops = &fsim_policy_bfc;
-    bfc->base.device = device;
-    bfc->allow_growth = allow_growth;
-    bfc->garbage_collection = garbage_collection;
     bfc->memory_limit = device->spec.capacity_bytes;
     bfc->max_internal_fragmentation = fraction > 0.0
                                           ? (uint64_t)(fraction * (double)bfc->memory_limit)
                                           : BFC_MAX_INTERNAL_FRAGMENTATION;
-    bfc->region_size = bfc_rounded_bytes(allow_growth ? MIN(bfc->memory_limit, BFC_INITIAL_GROWTH)
-                                                      : bfc->memory_limit);
+    bfc->region_size = bfc_rounded_bytes(
+        bfc->allow_growth ? MIN(bfc->memory_limit, BFC_INITIAL_GROWTH) : bfc->memory_limit);
     fsim_chunk_list_init(&bfc->chunks, sizeof(Chunk));
-    return &bfc->base;
+    return &g_steal_pointer(&bfc)->base;
 }
 
 static void

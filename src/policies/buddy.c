@@ -70,11 +70,7 @@ static const FsimKnob buddy_knobs[] = {
     {NULL, NULL, NULL},
 };
 
-static Buddy *
-buddy_from_policy(FsimPolicy *self)
-{
-    return (Buddy *)self;
-}
+FSIM_POLICY_DEFINE_TYPE(Buddy, buddy)
 
 static uint64_t
 buddy_block_size(const Buddy *buddy, guint order)
@@ -85,12 +81,12 @@ buddy_block_size(const Buddy *buddy, guint order)
 static FsimPolicy *
 buddy_create(FsimDevice *device, GKeyFile *config, GError **error)
 {
-    Buddy *buddy;
+    g_autofree Buddy *buddy = buddy_new(device);
     uint64_t min_block;
     uint64_t max_order;
 
-    if (!fsim_knob_get_size(config, "buddy", "min_block", 512, &min_block, error) ||
-        !fsim_knob_get_u64(config, "buddy", "max_order", 21, &max_order, error))
+    if (!fsim_knob_get_size(buddy->base.ops, config, "min_block", &min_block, error) ||
+        !fsim_knob_get_u64(buddy->base.ops, config, "max_order", &max_order, error))
         return NULL;
     if (min_block < 256 || min_block > 2 * FSIM_MiB || (min_block & (min_block - 1)) != 0) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
@@ -106,16 +102,13 @@ buddy_create(FsimDevice *device, GKeyFile *config, GError **error)
                     max_order, BUDDY_MAX_ORDER);
         return NULL;
     }
-    buddy = g_new0(Buddy, 1);
-    buddy->base.ops = &fsim_policy_buddy;
-    buddy->base.device = device;
     buddy->min_block = min_block;
     buddy->min_shift = (guint)g_bit_nth_lsf(min_block, -1);
     buddy->max_order = (guint)max_order;
     buddy->regions = g_ptr_array_new_with_free_func(g_free);
     buddy->oversize = g_array_new(FALSE, FALSE, sizeof(FsimBlock));
     fsim_size_set_init(&buddy->free_set);
-    return &buddy->base;
+    return &g_steal_pointer(&buddy)->base;
 }
 
 static void

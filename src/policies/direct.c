@@ -17,22 +17,14 @@ typedef struct {
     uint64_t live_blocks;
 } Direct;
 
-static Direct *
-direct_from_policy(FsimPolicy *self)
-{
-    return (Direct *)self;
-}
+FSIM_POLICY_DEFINE_TYPE(Direct, direct)
 
 static FsimPolicy *
 direct_create(FsimDevice *device, GKeyFile *config, GError **error)
 {
-    Direct *direct = g_new0(Direct, 1);
-
     (void)config;
     (void)error;
-    direct->base.ops = &fsim_policy_direct;
-    direct->base.device = device;
-    return &direct->base;
+    return &direct_new(device)->base;
 }
 
 static void

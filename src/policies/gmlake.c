@@ -135,11 +135,7 @@ static const FsimKnob gmlake_knobs[] = {
     {NULL, NULL, NULL},
 };
 
-static Gmlake *
-gmlake_from_policy(FsimPolicy *self)
-{
-    return (Gmlake *)self;
-}
+FSIM_POLICY_DEFINE_TYPE(Gmlake, gmlake)
 
 static inline gboolean
 gm_allocated(const Block *block)
@@ -237,27 +233,20 @@ gm_segment_destroy(Gmlake *gm, guint index)
 static FsimPolicy *
 gmlake_create(FsimDevice *device, GKeyFile *config, GError **error)
 {
-    Gmlake *gm;
-    uint64_t frag_limit;
-    gboolean stitching;
+    g_autofree Gmlake *gm = gmlake_new(device);
 
-    if (!fsim_knob_get_size(config, "gmlake", "frag_limit", 512 * FSIM_MiB, &frag_limit, error) ||
-        !fsim_knob_get_bool(config, "gmlake", "stitching", TRUE, &stitching, error))
+    if (!fsim_knob_get_size(gm->base.ops, config, "frag_limit", &gm->frag_limit, error) ||
+        !fsim_knob_get_bool(gm->base.ops, config, "stitching", &gm->stitching, error))
         return NULL;
-    if (frag_limit == 0) {
+    if (gm->frag_limit == 0) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "gmlake.frag_limit: must be positive");
         return NULL;
     }
-    gm = g_new0(Gmlake, 1);
-    gm->base.ops = &fsim_policy_gmlake;
-    gm->base.device = device;
-    gm->frag_limit = frag_limit;
-    gm->stitching = stitching;
     gm->streams = g_ptr_array_new_with_free_func(gm_stream_free);
     gm->segments = g_ptr_array_new_with_free_func(g_free);
     gm->stitched = g_ptr_array_new_with_free_func(stitched_free);
     fsim_slab_init(&gm->blocks, sizeof(GmBlock), GM_SLAB_CHUNK);
-    return &gm->base;
+    return &g_steal_pointer(&gm)->base;
 }
 
 static void

@@ -27,19 +27,15 @@ static const FsimKnob paged_knobs[] = {
     {NULL, NULL, NULL},
 };
 
-static Paged *
-paged_from_policy(FsimPolicy *self)
-{
-    return (Paged *)self;
-}
+FSIM_POLICY_DEFINE_TYPE(Paged, paged)
 
 static FsimPolicy *
 paged_create(FsimDevice *device, GKeyFile *config, GError **error)
 {
-    Paged *paged;
+    g_autofree Paged *paged = paged_new(device);
     uint64_t page_size;
 
-    if (!fsim_knob_get_size(config, "paged", "page_size", 2 * FSIM_MiB, &page_size, error))
+    if (!fsim_knob_get_size(paged->base.ops, config, "page_size", &page_size, error))
         return NULL;
     if (page_size < 4 * FSIM_KiB || (page_size & (page_size - 1)) != 0 || page_size > FSIM_GiB) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
@@ -48,11 +44,8 @@ paged_create(FsimDevice *device, GKeyFile *config, GError **error)
                     page_size);
         return NULL;
     }
-    paged = g_new0(Paged, 1);
-    paged->base.ops = &fsim_policy_paged;
-    paged->base.device = device;
     paged->page_size = page_size;
-    return &paged->base;
+    return &g_steal_pointer(&paged)->base;
 }
 
 static void

@@ -63,26 +63,21 @@ static const FsimKnob planner_knobs[] = {
     {NULL, NULL, NULL},
 };
 
-static Planner *
-planner_from_policy(FsimPolicy *self)
-{
-    return (Planner *)self;
-}
+FSIM_POLICY_DEFINE_TYPE(Planner, planner)
 
 static FsimPolicy *
 planner_create(FsimDevice *device, GKeyFile *config, GError **error)
 {
-    Planner *planner;
+    g_autofree Planner *planner = planner_new(device);
     uint64_t alignment;
-    uint64_t work_limit;
     /* bestfit's arena (best-fit.c): twice the device and at least 32 TiB, so the untouched top
      * is always the largest free block and decisions do not depend on the capacity until the
      * device refuses a page */
     uint64_t arena_size =
         planner_arena_bytes(device->spec.capacity_bytes, device->spec.granularity);
 
-    if (!fsim_knob_get_size(config, "planner", "alignment", 256, &alignment, error) ||
-        !fsim_knob_get_u64(config, "planner", "work_limit", 1u << 22, &work_limit, error))
+    if (!fsim_knob_get_size(planner->base.ops, config, "alignment", &alignment, error) ||
+        !fsim_knob_get_u64(planner->base.ops, config, "work_limit", &planner->work_limit, error))
         return NULL;
     if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > 2 * FSIM_MiB) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
@@ -91,18 +86,12 @@ planner_create(FsimDevice *device, GKeyFile *config, GError **error)
                     alignment);
         return NULL;
     }
-    planner = g_new0(Planner, 1);
     planner->va.size = arena_size;
-    if (!fsim_arena_va_reserve(&planner->va, device, "planner", error)) {
-        g_free(planner);
+    if (!fsim_arena_va_reserve(&planner->va, device, "planner", error))
         return NULL;
-    }
-    planner->base.ops = &fsim_policy_planner;
-    planner->base.device = device;
     planner->alignment = alignment;
-    planner->work_limit = work_limit;
     planner_arena_init(&planner->arena, arena_size);
-    return &planner->base;
+    return &g_steal_pointer(&planner)->base;
 }
 
 static void
