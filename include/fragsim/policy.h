@@ -89,6 +89,16 @@ typedef struct {
     guint n_extra;
 } FsimPolicyStats;
 
+/* Adds the counter @name = @value to @out's extra ones (get_stats() receives @out zeroed). */
+static inline void
+fsim_policy_stats_extra(FsimPolicyStats *out, const char *name, uint64_t value)
+{
+    g_assert(out->n_extra < G_N_ELEMENTS(out->extra));
+    out->extra[out->n_extra].name = name;
+    out->extra[out->n_extra].value = value;
+    out->n_extra++;
+}
+
 /**
  * FsimPoolStats:
  * @pool: the pool: 0 for the default pools, else a private pool's id (as POOL_* events name it).

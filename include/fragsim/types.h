@@ -171,6 +171,10 @@ fsim_ratio(uint64_t num, uint64_t den)
 /* A GCompareDataFunc for keys that point to #FsimAddr values (a GTree of ranges by start). */
 gint fsim_addr_compare(gconstpointer a, gconstpointer b, gpointer unused);
 
+/* A GCompareFunc for g_ptr_array_sort() of records that begin with an #FsimAddr (segments,
+ * regions): by that address. */
+gint fsim_addr_ptr_compare(gconstpointer a, gconstpointer b);
+
 /* A GCompareFunc for pointers to uint64_t values (g_array_sort() of a uint64_t array). */
 gint fsim_u64_compare(gconstpointer a, gconstpointer b);
 

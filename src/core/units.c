@@ -135,6 +135,12 @@ fsim_addr_compare(gconstpointer a, gconstpointer b, gpointer unused)
 }
 
 gint
+fsim_addr_ptr_compare(gconstpointer a, gconstpointer b)
+{
+    return fsim_compare_u64(**(const FsimAddr *const *)a, **(const FsimAddr *const *)b);
+}
+
+gint
 fsim_u64_compare(gconstpointer a, gconstpointer b)
 {
     return fsim_compare_u64(*(const uint64_t *)a, *(const uint64_t *)b);

@@ -386,9 +386,7 @@ async_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
     out->num_splits = pool->chunks.num_splits;
     out->num_merges = pool->chunks.num_merges;
     out->num_alloc_retries = pool->num_retries;
-    out->extra[0].name = "trims";
-    out->extra[0].value = pool->trims;
-    out->n_extra = 1;
+    fsim_policy_stats_extra(out, "trims", pool->trims);
 }
 
 /* Cheap enough to run after every operation: the chain, the indexes, the counters; each used

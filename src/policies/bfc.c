@@ -57,7 +57,7 @@ typedef struct {
 } Chunk;
 
 struct Region {
-    FsimAddr addr;
+    FsimAddr addr; /* first: fsim_addr_ptr_compare() sorts them */
     uint64_t size;
     Chunk *first;
     Region *next; /* in creation order */
@@ -271,9 +271,7 @@ bfc_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
     out->num_splits = bfc->chunks.num_splits;
     out->num_merges = bfc->chunks.num_merges;
     out->num_alloc_retries = bfc->num_retries;
-    out->extra[0].name = "regions_freed";
-    out->extra[0].value = bfc->regions_freed;
-    out->n_extra = 1;
+    fsim_policy_stats_extra(out, "regions_freed", bfc->regions_freed);
 }
 
 static gboolean
@@ -324,15 +322,6 @@ bfc_check(const FsimPolicy *self, GError **error)
     return TRUE;
 }
 
-static gint
-bfc_region_by_addr(gconstpointer a, gconstpointer b)
-{
-    const Region *x = *(const Region *const *)a;
-    const Region *y = *(const Region *const *)b;
-
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
 /* Each region is a segment (its size rounded to the device's granularity: the tail is the
  * rounding no chunk covers).  A region goes back to the device only whole, when nothing in it is
  * in use and garbage collection is on (DeallocateFreeRegions): a free chunk is releasable when
@@ -345,7 +334,7 @@ bfc_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointer 
 
     for (Region *region = bfc->regions; region != NULL; region = region->next)
         g_ptr_array_add(regions, region);
-    g_ptr_array_sort(regions, bfc_region_by_addr);
+    g_ptr_array_sort(regions, fsim_addr_ptr_compare); /* by their first member, addr */
     for (guint i = 0; i < regions->len; i++) {
         const Region *region = g_ptr_array_index(regions, i);
         FsimSegmentView segment = {.addr = region->addr,

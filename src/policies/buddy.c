@@ -335,9 +335,7 @@ buddy_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
     out->num_splits = buddy->num_splits;
     out->num_merges = buddy->num_merges;
     out->num_alloc_retries = buddy->num_retries;
-    out->extra[0].name = "oversize_blocks";
-    out->extra[0].value = buddy->oversize_blocks;
-    out->n_extra = 1;
+    fsim_policy_stats_extra(out, "oversize_blocks", buddy->oversize_blocks);
 }
 
 /* One free block's invariants: a block of its order at a multiple of its size in its region, and
@@ -420,15 +418,6 @@ buddy_region_free_blocks(const Buddy *buddy, const Region *region, GArray *block
     g_array_sort_with_data(blocks, fsim_addr_compare, NULL); /* by their first member, addr */
 }
 
-static gint
-segment_view_by_addr(gconstpointer a, gconstpointer b)
-{
-    const FsimSegmentView *x = a;
-    const FsimSegmentView *y = b;
-
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
 /* A region is a segment, an oversize block one of its own.  The buddy system keeps only its
  * free blocks; the blocks in use are the run's live allocations inside (free_blocks_only).  A
  * region goes back to the device only when wholly free (before an OOM, or empty_cache): its one
@@ -457,7 +446,7 @@ buddy_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpointe
 
         g_array_append_val(segments, view);
     }
-    g_array_sort(segments, segment_view_by_addr);
+    g_array_sort_with_data(segments, fsim_addr_compare, NULL); /* by their first member, addr */
     for (guint i = 0; i < segments->len; i++) {
         const FsimSegmentView *view = &g_array_index(segments, FsimSegmentView, i);
         const Region *region = NULL;

@@ -89,7 +89,7 @@ struct GmStream {
 };
 
 struct Segment {
-    FsimAddr addr;
+    FsimAddr addr; /* first: fsim_addr_ptr_compare() sorts them */
     uint64_t size;
     GmStream *stream;
     GmPool pool;
@@ -408,6 +408,18 @@ gm_carve_piece(Gmlake *gm, Piece *piece, Stitched *owner)
     piece->block = block;
 }
 
+/* Merge @next, the block after @block, into @block. */
+static inline void
+gm_merge(Gmlake *gm, Block *block, Block *next)
+{
+    block->size += next->size;
+    block->next = next->next;
+    if (next->next != NULL)
+        next->next->prev = block;
+    gm_block_free(gm, next);
+    gm->num_merges++;
+}
+
 /* Mark a freed block free, merge it with free neighbours, index it. */
 static void
 gm_release_block(Gmlake *gm, Block *block)
@@ -418,27 +430,15 @@ gm_release_block(Gmlake *gm, Block *block)
     block->flags &= ~(uint32_t)BLOCK_ALLOCATED;
     gm_set_owner(block, NULL);
     if (block->next != NULL && !gm_allocated(block->next)) {
-        Block *next = block->next;
-
-        freeset_erase(set, next);
-        block->size += next->size;
-        block->next = next->next;
-        if (next->next != NULL)
-            next->next->prev = block;
-        gm_block_free(gm, next);
-        gm->num_merges++;
+        freeset_erase(set, block->next);
+        gm_merge(gm, block, block->next);
     }
     if (block->prev != NULL && !gm_allocated(block->prev)) {
         Block *prev = block->prev;
 
         freeset_erase(set, prev);
-        prev->size += block->size;
-        prev->next = block->next;
-        if (block->next != NULL)
-            block->next->prev = prev;
-        gm_block_free(gm, block);
+        gm_merge(gm, prev, block);
         block = prev;
-        gm->num_merges++;
     }
     freeset_insert(set, block);
 }
@@ -662,22 +662,9 @@ gmlake_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
     out->num_splits = gm->num_splits;
     out->num_merges = gm->num_merges;
     out->num_alloc_retries = gm->num_retries;
-    out->extra[0].name = "stitches";
-    out->extra[0].value = gm->stitches;
-    out->extra[1].name = "stitch_reuses";
-    out->extra[1].value = gm->stitch_reuses;
-    out->extra[2].name = "stitched_blocks_cached";
-    out->extra[2].value = cached;
-    out->n_extra = 3;
-}
-
-static gint
-segment_by_addr(gconstpointer a, gconstpointer b)
-{
-    const Segment *x = *(const Segment *const *)a;
-    const Segment *y = *(const Segment *const *)b;
-
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
+    fsim_policy_stats_extra(out, "stitches", gm->stitches);
+    fsim_policy_stats_extra(out, "stitch_reuses", gm->stitch_reuses);
+    fsim_policy_stats_extra(out, "stitched_blocks_cached", cached);
 }
 
 /* The segments in address order, then each block: see the header comment. */
@@ -689,7 +676,7 @@ gmlake_describe(const FsimPolicy *self, const FsimPolicyVisitor *visitor, gpoint
 
     for (guint i = 0; i < gm->segments->len; i++)
         g_ptr_array_add(order, g_ptr_array_index(gm->segments, i));
-    g_ptr_array_sort(order, segment_by_addr);
+    g_ptr_array_sort(order, fsim_addr_ptr_compare); /* by their first member, addr */
     for (guint i = 0; i < order->len; i++) {
         const Segment *segment = g_ptr_array_index(order, i);
         FsimSegmentView view = {

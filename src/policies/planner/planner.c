@@ -218,13 +218,9 @@ planner_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
 
     fsim_chunk_list_arena_stats(&planner->arena.chunks, planner->mapped_end,
                                 planner->arena.used_bytes, out);
-    out->extra[0].name = "planned_allocations";
-    out->extra[0].value = planner->planned;
-    out->extra[1].name = "unplanned_allocations";
-    out->extra[1].value = planner->unplanned;
-    out->extra[2].name = "plan_bytes";
-    out->extra[2].value = planner->plan.arena_bytes;
-    out->n_extra = 3;
+    fsim_policy_stats_extra(out, "planned_allocations", planner->planned);
+    fsim_policy_stats_extra(out, "unplanned_allocations", planner->unplanned);
+    fsim_policy_stats_extra(out, "plan_bytes", planner->plan.arena_bytes);
 }
 
 static gboolean
