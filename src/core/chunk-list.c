@@ -227,6 +227,19 @@ fsim_chunk_list_largest_below(const FsimChunkList *list, uint64_t limit)
     return largest;
 }
 
+gboolean
+fsim_chunk_arena_grow(FsimDevice *device, FsimAddr base, uint64_t *mapped_end, uint64_t end)
+{
+    uint64_t granularity = device->spec.granularity;
+    uint64_t new_end = (end + granularity - 1) / granularity * granularity;
+
+    /* The arena is a multiple of the granularity, so new_end stays inside it. */
+    if (fsim_device_map(device, base + *mapped_end, new_end - *mapped_end, granularity) != FSIM_OK)
+        return FALSE;
+    *mapped_end = new_end;
+    return TRUE;
+}
+
 void
 fsim_chunk_list_arena_stats(const FsimChunkList *list, uint64_t mapped_end, uint64_t used,
                             FsimPolicyStats *out)

@@ -134,8 +134,32 @@ fsim_chunk_handed_back(const FsimBlock *block)
     return chunk;
 }
 
-/* An arena of one run whose pages are mapped from its start up to @mapped_end and never
- * unmapped (bestfit, the planner): its statistics, @used bytes of it taken... */
+/* The address space of an arena of one run whose pages are mapped from its start up to a
+ * mapped end as its top rises and never unmapped (bestfit, the planner): twice the device's
+ * @capacity and at least 32 TiB, in whole pages of @granularity.  The untouched top of the arena
+ * is then larger than any free chunk below it, so a best fit takes it only when nothing else fits
+ * (as RMM's pool grows only then), and the decisions do not depend on the capacity until the
+ * device refuses a page: needed_bytes (src/analysis/needed.c) relies on that. */
+static inline uint64_t
+fsim_chunk_arena_bytes(uint64_t capacity, uint64_t granularity)
+{
+    uint64_t size = MAX((uint64_t)1 << 45, 2 * capacity);
+
+    return (size + granularity - 1) / granularity * granularity;
+}
+
+gboolean fsim_chunk_arena_grow(FsimDevice *device, FsimAddr base, uint64_t *mapped_end,
+                               uint64_t end);
+
+/* Map the pages of such an arena at @base that lie below @end and not below *@mapped_end, and
+ * move *@mapped_end up to them.  FALSE (nothing mapped) when the device refuses them. */
+static inline gboolean
+fsim_chunk_arena_map_to(FsimDevice *device, FsimAddr base, uint64_t *mapped_end, uint64_t end)
+{
+    return end <= *mapped_end || fsim_chunk_arena_grow(device, base, mapped_end, end);
+}
+
+/* Such an arena's statistics, @used bytes of it taken... */
 void fsim_chunk_list_arena_stats(const FsimChunkList *list, uint64_t mapped_end, uint64_t used,
                                  FsimPolicyStats *out);
 /* ... and what explain sees of it: one segment at @base, the mapped part, in pages of

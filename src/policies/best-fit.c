@@ -56,12 +56,8 @@ best_fit_create(FsimDevice *device, GKeyFile *config, GError **error)
 {
     g_autofree BestFit *bf = best_fit_new(device);
     uint64_t alignment;
-    /* Twice the capacity, and at least 32 TiB: the untouched top of the arena is then larger than
-     * any free block below it, so best fit takes it only when nothing else fits (as RMM's pool
-     * grows only then), and the decisions do not depend on the capacity until the device refuses
-     * a page.  needed_bytes (src/analysis/needed.c) relies on that. */
     uint64_t arena_size =
-        fsim_device_round(device, MAX((uint64_t)1 << 45, 2 * device->spec.capacity_bytes));
+        fsim_chunk_arena_bytes(device->spec.capacity_bytes, device->spec.granularity);
 
     if (!fsim_knob_get_size(bf->base.ops, config, "alignment", &alignment, error))
         return NULL;
@@ -98,7 +94,6 @@ best_fit_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
     uint64_t size = (req->size + bf->alignment - 1) & ~(bf->alignment - 1);
     FsimSizeCursor cursor;
     FsimChunk *block;
-    uint64_t end;
 
     if (size < req->size) /* overflow near 2^64 cannot happen below FSIM_MAX_SIZE, but be sure */
         return FSIM_OOM;
@@ -106,19 +101,9 @@ best_fit_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
     if (fsim_arena_va_ready(&bf->arena, self->device) != FSIM_OK)
         return FSIM_OOM;
     block = fsim_chunk_list_best_fit(&bf->blocks, size, &cursor);
-    if (block == NULL)
+    if (block == NULL || !fsim_chunk_arena_map_to(self->device, bf->arena.base, &bf->mapped_end,
+                                                  block->start + size))
         return FSIM_OOM;
-    end = block->start + size;
-    if (end > bf->mapped_end) {
-        uint64_t granularity = self->device->spec.granularity;
-        uint64_t new_end = (end + granularity - 1) / granularity * granularity;
-
-        /* The arena is a multiple of the granularity, so new_end stays inside it. */
-        if (fsim_device_map(self->device, bf->arena.base + bf->mapped_end, new_end - bf->mapped_end,
-                            granularity) != FSIM_OK)
-            return FSIM_OOM;
-        bf->mapped_end = new_end;
-    }
     fsim_chunk_list_take(&bf->blocks, block, &cursor, size);
     bf->allocated_bytes += block->size;
     fsim_chunk_hand_out(block, bf->arena.base, out);

@@ -430,8 +430,10 @@ gm_release_block(Gmlake *gm, Block *block)
     block->flags &= ~(uint32_t)BLOCK_ALLOCATED;
     gm_set_owner(block, NULL);
     if (block->next != NULL && !gm_allocated(block->next)) {
-        freeset_erase(set, block->next);
-        gm_merge(gm, block, block->next);
+        Block *next = block->next;
+
+        freeset_erase(set, next);
+        gm_merge(gm, block, next);
     }
     if (block->prev != NULL && !gm_allocated(block->prev)) {
         Block *prev = block->prev;

@@ -73,7 +73,7 @@ plan_time(const FsimLifetimes *lifetimes, const uint64_t *sizes, uint64_t capaci
     gsize n = lifetimes->n;
     g_autofree gsize *ends = g_new(gsize, MAX(n, 1));
     g_autofree PlannerChunk **chunks = g_new0(PlannerChunk *, MAX(n, 1));
-    uint64_t arena_size = planner_arena_bytes(capacity, granularity);
+    uint64_t arena_size = fsim_chunk_arena_bytes(capacity, granularity);
     uint64_t mapped_end = 0;
     PlannerArena arena;
     SortData data = {lifetimes};

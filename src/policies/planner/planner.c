@@ -70,11 +70,9 @@ planner_create(FsimDevice *device, GKeyFile *config, GError **error)
 {
     g_autofree Planner *planner = planner_new(device);
     uint64_t alignment;
-    /* bestfit's arena (best-fit.c): twice the device and at least 32 TiB, so the untouched top
-     * is always the largest free block and decisions do not depend on the capacity until the
-     * device refuses a page */
+    /* bestfit's arena (best-fit.c) */
     uint64_t arena_size =
-        planner_arena_bytes(device->spec.capacity_bytes, device->spec.granularity);
+        fsim_chunk_arena_bytes(device->spec.capacity_bytes, device->spec.granularity);
 
     if (!fsim_knob_get_size(planner->base.ops, config, "alignment", &alignment, error) ||
         !fsim_knob_get_u64(planner->base.ops, config, "work_limit", &planner->work_limit, error))
@@ -127,17 +125,8 @@ planner_plan(FsimPolicy *self, const FsimLifetimes *lifetimes, GError **error)
 static gboolean
 planner_map_to(Planner *planner, uint64_t end)
 {
-    FsimDevice *device = planner->base.device;
-    uint64_t granularity = device->spec.granularity;
-    uint64_t new_end = (end + granularity - 1) / granularity * granularity;
-
-    if (new_end <= planner->mapped_end)
-        return TRUE;
-    if (fsim_device_map(device, planner->va.base + planner->mapped_end,
-                        new_end - planner->mapped_end, granularity) != FSIM_OK)
-        return FALSE;
-    planner->mapped_end = new_end;
-    return TRUE;
+    return fsim_chunk_arena_map_to(planner->base.device, planner->va.base, &planner->mapped_end,
+                                   end);
 }
 
 /* The chunk at the planned offset of the next allocation, if it has one and it is free. */

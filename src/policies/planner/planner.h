@@ -41,16 +41,6 @@ PlannerChunk *planner_arena_carve(PlannerArena *arena, uint64_t offset, uint64_t
 void planner_arena_release(PlannerArena *arena, PlannerChunk *chunk);
 gboolean planner_arena_check(const PlannerArena *arena, GError **error);
 
-/* The planner's arena for a device of @capacity bytes: bestfit's, twice the device and at least
- * 32 TiB, rounded to the @granularity. */
-static inline uint64_t
-planner_arena_bytes(uint64_t capacity, uint64_t granularity)
-{
-    uint64_t size = MAX((uint64_t)1 << 45, 2 * capacity);
-
-    return (size + granularity - 1) / granularity * granularity;
-}
-
 /* ---- plan.c --------------------------------------------------------------------------------- */
 
 typedef enum {
@@ -86,7 +76,7 @@ typedef struct {
  * @lifetimes: the run's allocations.
  * @alignment: sizes are rounded up to it (a power of two).
  * @capacity: the device's capacity: the time-order plan is best fit in bestfit's arena
- *     (planner_arena_bytes()), with pages of @granularity mapped as its top rises and refused
+ *     (fsim_chunk_arena_bytes()), with pages of @granularity mapped as its top rises and refused
  *     beyond @capacity, exactly as `bestfit` runs; an allocation of another order placed beyond
  *     @capacity is left out.
  * @granularity: the device's page size.
