@@ -43,4 +43,3 @@ extern const FsimPolicyOps fsim_policy_async;
         policy->base.device = device;                          \
         return policy;                                         \
     }
-
