@@ -8,15 +8,6 @@
 
 #include "model.h"
 
-static void
-stats_extra(FsimPolicyStats *out, const char *name, uint64_t value)
-{
-    g_assert(out->n_extra < G_N_ELEMENTS(out->extra));
-    out->extra[out->n_extra].name = name;
-    out->extra[out->n_extra].value = value;
-    out->n_extra++;
-}
-
 static uint64_t
 pool_largest_free(const Pool *pool)
 {
@@ -45,20 +36,25 @@ fsim_pytorch_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
     out->num_alloc_retries = s->num_alloc_retries;
     out->n_extra = 0;
     /* torch.cuda.memory_stats() names, aggregate over both pools. */
-    stats_extra(out, "allocated_bytes.all.current", (uint64_t)s->allocated_bytes.current);
-    stats_extra(out, "allocated_bytes.all.peak", (uint64_t)s->allocated_bytes.peak);
-    stats_extra(out, "reserved_bytes.all.current", (uint64_t)s->reserved_bytes.current);
-    stats_extra(out, "reserved_bytes.all.peak", (uint64_t)s->reserved_bytes.peak);
-    stats_extra(out, "active_bytes.all.current", (uint64_t)s->active_bytes.current);
-    stats_extra(out, "requested_bytes.all.current", (uint64_t)s->requested_bytes.current);
-    stats_extra(out, "inactive_split_bytes.all.current", (uint64_t)s->inactive_split_bytes.current);
-    stats_extra(out, "inactive_split.all.current", (uint64_t)s->inactive_split.current);
-    stats_extra(out, "segment.all.current", (uint64_t)s->segment.current);
-    stats_extra(out, "num_alloc_retries", s->num_alloc_retries);
-    stats_extra(out, "num_ooms", s->num_ooms);
-    stats_extra(out, "num_sync_all_streams", s->num_sync_all_streams);
-    stats_extra(out, "num_device_alloc", s->num_device_alloc);
-    stats_extra(out, "num_device_free", s->num_device_free);
-    stats_extra(out, "oversize_allocations.current", (uint64_t)s->oversize_allocations.current);
-    stats_extra(out, "oversize_segments.current", (uint64_t)s->oversize_segments.current);
+    fsim_policy_stats_extra(out, "allocated_bytes.all.current",
+                            (uint64_t)s->allocated_bytes.current);
+    fsim_policy_stats_extra(out, "allocated_bytes.all.peak", (uint64_t)s->allocated_bytes.peak);
+    fsim_policy_stats_extra(out, "reserved_bytes.all.current", (uint64_t)s->reserved_bytes.current);
+    fsim_policy_stats_extra(out, "reserved_bytes.all.peak", (uint64_t)s->reserved_bytes.peak);
+    fsim_policy_stats_extra(out, "active_bytes.all.current", (uint64_t)s->active_bytes.current);
+    fsim_policy_stats_extra(out, "requested_bytes.all.current",
+                            (uint64_t)s->requested_bytes.current);
+    fsim_policy_stats_extra(out, "inactive_split_bytes.all.current",
+                            (uint64_t)s->inactive_split_bytes.current);
+    fsim_policy_stats_extra(out, "inactive_split.all.current", (uint64_t)s->inactive_split.current);
+    fsim_policy_stats_extra(out, "segment.all.current", (uint64_t)s->segment.current);
+    fsim_policy_stats_extra(out, "num_alloc_retries", s->num_alloc_retries);
+    fsim_policy_stats_extra(out, "num_ooms", s->num_ooms);
+    fsim_policy_stats_extra(out, "num_sync_all_streams", s->num_sync_all_streams);
+    fsim_policy_stats_extra(out, "num_device_alloc", s->num_device_alloc);
+    fsim_policy_stats_extra(out, "num_device_free", s->num_device_free);
+    fsim_policy_stats_extra(out, "oversize_allocations.current",
+                            (uint64_t)s->oversize_allocations.current);
+    fsim_policy_stats_extra(out, "oversize_segments.current",
+                            (uint64_t)s->oversize_segments.current);
 }
