@@ -170,7 +170,18 @@ fsim_cli_parse_command(GOptionContext *context, const GOptionEntry *entries,
     return fsim_cli_parse_operand(context, command, argc, argv, operand);
 }
 
-int
+gboolean
+fsim_cli_parse_args(const char *command, const char *parameter, const GOptionEntry *entries,
+                    const char *description, const char *operand, int *argc, char ***argv)
+{
+    /* the options' values are the caller's: the context can go once it has parsed */
+    g_autoptr(GOptionContext) context = g_option_context_new(parameter);
+
+    return fsim_cli_parse_command(context, entries, description, command, argc, argv, operand) ==
+           FSIM_EXIT_OK;
+}
+
+gboolean
 fsim_cli_parse_json_only(const char *command, const char *parameter, const char *description,
                          const char *operand, int *argc, char ***argv, gboolean *json)
 {
@@ -178,10 +189,9 @@ fsim_cli_parse_json_only(const char *command, const char *parameter, const char 
         FSIM_CLI_JSON_ENTRY(json),
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    g_autoptr(GOptionContext) context = g_option_context_new(parameter);
 
     *json = FALSE;
-    return fsim_cli_parse_command(context, entries, description, command, argc, argv, operand);
+    return fsim_cli_parse_args(command, parameter, entries, description, operand, argc, argv);
 }
 
 int

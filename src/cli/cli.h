@@ -101,20 +101,34 @@ int fsim_cli_parse_command(GOptionContext *context, const GOptionEntry *entries,
                            const char *operand);
 
 /**
- * fsim_cli_parse_json_only:
+ * fsim_cli_parse_args:
+ * @command: the command's name, for messages (`cuda info`).
  * @parameter: the usage line's parameter text (`TRACE - describe a trace`).
+ * @entries: (nullable): the command's options.
  * @description: (nullable): the text after the options in --help.
+ * @operand: as for fsim_cli_parse_command().
+ *
+ * What a command that adds no option group does with its arguments: fsim_cli_parse_command() in
+ * a context of its own, freed before this returns (the options' values are the caller's).
+ *
+ * Returns: %FALSE after printing a usage error (the command then returns %FSIM_EXIT_USAGE).
+ */
+gboolean fsim_cli_parse_args(const char *command, const char *parameter,
+                             const GOptionEntry *entries, const char *description,
+                             const char *operand, int *argc, char ***argv);
+
+/**
+ * fsim_cli_parse_json_only:
  * @json: (out): whether --json was given.
  *
- * Parses the command line of a command whose one option is --json, with
- * fsim_cli_parse_operand() (@operand as there).
+ * fsim_cli_parse_args() for a command whose one option is --json.
  *
- * Returns: %FSIM_EXIT_OK, or %FSIM_EXIT_USAGE after printing the usage error.
+ * Returns: %FALSE after printing a usage error (the command then returns %FSIM_EXIT_USAGE).
  */
-int fsim_cli_parse_json_only(const char *command, const char *parameter, const char *description,
-                             const char *operand, int *argc, char ***argv, gboolean *json);
+gboolean fsim_cli_parse_json_only(const char *command, const char *parameter,
+                                  const char *description, const char *operand, int *argc,
+                                  char ***argv, gboolean *json);
 
-/* The --json option of a command: sets *@flag. */
 /* The options several commands share, each spelt once: `--paranoid` (the policy's invariant
  * checks) and `--trace-device N` of the commands that replay every device by default. */
 #define FSIM_CLI_PARANOID_ENTRY(flag)                                          \
@@ -128,6 +142,7 @@ int fsim_cli_parse_json_only(const char *command, const char *parameter, const c
             "Replay only this device of a multi-GPU trace (default: every device with events)", \
             "N"                                                                                 \
     }
+/* The --json option of a command: sets *@flag. */
 #define FSIM_CLI_JSON_ENTRY(flag)                                                        \
     {                                                                                    \
         "json", 0, 0, G_OPTION_ARG_NONE, (flag), "Print one JSON object on stdout", NULL \

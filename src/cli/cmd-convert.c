@@ -143,8 +143,6 @@ fsim_cmd_convert(int argc, char **argv)
          "Device to convert when the trace has several", "N"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    g_autoptr(GOptionContext) context =
-        g_option_context_new("IN OUT - convert a trace to fragsim's text or binary format");
     g_autoptr(FsimTrace) trace = NULL;
     g_autoptr(FsimTraceWriter) writer = NULL;
     g_autofree char *header = NULL;
@@ -153,13 +151,13 @@ fsim_cmd_convert(int argc, char **argv)
     gsize n_devices;
     uint32_t device;
 
-    if (fsim_cli_parse_command(
-            context, entries,
+    if (!fsim_cli_parse_args(
+            "convert", "IN OUT - convert a trace to fragsim's text or binary format", entries,
             "IN: any trace fragsim reads (text, PyTorch snapshot, RMM log, .gz).\n"
             "OUT: a fragsim-trace v1 text file, gzip-compressed when it ends in .gz, or\n"
             "a fragsim-trace binary v1 file (--format binary, or OUT ending in .fsb).\n"
             "Stack frames and recorded allocator decisions are not written.",
-            "convert", &argc, &argv, FSIM_CLI_OPERANDS) != FSIM_EXIT_OK)
+            FSIM_CLI_OPERANDS, &argc, &argv))
         return FSIM_EXIT_USAGE;
     if (argc != 3)
         return fsim_cli_usage_error("convert", "expected IN and OUT");

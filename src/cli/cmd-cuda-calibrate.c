@@ -118,8 +118,6 @@ fsim_cmd_cuda_calibrate(int argc, char **argv)
         FSIM_CLI_JSON_ENTRY(&json),
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    g_autoptr(GOptionContext) context =
-        g_option_context_new("- measure the GPU and write a device profile for -d");
     g_autoptr(FsimCudaDriver) driver = NULL;
     FsimCudaCalibrateOptions options;
     FsimCudaCalibration calibration;
@@ -127,15 +125,14 @@ fsim_cmd_cuda_calibrate(int argc, char **argv)
     GError *error = NULL;
     int status = FSIM_EXIT_OK;
 
-    status = fsim_cli_parse_command(
-        context, entries,
-        "Measures cuMemGetAllocationGranularity, the used-memory step of cudaMalloc,\n"
-        "and the cost of cudaMalloc, cudaFree, reserve, map and unmap across sizes;\n"
-        "fits base + per-GiB costs by least squares (docs/cuda.md).\n"
-        "Example: fragsim cuda calibrate -o gpu.ini && fragsim replay T -d gpu.ini",
-        "cuda calibrate", &argc, &argv, NULL);
-    if (status != FSIM_EXIT_OK)
-        return status;
+    if (!fsim_cli_parse_args(
+            "cuda calibrate", "- measure the GPU and write a device profile for -d", entries,
+            "Measures cuMemGetAllocationGranularity, the used-memory step of cudaMalloc,\n"
+            "and the cost of cudaMalloc, cudaFree, reserve, map and unmap across sizes;\n"
+            "fits base + per-GiB costs by least squares (docs/cuda.md).\n"
+            "Example: fragsim cuda calibrate -o gpu.ini && fragsim replay T -d gpu.ini",
+            NULL, &argc, &argv))
+        return FSIM_EXIT_USAGE;
     fsim_cuda_calibrate_options_init(&options);
     if (max_size_text != NULL && !fsim_parse_size(max_size_text, &options.max_size, NULL))
         return fsim_cli_usage_error("cuda calibrate", "--max-size '%s' is not a size",

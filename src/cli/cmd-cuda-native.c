@@ -48,8 +48,6 @@ fsim_cmd_cuda_native(int argc, char **argv)
         "mode",       "peak requested", "peak reserved", "GPU used", "OOMs",
         "alloc time", "free time",      "alloc p50",     "free p50",
     };
-    g_autoptr(GOptionContext) context =
-        g_option_context_new("TRACE - replay a trace through the CUDA driver's allocators");
     g_autoptr(FsimTrace) trace = NULL;
     g_autoptr(GArray) devices = NULL;
     g_autoptr(FsimCudaDriver) driver = NULL;
@@ -60,14 +58,13 @@ fsim_cmd_cuda_native(int argc, char **argv)
     GError *error = NULL;
     int status = FSIM_EXIT_OK;
 
-    status = fsim_cli_parse_command(
-        context, entries,
-        "Every stream of the trace is served on one CUDA stream.  Memory held at trace\n"
-        "start is allocated first.  Peaks: requested (the program), reserved (the pool's\n"
-        "high-water mark; for cudaMalloc, the used memory), GPU used (cudaMemGetInfo).",
-        "cuda native", &argc, &argv, "TRACE");
-    if (status != FSIM_EXIT_OK)
-        return status;
+    if (!fsim_cli_parse_args(
+            "cuda native", "TRACE - replay a trace through the CUDA driver's allocators", entries,
+            "Every stream of the trace is served on one CUDA stream.  Memory held at trace\n"
+            "start is allocated first.  Peaks: requested (the program), reserved (the pool's\n"
+            "high-water mark; for cudaMalloc, the used memory), GPU used (cudaMemGetInfo).",
+            "TRACE", &argc, &argv))
+        return FSIM_EXIT_USAGE;
     if (mode_text == NULL || strcmp(mode_text, "both") == 0) {
         modes[n_modes++] = FSIM_CUDA_NATIVE_MALLOC;
         modes[n_modes++] = FSIM_CUDA_NATIVE_ASYNC;

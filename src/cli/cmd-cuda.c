@@ -193,7 +193,6 @@ cuda_info(int argc, char **argv)
         FSIM_CLI_JSON_ENTRY(&json),
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    g_autoptr(GOptionContext) context = g_option_context_new("- describe the GPU");
     g_autoptr(FsimCudaDriver) driver = NULL;
     const FsimCudaDriverInfo *info;
     g_autofree char *total = NULL;
@@ -201,9 +200,8 @@ cuda_info(int argc, char **argv)
     g_autofree char *recommended = NULL;
     int status = FSIM_EXIT_OK;
 
-    status = fsim_cli_parse_command(context, entries, NULL, "cuda info", &argc, &argv, NULL);
-    if (status != FSIM_EXIT_OK)
-        return status;
+    if (!fsim_cli_parse_args("cuda info", "- describe the GPU", entries, NULL, NULL, &argc, &argv))
+        return FSIM_EXIT_USAGE;
     driver = fsim_cmd_cuda_open("cuda info", gpu, &status);
     if (driver == NULL)
         return status;

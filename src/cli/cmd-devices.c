@@ -12,15 +12,14 @@ fsim_cmd_devices(int argc, char **argv)
     gboolean json;
     gsize n;
     const FsimDeviceSpec *presets = fsim_device_presets(&n);
-    int status = fsim_cli_parse_json_only(
-        "devices", "- list device presets",
-        "Usable capacity is the memory as sold minus what the CUDA context keeps.\n"
-        "-d also takes a size (80GiB, 24GB, plain bytes) or a calibration profile.\n"
-        "The default device is " FSIM_DEVICE_DEFAULT ".",
-        NULL, &argc, &argv, &json);
 
-    if (status != FSIM_EXIT_OK)
-        return status;
+    if (!fsim_cli_parse_json_only(
+            "devices", "- list device presets",
+            "Usable capacity is the memory as sold minus what the CUDA context keeps.\n"
+            "-d also takes a size (80GiB, 24GB, plain bytes) or a calibration profile.\n"
+            "The default device is " FSIM_DEVICE_DEFAULT ".",
+            NULL, &argc, &argv, &json))
+        return FSIM_EXIT_USAGE;
     if (json) {
         g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();
         fsim_cli_json_begin_array(builder, "devices");

@@ -273,25 +273,24 @@ fsim_cmd_explain(int argc, char **argv)
          "Check after every event that the breakdown adds up to the reserved bytes", NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    g_autoptr(GOptionContext) context = g_option_context_new(
-        "TRACE - explain why reserved memory exceeds live memory, and what pins it");
     g_autoptr(FsimTrace) trace = NULL;
     g_autoptr(FsimExplanation) explanation = NULL;
     g_autoptr(GArray) at = NULL;
     FsimExplainOptions options;
     GError *error = NULL;
-    int status;
 
-    status = fsim_cli_parse_command(
-        context, entries,
-        "Explains the peak of reserved memory, every OOM (simulated or recorded) and each --at\n"
-        "event: reserved = live requested + rounding + free releasable + free pinned, the\n"
-        "largest free block, the request at an OOM, and the allocation sites whose live blocks\n"
-        "pin free memory.  docs/explain.md defines each term.\n"
-        "Exit status: 0 success, 1 bad input, 2 usage error.",
-        "explain", &argc, &argv, "TRACE");
-    if (status != FSIM_EXIT_OK)
-        return status;
+    if (!fsim_cli_parse_args(
+            "explain", "TRACE - explain why reserved memory exceeds live memory, and what pins it",
+            entries,
+            "Explains the peak of reserved memory, every OOM (simulated or recorded) and each "
+            "--at\n"
+            "event: reserved = live requested + rounding + free releasable + free pinned, the\n"
+            "largest free block, the request at an OOM, and the allocation sites whose live "
+            "blocks\n"
+            "pin free memory.  docs/explain.md defines each term.\n"
+            "Exit status: 0 success, 1 bad input, 2 usage error.",
+            "TRACE", &argc, &argv))
+        return FSIM_EXIT_USAGE;
     if (!parse_events(at_texts, &at, &error))
         return fsim_cli_fail("explain", error);
     if (plot != NULL && !g_str_has_suffix(plot, ".png") && !g_str_has_suffix(plot, ".svg"))

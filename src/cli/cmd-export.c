@@ -55,28 +55,24 @@ fsim_cmd_export(int argc, char **argv)
 {
     g_autofree char *db_path = NULL;
     g_autofree char *csv_dir = NULL;
-    g_autoptr(GOptionContext) context =
-        g_option_context_new("- write the database's views as CSV files");
     const GOptionEntry entries[] = {
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "The results database (required)", "FILE"},
         {"csv", 0, 0, G_OPTION_ARG_FILENAME, &csv_dir,
          "Directory for one CSV file per view (created if missing; required)", "DIR"},
         G_OPTION_ENTRY_NULL,
     };
-    int status;
 
-    g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_set_description(
-        context, "Writes run_results.csv (one row per run: its configuration, label, status and\n"
-                 "every metric), run_samples.csv, run_ooms.csv, phase_results.csv (figures\n"
-                 "per phase between marks: warm-up and steady state) and pool_results.csv (the\n"
-                 "memory of each private pool).  RFC 4180 CSV; NULL is an empty field.\n"
-                 "Example, then in Python:\n"
-                 "  fragsim export --db results.db --csv out\n"
-                 "  pandas.read_csv('out/run_results.csv')");
-    status = fsim_cli_parse_operand(context, "export", &argc, &argv, NULL);
-    if (status != FSIM_EXIT_OK)
-        return status;
+    if (!fsim_cli_parse_args(
+            "export", "- write the database's views as CSV files", entries,
+            "Writes run_results.csv (one row per run: its configuration, label, status and\n"
+            "every metric), run_samples.csv, run_ooms.csv, phase_results.csv (figures\n"
+            "per phase between marks: warm-up and steady state) and pool_results.csv (the\n"
+            "memory of each private pool).  RFC 4180 CSV; NULL is an empty field.\n"
+            "Example, then in Python:\n"
+            "  fragsim export --db results.db --csv out\n"
+            "  pandas.read_csv('out/run_results.csv')",
+            NULL, &argc, &argv))
+        return FSIM_EXIT_USAGE;
     if (db_path == NULL || csv_dir == NULL)
         return fsim_cli_usage_error("export", "--db FILE and --csv DIR are required");
     return export_run(db_path, csv_dir);

@@ -84,14 +84,13 @@ fsim_cmd_info(int argc, char **argv)
     g_autoptr(FsimTrace) trace = NULL;
     g_autoptr(FsimTraceInfo) info = NULL;
     GError *error = NULL;
-    int status = fsim_cli_parse_json_only(
-        "info", "TRACE - describe a trace",
-        "Per device: events, counts per action, streams, and for snapshots the\n"
-        "segments and reserved bytes of the final state.",
-        "TRACE", &argc, &argv, &json);
 
-    if (status != FSIM_EXIT_OK)
-        return status;
+    if (!fsim_cli_parse_json_only(
+            "info", "TRACE - describe a trace",
+            "Per device: events, counts per action, streams, and for snapshots the\n"
+            "segments and reserved bytes of the final state.",
+            "TRACE", &argc, &argv, &json))
+        return FSIM_EXIT_USAGE;
     trace = fsim_trace_open_without_stacks(argv[1], &error);
     if (trace == NULL)
         return fsim_cli_fail("info", error);

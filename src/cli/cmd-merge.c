@@ -16,16 +16,11 @@
 int
 fsim_cmd_merge(int argc, char **argv)
 {
-    GOptionEntry entries[] = {
-        {NULL, 0, 0, 0, NULL, NULL, NULL},
-    };
-    g_autoptr(GOptionContext) context =
-        g_option_context_new("OUT IN... - merge results databases into OUT");
     GError *error = NULL;
     FsimStoreMergeStats stats;
 
-    if (fsim_cli_parse_command(
-            context, entries,
+    if (!fsim_cli_parse_args(
+            "merge", "OUT IN... - merge results databases into OUT", NULL,
             "OUT is created when missing, appended to otherwise.  A run OUT already has (the same\n"
             "trace content, trace device, policy, config, device and fragsim version: the same "
             "job\n"
@@ -33,7 +28,7 @@ fsim_cmd_merge(int argc, char **argv)
             "Exit status: 0 success, 1 an input or OUT is not a fragsim database, comes from a "
             "newer\n"
             "fragsim, or cannot be read or written (OUT is then left as it was), 2 usage error.",
-            "merge", &argc, &argv, FSIM_CLI_OPERANDS) != FSIM_EXIT_OK)
+            FSIM_CLI_OPERANDS, &argc, &argv))
         return FSIM_EXIT_USAGE;
     if (argc < 3)
         return fsim_cli_usage_error("merge", argc < 2 ? "missing the OUT and IN arguments"

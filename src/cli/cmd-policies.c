@@ -25,17 +25,14 @@ fsim_cmd_policies(int argc, char **argv)
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    g_autoptr(GOptionContext) context = g_option_context_new("- list allocator policies");
     gsize n;
     const FsimPolicyOps *const *policies = fsim_policy_list(&n);
-    int status;
 
-    status = fsim_cli_parse_command(
-        context, entries,
-        "Knobs are set with 'fragsim replay --set POLICY.KEY=VALUE'.\n\n" POLICIES_POOLS,
-        "policies", &argc, &argv, NULL);
-    if (status != FSIM_EXIT_OK)
-        return status;
+    if (!fsim_cli_parse_args(
+            "policies", "- list allocator policies", entries,
+            "Knobs are set with 'fragsim replay --set POLICY.KEY=VALUE'.\n\n" POLICIES_POOLS, NULL,
+            &argc, &argv))
+        return FSIM_EXIT_USAGE;
     if (json) {
         g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();
         fsim_cli_json_begin_array(builder, "policies");

@@ -76,8 +76,6 @@ fsim_cmd_sweep(int argc, char **argv)
         {"dry-run", 'n', 0, G_OPTION_ARG_NONE, &list, "The same as --list", NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    g_autoptr(GOptionContext) context =
-        g_option_context_new("SPEC - run a grid of replays: traces x policies x settings x cards");
     g_autoptr(FsimSweepSpec) spec = NULL;
     g_autoptr(GPtrArray) jobs = NULL;
     GError *error = NULL;
@@ -85,24 +83,22 @@ fsim_cmd_sweep(int argc, char **argv)
     SweepLine line = {.enabled = isatty(STDERR_FILENO) && g_getenv("FRAGSIM_NO_PROGRESS") == NULL};
     gint64 start;
     gboolean ok;
-    int status;
 
-    g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_set_description(
-        context,
-        "SPEC is a key file (docs/sweep.md):\n"
-        "  [sweep]\n"
-        "  traces=traces/*.trace;runs/*.pickle\n"
-        "  policies=caching;expandable;bestfit\n"
-        "  alloc-confs=;max_split_size_mb:128;expandable_segments:True\n"
-        "  devices=t4-16gb;a100-40gb\n"
-        "Every trace x policy x device, and x alloc conf for caching and expandable, is a job;\n"
-        "each is a run in the database with its needed capacity (needed_bytes).\n"
-        "Exit status: 0 success, 1 bad spec or database, 2 usage error,\n"
-        "6 some jobs failed (recorded as runs with status error) while the others completed.");
-    status = fsim_cli_parse_operand(context, "sweep", &argc, &argv, "SPEC");
-    if (status != FSIM_EXIT_OK)
-        return status;
+    if (!fsim_cli_parse_args(
+            "sweep", "SPEC - run a grid of replays: traces x policies x settings x cards", entries,
+            "SPEC is a key file (docs/sweep.md):\n"
+            "  [sweep]\n"
+            "  traces=traces/*.trace;runs/*.pickle\n"
+            "  policies=caching;expandable;bestfit\n"
+            "  alloc-confs=;max_split_size_mb:128;expandable_segments:True\n"
+            "  devices=t4-16gb;a100-40gb\n"
+            "Every trace x policy x device, and x alloc conf for caching and expandable, is a "
+            "job;\n"
+            "each is a run in the database with its needed capacity (needed_bytes).\n"
+            "Exit status: 0 success, 1 bad spec or database, 2 usage error,\n"
+            "6 some jobs failed (recorded as runs with status error) while the others completed.",
+            "SPEC", &argc, &argv))
+        return FSIM_EXIT_USAGE;
     if (shard_text != NULL && !fsim_sweep_parse_shard(shard_text, &shard, &shards, &error))
         return fsim_cli_fail("sweep", error);
     if (parallel < 0)

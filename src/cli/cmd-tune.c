@@ -248,8 +248,6 @@ fsim_cmd_tune(int argc, char **argv)
         FSIM_CLI_JSON_ENTRY(&json),
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    g_autoptr(GOptionContext) context =
-        g_option_context_new("TRACE... - the PYTORCH_CUDA_ALLOC_CONF that needs the least memory");
     g_autoptr(FsimTuneResult) result = NULL;
     g_autoptr(FsimProgress) progress = NULL;
     GError *error = NULL;
@@ -257,8 +255,9 @@ fsim_cmd_tune(int argc, char **argv)
     FsimTuneOptions options = {0};
     int status = FSIM_EXIT_OK;
 
-    if (fsim_cli_parse_command(context, entries, tune_description, "tune", &argc, &argv,
-                               FSIM_CLI_OPERANDS) != FSIM_EXIT_OK)
+    if (!fsim_cli_parse_args("tune",
+                             "TRACE... - the PYTORCH_CUDA_ALLOC_CONF that needs the least memory",
+                             entries, tune_description, FSIM_CLI_OPERANDS, &argc, &argv))
         return FSIM_EXIT_USAGE;
     if (argc < 2)
         return fsim_cli_usage_error("tune", "missing the TRACE argument");

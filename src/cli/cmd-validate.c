@@ -178,25 +178,24 @@ fsim_cmd_validate(int argc, char **argv)
          "PLATFORM"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    g_autoptr(GOptionContext) context = g_option_context_new(
-        "SNAPSHOT - check the PyTorch allocator model against a recorded trace");
     g_autoptr(FsimValidateReport) report = NULL;
     GError *error = NULL;
-    int status;
 
-    status = fsim_cli_parse_command(
-        context, entries,
-        "Replays the snapshot through 'caching' (or 'expandable' when its allocator settings\n"
-        "say expandable_segments) from the state at trace start, with each new segment at the\n"
-        "address the driver gave it, and checks every alloc address, segment_alloc,\n"
-        "segment_free, segment_map, segment_unmap and oom.\n"
-        "-c replaces the recorded settings (a snapshot that did not record them).\n"
-        "Exit status: 0 exact, 1 bad input, 2 usage error, 4 divergence, 5 nothing to validate\n"
-        "(the file has no recorded allocator decisions: a snapshot of state only, a text trace,\n"
-        "an RMM log).",
-        "validate", &argc, &argv, "SNAPSHOT");
-    if (status != FSIM_EXIT_OK)
-        return status;
+    if (!fsim_cli_parse_args(
+            "validate", "SNAPSHOT - check the PyTorch allocator model against a recorded trace",
+            entries,
+            "Replays the snapshot through 'caching' (or 'expandable' when its allocator settings\n"
+            "say expandable_segments) from the state at trace start, with each new segment at the\n"
+            "address the driver gave it, and checks every alloc address, segment_alloc,\n"
+            "segment_free, segment_map, segment_unmap and oom.\n"
+            "-c replaces the recorded settings (a snapshot that did not record them).\n"
+            "Exit status: 0 exact, 1 bad input, 2 usage error, 4 divergence, 5 nothing to "
+            "validate\n"
+            "(the file has no recorded allocator decisions: a snapshot of state only, a text "
+            "trace,\n"
+            "an RMM log).",
+            "SNAPSHOT", &argc, &argv))
+        return FSIM_EXIT_USAGE;
     if (platform != NULL && g_ascii_strcasecmp(platform, "cuda") != 0 &&
         g_ascii_strcasecmp(platform, "npu") != 0)
         return fsim_cli_usage_error("validate", "--platform: '%s' is neither cuda nor npu",
