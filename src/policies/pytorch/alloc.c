@@ -112,18 +112,18 @@ get_free_block(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t size)
              * over the whole unmapped rest of the reservation, comes after every block that
              * fits as it is. */
             FreeCursor ahead = cursor;
-            Block *next = freeset_next(&set->free, &ahead);
+            Block *next = fsim_size_set_next(&set->free, &ahead);
 
             while (block_expandable(block) && next != NULL &&
                    expandable_size(next) < expandable_size(block)) {
                 block = next;
                 cursor = ahead;
-                next = freeset_next(&set->free, &ahead);
+                next = fsim_size_set_next(&set->free, &ahead);
             }
         } else {
             /* Expandable segments were switched off: only ordinary blocks qualify. */
             do
-                block = freeset_next(&set->free, &cursor);
+                block = fsim_size_set_next(&set->free, &cursor);
             while (block != NULL && block_expandable(block));
             if (block == NULL)
                 return NULL;

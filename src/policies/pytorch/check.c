@@ -50,7 +50,8 @@ check_freeset(const FreeSet *set, uint64_t stream, GError **error)
 
     if (broken != NULL)
         return check_fail(error, "stream %" G_GUINT64_FORMAT ": free set: %s", stream, broken);
-    for (Block *b = freeset_first(set, &cursor); b != NULL; b = freeset_next(set, &cursor)) {
+    for (Block *b = fsim_size_set_first(set, &cursor); b != NULL;
+         b = fsim_size_set_next(set, &cursor)) {
         const FsimSizeEntry *e = fsim_size_set_entry(&cursor);
 
         if (b->size != e->size || b->addr != e->key || (b->flags & BLOCK_IN_TREE) == 0)

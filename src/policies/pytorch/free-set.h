@@ -3,7 +3,9 @@
  * The free-block set: the free blocks of one (pool, stream) in BlockComparatorSize order, (size,
  * address), as a size set (core/size-set.h: binned by size, each bin a list of short sorted
  * arrays with the key inline), the smallest block of at least a size one bitmap word and a short
- * binary search away.  The functions below only keep the blocks' BLOCK_IN_TREE flag in step.
+ * binary search away.  The functions below only keep the blocks' BLOCK_IN_TREE flag in step;
+ * walks step through the set itself (fsim_size_set_first(), _last(), _next(), _prev(): the
+ * blocks in (size, address) order, NULL past either end).
  */
 #pragma once
 
@@ -57,32 +59,6 @@ freeset_lower_bound(const FreeSet *set, uint64_t size, FreeCursor *cursor)
     return fsim_size_set_lower_bound(set, size, 0, cursor);
 }
 
-static inline Block *
-freeset_first(const FreeSet *set, FreeCursor *cursor)
-{
-    return fsim_size_set_first(set, cursor);
-}
-
-static inline Block *
-freeset_last(const FreeSet *set, FreeCursor *cursor)
-{
-    return fsim_size_set_last(set, cursor);
-}
-
-/* Step @cursor to the next block in order (NULL at the end). */
-static inline Block *
-freeset_next(const FreeSet *set, FreeCursor *cursor)
-{
-    return fsim_size_set_next(set, cursor);
-}
-
-/* Step @cursor to the previous block in order (NULL before the first). */
-static inline Block *
-freeset_prev(const FreeSet *set, FreeCursor *cursor)
-{
-    return fsim_size_set_prev(set, cursor);
-}
-
 /* Append every block of @set to @out, in order: loops that free blocks walk such a copy, which
  * is what PyTorch's walks see too (freeing one block never changes another). */
 static inline void
@@ -90,7 +66,8 @@ freeset_snapshot(const FreeSet *set, GPtrArray *out)
 {
     FreeCursor cursor;
 
-    for (Block *b = freeset_first(set, &cursor); b != NULL; b = freeset_next(set, &cursor))
+    for (Block *b = fsim_size_set_first(set, &cursor); b != NULL;
+         b = fsim_size_set_next(set, &cursor))
         g_ptr_array_add(out, b);
 }
 
