@@ -46,6 +46,26 @@ planner_order_name(PlannerOrder order)
     return order < PLANNER_ORDER_COUNT ? names[order] : "?";
 }
 
+/* -1, 0 or 1 as allocation @x comes before, is, or comes after @y: every order's last tie-break. */
+static gint
+compare_index(gsize x, gsize y)
+{
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/* The allocation indices 0..n-1 in the order of @compare (a total order: it ends on
+ * compare_index()). */
+static gsize *
+sorted_indices(gsize n, GCompareDataFunc compare, gpointer data)
+{
+    gsize *indices = g_new(gsize, MAX(n, 1));
+
+    for (gsize i = 0; i < n; i++)
+        indices[i] = i;
+    g_qsort_with_data(indices, (gint)n, sizeof(gsize), compare, data);
+    return indices;
+}
+
 /* ---- the time order: best fit in allocation order ----------------------------------------- */
 
 typedef struct {
@@ -63,7 +83,7 @@ by_end(gconstpointer a, gconstpointer b, gpointer data)
 
     if (ex != ey)
         return ex < ey ? -1 : 1;
-    return x < y ? -1 : x > y ? 1 : 0;
+    return compare_index(x, y);
 }
 
 static void
@@ -71,17 +91,14 @@ plan_time(const FsimLifetimes *lifetimes, const uint64_t *sizes, uint64_t capaci
           uint64_t granularity, uint64_t *offsets)
 {
     gsize n = lifetimes->n;
-    g_autofree gsize *ends = g_new(gsize, MAX(n, 1));
+    SortData data = {lifetimes};
+    g_autofree gsize *ends = sorted_indices(n, by_end, &data);
     g_autofree PlannerChunk **chunks = g_new0(PlannerChunk *, MAX(n, 1));
     uint64_t arena_size = fsim_chunk_arena_bytes(capacity, granularity);
     uint64_t mapped_end = 0;
     PlannerArena arena;
-    SortData data = {lifetimes};
     gsize j = 0;
 
-    for (gsize i = 0; i < n; i++)
-        ends[i] = i;
-    g_qsort_with_data(ends, (gint)n, sizeof(gsize), by_end, &data);
     planner_arena_init(&arena, arena_size);
     for (gsize i = 0; i < n; i++) {
         PlannerChunk *chunk;
@@ -119,7 +136,7 @@ index_cmp(gconstpointer a, gconstpointer b, gpointer data)
     gsize y = GPOINTER_TO_SIZE(b);
 
     (void)data;
-    return x < y ? -1 : x > y ? 1 : 0;
+    return compare_index(x, y);
 }
 
 static void
@@ -304,7 +321,7 @@ by_order(gconstpointer a, gconstpointer b, gpointer data)
         return d->sizes[x] > d->sizes[y] ? -1 : 1;
     if (d->order == PLANNER_ORDER_SIZE_LIFETIME && length_x != length_y)
         return length_x > length_y ? -1 : 1;
-    return x < y ? -1 : x > y ? 1 : 0;
+    return compare_index(x, y);
 }
 
 /* FALSE when the work limit was reached. */
@@ -313,14 +330,11 @@ plan_greedy(const FsimLifetimes *lifetimes, const uint64_t *sizes, PlannerOrder 
             uint64_t work_limit, uint64_t *offsets)
 {
     gsize n = lifetimes->n;
-    g_autofree gsize *sequence = g_new(gsize, MAX(n, 1));
     OrderData data = {lifetimes, sizes, order};
+    g_autofree gsize *sequence = sorted_indices(n, by_order, &data);
     Greedy g;
     gboolean complete = TRUE;
 
-    for (gsize i = 0; i < n; i++)
-        sequence[i] = i;
-    g_qsort_with_data(sequence, (gint)n, sizeof(gsize), by_order, &data);
     greedy_init(&g, lifetimes, sizes);
     for (gsize k = 0; k < n; k++) {
         gsize i = sequence[k];
