@@ -82,11 +82,7 @@ static const FsimSynthClass random_class = {
 void
 fsim_random_config_init(FsimRandomConfig *config)
 {
-    memset(config, 0, sizeof *config);
-    config->events = 100000;
-    config->seed = 1;
-    config->max_live = 0;
-    config->streams = 1;
+    *config = (FsimRandomConfig){.events = 100000, .seed = 1, .max_live = 0, .streams = 1};
 }
 
 FsimSynth *
