@@ -212,20 +212,22 @@ parser_double(Parser *p, const char *key, double *out, GError **error)
     return TRUE;
 }
 
+/* True or False; key files (lenient) may write them in any case. */
 static gboolean
 parser_bool(Parser *p, const char *key, gboolean *out, GError **error)
 {
+    static const char *const words[] = {[FALSE] = "False", [TRUE] = "True"};
     const char *token = NULL;
 
     if (!parser_value(p, key, &token, error))
         return FALSE;
-    if (strcmp(token, "True") == 0 || (p->lenient && g_ascii_strcasecmp(token, "true") == 0)) {
-        *out = TRUE;
-        return TRUE;
-    }
-    if (strcmp(token, "False") == 0 || (p->lenient && g_ascii_strcasecmp(token, "false") == 0)) {
-        *out = FALSE;
-        return TRUE;
+    for (gboolean value = FALSE; value <= TRUE; value++) {
+        const char *word = words[value];
+
+        if (p->lenient ? g_ascii_strcasecmp(token, word) == 0 : strcmp(token, word) == 0) {
+            *out = value;
+            return TRUE;
+        }
     }
     return parser_fail(p, error, key, "expected True or False, not '%s'", token);
 }
