@@ -459,6 +459,25 @@ pool_share(const GArray *at_peak, uint64_t pool)
     return 0;
 }
 
+/* Each pool of @final (the run's pools at its end) with its share of the peak, @at_peak. */
+static GArray *
+pool_needs(const GArray *final, const GArray *at_peak)
+{
+    GArray *out = g_array_sized_new(FALSE, FALSE, sizeof(FsimPoolNeed), final->len);
+
+    for (guint i = 0; i < final->len; i++) {
+        const FsimPoolStats *s = &g_array_index(final, FsimPoolStats, i);
+        FsimPoolNeed need = {
+            .pool = s->pool,
+            .needed_bytes = pool_share(at_peak, s->pool),
+            .peak_reserved_bytes = s->peak_reserved_bytes,
+        };
+
+        g_array_append_val(out, need);
+    }
+    return out;
+}
+
 GArray *
 fsim_needed_pools(const FsimEventLog *log, const FsimNeededQuery *query, uint64_t needed_bytes,
                   uint64_t *peak, GError **error)
@@ -468,7 +487,7 @@ fsim_needed_pools(const FsimEventLog *log, const FsimNeededQuery *query, uint64_
     FsimRunConfig rc;
     g_autoptr(FsimEngine) engine = NULL;
     g_autoptr(GArray) final = NULL;
-    GArray *out;
+    GArray *out = NULL;
     gboolean ok;
 
     *peak = 0;
@@ -482,29 +501,13 @@ fsim_needed_pools(const FsimEventLog *log, const FsimNeededQuery *query, uint64_
         pool_watch_take(&watch, engine); /* the state at trace start */
         ok = fsim_event_log_replay(log, engine, error);
     }
-    if (!ok) {
-        if (watch.at_peak != NULL)
-            g_array_unref(watch.at_peak);
-        return NULL;
+    if (ok)
+        final = fsim_policy_pool_stats(fsim_engine_policy(engine));
+    if (final != NULL) {
+        out = pool_needs(final, watch.at_peak);
+        *peak = watch.peak;
     }
-    final = fsim_policy_pool_stats(fsim_engine_policy(engine));
-    if (final == NULL) {
-        g_array_unref(watch.at_peak);
-        return NULL;
-    }
-    out = g_array_sized_new(FALSE, FALSE, sizeof(FsimPoolNeed), final->len);
-    for (guint i = 0; i < final->len; i++) {
-        const FsimPoolStats *s = &g_array_index(final, FsimPoolStats, i);
-        FsimPoolNeed need = {
-            .pool = s->pool,
-            .needed_bytes = pool_share(watch.at_peak, s->pool),
-            .peak_reserved_bytes = s->peak_reserved_bytes,
-        };
-
-        g_array_append_val(out, need);
-    }
-    *peak = watch.peak;
-    g_array_unref(watch.at_peak);
+    g_clear_pointer(&watch.at_peak, g_array_unref);
     return out;
 }
 
