@@ -333,17 +333,17 @@ check_seeds(FsimMemvizExport *x)
 }
 
 /* An observer of the replay starts so: nothing once the export is done; else the seeded state
- * written first (check_seeds()) and the clock set to @now.  Returns: the export, NULL when
- * done. */
+ * written first (check_seeds()) and the clock set to @engine's (the time of the event it
+ * handles).  Returns: the export, NULL when done. */
 static FsimMemvizExport *
-memviz_active(gpointer data, FsimTime now)
+memviz_active(gpointer data, const FsimEngine *engine)
 {
     FsimMemvizExport *x = data;
 
     if (x->done)
         return NULL;
     check_seeds(x);
-    x->now = now;
+    x->now = fsim_engine_counters(engine)->now;
     return x;
 }
 
@@ -351,7 +351,7 @@ static void
 observe_device_call(gpointer data, const FsimEngine *engine, FsimDeviceCall call, FsimAddr addr,
                     uint64_t size)
 {
-    FsimMemvizExport *x = memviz_active(data, fsim_engine_counters(engine)->now);
+    FsimMemvizExport *x = memviz_active(data, engine);
     PendingCall c = {call, addr, size};
 
     if (x == NULL)
@@ -412,7 +412,7 @@ static void
 observe_release(gpointer data, const FsimEngine *engine, uint64_t id, const FsimBlock *block,
                 uint64_t requested)
 {
-    FsimMemvizExport *x = memviz_active(data, fsim_engine_counters(engine)->now);
+    FsimMemvizExport *x = memviz_active(data, engine);
     LiveBlock *live;
 
     if (x == NULL)
@@ -433,9 +433,8 @@ observe_release(gpointer data, const FsimEngine *engine, uint64_t id, const Fsim
 static void
 observe_oom(gpointer data, const FsimEngine *engine, const FsimOomRecord *oom)
 {
-    FsimMemvizExport *x = memviz_active(data, oom->time);
+    FsimMemvizExport *x = memviz_active(data, engine);
 
-    (void)engine;
     if (x == NULL)
         return;
     /* What the policy released trying to make room comes first, as in PyTorch. */
@@ -447,9 +446,8 @@ observe_oom(gpointer data, const FsimEngine *engine, const FsimOomRecord *oom)
 static void
 observe_event(gpointer data, const FsimEngine *engine, const FsimEvent *ev)
 {
-    FsimMemvizExport *x = memviz_active(data, ev->time);
+    FsimMemvizExport *x = memviz_active(data, engine);
 
-    (void)engine;
     if (x == NULL)
         return;
     if (ev->kind == FSIM_EV_FREE) {
