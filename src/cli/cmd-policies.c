@@ -17,6 +17,26 @@
     "capacity: what it reserves at the peak of a replay on that capacity), its own peak and\n"     \
     "what it holds at the end.\n"
 
+/* A policy as a JSON object: its name, summary, whether it has private pools, its knobs. */
+static void
+policy_json_add(FsimJsonWriter *builder, const FsimPolicyOps *policy)
+{
+    fsim_json_begin_object(builder);
+    fsim_cli_json_string(builder, "name", policy->name);
+    fsim_cli_json_string(builder, "summary", policy->summary);
+    fsim_cli_json_bool(builder, "private_pools", policy->pool_begin != NULL);
+    fsim_cli_json_begin_array(builder, "knobs");
+    for (const FsimKnob *k = policy->knobs; k != NULL && k->name != NULL; k++) {
+        fsim_json_begin_object(builder);
+        fsim_cli_json_string(builder, "name", k->name);
+        fsim_cli_json_string(builder, "default", k->default_value);
+        fsim_cli_json_string(builder, "summary", k->summary);
+        fsim_json_end_object(builder);
+    }
+    fsim_json_end_array(builder);
+    fsim_json_end_object(builder);
+}
+
 int
 fsim_cmd_policies(int argc, char **argv)
 {
@@ -36,22 +56,8 @@ fsim_cmd_policies(int argc, char **argv)
     if (json) {
         g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();
         fsim_cli_json_begin_array(builder, "policies");
-        for (gsize i = 0; i < n; i++) {
-            fsim_json_begin_object(builder);
-            fsim_cli_json_string(builder, "name", policies[i]->name);
-            fsim_cli_json_string(builder, "summary", policies[i]->summary);
-            fsim_cli_json_bool(builder, "private_pools", policies[i]->pool_begin != NULL);
-            fsim_cli_json_begin_array(builder, "knobs");
-            for (const FsimKnob *k = policies[i]->knobs; k != NULL && k->name != NULL; k++) {
-                fsim_json_begin_object(builder);
-                fsim_cli_json_string(builder, "name", k->name);
-                fsim_cli_json_string(builder, "default", k->default_value);
-                fsim_cli_json_string(builder, "summary", k->summary);
-                fsim_json_end_object(builder);
-            }
-            fsim_json_end_array(builder);
-            fsim_json_end_object(builder);
-        }
+        for (gsize i = 0; i < n; i++)
+            policy_json_add(builder, policies[i]);
         fsim_json_end_array(builder);
         fsim_cli_json_print(builder);
         return FSIM_EXIT_OK;
