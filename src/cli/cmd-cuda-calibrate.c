@@ -123,7 +123,6 @@ fsim_cmd_cuda_calibrate(int argc, char **argv)
     FsimCudaCalibration calibration;
     FsimDeviceSpec spec;
     GError *error = NULL;
-    int status = FSIM_EXIT_OK;
 
     if (!fsim_cli_parse_args(
             "cuda calibrate", "- measure the GPU and write a device profile for -d", entries,
@@ -141,9 +140,9 @@ fsim_cmd_cuda_calibrate(int argc, char **argv)
         return fsim_cli_usage_error("cuda calibrate", "--repeat %d: expected 1 to 1000", repeat);
     if (repeat > 0)
         options.repeat = (guint)repeat;
-    driver = fsim_cmd_cuda_open("cuda calibrate", gpu, &status);
+    driver = fsim_cuda_driver_open(gpu, &error);
     if (driver == NULL)
-        return status;
+        return fsim_cli_fail("cuda calibrate", error);
     if (!fsim_cuda_calibrate(driver, &options, &calibration, &error)) {
         fsim_cuda_calibration_clear(&calibration);
         return fsim_cli_fail("cuda calibrate", error);

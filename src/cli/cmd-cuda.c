@@ -44,17 +44,6 @@ cuda_print_help(void)
             "Without an NVIDIA GPU and driver every command fails with status 1.\n");
 }
 
-FsimCudaDriver *
-fsim_cmd_cuda_open(const char *command, gint gpu, int *status)
-{
-    GError *error = NULL;
-    FsimCudaDriver *driver = fsim_cuda_driver_open(gpu, &error);
-
-    if (driver == NULL)
-        *status = fsim_cli_fail(command, error);
-    return driver;
-}
-
 /* The devices of the trace to replay: all, or --trace-device. */
 static GArray *
 trace_devices(FsimTrace *trace, gint trace_device, GError **error)
@@ -80,13 +69,14 @@ fsim_cmd_cuda_open_trace(const char *command, FsimTrace *trace, gint trace_devic
                          GArray **devices, int *status)
 {
     GError *error = NULL;
+    FsimCudaDriver *driver = NULL;
 
     *devices = trace_devices(trace, trace_device, &error);
-    if (*devices == NULL) {
+    if (*devices != NULL)
+        driver = fsim_cuda_driver_open(gpu, &error);
+    if (driver == NULL)
         *status = fsim_cli_fail(command, error);
-        return NULL;
-    }
-    return fsim_cmd_cuda_open(command, gpu, status);
+    return driver;
 }
 
 char *
@@ -198,13 +188,13 @@ cuda_info(int argc, char **argv)
     g_autofree char *total = NULL;
     g_autofree char *granularity = NULL;
     g_autofree char *recommended = NULL;
-    int status = FSIM_EXIT_OK;
+    GError *error = NULL;
 
     if (!fsim_cli_parse_args("cuda info", "- describe the GPU", entries, NULL, NULL, &argc, &argv))
         return FSIM_EXIT_USAGE;
-    driver = fsim_cmd_cuda_open("cuda info", gpu, &status);
+    driver = fsim_cuda_driver_open(gpu, &error);
     if (driver == NULL)
-        return status;
+        return fsim_cli_fail("cuda info", error);
     info = &driver->info;
     if (json) {
         g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();

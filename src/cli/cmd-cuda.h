@@ -32,10 +32,6 @@ void fsim_cmd_cuda_print_runs(const FsimTrace *trace, const FsimCudaDriverInfo *
 
 char *fsim_cmd_cuda_format_size_delta(uint64_t value, uint64_t reference);
 
-/* Open GPU @gpu for `cuda @command`; NULL (with *@status set, the message printed) when there is
- * none. */
-FsimCudaDriver *fsim_cmd_cuda_open(const char *command, gint gpu, int *status);
-
 /* The members of `cuda native`'s runs (#FsimCudaNativeResult, after the mode), of `cuda
  * replay`'s measurements (#FsimCudaMeasurements, before the latencies) and of `cuda calibrate`'s
  * steps (#FsimCudaUsageStep); json-members.c. */
@@ -50,7 +46,7 @@ void fsim_cmd_cuda_json_add_u64(FsimJsonWriter *builder, const char *name, uint6
 char *fsim_cmd_cuda_format_ns(double ns);
 
 /* What `cuda replay` and `cuda native` open after the trace: the devices of @trace to replay
- * (all, or @trace_device) in *@devices, then GPU @gpu (fsim_cmd_cuda_open()); NULL, with
+ * (all, or @trace_device) in *@devices, then GPU @gpu (fsim_cuda_driver_open()); NULL, with
  * *@status set and the message printed, when either fails. */
 FsimCudaDriver *fsim_cmd_cuda_open_trace(const char *command, FsimTrace *trace, gint trace_device,
                                          gint gpu, GArray **devices, int *status);
