@@ -405,20 +405,21 @@ typedef struct FsimTrainOptions FsimTrainOptions;
 
 /**
  * fsim_cli_parse_train:
- * @context: a context with the command's entries and fsim_train_options_group(@options).
- * @command: the command name, for messages.
- * @options: what @context fills; fsim_train_options_init() was called.
+ * @command, @parameter, @entries, @description: as for fsim_cli_parse_args().
+ * @flags: what fsim_train_options_group() takes: the training options follow @entries.
+ * @options: what they fill (fsim_train_options_init() is called here).
  * @json: (nullable): the command's --json, read once parsed: --list-models then prints JSON.
  * @argc, @argv: in/out, as fsim_cli_parse() takes them.
  * @status: (out): the exit status, when this returns %FALSE.
  *
- * fsim_cli_parse() for the commands that take the training options (estimate, fit, synth train
- * and synth serve), which also answers --list-models.
+ * fsim_cli_parse_args() for the commands that take the training options (estimate, fit, synth
+ * train and synth serve), which also answers --list-models; any number of operands.
  *
  * Returns: %FALSE when the command is done (a usage error, or the models listed), with @options
  * cleared.
  */
-gboolean fsim_cli_parse_train(GOptionContext *context, const char *command,
+gboolean fsim_cli_parse_train(const char *command, const char *parameter,
+                              const GOptionEntry *entries, guint flags, const char *description,
                               FsimTrainOptions *options, const gboolean *json, int *argc,
                               char ***argv, int *status);
 

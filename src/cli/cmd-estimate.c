@@ -81,9 +81,17 @@ fsim_cli_print_models(gboolean json)
 }
 
 gboolean
-fsim_cli_parse_train(GOptionContext *context, const char *command, FsimTrainOptions *options,
+fsim_cli_parse_train(const char *command, const char *parameter, const GOptionEntry *entries,
+                     guint flags, const char *description, FsimTrainOptions *options,
                      const gboolean *json, int *argc, char ***argv, int *status)
 {
+    /* the options' values are the caller's: the context can go once it has parsed */
+    g_autoptr(GOptionContext) context = g_option_context_new(parameter);
+
+    fsim_train_options_init(options);
+    g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_add_group(context, fsim_train_options_group(options, flags));
+    g_option_context_set_description(context, description);
     if (!fsim_cli_parse(context, command, argc, argv)) {
         fsim_train_options_clear(options);
         *status = FSIM_EXIT_USAGE;
@@ -125,25 +133,20 @@ fsim_cmd_estimate(int argc, char **argv)
         FSIM_CLI_JSON_ENTRY(&json),
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    g_autoptr(GOptionContext) context =
-        g_option_context_new("- closed-form training memory of a model");
+    g_autofree char *description =
+        g_strconcat(fsim_train_options_help(),
+                    "\n\nExamples: fragsim estimate --model llama2-7b -d h100-80gb\n"
+                    "          fragsim estimate --params 7e9 --activations 20GB -d 80GB\n",
+                    NULL);
     GError *error = NULL;
     FsimTrainConfig config;
     FsimEstimate est;
     FsimDeviceSpec spec;
     int status;
 
-    fsim_train_options_init(&options);
-    g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_add_group(context,
-                               fsim_train_options_group(&options, FSIM_TRAIN_OPTIONS_ACTIVATIONS));
-    g_autofree char *description =
-        g_strconcat(fsim_train_options_help(),
-                    "\n\nExamples: fragsim estimate --model llama2-7b -d h100-80gb\n"
-                    "          fragsim estimate --params 7e9 --activations 20GB -d 80GB\n",
-                    NULL);
-    g_option_context_set_description(context, description);
-    if (!fsim_cli_parse_train(context, "estimate", &options, &json, &argc, &argv, &status))
+    if (!fsim_cli_parse_train("estimate", "- closed-form training memory of a model", entries,
+                              FSIM_TRAIN_OPTIONS_ACTIVATIONS, description, &options, &json, &argc,
+                              &argv, &status))
         return status;
     if (argc > 2) {
         fsim_train_options_clear(&options);

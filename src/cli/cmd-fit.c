@@ -502,8 +502,6 @@ fsim_cmd_fit(int argc, char **argv)
         FSIM_CLI_PARANOID_ENTRY(&paranoid),
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    g_autoptr(GOptionContext) context = g_option_context_new(
-        "TRACE...|MODEL - the smallest device, or the largest batch or sequence");
     g_autoptr(GPtrArray) policies = NULL;
     g_autoptr(GPtrArray) configs = NULL;
     g_autoptr(GArray) results = g_array_new(FALSE, TRUE, sizeof(Result));
@@ -515,9 +513,6 @@ fsim_cmd_fit(int argc, char **argv)
     Target target;
     int status;
 
-    fsim_train_options_init(&options);
-    g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_add_group(context, fsim_train_options_group(&options, 0));
     g_autofree char *description = g_strconcat(
         "A trace: needed_bytes, the least capacity (to the device granularity, 2 MiB) on which\n"
         "the run, and on every larger one, has no OOM: what 'replay' reports (docs/metrics.md).\n"
@@ -529,8 +524,9 @@ fsim_cmd_fit(int argc, char **argv)
         "\n\nExamples: fragsim fit traces/fragmenting.trace\n"
         "          fragsim fit llama2-7b --lora --checkpointing full -d rtx4090-24gb\n",
         NULL);
-    g_option_context_set_description(context, description);
-    if (!fsim_cli_parse_train(context, "fit", &options, &json, &argc, &argv, &status))
+    if (!fsim_cli_parse_train(
+            "fit", "TRACE...|MODEL - the smallest device, or the largest batch or sequence",
+            entries, 0, description, &options, &json, &argc, &argv, &status))
         return status;
     for (int i = 2; i < argc; i++) {
         /* more than one operand: the traces of one job */

@@ -44,29 +44,22 @@ synth_write(FsimSynth *synth, const char *path, const char *comment, gboolean qu
     return TRUE;
 }
 
-/* The options every kind has: where the trace goes, or --dry-run; --quiet. */
+/* The options every kind has, first in its table: where the trace goes, or --dry-run; --quiet. */
 typedef struct {
     char *output;
     gboolean quiet;
     gboolean dry_run;
 } SynthOutput;
 
-static void
-synth_output_add(GOptionContext *context, SynthOutput *out)
-{
-    GOptionEntry entries[] = {
-        {"output", 'o', 0, G_OPTION_ARG_FILENAME, &out->output,
-         "Write the trace here (.gz: compressed)", "TRACE"},
-        {"quiet", 'q', 0, G_OPTION_ARG_NONE, &out->quiet, "Print nothing on stderr on success",
-         NULL},
-        {"dry-run", 0, 0, G_OPTION_ARG_NONE, &out->dry_run,
-         "Generate without writing: print the event count and the generator's speed", NULL},
-        {NULL, 0, 0, 0, NULL, NULL, NULL},
-    };
-
-    memset(out, 0, sizeof(*out));
-    g_option_context_add_main_entries(context, entries, NULL);
-}
+/* clang-format off */
+#define SYNTH_OUTPUT_ENTRIES(out)                                                          \
+    {"output", 'o', 0, G_OPTION_ARG_FILENAME, &(out)->output,                              \
+     "Write the trace here (.gz: compressed)", "TRACE"},                                   \
+    {"quiet", 'q', 0, G_OPTION_ARG_NONE, &(out)->quiet,                                    \
+     "Print nothing on stderr on success", NULL},                                          \
+    {"dry-run", 0, 0, G_OPTION_ARG_NONE, &(out)->dry_run,                                  \
+     "Generate without writing: print the event count and the generator's speed", NULL}
+/* clang-format on */
 
 static void
 synth_output_clear(SynthOutput *out)
@@ -95,17 +88,19 @@ synth_check_args(const char *command, int argc, char **argv, const SynthOutput *
  * (fsim_cli_parse_train()) and resolved into @config, then the operands checked.  FALSE when
  * the command is done, with its exit status in *@status. */
 static gboolean
-synth_parse_train(GOptionContext *context, const char *command, FsimTrainOptions *options,
-                  const SynthOutput *out, int *argc, char ***argv, FsimTrainConfig *config,
-                  int *status)
+synth_parse_train(const char *command, const char *parameter, const GOptionEntry *entries,
+                  guint flags, const char *description, const SynthOutput *out, int *argc,
+                  char ***argv, FsimTrainConfig *config, int *status)
 {
+    FsimTrainOptions options;
     GError *error = NULL;
     gboolean ok;
 
-    if (!fsim_cli_parse_train(context, command, options, NULL, argc, argv, status))
+    if (!fsim_cli_parse_train(command, parameter, entries, flags, description, &options, NULL, argc,
+                              argv, status))
         return FALSE;
-    ok = fsim_train_options_resolve(options, NULL, config, &error);
-    fsim_train_options_clear(options);
+    ok = fsim_train_options_resolve(&options, NULL, config, &error);
+    fsim_train_options_clear(&options);
     if (!ok) {
         *status = fsim_cli_fail(command, error);
         return FALSE;
@@ -120,24 +115,22 @@ synth_parse_train(GOptionContext *context, const char *command, FsimTrainOptions
 static int
 synth_train(int argc, char **argv)
 {
-    FsimTrainOptions options;
     g_auto(SynthOutput) out = {0};
-    g_autoptr(GOptionContext) context =
-        g_option_context_new("- the allocation trace of transformer training steps");
+    GOptionEntry entries[] = {
+        SYNTH_OUTPUT_ENTRIES(&out),
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autofree char *description = g_strconcat(fsim_train_options_help(),
+                                               "\n\nExample: fragsim synth train --model "
+                                               "gpt2-small --seq 1024 --batch 8 -o gpt2.trace.gz\n",
+                                               NULL);
     GError *error = NULL;
     FsimTrainConfig config;
     FsimEstimate est;
     int status;
 
-    fsim_train_options_init(&options);
-    synth_output_add(context, &out);
-    g_option_context_add_group(context, fsim_train_options_group(&options, 0));
-    g_autofree char *description = g_strconcat(fsim_train_options_help(),
-                                               "\n\nExample: fragsim synth train --model "
-                                               "gpt2-small --seq 1024 --batch 8 -o gpt2.trace.gz\n",
-                                               NULL);
-    g_option_context_set_description(context, description);
-    if (!synth_parse_train(context, "synth train", &options, &out, &argc, &argv, &config, &status))
+    if (!synth_parse_train("synth train", "- the allocation trace of transformer training steps",
+                           entries, 0, description, &out, &argc, &argv, &config, &status))
         return status;
     if (!fsim_estimate_train(&config, &est, &error))
         return fsim_cli_fail("synth train", error);
@@ -189,7 +182,6 @@ synth_parse_batches(const char *text, GArray *out, GError **error)
 static int
 synth_serve(int argc, char **argv)
 {
-    FsimTrainOptions options;
     g_auto(SynthOutput) out = {0};
     g_autofree char *prompt = NULL;
     g_autofree char *out_lengths = NULL;
@@ -202,6 +194,7 @@ synth_serve(int argc, char **argv)
     double rate = -1;
     gboolean json = FALSE;
     GOptionEntry entries[] = {
+        SYNTH_OUTPUT_ENTRIES(&out),
         {"requests", 'n', 0, G_OPTION_ARG_INT, &requests, "Requests to serve (default 200)", "N"},
         {"rate", 0, 0, G_OPTION_ARG_DOUBLE, &rate, "Poisson arrival rate, requests/s (default 5)",
          "R"},
@@ -230,8 +223,6 @@ synth_serve(int argc, char **argv)
          "Print the KV statistics as one JSON object on stdout", NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    g_autoptr(GOptionContext) context =
-        g_option_context_new("- the allocation trace of an LLM inference server");
     GError *error = NULL;
     FsimServeConfig config;
     FsimTrainConfig train;
@@ -240,18 +231,14 @@ synth_serve(int argc, char **argv)
     FsimServeStats stats;
     int status;
 
-    fsim_train_options_init(&options);
-    synth_output_add(context, &out);
-    g_option_context_add_main_entries(context, entries, NULL);
-    g_option_context_add_group(context,
-                               fsim_train_options_group(&options, FSIM_TRAIN_OPTIONS_MODEL_ONLY));
-    g_option_context_set_description(
-        context,
-        "KV cache per token: 2 x layers x KV heads x head dim x 2 bytes.  KV waste (reserved\n"
-        "token slots holding no token, over time) is printed on stderr, or with --json.\n"
-        "Example: fragsim synth serve --model llama2-7b --rate 4 --kv-layout paged -o "
-        "serve.trace\n");
-    if (!synth_parse_train(context, "synth serve", &options, &out, &argc, &argv, &train, &status))
+    if (!synth_parse_train(
+            "synth serve", "- the allocation trace of an LLM inference server", entries,
+            FSIM_TRAIN_OPTIONS_MODEL_ONLY,
+            "KV cache per token: 2 x layers x KV heads x head dim x 2 bytes.  KV waste (reserved\n"
+            "token slots holding no token, over time) is printed on stderr, or with --json.\n"
+            "Example: fragsim synth serve --model llama2-7b --rate 4 --kv-layout paged -o "
+            "serve.trace\n",
+            &out, &argc, &argv, &train, &status))
         return status;
 
     fsim_serve_config_init(&config);
@@ -341,6 +328,7 @@ synth_random(int argc, char **argv)
     gint64 events = 100000, seed = 1, max_live = 0;
     gint streams = 1;
     GOptionEntry entries[] = {
+        SYNTH_OUTPUT_ENTRIES(&out),
         {"events", 'n', 0, G_OPTION_ARG_INT64, &events,
          "Events in all, frees included (default 100000)", "N"},
         {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Random seed (default 1)", "S"},
@@ -355,19 +343,15 @@ synth_random(int argc, char **argv)
         {"streams", 0, 0, G_OPTION_ARG_INT, &streams, "Spread allocations over N streams", "N"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    g_autoptr(GOptionContext) context =
-        g_option_context_new("- a seeded random trace for stress tests");
     GError *error = NULL;
     FsimRandomConfig config;
     g_auto(FsimDist) size_dist = {0};
     g_auto(FsimDist) life_dist = {0};
 
-    synth_output_add(context, &out);
-    if (fsim_cli_parse_command(
-            context, entries,
-            "Example: fragsim synth random --events 1000000 --seed 7 --size-dist "
-            "uniform:512:64MiB --max-live 1000 -o stress.trace\n",
-            "synth random", &argc, &argv, FSIM_CLI_OPERANDS) != FSIM_EXIT_OK)
+    if (!fsim_cli_parse_args("synth random", "- a seeded random trace for stress tests", entries,
+                             "Example: fragsim synth random --events 1000000 --seed 7 --size-dist "
+                             "uniform:512:64MiB --max-live 1000 -o stress.trace\n",
+                             FSIM_CLI_OPERANDS, &argc, &argv))
         return FSIM_EXIT_USAGE;
     if (!synth_check_args("synth random", argc, argv, &out))
         return FSIM_EXIT_USAGE;
