@@ -308,27 +308,6 @@ fsim_cli_trace_has_device(const FsimTrace *trace, uint32_t device)
     return FALSE;
 }
 
-GPtrArray *
-fsim_cli_select_runs(const char *db_path, const char *run_list, FsimStore **store, GArray **ids,
-                     GError **error)
-{
-    g_autoptr(GArray) selected = NULL;
-    g_autoptr(FsimStore) opened = NULL;
-    GPtrArray *runs;
-
-    if (run_list != NULL && !fsim_store_parse_run_ids(run_list, &selected, error))
-        return NULL;
-    opened = fsim_store_open(db_path, FSIM_STORE_READ, NULL, error);
-    if (opened == NULL)
-        return NULL;
-    runs = fsim_plot_select_runs(opened, selected, error);
-    if (runs == NULL)
-        return NULL;
-    *store = g_steal_pointer(&opened);
-    *ids = g_steal_pointer(&selected);
-    return runs;
-}
-
 char *
 fsim_cli_format_duration(double ns, const FsimCliTimeUnit *units)
 {
@@ -352,110 +331,6 @@ fsim_cli_format_time_ns(uint64_t ns)
     };
 
     return fsim_cli_format_duration((double)ns, units);
-}
-
-/* The bar counts thousandths: the work's total changes once the plots are known. */
-/* FsimPlotOptions.progress: the bar appears on a terminal only (fsim_progress_new()). */
-static void
-plot_progress(gpointer data, guint done, guint total)
-{
-    FsimCliPlotArgs *args = data;
-
-    if (args->progress == NULL)
-        args->progress = fsim_progress_new("plot", 1000);
-    fsim_progress_update(args->progress, (uint64_t)done * 1000 / MAX(total, 1));
-}
-
-void
-fsim_cli_plot_progress_end(FsimCliPlotArgs *args)
-{
-    g_clear_pointer(&args->progress, fsim_progress_free);
-}
-
-static void
-plot_args_add(GOptionContext *context, FsimCliPlotArgs *args, const char *out_help)
-{
-    GOptionEntry entries[] = {
-        {"db", 0, 0, G_OPTION_ARG_FILENAME, &args->db_path, "The results database (replay --db)",
-         "FILE"},
-        {"output", 'o', 0, G_OPTION_ARG_FILENAME, &args->out_dir, out_help, "DIR"},
-        {"run", 0, 0, G_OPTION_ARG_STRING, &args->run_list,
-         "Only these runs, e.g. 3 or 1,4,7 or 2-5 (default: every complete run)", "IDS"},
-        {"format", 0, 0, G_OPTION_ARG_STRING, &args->format, "Images: png (default) or svg",
-         "FORMAT"},
-        {"gnuplot", 0, 0, G_OPTION_ARG_FILENAME, &args->gnuplot,
-         "The gnuplot program (default: gnuplot from PATH)", "PATH"},
-        {NULL, 0, 0, 0, NULL, NULL, NULL},
-    };
-
-    g_option_context_add_main_entries(context, entries, NULL);
-}
-
-static int
-plot_args_parse(GOptionContext *context, const char *command, FsimCliPlotArgs *args, int *argc,
-                char ***argv)
-{
-    int status = fsim_cli_parse_operand(context, command, argc, argv, NULL);
-
-    if (status != FSIM_EXIT_OK)
-        return status;
-    if (args->db_path == NULL)
-        return fsim_cli_usage_error(command, "missing --db FILE");
-    if (args->out_dir == NULL)
-        return fsim_cli_usage_error(command, "missing -o DIR");
-    if (args->format != NULL && !fsim_plot_format_from_name(args->format, &args->options.format))
-        return fsim_cli_usage_error(command, "--format '%s': expected png or svg", args->format);
-    args->options.gnuplot = args->gnuplot;
-    return FSIM_EXIT_OK;
-}
-
-static void
-plot_args_clear(FsimCliPlotArgs *args)
-{
-    char **strings[] = {&args->db_path, &args->run_list, &args->out_dir, &args->format,
-                        &args->gnuplot};
-
-    for (gsize i = 0; i < G_N_ELEMENTS(strings); i++)
-        g_clear_pointer(strings[i], g_free);
-    args->options.gnuplot = NULL;
-    fsim_cli_plot_progress_end(args);
-    g_clear_pointer(&args->runs, g_ptr_array_unref);
-    g_clear_pointer(&args->ids, g_array_unref);
-    g_clear_pointer(&args->store, fsim_store_close);
-}
-
-static int
-plot_run(const FsimCliPlotCommand *command, FsimCliPlotArgs *args)
-{
-    GError *error = NULL;
-
-    args->runs =
-        fsim_cli_select_runs(args->db_path, args->run_list, &args->store, &args->ids, &error);
-    if (args->runs == NULL)
-        return fsim_cli_fail(command->name, error);
-    args->options.progress = plot_progress;
-    args->options.progress_data = args;
-    if (!command->draw(args, &error)) {
-        fsim_cli_plot_progress_end(args);
-        return fsim_cli_fail(command->name, error);
-    }
-    return FSIM_EXIT_OK;
-}
-
-int
-fsim_cli_plot_main(const FsimCliPlotCommand *command, int argc, char **argv)
-{
-    g_autoptr(GOptionContext) context = g_option_context_new(command->parameter);
-    FsimCliPlotArgs args = {0};
-    int status;
-
-    plot_args_add(context, &args, command->out_help);
-    g_option_context_set_description(context, command->description);
-    status = plot_args_parse(context, command->name, &args, &argc, &argv);
-    if (status == FSIM_EXIT_OK)
-        status = plot_run(command, &args);
-    plot_args_clear(&args);
-    return status;
 }
 
 FsimJsonWriter *

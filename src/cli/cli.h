@@ -14,7 +14,6 @@
 
 #include "fragsim/fragsim.h"
 #include "fragsim/json-writer.h"
-#include "fragsim/plot.h"
 
 G_BEGIN_DECLS
 
@@ -211,65 +210,6 @@ GPtrArray *fsim_cli_policies(const char *list, GError **error);
 
 /* Whether @trace has something to replay on @device (one of fsim_trace_devices()). */
 gboolean fsim_cli_trace_has_device(const FsimTrace *trace, uint32_t device);
-
-/**
- * fsim_cli_select_runs:
- * @db_path: the results database (`--db`).
- * @run_list: (nullable): `--run`: the ids to select; NULL for every run with data.
- * @store: (out) (transfer full): the database, opened for reading.
- * @ids: (out) (transfer full) (nullable): the ids of @run_list, NULL without it.
- *
- * What `plot` and `report` select (fsim_plot_select_runs()).
- *
- * Returns: (transfer full) (element-type FsimStoredRun) (nullable): the runs; NULL with a usage
- * error for a malformed @run_list, a store error, or fsim_plot_select_runs()'s error.
- */
-GPtrArray *fsim_cli_select_runs(const char *db_path, const char *run_list, FsimStore **store,
-                                GArray **ids, GError **error);
-
-/**
- * FsimCliPlotArgs:
- *
- * The options `plot` and `report` share: `--db FILE` (required), `--run IDS`, `-o DIR`
- * (required), `--format png|svg` and `--gnuplot PATH`; @options is what the last two set.  Then
- * what fsim_cli_plot_main() opened from them: the database, the runs selected
- * (fsim_cli_select_runs()) and, once drawing reports progress, the progress bar.
- */
-typedef struct {
-    char *db_path;
-    char *run_list;
-    char *out_dir;
-    char *format;
-    char *gnuplot;
-    FsimPlotOptions options;
-    FsimStore *store;
-    GPtrArray *runs; /* FsimStoredRun */
-    GArray *ids;     /* the ids of --run; NULL without it */
-    struct FsimProgress *progress;
-} FsimCliPlotArgs;
-
-/**
- * FsimCliPlotCommand:
- * @name: the command, for messages.
- * @parameter: the usage line's parameter text.
- * @out_help: what `-o DIR` receives.
- * @description: the text after the options in --help.
- * @draw: draws the selected runs with @args->options (whose progress callback is set) and
- *     prints what it wrote, after fsim_cli_plot_progress_end(); %FALSE with @error set.
- */
-typedef struct {
-    const char *name;
-    const char *parameter;
-    const char *out_help;
-    const char *description;
-    gboolean (*draw)(FsimCliPlotArgs *args, GError **error);
-} FsimCliPlotCommand;
-
-/* A command that draws stored runs (plot, report): parses its options, selects the runs and
- * calls @command->draw.  Returns: the exit status. */
-int fsim_cli_plot_main(const FsimCliPlotCommand *command, int argc, char **argv);
-/* Erase the progress bar of @args, if any. */
-void fsim_cli_plot_progress_end(FsimCliPlotArgs *args);
 
 /* A modelled time as the tables show it: "4.1 ms", "2.69 s", "250.2 us" (caller frees). */
 char *fsim_cli_format_time_ns(uint64_t ns);
