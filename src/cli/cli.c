@@ -141,9 +141,10 @@ fsim_cli_parse(GOptionContext *context, const char *command, int *argc, char ***
     return TRUE;
 }
 
-int
-fsim_cli_parse_operand(GOptionContext *context, const char *command, int *argc, char ***argv,
-                       const char *operand)
+/* fsim_cli_parse(), then the check of the positional arguments (fsim_cli_parse_command()). */
+static int
+cli_parse_operand(GOptionContext *context, const char *command, int *argc, char ***argv,
+                  const char *operand)
 {
     if (!fsim_cli_parse(context, command, argc, argv))
         return FSIM_EXIT_USAGE;
@@ -167,7 +168,7 @@ fsim_cli_parse_command(GOptionContext *context, const GOptionEntry *entries,
         g_option_context_set_description(context, description);
     if (g_strcmp0(operand, FSIM_CLI_OPERANDS) == 0)
         return fsim_cli_parse(context, command, argc, argv) ? FSIM_EXIT_OK : FSIM_EXIT_USAGE;
-    return fsim_cli_parse_operand(context, command, argc, argv, operand);
+    return cli_parse_operand(context, command, argc, argv, operand);
 }
 
 gboolean

@@ -67,20 +67,6 @@ int fsim_cli_main(int argc, char **argv);
  */
 gboolean fsim_cli_parse(GOptionContext *context, const char *command, int *argc, char ***argv);
 
-/**
- * fsim_cli_parse_operand:
- * @operand: (nullable): the name of the command's one positional argument (`TRACE`), or %NULL
- *     for a command that takes none.
- *
- * fsim_cli_parse(), then checks the positional arguments: exactly one when @operand is set
- * (`missing the TRACE argument`, `expected exactly one TRACE`), none otherwise (`unexpected
- * argument 'X'`).
- *
- * Returns: %FSIM_EXIT_OK, or %FSIM_EXIT_USAGE after printing the usage error.
- */
-int fsim_cli_parse_operand(GOptionContext *context, const char *command, int *argc, char ***argv,
-                           const char *operand);
-
 /* The @operand of fsim_cli_parse_command() for a command that checks its operands itself. */
 #define FSIM_CLI_OPERANDS ""
 
@@ -88,10 +74,13 @@ int fsim_cli_parse_operand(GOptionContext *context, const char *command, int *ar
  * fsim_cli_parse_command:
  * @entries: (nullable): the command's options, added to @context's main group.
  * @description: (nullable): the text after the options in --help.
- * @operand: as for fsim_cli_parse_operand(), or %FSIM_CLI_OPERANDS for any number of operands.
+ * @operand: (nullable): the name of the command's one positional argument (`TRACE`), %NULL for
+ *     a command that takes none, or %FSIM_CLI_OPERANDS for any number of operands.
  *
  * What every command does with its arguments: its options and help text into @context, then
- * fsim_cli_parse_operand().
+ * fsim_cli_parse() and a check of the positional arguments: exactly one when @operand names one
+ * (`missing the TRACE argument`, `expected exactly one TRACE`), none for %NULL (`unexpected
+ * argument 'X'`).
  *
  * Returns: %FSIM_EXIT_OK, or %FSIM_EXIT_USAGE after printing the usage error.
  */

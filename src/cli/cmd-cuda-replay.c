@@ -259,8 +259,6 @@ fsim_cmd_cuda_replay(int argc, char **argv)
         FSIM_CLI_PARANOID_ENTRY(&paranoid),
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    g_autoptr(GOptionContext) context =
-        g_option_context_new("TRACE - replay a trace through policies on the GPU");
     /* Freed in reverse order: the outputs (whose runs observe the engines), then the results
      * (whose engines' devices use the driver), then the driver. */
     g_autoptr(FsimCudaDriver) driver = NULL;
@@ -279,14 +277,13 @@ fsim_cmd_cuda_replay(int argc, char **argv)
     int status = FSIM_EXIT_OK;
     gboolean any_oom = FALSE;
 
-    status = fsim_replay_outputs_parse(
-        outputs, context, entries,
-        "Each policy runs on the GPU, its device calls carried out for real, and on the\n"
-        "simulated device in lock step; the table compares them (docs/cuda.md).\n"
-        "Example: fragsim cuda replay snapshot.pickle -p caching,expandable -d gpu.ini",
-        "cuda replay", &argc, &argv);
-    if (status != FSIM_EXIT_OK)
-        return status;
+    if (!fsim_replay_outputs_parse(
+            outputs, "cuda replay", "TRACE - replay a trace through policies on the GPU", entries,
+            "Each policy runs on the GPU, its device calls carried out for real, and on the\n"
+            "simulated device in lock step; the table compares them (docs/cuda.md).\n"
+            "Example: fragsim cuda replay snapshot.pickle -p caching,expandable -d gpu.ini",
+            &argc, &argv))
+        return FSIM_EXIT_USAGE;
     if (device_name != NULL && !fsim_device_spec_parse(device_name, &model, &error))
         return fsim_cli_fail("cuda replay", error);
     if (!fsim_cli_open_runs(argv[1], &run_args, "paged.page_size=20MiB", "device", &configs,

@@ -374,33 +374,29 @@ fsim_cmd_replay(int argc, char **argv)
          "PLATFORM"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    g_autoptr(GOptionContext) context =
-        g_option_context_new("TRACE - replay a trace through allocator policies");
     g_autoptr(GPtrArray) policies = NULL;
     g_autoptr(GPtrArray) configs = NULL;
     g_autoptr(GPtrArray) runs = g_ptr_array_new_with_free_func(run_free);
     g_autoptr(FsimTrace) trace = NULL;
     g_autoptr(FsimReplayOutputs) outputs = fsim_replay_outputs_new();
     GError *error = NULL;
-    int status;
     FsimDeviceSpec spec;
     const uint32_t *devices;
     gsize n_devices;
     guint n_runs = 0;
     gboolean any_oom = FALSE, any_error = FALSE;
 
-    status = fsim_replay_outputs_parse(
-        outputs, context, entries,
-        "Formats: fragsim text traces (.gz too), PyTorch memory snapshots, RMM logs.\n"
-        "Each (policy, -c configuration) pair is a run.  'needs' is needed_bytes: the least\n"
-        "capacity on which the run, and on every larger one, has no OOM (docs/metrics.md).\n"
-        "Example: fragsim replay traces/fragmenting.trace -p caching -c '' -c "
-        "expandable_segments:True\n"
-        "Exit status: 0 success, 1 bad input, 2 usage error, 3 OOM under --fail-on-oom,\n"
-        "6 some runs ended in error (their rows say why) while the others completed.",
-        "replay", &argc, &argv);
-    if (status != FSIM_EXIT_OK)
-        return status;
+    if (!fsim_replay_outputs_parse(
+            outputs, "replay", "TRACE - replay a trace through allocator policies", entries,
+            "Formats: fragsim text traces (.gz too), PyTorch memory snapshots, RMM logs.\n"
+            "Each (policy, -c configuration) pair is a run.  'needs' is needed_bytes: the least\n"
+            "capacity on which the run, and on every larger one, has no OOM (docs/metrics.md).\n"
+            "Example: fragsim replay traces/fragmenting.trace -p caching -c '' -c "
+            "expandable_segments:True\n"
+            "Exit status: 0 success, 1 bad input, 2 usage error, 3 OOM under --fail-on-oom,\n"
+            "6 some runs ended in error (their rows say why) while the others completed.",
+            &argc, &argv))
+        return FSIM_EXIT_USAGE;
     if (!fsim_device_spec_parse(device_name != NULL ? device_name : FSIM_DEVICE_DEFAULT, &spec,
                                 &error))
         return fsim_cli_fail("replay", error);

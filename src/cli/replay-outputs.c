@@ -89,14 +89,17 @@ fsim_replay_outputs_free(FsimReplayOutputs *outputs)
     g_free(outputs);
 }
 
-int
-fsim_replay_outputs_parse(FsimReplayOutputs *outputs, GOptionContext *context,
-                          const GOptionEntry *entries, const char *description, const char *command,
-                          int *argc, char ***argv)
+gboolean
+fsim_replay_outputs_parse(FsimReplayOutputs *outputs, const char *command, const char *parameter,
+                          const GOptionEntry *entries, const char *description, int *argc,
+                          char ***argv)
 {
+    g_autoptr(GOptionContext) context = g_option_context_new(parameter);
+
     g_option_context_add_main_entries(context, entries, NULL);
     g_option_context_add_main_entries(context, outputs->entries, NULL);
-    return fsim_cli_parse_command(context, NULL, description, command, argc, argv, "TRACE");
+    return fsim_cli_parse_command(context, NULL, description, command, argc, argv, "TRACE") ==
+           FSIM_EXIT_OK;
 }
 
 gboolean

@@ -6,7 +6,7 @@
  * cmd-replay.c calls these hooks and knows nothing else of the store or the exporter:
  *
  *   outputs = fsim_replay_outputs_new();
- *   fsim_replay_outputs_parse(outputs, context, entries, description, command, &argc, &argv);
+ *   fsim_replay_outputs_parse(outputs, command, parameter, entries, description, &argc, &argv);
  *   ... open the trace ...
  *   fsim_replay_outputs_open(outputs, trace, n_runs, trace_device, &error);
  *   ... for each engine created: fsim_replay_outputs_attach(outputs, engine, trace_device, config,
@@ -36,13 +36,14 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimReplayOutputs, fsim_replay_outputs_free)
  * @entries: the command's options; the outputs' (--db, --samples, --export-snapshot) follow
  *     them, filling @outputs.
  *
- * fsim_cli_parse_command() of a command that replays one TRACE with these outputs.
+ * fsim_cli_parse_args() (@command, @parameter, @description as there) of a command that
+ * replays one TRACE with these outputs.
  *
- * Returns: %FSIM_EXIT_OK, or %FSIM_EXIT_USAGE after printing the usage error.
+ * Returns: %FALSE after printing a usage error (the command then returns %FSIM_EXIT_USAGE).
  */
-int fsim_replay_outputs_parse(FsimReplayOutputs *outputs, GOptionContext *context,
-                              const GOptionEntry *entries, const char *description,
-                              const char *command, int *argc, char ***argv);
+gboolean fsim_replay_outputs_parse(FsimReplayOutputs *outputs, const char *command,
+                                   const char *parameter, const GOptionEntry *entries,
+                                   const char *description, int *argc, char ***argv);
 
 /**
  * fsim_replay_outputs_open:
