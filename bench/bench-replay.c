@@ -228,11 +228,9 @@ measure(FsimTrace *trace, const char *policy, FsimStore *store, Measure *out, GE
     }
     while ((n = fsim_trace_stream_batch(stream, &evs, &local_error)) > 0) {
         out->events += n;
-        for (gsize i = 0; engine != NULL && i < n; i++) {
-            if (!fsim_engine_process(engine, &evs[i], error)) {
-                fsim_store_run_free(run);
-                return FALSE;
-            }
+        if (engine != NULL && !fsim_engine_process_batch(engine, evs, n, error)) {
+            fsim_store_run_free(run);
+            return FALSE;
         }
     }
     if (local_error == NULL && engine != NULL && !fsim_engine_finish(engine, &local_error))

@@ -598,6 +598,117 @@ test_recorded_oom(void)
     g_assert_cmpuint(m->unmatched_frees, ==, 0);
 }
 
+/* What an observer saw: a running checksum of the calls, in order. */
+static void
+batch_seen_event(gpointer data, const FsimEngine *engine, const FsimEvent *ev)
+{
+    uint64_t *sum = data;
+
+    *sum = *sum * 31 + ev->index + fsim_engine_counters(engine)->allocated_bytes;
+}
+
+static void
+batch_seen_release(gpointer data, const FsimEngine *engine, uint64_t id, const FsimBlock *block,
+                   uint64_t requested)
+{
+    uint64_t *sum = data;
+
+    (void)engine;
+    *sum = *sum * 37 + id + block->addr + requested;
+}
+
+static const FsimObserver batch_observer = {.event = batch_seen_event,
+                                            .release = batch_seen_release};
+
+/* @mode 0: plain, 1: observed, 2: paranoid (general).  The engine, its observer's sum in *@sum. */
+static FsimEngine *
+batch_engine(int mode, gboolean fail_on_oom, uint64_t *sum)
+{
+    FsimRunConfig config;
+    g_autoptr(GError) error = NULL;
+    FsimEngine *engine;
+
+    fsim_run_config_init(&config);
+    config.policy = "caching";
+    config.paranoid = mode == 2;
+    config.fail_on_oom = fail_on_oom;
+    g_assert_true(fsim_device_spec_parse("64MiB", &config.device, &error));
+    engine = fsim_engine_new(&config, &error);
+    g_assert_no_error(error);
+    *sum = 0;
+    if (mode != 0)
+        fsim_engine_add_observer(engine, &batch_observer, sum);
+    return engine;
+}
+
+/* fsim_engine_process_batch() is fsim_engine_process() on each event: the same metrics and
+ * observer calls in every mode, the same stop at an OOM under fail_on_oom, and an event out of
+ * order inside a batch is the same error. */
+static void
+test_process_batch(void)
+{
+    g_autoptr(GArray) evs = g_array_new(FALSE, FALSE, sizeof(FsimEvent));
+    GRand *rand = g_rand_new_with_seed(7);
+    uint64_t live[64] = {0};
+
+    for (uint64_t i = 0, id = 1; i < 3000; i++) {
+        guint slot = (guint)g_rand_int_range(rand, 0, G_N_ELEMENTS(live));
+        FsimEvent ev;
+
+        if (live[slot] != 0) {
+            ev = ev_free(i, live[slot], 0);
+            live[slot] = 0;
+        } else {
+            ev = ev_alloc(i, id, (uint64_t)g_rand_int_range(rand, 1, 4 << 20), i % 2);
+            live[slot] = id++;
+        }
+        g_array_append_val(evs, ev);
+    }
+    g_rand_free(rand);
+    for (int mode = 0; mode < 3; mode++) {
+        for (int fail = 0; fail < 2; fail++) {
+            uint64_t sum_one, sum_batch;
+            g_autoptr(FsimEngine) one = batch_engine(mode, fail, &sum_one);
+            g_autoptr(FsimEngine) batch = batch_engine(mode, fail, &sum_batch);
+            g_autoptr(GError) error_one = NULL;
+            g_autoptr(GError) error_batch = NULL;
+            gboolean ok_one = TRUE, ok_batch = TRUE;
+            FsimMetrics a, b;
+
+            for (guint i = 0; ok_one && i < evs->len; i++)
+                ok_one = fsim_engine_process(one, &g_array_index(evs, FsimEvent, i), &error_one);
+            for (guint i = 0; ok_batch && i < evs->len; i += 100)
+                ok_batch = fsim_engine_process_batch(batch, &g_array_index(evs, FsimEvent, i),
+                                                     MIN(100, evs->len - i), &error_batch);
+            g_assert_cmpint(ok_one, ==, ok_batch);
+            g_assert_cmpint(ok_one, ==, !fail); /* 64 MiB is too small for 32 live blocks */
+            if (!ok_one)
+                g_assert_error(error_batch, FSIM_ERROR, FSIM_ERROR_OOM);
+            a = *fsim_engine_metrics(one);
+            b = *fsim_engine_metrics(batch);
+            g_assert_cmpuint(a.events, >, 0);
+            g_assert_cmpuint(a.events, ==, b.events);
+            g_assert_cmpuint(a.ooms, ==, b.ooms);
+            g_assert_cmpuint(a.peak_reserved_bytes, ==, b.peak_reserved_bytes);
+            g_assert_cmpuint(a.peak_allocated_bytes, ==, b.peak_allocated_bytes);
+            g_assert_cmpuint(sum_one, ==, sum_batch);
+            g_assert_cmpmem(fsim_engine_counters(one), sizeof(FsimEngineCounters),
+                            fsim_engine_counters(batch), sizeof(FsimEngineCounters));
+        }
+    }
+    {
+        uint64_t sum;
+        g_autoptr(FsimEngine) engine = batch_engine(0, FALSE, &sum);
+        g_autoptr(GError) error = NULL;
+        FsimEvent late[3] = {ev_alloc(10, 1, 512, 0), ev_alloc(20, 2, 512, 0),
+                             ev_alloc(15, 3, 512, 0)};
+
+        g_assert_false(fsim_engine_process_batch(engine, late, G_N_ELEMENTS(late), &error));
+        g_assert_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_TIME);
+        g_assert_cmpuint(fsim_engine_counters(engine)->live_blocks, ==, 2);
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -619,5 +730,6 @@ main(int argc, char **argv)
     g_test_add_func("/engine/config/unknown-policy-and-knob", test_unknown_policy_and_knob);
     g_test_add_func("/engine/paged/small-pages", test_paged_small_pages);
     g_test_add_func("/engine/oom/recorded", test_recorded_oom);
+    g_test_add_func("/engine/process-batch", test_process_batch);
     return g_test_run();
 }

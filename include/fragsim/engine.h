@@ -171,6 +171,22 @@ gboolean fsim_engine_start(FsimEngine *engine, GError **error);
 gboolean fsim_engine_process(FsimEngine *engine, const FsimEvent *ev, GError **error);
 
 /**
+ * fsim_engine_process_batch:
+ * @engine: the engine.
+ * @evs: (array length=n): the next input events, in trace order.
+ * @n: how many.
+ * @error: as for fsim_engine_process().
+ *
+ * fsim_engine_process() on each event of @evs in turn, stopping at the first that fails; the
+ * same results, without a call per event.
+ *
+ * Returns: %FALSE with @error set when the run must stop (the events after the one that
+ * failed are not processed).
+ */
+gboolean fsim_engine_process_batch(FsimEngine *engine, const FsimEvent *evs, gsize n,
+                                   GError **error);
+
+/**
  * fsim_engine_finish:
  *
  * Runs the scheduled events still pending and computes the final metrics.  Live allocations

@@ -20,6 +20,8 @@ typedef struct {
     gsize n_outcomes;
     gboolean inferred_releases; /* feed the retries too */
     FsimEventLog *log;          /* (nullable) every event fed is appended to it */
+    const FsimEvent *rest;      /* fsim_replay_feed_batch(): the stream's batch not yet fed */
+    gsize n_rest;
 } FsimReplayFeed;
 
 /* Opens the stream of @device of @trace; clear with fsim_replay_feed_clear() even on failure. */
@@ -29,6 +31,11 @@ gboolean fsim_replay_feed_open(FsimReplayFeed *feed, FsimTrace *trace, uint32_t 
 /* The next event to feed (a gpointer @feed, as fsim_engine_run() takes it); FALSE at the end or
  * with @error set. */
 gboolean fsim_replay_feed_next(gpointer feed, FsimEvent *ev, GError **error);
+
+/* The next events to feed at once, without copying them (valid until the next call on @feed):
+ * a run of the stream's batch up to an event left out.  Returns: how many; 0 at the end or with
+ * @error set.  Do not mix with fsim_replay_feed_next() on one feed. */
+gsize fsim_replay_feed_batch(FsimReplayFeed *feed, const FsimEvent **evs, GError **error);
 
 void fsim_replay_feed_clear(FsimReplayFeed *feed);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(FsimReplayFeed, fsim_replay_feed_clear)

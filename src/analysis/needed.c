@@ -93,11 +93,14 @@ fsim_event_log_foreach_alloc(const FsimEventLog *log, void (*func)(uint64_t size
 gboolean
 fsim_event_log_replay(const FsimEventLog *log, FsimEngine *engine, GError **error)
 {
-    for (guint i = 0; i < log->events->len; i++) {
-        FsimEvent ev;
+    FsimEvent batch[256];
 
-        fsim_event_log_get(log, i, &ev);
-        if (!fsim_engine_process(engine, &ev, error)) {
+    for (guint i = 0; i < log->events->len;) {
+        gsize n = 0;
+
+        for (; n < G_N_ELEMENTS(batch) && i < log->events->len; n++, i++)
+            fsim_event_log_get(log, i, &batch[n]);
+        if (!fsim_engine_process_batch(engine, batch, n, error)) {
             (void)fsim_engine_finish(engine, NULL);
             return FALSE;
         }

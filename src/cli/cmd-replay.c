@@ -69,7 +69,8 @@ replay_device(FsimTrace *trace, uint32_t device, GPtrArray *runs, gboolean infer
     g_autoptr(FsimProgress) progress = NULL;
     g_autofree char *label = NULL;
     GError *local_error = NULL;
-    FsimEvent ev;
+    const FsimEvent *evs;
+    gsize n;
     uint64_t count = 0;
 
     if (!fsim_replay_feed_open(&feed, trace, device, inferred_releases, error))
@@ -77,14 +78,14 @@ replay_device(FsimTrace *trace, uint32_t device, GPtrArray *runs, gboolean infer
     feed.log = log;
     label = g_strdup_printf("replay device %u", device);
     progress = fsim_progress_new(label, 0);
-    while (fsim_replay_feed_next(&feed, &ev, &local_error)) {
+    while ((n = fsim_replay_feed_batch(&feed, &evs, &local_error)) > 0) {
         for (guint i = 0; i < runs->len; i++) {
             ReplayRun *run = g_ptr_array_index(runs, i);
             g_autoptr(GError) run_error = NULL;
 
             if (run->status != REPLAY_COMPLETE)
                 continue;
-            if (!fsim_engine_process(run->engine, &ev, &run_error)) {
+            if (!fsim_engine_process_batch(run->engine, evs, n, &run_error)) {
                 if (g_error_matches(run_error, FSIM_ERROR, FSIM_ERROR_OOM)) {
                     run->status = REPLAY_OOM;
                     run->oom_message = g_strdup(run_error->message);
@@ -98,8 +99,9 @@ replay_device(FsimTrace *trace, uint32_t device, GPtrArray *runs, gboolean infer
                 run_set_error(run, run_error);
             }
         }
-        if ((++count & 0xffff) == 0)
-            fsim_progress_update(progress, count);
+        if ((count >> 16) != ((count + n) >> 16))
+            fsim_progress_update(progress, count + n);
+        count += n;
     }
     if (local_error != NULL) {
         g_propagate_error(error, local_error);

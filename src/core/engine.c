@@ -14,97 +14,7 @@
 
 #include <string.h>
 
-#include "event-queue.h"
-#include "live-table.h"
-#include "pool-scopes.h"
-#include "range-set.h"
-
-/* For exact comparisons of two fractions of 64-bit byte counts (gcc and clang have it). */
-__extension__ typedef unsigned __int128 EngineU128;
-
-typedef struct {
-    const FsimObserver *ops;
-    gpointer data;
-} ObserverEntry;
-
-/* Each ObserverEntry of @array as @entry, the array and its length read once (observers do
- * not add observers); by index: the array's data is NULL while it is empty, and NULL + 0 is
- * undefined. */
-#define FOREACH_ENTRY(array, entry)                                                                \
-    for (const GArray *entry##_a = (array); entry##_a != NULL; entry##_a = NULL)                   \
-        for (guint entry##_n = entry##_a->len, entry##_i = 0; entry##_i < entry##_n; entry##_i++)  \
-            for (const ObserverEntry *entry = &g_array_index(entry##_a, ObserverEntry, entry##_i); \
-                 entry != NULL; entry = NULL)
-
-/* The callbacks called on every event: the observers that set each, in the order added, so
- * that the loops of the hot path call without testing for NULL. */
-typedef enum {
-    HOOK_EVENT,
-    HOOK_ALLOC,
-    HOOK_RELEASE,
-    HOOKS
-} EngineHook;
-
-/* How engine_handle() and what it calls are compiled, a constant where they are inlined. */
-typedef enum {
-    ENGINE_GENERAL,  /* every test: not running yet, --paranoid, a free delay, a scheduled event */
-    ENGINE_OBSERVED, /* running, with observers, no --paranoid, no free delay: only the calls */
-    ENGINE_PLAIN,    /* running, none of those: the policy alone */
-} EngineMode;
-
-struct FsimEngine {
-    FsimRunConfig config;
-    FsimDevice *device;
-    FsimPolicy *policy;
-    FsimLiveTable live;
-    FsimRangeSet *seen_ids; /* every id ever allocated: tells a double free from an unmatched */
-    gboolean seen_max_id;   /* G_MAXUINT64, which a half-open range cannot hold */
-    /* the run of ids seen last, [seen_start, seen_end), not yet in seen_ids: ids mostly come in
-     * order, and extending a run is cheaper than a search of the set */
-    uint64_t seen_start;
-    uint64_t seen_end;
-    FsimEventQueue queue;
-    FsimPoolScopes *pools; /* private-pool scopes and references, checked before the policy */
-    uint64_t seq;
-    GArray *observers;    /* of ObserverEntry */
-    guint n_observers;    /* observers->len, read once per event on the hot path */
-    GArray *hooks[HOOKS]; /* of ObserverEntry: those with that callback */
-    GArray *ooms;         /* of FsimOomRecord */
-    FsimEngineCounters counters;
-    FsimMetrics metrics;
-    uint64_t peak_requested;
-    uint64_t peak_allocated;
-    /* the tightest moment: highest allocated while reserved is at its peak */
-    uint64_t at_peak_reserved;
-    uint64_t at_peak_allocated;
-    uint64_t at_peak_requested;
-    uint64_t at_peak_largest_free;
-    gboolean at_peak_seen;
-    /* the least utilisation so far, min_requested / min_reserved (0 / 0 until measured), kept
-     * as a fraction so that each event compares it by two multiplications, not a division */
-    uint64_t min_requested;
-    uint64_t min_reserved;
-    /* What the two tests after each event reduce to while reserved stays at moment_reserved
-     * (set by engine_moment_reserved(); G_MAXUINT64 before the first event): a new tightest
-     * moment when allocated exceeds moment_allocated, a new least utilisation when
-     * MIN(requested, reserved) is below moment_used (requested at least half its peak). */
-    uint64_t moment_reserved;
-    uint64_t moment_allocated;
-    uint64_t moment_used;
-    FsimTime last_time;
-    gboolean started;
-    gboolean finished;
-    gboolean failed;
-    /* started, neither finished nor failed, and no observer, no --paranoid, no free delay (so
-     * no scheduled event): the hot path's case, whose alloc and free are compiled without
-     * those tests */
-    gboolean plain;
-    /* started, neither finished nor failed, with observers but no --paranoid and no free delay:
-     * the hot path with only the observers' calls added (ENGINE_OBSERVED) */
-    gboolean observed;
-    gint64 wall_start_us;
-    const FsimLiveAlloc *releasing; /* during release callbacks */
-};
+#include "engine-private.h"
 
 void
 fsim_run_config_init(FsimRunConfig *config)
@@ -403,29 +313,6 @@ engine_release(FsimEngine *engine, FsimLiveEntry *entry, EngineMode mode)
         obs->ops->release(obs->data, engine, alloc.id, &alloc.block, alloc.requested);
     }
     engine->releasing = NULL;
-}
-
-const FsimLiveAlloc *
-fsim_engine_releasing(const FsimEngine *engine)
-{
-    return engine->releasing;
-}
-
-void
-fsim_engine_foreach_live_alloc(const FsimEngine *engine,
-                               void (*func)(gpointer data, const FsimLiveAlloc *alloc),
-                               gpointer data)
-{
-    for (gsize i = 0; i < fsim_live_table_extent(&engine->live); i++) {
-        const FsimLiveEntry *entry = fsim_live_table_nth(&engine->live, i);
-
-        if (entry->state == FSIM_LIVE_ALLOCATED || entry->state == FSIM_LIVE_PENDING) {
-            FsimLiveAlloc alloc = {entry->id,     entry->block,       entry->requested,
-                                   entry->stream, entry->alloc_event, entry->alloc_time};
-
-            func(data, &alloc);
-        }
-    }
 }
 
 gboolean
@@ -858,6 +745,47 @@ fsim_engine_process(FsimEngine *engine, const FsimEvent *ev, GError **error)
     return TRUE;
 }
 
+/* The events from @evs[@i] while they come in order, through the hot path of @mode (plain or
+ * observed): fsim_engine_process()'s fast path as one loop.  Returns: the index of the first
+ * event not handled; *@failed when the run stopped on it. */
+static inline G_ALWAYS_INLINE gsize
+engine_batch(FsimEngine *engine, const FsimEvent *evs, gsize i, gsize n, EngineMode mode,
+             gboolean *failed, GError **error)
+{
+    for (; i < n && evs[i].time >= engine->last_time; i++) {
+        engine->last_time = evs[i].time;
+        engine->seq++;
+        if (G_UNLIKELY(!engine_handle(engine, &evs[i], mode, error))) {
+            engine->failed = TRUE;
+            engine_set_running(engine, FALSE);
+            *failed = TRUE;
+            break;
+        }
+    }
+    return i;
+}
+
+gboolean
+fsim_engine_process_batch(FsimEngine *engine, const FsimEvent *evs, gsize n, GError **error)
+{
+    gboolean failed = FALSE;
+    gsize i = 0;
+
+    g_return_val_if_fail(engine != NULL && (evs != NULL || n == 0), FALSE);
+    while (i < n) {
+        if (engine->plain)
+            i = engine_batch(engine, evs, i, n, ENGINE_PLAIN, &failed, error);
+        else if (engine->observed)
+            i = engine_batch(engine, evs, i, n, ENGINE_OBSERVED, &failed, error);
+        if (failed)
+            return FALSE;
+        /* not running yet, a general engine, or an event out of order */
+        if (i < n && !engine_process_slow(engine, &evs[i++], error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
 gboolean
 fsim_engine_finish(FsimEngine *engine, GError **error)
 {
@@ -918,78 +846,8 @@ fsim_engine_run(FsimEngine *engine, gboolean (*next)(gpointer data, FsimEvent *e
     return fsim_engine_finish(engine, error);
 }
 
-const FsimRunConfig *
-fsim_engine_config(const FsimEngine *engine)
-{
-    return &engine->config;
-}
-
-const FsimEngineCounters *
-fsim_engine_counters(const FsimEngine *engine)
-{
-    return &engine->counters;
-}
-
-const FsimMetrics *
-fsim_engine_metrics(const FsimEngine *engine)
-{
-    return &engine->metrics;
-}
-
-const FsimOomRecord *
-fsim_engine_ooms(const FsimEngine *engine, gsize *n)
-{
-    *n = engine->ooms->len;
-    return (const FsimOomRecord *)(void *)engine->ooms->data;
-}
-
-FsimDevice *
-fsim_engine_device(const FsimEngine *engine)
-{
-    return engine->device;
-}
-
-FsimPolicy *
-fsim_engine_policy(const FsimEngine *engine)
-{
-    return engine->policy;
-}
-
 void
 fsim_engine_policy_stats(const FsimEngine *engine, FsimPolicyStats *out)
 {
     engine_policy_stats(engine, out);
-}
-
-static gint
-live_by_addr(gconstpointer a, gconstpointer b)
-{
-    const FsimLiveEntry *const *x = a;
-    const FsimLiveEntry *const *y = b;
-
-    if ((*x)->block.addr != (*y)->block.addr)
-        return (*x)->block.addr < (*y)->block.addr ? -1 : 1;
-    return (*x)->id < (*y)->id ? -1 : (*x)->id > (*y)->id ? 1 : 0;
-}
-
-void
-fsim_engine_foreach_live(const FsimEngine *engine,
-                         void (*func)(gpointer data, uint64_t id, const FsimBlock *block,
-                                      uint64_t requested, uint64_t stream),
-                         gpointer data)
-{
-    g_autoptr(GPtrArray) entries = g_ptr_array_new();
-
-    for (gsize i = 0; i < fsim_live_table_extent(&engine->live); i++) {
-        FsimLiveEntry *entry = fsim_live_table_nth(&engine->live, i);
-
-        if (entry->state == FSIM_LIVE_ALLOCATED || entry->state == FSIM_LIVE_PENDING)
-            g_ptr_array_add(entries, entry);
-    }
-    g_ptr_array_sort(entries, live_by_addr);
-    for (guint i = 0; i < entries->len; i++) {
-        const FsimLiveEntry *entry = g_ptr_array_index(entries, i);
-
-        func(data, entry->id, &entry->block, entry->requested, entry->stream);
-    }
 }
