@@ -89,14 +89,14 @@ chunk_split(FsimChunkList *list, FsimChunk *chunk, uint64_t size)
     gsize extra = list->records.record_size - sizeof(FsimChunk);
 
     g_assert(size < chunk->size);
-    /* a copy of the record: the chunk by assignment (inline), a policy's fields after it */
+    /* a copy of the record: the chunk by assignment (inline, its next link with it), a
+     * policy's fields after it */
     *rest = *chunk;
     if (extra > 0)
         memcpy(rest + 1, chunk + 1, extra);
     rest->start = chunk->start + size;
     rest->size = chunk->size - size;
     rest->prev = chunk;
-    rest->next = chunk->next;
     if (chunk->next != NULL)
         chunk->next->prev = rest;
     chunk->next = rest;
