@@ -8,7 +8,7 @@
  *   - blocks never overlap, and size >= requested;
  *   - freeing everything returns the policy to no allocated bytes;
  *   - an OOM leaves *out untouched and no other live block disturbed;
- *   - check() holds after every operation;
+ *   - check() holds after every operation, and fails on device memory the policy does not hold;
  *   - the same sequence gives the same blocks twice (determinism);
  *   - injected device faults end in clean OOMs;
  *   - property runs from fixed seeds 1..50, with the seed printed on failure.
@@ -215,6 +215,33 @@ test_alloc_free_all(gconstpointer data)
     harness_clear(&h);
 }
 
+/* check() sees device memory the policy does not account for: a cudaMalloc behind its back. */
+static void
+test_check_sees_foreign_memory(gconstpointer data)
+{
+    const FsimPolicyOps *ops = data;
+    g_autoptr(GError) error = NULL;
+    FsimAddr addr;
+    Harness h;
+
+    if (ops->check == NULL)
+        return;
+    harness_init(&h, ops, 16 * FSIM_GiB, NULL, 1);
+    harness_random_ops(&h, 100, 2);
+    if (fsim_device_mem_alloc(h.device, 2 * FSIM_MiB, &addr) != FSIM_OK) {
+        g_test_skip("the policy holds the whole device");
+        harness_clear(&h);
+        return;
+    }
+    g_assert_false(ops->check(h.policy, &error));
+    g_assert_nonnull(error);
+    g_test_message("%s: %s", ops->name, error->message);
+    fsim_device_mem_free(h.device, addr, 2 * FSIM_MiB);
+    harness_check(&h, "a foreign cudaFree");
+    harness_free_all(&h);
+    harness_clear(&h);
+}
+
 static void
 test_sizes_and_overlap(gconstpointer data)
 {
@@ -393,6 +420,7 @@ main(int argc, char **argv)
             GTestDataFunc func;
         } cases[] = {
             {"alloc-free-all", test_alloc_free_all},
+            {"check-sees-foreign-memory", test_check_sees_foreign_memory},
             {"sizes-and-overlap", test_sizes_and_overlap},
             {"oom-no-side-effect", test_oom_no_side_effect},
             {"determinism", test_determinism},

@@ -420,16 +420,13 @@ async_check(const FsimPolicy *self, GError **error)
         else
             allocated += c->size;
     }
-    if (allocated != pool->allocated_bytes || n_pending != (guint)g_tree_nnodes(pool->pending) ||
-        pool->mapped_bytes != (uint64_t)self->device->reserved.current) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                    "accounting mismatch: %" G_GUINT64_FORMAT " allocated of %" G_GUINT64_FORMAT
-                    ", %u pending, mapped %" G_GUINT64_FORMAT "/%" G_GINT64_FORMAT,
-                    allocated, pool->allocated_bytes, n_pending, pool->mapped_bytes,
-                    self->device->reserved.current);
-        return FALSE;
-    }
-    return TRUE;
+    FsimTally tallies[] = {
+        {"allocated", allocated, pool->allocated_bytes},
+        {"pending", n_pending, (guint)g_tree_nnodes(pool->pending)},
+    };
+
+    return fsim_policy_check_accounts(self, pool->mapped_bytes, tallies, G_N_ELEMENTS(tallies),
+                                      error);
 }
 
 /* Each run of mapped pages is a segment (mapped in pages, like an expandable segment); the chunks

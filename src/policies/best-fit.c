@@ -148,15 +148,9 @@ best_fit_check(const FsimPolicy *self, GError **error)
             return FALSE;
         }
     }
-    if (allocated != bf->allocated_bytes ||
-        bf->mapped_end != (uint64_t)self->device->reserved.current) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                    "accounting mismatch: allocated %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
-                    ", mapped %" G_GUINT64_FORMAT "/%" G_GINT64_FORMAT,
-                    allocated, bf->allocated_bytes, bf->mapped_end, self->device->reserved.current);
-        return FALSE;
-    }
-    return TRUE;
+    FsimTally tally = {"allocated", allocated, bf->allocated_bytes};
+
+    return fsim_policy_check_accounts(self, bf->mapped_end, &tally, 1, error);
 }
 
 /* One segment, the mapped part of the arena; nothing is ever unmapped, so nothing is

@@ -309,17 +309,17 @@ bfc_check(const FsimPolicy *self, GError **error)
     }
     if (!fsim_chunk_list_check_index(&bfc->chunks, n_free, error))
         return FALSE;
-    if (in_use != bfc->in_use_bytes || regions != bfc->regions_bytes ||
-        regions > bfc->memory_limit || reserved != (uint64_t)self->device->reserved.current) {
+    if (regions > bfc->memory_limit) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                    "accounting mismatch: in use %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
-                    ", regions %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
-                    ", reserved %" G_GUINT64_FORMAT "/%" G_GINT64_FORMAT,
-                    in_use, bfc->in_use_bytes, regions, bfc->regions_bytes, reserved,
-                    self->device->reserved.current);
+                    "regions of %" G_GUINT64_FORMAT " bytes beyond the memory limit", regions);
         return FALSE;
     }
-    return TRUE;
+    FsimTally tallies[] = {
+        {"in use", in_use, bfc->in_use_bytes},
+        {"regions", regions, bfc->regions_bytes},
+    };
+
+    return fsim_policy_check_accounts(self, reserved, tallies, G_N_ELEMENTS(tallies), error);
 }
 
 /* Each region is a segment (its size rounded to the device's granularity: the tail is the

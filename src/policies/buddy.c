@@ -386,18 +386,12 @@ buddy_check(const FsimPolicy *self, GError **error)
         regions += buddy_block_size(buddy, region->order);
         reserved += fsim_device_round(self->device, buddy_block_size(buddy, region->order));
     }
-    if (regions != buddy->regions_bytes ||
-        free_bytes + buddy->allocated_bytes != buddy->regions_bytes ||
-        reserved != (uint64_t)self->device->reserved.current) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                    "accounting mismatch: regions %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
-                    ", free %" G_GUINT64_FORMAT " + allocated %" G_GUINT64_FORMAT
-                    ", reserved %" G_GUINT64_FORMAT "/%" G_GINT64_FORMAT,
-                    regions, buddy->regions_bytes, free_bytes, buddy->allocated_bytes, reserved,
-                    self->device->reserved.current);
-        return FALSE;
-    }
-    return TRUE;
+    FsimTally tallies[] = {
+        {"regions", regions, buddy->regions_bytes},
+        {"free and allocated", free_bytes + buddy->allocated_bytes, buddy->regions_bytes},
+    };
+
+    return fsim_policy_check_accounts(self, reserved, tallies, G_N_ELEMENTS(tallies), error);
 }
 
 /* The free blocks of @region, in address order, into @blocks. */

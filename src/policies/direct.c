@@ -13,8 +13,8 @@
 #include "policies.h"
 
 typedef struct {
-    FsimPolicy base; /* must be first */
-    uint64_t live_blocks;
+    FsimPolicy base;     /* must be first */
+    uint64_t live_bytes; /* the live blocks' sizes, each rounded as the device reserves it */
 } Direct;
 
 FSIM_POLICY_DEFINE_TYPE(Direct, direct)
@@ -44,7 +44,7 @@ direct_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
     out->addr = addr;
     out->size = fsim_device_round(self->device, req->size);
     out->cookie = 0;
-    direct->live_blocks++;
+    direct->live_bytes += out->size;
     return FSIM_OK;
 }
 
@@ -55,22 +55,14 @@ direct_dealloc(FsimPolicy *self, const FsimBlock *block, FsimTime now)
 
     (void)now;
     fsim_device_mem_free(self->device, block->addr, block->size);
-    direct->live_blocks--;
+    direct->live_bytes -= block->size;
 }
 
 static gboolean
 direct_check(const FsimPolicy *self, GError **error)
 {
-    const Direct *direct = (const Direct *)self;
-    uint64_t reserved = (uint64_t)self->device->reserved.current;
-
     /* Every reserved byte belongs to a live block: nothing is ever cached. */
-    if (direct->live_blocks == 0 && reserved != 0) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                    "no live blocks but %" G_GUINT64_FORMAT " bytes reserved", reserved);
-        return FALSE;
-    }
-    return TRUE;
+    return fsim_policy_check_accounts(self, ((const Direct *)self)->live_bytes, NULL, 0, error);
 }
 
 const FsimPolicyOps fsim_policy_direct = {

@@ -782,17 +782,13 @@ gmlake_check(const FsimPolicy *self, GError **error)
 
         indexed += s->free[GM_SMALL].count + s->free[GM_LARGE].count;
     }
-    if (allocated != gm->allocated_bytes || reserved != gm->segments_bytes || n_free != indexed ||
-        reserved != (uint64_t)self->device->reserved.current) {
-        g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                    "accounting mismatch: allocated %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
-                    ", reserved %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT "/%" G_GINT64_FORMAT
-                    ", free blocks %" G_GSIZE_FORMAT "/%" G_GSIZE_FORMAT,
-                    allocated, gm->allocated_bytes, reserved, gm->segments_bytes,
-                    self->device->reserved.current, n_free, indexed);
-        return FALSE;
-    }
-    return TRUE;
+    FsimTally tallies[] = {
+        {"allocated", allocated, gm->allocated_bytes},
+        {"segments", reserved, gm->segments_bytes},
+        {"free blocks", n_free, indexed},
+    };
+
+    return fsim_policy_check_accounts(self, reserved, tallies, G_N_ELEMENTS(tallies), error);
 }
 
 const FsimPolicyOps fsim_policy_gmlake = {

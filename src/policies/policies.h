@@ -43,3 +43,30 @@ extern const FsimPolicyOps fsim_policy_async;
         policy->base.device = device;                          \
         return policy;                                         \
     }
+
+/*
+ * FsimTally:
+ * @what: its name in a mismatch (`allocated`).
+ * @counted: the figure as check() counted it afresh (the bytes of the blocks in use it walked).
+ * @kept: the figure as the policy keeps it (its counter of allocated bytes).
+ *
+ * One figure of a policy's accounting, for fsim_policy_check_accounts().
+ */
+typedef struct {
+    const char *what;
+    uint64_t counted;
+    uint64_t kept;
+} FsimTally;
+
+/*
+ * fsim_policy_check_accounts:
+ * @self: the policy.
+ * @reserved: the device memory it holds, as it counts it.
+ * @tallies: (nullable): @n figures of its own accounting.
+ *
+ * The end of a check(): TRUE when @reserved is the device's own count of reserved bytes and each
+ * tally's two figures agree; else FALSE with @error "accounting mismatch: WHAT COUNTED/KEPT, ...,
+ * reserved RESERVED/DEVICE".
+ */
+gboolean fsim_policy_check_accounts(const FsimPolicy *self, uint64_t reserved,
+                                    const FsimTally *tallies, gsize n, GError **error);

@@ -219,15 +219,13 @@ planner_check(const FsimPolicy *self, GError **error)
 
     if (!planner_arena_check(&planner->arena, error))
         return FALSE;
-    if (planner->mapped_end != (uint64_t)self->device->reserved.current ||
-        planner->arena.used_bytes > planner->mapped_end) {
+    if (planner->arena.used_bytes > planner->mapped_end) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED,
-                    "planner: %" G_GUINT64_FORMAT " bytes mapped, %" G_GINT64_FORMAT
-                    " reserved, %" G_GUINT64_FORMAT " in use",
-                    planner->mapped_end, self->device->reserved.current, planner->arena.used_bytes);
+                    "planner: %" G_GUINT64_FORMAT " bytes in use, %" G_GUINT64_FORMAT " mapped",
+                    planner->arena.used_bytes, planner->mapped_end);
         return FALSE;
     }
-    return TRUE;
+    return fsim_policy_check_accounts(self, planner->mapped_end, NULL, 0, error);
 }
 
 /* One segment, the mapped part of the arena (as bestfit's); the planner never unmaps, so no free
