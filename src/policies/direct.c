@@ -27,12 +27,6 @@ direct_create(FsimDevice *device, GKeyFile *config, GError **error)
     return &direct_new(device)->base;
 }
 
-static void
-direct_destroy(FsimPolicy *self)
-{
-    g_free(direct_from_policy(self));
-}
-
 static FsimStatus
 direct_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
 {
@@ -70,7 +64,7 @@ const FsimPolicyOps fsim_policy_direct = {
     .summary = "no caching: one cudaMalloc and one cudaFree per tensor",
     .knobs = NULL,
     .create = direct_create,
-    .destroy = direct_destroy,
+    .destroy = fsim_policy_destroy_instance,
     .alloc = direct_alloc,
     .dealloc = direct_dealloc,
     .check = direct_check,

@@ -48,12 +48,6 @@ paged_create(FsimDevice *device, GKeyFile *config, GError **error)
     return &g_steal_pointer(&paged)->base;
 }
 
-static void
-paged_destroy(FsimPolicy *self)
-{
-    g_free(paged_from_policy(self));
-}
-
 static FsimStatus
 paged_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out)
 {
@@ -108,7 +102,7 @@ const FsimPolicyOps fsim_policy_paged = {
     .summary = "whole pages mapped per request into fresh virtual ranges (vLLM/vAttention style)",
     .knobs = paged_knobs,
     .create = paged_create,
-    .destroy = paged_destroy,
+    .destroy = fsim_policy_destroy_instance,
     .alloc = paged_alloc,
     .dealloc = paged_dealloc,
     .check = paged_check,

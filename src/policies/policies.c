@@ -1,12 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the policies of this directory share: the last step of their check(), their counters
- * against what the check counted afresh and against the device's own count of reserved memory,
- * in one wording for all.
+ * What the policies of this directory share: the destroy() of a policy that owns nothing but its
+ * instance, and the last step of their check(), their counters against what the check counted
+ * afresh and against the device's own count of reserved memory, in one wording for all.
  */
 #include "policies.h"
 
 #include <glib.h>
+
+void
+fsim_policy_destroy_instance(FsimPolicy *self)
+{
+    g_free(self);
+}
 
 gboolean
 fsim_policy_check_accounts(const FsimPolicy *self, uint64_t reserved, const FsimTally *tallies,

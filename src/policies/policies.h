@@ -44,6 +44,9 @@ extern const FsimPolicyOps fsim_policy_async;
         return policy;                                         \
     }
 
+/* The destroy() of a policy that owns nothing but its instance. */
+void fsim_policy_destroy_instance(FsimPolicy *self);
+
 /*
  * FsimTally:
  * @what: its name in a mismatch (`allocated`).
