@@ -33,15 +33,19 @@ fsim_zlib_converter_init(FsimZlibConverter *self)
     (void)self;
 }
 
+/* @on_deflate on the stream of a compressor, @on_inflate on that of a decompressor (deflateEnd()
+ * and inflateEnd(), deflateReset() and inflateReset()). */
+static void
+zlib_stream_call(FsimZlibConverter *self, int (*on_deflate)(z_streamp),
+                 int (*on_inflate)(z_streamp))
+{
+    (self->compress ? on_deflate : on_inflate)(&self->zstream);
+}
+
 static void
 fsim_zlib_converter_finalize(GObject *object)
 {
-    FsimZlibConverter *self = FSIM_ZLIB_CONVERTER(object);
-
-    if (self->compress)
-        deflateEnd(&self->zstream);
-    else
-        inflateEnd(&self->zstream);
+    zlib_stream_call(FSIM_ZLIB_CONVERTER(object), deflateEnd, inflateEnd);
     G_OBJECT_CLASS(fsim_zlib_converter_parent_class)->finalize(object);
 }
 
@@ -112,12 +116,7 @@ zlib_convert(GConverter *converter, const void *inbuf, gsize inbuf_size, void *o
 static void
 zlib_reset(GConverter *converter)
 {
-    FsimZlibConverter *self = FSIM_ZLIB_CONVERTER(converter);
-
-    if (self->compress)
-        deflateReset(&self->zstream);
-    else
-        inflateReset(&self->zstream);
+    zlib_stream_call(FSIM_ZLIB_CONVERTER(converter), deflateReset, inflateReset);
 }
 
 static void
