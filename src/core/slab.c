@@ -7,10 +7,9 @@ void
 fsim_slab_init(FsimSlab *slab, gsize record_size, guint per_page)
 {
     g_return_if_fail(record_size >= sizeof(gpointer) && per_page > 0);
-    slab->spare = NULL;
-    slab->pages = g_ptr_array_new_with_free_func(g_free);
-    slab->record_size = record_size;
-    slab->per_page = per_page;
+    *slab = (FsimSlab){.pages = g_ptr_array_new_with_free_func(g_free),
+                       .record_size = record_size,
+                       .per_page = per_page};
 }
 
 void
