@@ -100,30 +100,32 @@ fsim_latency_quantile(const FsimLatency *latency, double q)
 
 /* ---- least squares ------------------------------------------------------------------------- */
 
+/* The mean of the @n > 0 values @v. */
+static double
+mean_of(const double *v, gsize n)
+{
+    double sum = 0.0;
+
+    for (gsize i = 0; i < n; i++)
+        sum += v[i];
+    return sum / (double)n;
+}
+
 gboolean
 fsim_fit_linear(const double *x, const double *y, gsize n, FsimLinearFit *out)
 {
-    double mean_x = 0.0;
-    double mean_y = 0.0;
     double sxx = 0.0;
     double sxy = 0.0;
     double syy = 0.0;
     double ss_res = 0.0;
 
-    out->base = 0.0;
-    out->slope = 0.0;
-    out->r2 = 1.0;
-    out->n = n;
+    *out = (FsimLinearFit){.r2 = 1.0, .n = n};
     if (n == 0)
         return FALSE;
     /* Centred sums: sizes in GiB and durations in ns differ by orders of magnitude, and the
      * textbook n*Σxy - ΣxΣy form loses the difference to cancellation. */
-    for (gsize i = 0; i < n; i++) {
-        mean_x += x[i];
-        mean_y += y[i];
-    }
-    mean_x /= (double)n;
-    mean_y /= (double)n;
+    double mean_x = mean_of(x, n);
+    double mean_y = mean_of(y, n);
     for (gsize i = 0; i < n; i++) {
         double dx = x[i] - mean_x;
         double dy = y[i] - mean_y;
