@@ -60,7 +60,7 @@ struct FsimEngine {
     uint64_t seen_start;
     uint64_t seen_end;
     FsimEventQueue queue;
-    FsimPoolScopes *pools; /* private-pool scopes and references, checked before the policy */
+    FsimPoolScopes pools; /* private-pool scopes and references, checked before the policy */
     uint64_t seq;
     GArray *observers;    /* of ObserverEntry */
     guint n_observers;    /* observers->len, read once per event on the hot path */

@@ -77,7 +77,7 @@ fsim_engine_new(const FsimRunConfig *config, GError **error)
     fsim_live_table_init(&engine->live);
     engine->seen_ids = fsim_range_set_new();
     fsim_event_queue_init(&engine->queue);
-    engine->pools = fsim_pool_scopes_new();
+    fsim_pool_scopes_init(&engine->pools);
     engine->observers = g_array_new(FALSE, FALSE, sizeof(ObserverEntry));
     for (guint h = 0; h < HOOKS; h++)
         engine->hooks[h] = g_array_new(FALSE, FALSE, sizeof(ObserverEntry));
@@ -101,7 +101,7 @@ fsim_engine_free(FsimEngine *engine)
     fsim_live_table_clear(&engine->live);
     g_clear_pointer(&engine->seen_ids, fsim_range_set_free);
     fsim_event_queue_clear(&engine->queue);
-    g_clear_pointer(&engine->pools, fsim_pool_scopes_free);
+    fsim_pool_scopes_clear(&engine->pools);
     g_clear_pointer(&engine->observers, g_array_unref);
     for (guint h = 0; h < HOOKS; h++)
         g_clear_pointer(&engine->hooks[h], g_array_unref);
@@ -330,7 +330,7 @@ fsim_engine_start(FsimEngine *engine, GError **error)
     if (!fsim_initial_state_check(state, error))
         return FALSE;
     for (gsize i = 0; i < state->n_segments; i++)
-        fsim_pool_scopes_seed(engine->pools, state->segments[i].pool_id);
+        fsim_pool_scopes_seed(&engine->pools, state->segments[i].pool_id);
     blocks = g_new0(FsimBlock, MAX(state->n_blocks, 1));
     engine->device->seeding = TRUE;
     if (engine->policy->ops->seed != NULL) {
@@ -583,7 +583,7 @@ engine_pool_event(FsimEngine *engine, const FsimEvent *ev, GError **error)
 {
     const FsimPolicyOps *ops = engine->policy->ops;
 
-    if (!fsim_pool_scopes_apply(engine->pools, ev, error))
+    if (!fsim_pool_scopes_apply(&engine->pools, ev, error))
         return FALSE;
     if (ev->kind == FSIM_EV_POOL_BEGIN && ops->pool_begin != NULL)
         ops->pool_begin(engine->policy, ev->id, ev->stream, ev->time);

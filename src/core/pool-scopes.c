@@ -14,10 +14,6 @@ typedef struct {
     GArray *streams; /* uint64_t: the streams a scope of the pool is open on */
 } ScopePool;
 
-struct FsimPoolScopes {
-    GHashTable *pools; /* uint64_t* pool id -> ScopePool* */
-};
-
 static void
 scope_pool_free(gpointer data)
 {
@@ -26,21 +22,16 @@ scope_pool_free(gpointer data)
     fsim_owned_free(data, owned, G_N_ELEMENTS(owned));
 }
 
-FsimPoolScopes *
-fsim_pool_scopes_new(void)
+void
+fsim_pool_scopes_init(FsimPoolScopes *scopes)
 {
-    FsimPoolScopes *scopes = g_new0(FsimPoolScopes, 1);
-
     scopes->pools = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, scope_pool_free);
-    return scopes;
 }
 
 void
-fsim_pool_scopes_free(FsimPoolScopes *scopes)
+fsim_pool_scopes_clear(FsimPoolScopes *scopes)
 {
-    static const FsimOwned owned[] = {FSIM_OWNED(FsimPoolScopes, pools, g_hash_table_unref)};
-
-    fsim_owned_free(scopes, owned, G_N_ELEMENTS(owned));
+    g_clear_pointer(&scopes->pools, g_hash_table_unref);
 }
 
 static ScopePool *

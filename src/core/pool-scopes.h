@@ -10,10 +10,12 @@
 
 #include "fragsim/event.h"
 
-typedef struct FsimPoolScopes FsimPoolScopes;
+typedef struct {
+    GHashTable *pools; /* uint64_t* pool id -> its record (pool-scopes.c) */
+} FsimPoolScopes;
 
-FsimPoolScopes *fsim_pool_scopes_new(void);
-void fsim_pool_scopes_free(FsimPoolScopes *scopes);
+void fsim_pool_scopes_init(FsimPoolScopes *scopes);
+void fsim_pool_scopes_clear(FsimPoolScopes *scopes);
 
 /* A pool of the initial state: it exists with one reference (a no-op if it already does). */
 void fsim_pool_scopes_seed(FsimPoolScopes *scopes, uint64_t pool);
