@@ -215,11 +215,158 @@ est_module_tmp(const State *st, FsimModule module)
     return MAX(st->grad_tmp[module], st->lora_tmp[module]);
 }
 
+/* Model state into out: parameter counts and the bytes of weights, gradients and optimizer;
+ * returns their sum. */
+static uint64_t
+est_report_state(const FsimTrainConfig *c, const GArray *params, const State *st, FsimEstimate *out)
+{
+    for (guint i = 0; i < params->len; i++) {
+        const FsimParamTensor *p = &g_array_index(params, FsimParamTensor, i);
+        out->rank_params += p->rows * p->cols;
+        if (fsim_train_param_trainable(c, p))
+            out->trainable_params += p->rows * p->cols;
+    }
+    out->params = fsim_model_params(&c->model);
+    out->weights_bytes = st->weights;
+    out->gradients_bytes = st->grads;
+    out->optimizer_bytes = st->optimizer;
+    out->master_bytes = st->master;
+    uint64_t state = st->weights + st->grads + st->optimizer;
+    out->bytes_per_param = out->rank_params ? (double)state / (double)out->rank_params : 0;
+    return state;
+}
+
+/* The backward's candidates for the peak, as bytes beyond model state, and what they share. */
+typedef struct {
+    const FsimTrainConfig *c;
+    const Est *x;
+    const State *st;
+    uint64_t a0;          /* activations at the start of backward */
+    uint64_t lnf;         /* one of: final norm input, its output, dy, dx... */
+    uint64_t logp;        /* the log-softmax */
+    uint64_t sp_gather;   /* a sequence-parallel all-gather */
+    uint64_t zero3_layer; /* a layer's gathered weights under ZeRO-3 */
+    uint64_t drop_grad;   /* a dropout's gradient */
+    uint64_t peak;
+    const char *phase;
+} Bwd;
+
+/* Makes cand the peak if it is larger than the peak so far. */
+static void
+bwd_offer(Bwd *w, uint64_t cand, const char *phase)
+{
+    if (cand > w->peak) {
+        w->peak = cand;
+        w->phase = phase;
+    }
+}
+
+/* The loss and the output layer. */
+static void
+bwd_head(Bwd *w)
+{
+    const Est *x = w->x;
+    uint64_t zero3_head = w->c->zero_stage >= 3 ? w->st->head_weights : 0;
+
+    /* 1. The loss backward: the log-softmax's gradient and the logits' one beside the kept
+     * log-softmax. */
+    w->peak = w->a0 + 2 * w->logp;
+    w->phase = "loss backward";
+
+    /* 1b. Under ZeRO-3 the loss forward holds the gathered output layer: with the log-softmax
+     * and the fp32 logits it is made from (or the 16-bit logits and the gathered input). */
+    if (zero3_head)
+        bwd_offer(
+            w, w->a0 - w->logp + zero3_head + MAX(2 * w->logp, w->sp_gather + x->T * x->v * x->e),
+            "loss forward");
+
+    /* 2. The output layer's weight gradient: logits' gradient (in the compute type), the final
+     * norm output's gradient, the weight gradient temporaries; the log-softmax is gone. */
+    FsimModule head_module = w->c->model.tied_embeddings ? FSIM_MOD_EMBED : FSIM_MOD_HEAD;
+    bwd_offer(w,
+              w->a0 - w->logp + x->T * x->v * x->e + zero3_head + w->sp_gather + w->lnf +
+                  est_module_tmp(w->st, head_module),
+              "output layer backward");
+}
+
+/* The first layer's backward starts from a0 without the head (log-softmax, final norm input
+ * and output) but with dy, and the gathered weights under ZeRO-3; under full checkpointing the
+ * layer is recomputed first.  Returns the bytes the layer's backward starts from. */
+static uint64_t
+bwd_layer_base(Bwd *w)
+{
+    const Est *x = w->x;
+    const FsimModelShape *m = &w->c->model;
+    uint64_t base = w->a0 - w->logp - w->lnf + w->zero3_layer;
+    if (w->c->checkpointing != FSIM_CKPT_FULL)
+        return base;
+    /* the layer's saved tensors, recomputed (its input is the checkpoint, already in a0),
+     * and at the end of the recomputation the MLP output and the discarded layer output */
+    FsimTrainConfig none = *w->c;
+    none.checkpointing = FSIM_CKPT_NONE;
+    base += fsim_estimate_layer_activations(&none) - w->lnf;
+    uint64_t cand = base + 2 * w->lnf;
+    /* with sequence parallelism, the MLP input's all-gather while the MLP's first
+     * projection output is made: the rest of the MLP half does not exist yet */
+    uint64_t rest = (m->gated_mlp ? 2 : 1) * x->T * x->f * x->e + (x->dropout ? x->Tr * x->h : 0);
+    cand = MAX(cand, base - rest + w->sp_gather);
+    bwd_offer(w, cand, "recomputation");
+    return base;
+}
+
+/* 3. MLP backward: the output's dropout gradient, the gathered input, the gradient of the
+ * last projection's input and its weight gradient; a SwiGLU keeps two T·f gradients at
+ * once a moment later. */
+static void
+bwd_mlp(Bwd *w, uint64_t base)
+{
+    const FsimModelShape *m = &w->c->model;
+    FsimModule last = m->gated_mlp ? FSIM_MOD_DOWN : FSIM_MOD_FC2;
+    uint64_t tf = w->x->T * w->x->f * w->x->e;
+    uint64_t cand = base + w->drop_grad + w->sp_gather + tf + est_module_tmp(w->st, last);
+    if (m->gated_mlp && m->fused_gate_up) {
+        /* the gate's and up's gradients, their concatenation and its gathered input */
+        cand = MAX(cand, base + 2 * tf + w->sp_gather);
+    } else if (m->gated_mlp) {
+        cand = MAX(cand, base + 2 * tf);
+        /* the input's gradient and the gate's weight gradient, the gathered input */
+        cand = MAX(cand, base + w->sp_gather + w->lnf + est_module_tmp(w->st, FSIM_MOD_GATE));
+    }
+    bwd_offer(w, cand, "MLP backward");
+}
+
+/* 4. Attention backward: the MLP half of the layer is gone. */
+static void
+bwd_attention(Bwd *w, uint64_t base)
+{
+    const Est *x = w->x;
+    uint64_t abase = base - est_layer_mlp(x, &w->c->model);
+    uint64_t tq = x->T * x->q * x->e;
+    uint64_t tkv = x->T * x->kv * x->e;
+    uint64_t attn = w->drop_grad + w->sp_gather + tq + est_module_tmp(w->st, FSIM_MOD_O);
+    if (x->eager) {
+        uint64_t se = x->scores * x->e;
+        uint64_t recomputed = w->c->checkpointing == FSIM_CKPT_SELECTIVE ? est_core(x) : 0;
+        /* the gradients of the probabilities and of V while the context's is alive (the
+         * context itself is gone); then, without dropout (whose dropped probabilities die
+         * first), the softmax's input gradient beside its output's while the probabilities live,
+         * the context's gradient gone */
+        attn = MAX(attn, recomputed + se + tkv);
+        if (!x->dropout && 2 * se + tkv > tq)
+            attn = MAX(attn, recomputed + 2 * se + tkv - tq);
+        if (recomputed)
+            attn = MAX(attn, MAX(2 * se, recomputed + tq));
+    } else {
+        /* the context's gradient, dQ, dK, dV and FlashAttention-2's fp32 accumulator and sums */
+        attn = MAX(attn, 2 * tq + 2 * tkv + x->T * x->q * 4 + x->b * x->heads * x->s * 4);
+    }
+    bwd_offer(w, abase + attn, "attention backward");
+}
+
 gboolean
 fsim_estimate_train(const FsimTrainConfig *config, FsimEstimate *out, GError **error)
 {
     const FsimTrainConfig *c = config;
-    const FsimModelShape *m = &config->model;
     Est x;
     State st;
 
@@ -230,29 +377,16 @@ fsim_estimate_train(const FsimTrainConfig *config, FsimEstimate *out, GError **e
     g_autoptr(GArray) params = g_array_new(FALSE, FALSE, sizeof(FsimParamTensor));
     fsim_train_params(config, params);
     est_state(config, &x, params, &st);
-
-    for (guint i = 0; i < params->len; i++) {
-        const FsimParamTensor *p = &g_array_index(params, FsimParamTensor, i);
-        out->rank_params += p->rows * p->cols;
-        if (fsim_train_param_trainable(config, p))
-            out->trainable_params += p->rows * p->cols;
-    }
-    out->params = fsim_model_params(m);
-    out->weights_bytes = st.weights;
-    out->gradients_bytes = st.grads;
-    out->optimizer_bytes = st.optimizer;
-    out->master_bytes = st.master;
-    uint64_t state = st.weights + st.grads + st.optimizer;
-    out->bytes_per_param = out->rank_params ? (double)state / (double)out->rank_params : 0;
+    uint64_t state = est_report_state(config, params, &st, out);
 
     /* Activations at the start of backward. */
     uint64_t layer = fsim_estimate_layer_activations(config);
-    uint64_t lnf = x.Tr * x.h * x.e; /* one of: final norm input, its output, dy, dx... */
+    uint64_t lnf = x.Tr * x.h * x.e;
     uint64_t logp = x.T * x.v * 4;
     uint64_t head = 2 * lnf + logp;
     uint64_t inputs = 2 * x.T * 8;
     uint64_t emb_mask = x.dropout ? x.Tr * x.h : 0;
-    uint64_t a0 = m->layers * layer + head + inputs + emb_mask;
+    uint64_t a0 = c->model.layers * layer + head + inputs + emb_mask;
     out->layer_activations_bytes = layer;
 
     if (config->activations_bytes) {
@@ -264,113 +398,27 @@ fsim_estimate_train(const FsimTrainConfig *config, FsimEstimate *out, GError **e
         return TRUE;
     }
 
-    /* Candidates for the peak, as bytes beyond model state. */
-    uint64_t sp_gather = c->sequence_parallel ? x.T * x.h * x.e : 0;
-    uint64_t zero3_layer = c->zero_stage >= 3 ? st.layer_weights : 0;
-    uint64_t zero3_head = c->zero_stage >= 3 ? st.head_weights : 0;
-    uint64_t drop_grad = x.dropout ? lnf : 0;
-    const char *phase = "loss backward";
-
-    /* 1. The loss backward: the log-softmax's gradient and the logits' one beside the kept
-     * log-softmax. */
-    uint64_t peak = a0 + 2 * logp;
-    uint64_t cand;
-
-    /* 1b. Under ZeRO-3 the loss forward holds the gathered output layer: with the log-softmax
-     * and the fp32 logits it is made from (or the 16-bit logits and the gathered input). */
-    if (zero3_head) {
-        cand = a0 - logp + zero3_head + MAX(2 * logp, sp_gather + x.T * x.v * x.e);
-        if (cand > peak) {
-            peak = cand;
-            phase = "loss forward";
-        }
-    }
-
-    /* 2. The output layer's weight gradient: logits' gradient (in the compute type), the final
-     * norm output's gradient, the weight gradient temporaries; the log-softmax is gone. */
-    FsimModule head_module = m->tied_embeddings ? FSIM_MOD_EMBED : FSIM_MOD_HEAD;
-    cand = a0 - logp + x.T * x.v * x.e + zero3_head + sp_gather + lnf +
-           est_module_tmp(&st, head_module);
-    if (cand > peak) {
-        peak = cand;
-        phase = "output layer backward";
-    }
-
-    /* The first layer's backward starts from a0 without the head (log-softmax, final norm input
-     * and output) but with dy, and the gathered weights under ZeRO-3. */
-    uint64_t base = a0 - logp - lnf + zero3_layer;
-    if (c->checkpointing == FSIM_CKPT_FULL) {
-        /* the layer's saved tensors, recomputed (its input is the checkpoint, already in a0),
-         * and at the end of the recomputation the MLP output and the discarded layer output */
-        FsimTrainConfig none = *config;
-        none.checkpointing = FSIM_CKPT_NONE;
-        base += fsim_estimate_layer_activations(&none) - lnf;
-        cand = base + 2 * lnf;
-        /* with sequence parallelism, the MLP input's all-gather while the MLP's first
-         * projection output is made: the rest of the MLP half does not exist yet */
-        uint64_t rest = (m->gated_mlp ? 2 : 1) * x.T * x.f * x.e + (x.dropout ? x.Tr * x.h : 0);
-        cand = MAX(cand, base - rest + sp_gather);
-        if (cand > peak) {
-            peak = cand;
-            phase = "recomputation";
-        }
-    }
-
-    /* 3. MLP backward: the output's dropout gradient, the gathered input, the gradient of the
-     * last projection's input and its weight gradient; a SwiGLU keeps two T·f gradients at
-     * once a moment later. */
-    FsimModule last = m->gated_mlp ? FSIM_MOD_DOWN : FSIM_MOD_FC2;
-    uint64_t tf = x.T * x.f * x.e;
-    cand = base + drop_grad + sp_gather + tf + est_module_tmp(&st, last);
-    if (m->gated_mlp && m->fused_gate_up) {
-        /* the gate's and up's gradients, their concatenation and its gathered input */
-        cand = MAX(cand, base + 2 * tf + sp_gather);
-    } else if (m->gated_mlp) {
-        cand = MAX(cand, base + 2 * tf);
-        /* the input's gradient and the gate's weight gradient, the gathered input */
-        cand = MAX(cand, base + sp_gather + lnf + est_module_tmp(&st, FSIM_MOD_GATE));
-    }
-    if (cand > peak) {
-        peak = cand;
-        phase = "MLP backward";
-    }
-
-    /* 4. Attention backward: the MLP half of the layer is gone. */
-    uint64_t abase = base - est_layer_mlp(&x, m);
-    uint64_t tq = x.T * x.q * x.e;
-    uint64_t tkv = x.T * x.kv * x.e;
-    uint64_t attn = drop_grad + sp_gather + tq + est_module_tmp(&st, FSIM_MOD_O);
-    if (x.eager) {
-        uint64_t se = x.scores * x.e;
-        uint64_t recomputed = c->checkpointing == FSIM_CKPT_SELECTIVE ? est_core(&x) : 0;
-        /* the gradients of the probabilities and of V while the context's is alive (the
-         * context itself is gone); then, without dropout (whose dropped probabilities die
-         * first), the softmax's input gradient beside its output's while the probabilities live,
-         * the context's gradient gone */
-        attn = MAX(attn, recomputed + se + tkv);
-        if (!x.dropout && 2 * se + tkv > tq)
-            attn = MAX(attn, recomputed + 2 * se + tkv - tq);
-        if (recomputed)
-            attn = MAX(attn, MAX(2 * se, recomputed + tq));
-    } else {
-        /* the context's gradient, dQ, dK, dV and FlashAttention-2's fp32 accumulator and sums */
-        attn = MAX(attn, 2 * tq + 2 * tkv + x.T * x.q * 4 + x.b * x.heads * x.s * 4);
-    }
-    cand = abase + attn;
-    if (cand > peak) {
-        peak = cand;
-        phase = "attention backward";
-    }
-
+    Bwd w = {
+        .c = c,
+        .x = &x,
+        .st = &st,
+        .a0 = a0,
+        .lnf = lnf,
+        .logp = logp,
+        .sp_gather = c->sequence_parallel ? x.T * x.h * x.e : 0,
+        .zero3_layer = c->zero_stage >= 3 ? st.layer_weights : 0,
+        .drop_grad = x.dropout ? lnf : 0,
+    };
+    bwd_head(&w);
+    uint64_t base = bwd_layer_base(&w);
+    bwd_mlp(&w, base);
+    bwd_attention(&w, base);
     /* 5. The optimizer step: no activations, the largest tensor's temporaries. */
-    if (st.step_tmp > peak) {
-        peak = st.step_tmp;
-        phase = "optimizer step";
-    }
+    bwd_offer(&w, st.step_tmp, "optimizer step");
 
     out->activations_bytes = a0;
-    out->temporaries_bytes = peak - a0;
-    out->total_bytes = state + peak;
-    out->peak_phase = phase;
+    out->temporaries_bytes = w.peak - a0;
+    out->total_bytes = state + w.peak;
+    out->peak_phase = w.phase;
     return TRUE;
 }
