@@ -187,16 +187,11 @@ options_enum_error(const char *flag, const char *value, const char *valid, GErro
     return FALSE;
 }
 
-gboolean
-fsim_train_options_resolve(const FsimTrainOptions *o, const char *model_arg,
-                           FsimTrainConfig *config, GError **error)
+/* The model: a preset, a shape derived from a parameter count, or the shape flags alone. */
+static gboolean
+options_resolve_model(const FsimTrainOptions *o, const char *model, gboolean shape_flags,
+                      FsimModelShape *m, GError **error)
 {
-    const char *model = o->model ? o->model : model_arg;
-    gboolean shape_flags = o->layers != -1 || o->hidden != -1 || o->heads != -1 ||
-                           o->kv_heads != -1 || o->head_dim != -1 || o->ffn != -1 || o->vocab != -1;
-    FsimModelShape *m = &config->model;
-
-    fsim_train_config_init(config);
     if (model && o->params) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "give either --model or --params");
         return FALSE;
@@ -235,6 +230,13 @@ fsim_train_options_resolve(const FsimTrainOptions *o, const char *model_arg,
         g_autofree char *name = g_strdup_printf("%s*", m->name);
         g_strlcpy(m->name, name, sizeof m->name);
     }
+    return TRUE;
+}
+
+/* The shape flags over the model's dimensions. */
+static gboolean
+options_resolve_shape(const FsimTrainOptions *o, FsimModelShape *m, GError **error)
+{
     uint32_t old_heads = m->heads, old_hidden = m->hidden;
     if (!options_dim(o->layers, "layers", &m->layers, error) ||
         !options_dim(o->hidden, "hidden", &m->hidden, error) ||
@@ -247,10 +249,14 @@ fsim_train_options_resolve(const FsimTrainOptions *o, const char *model_arg,
         m->kv_heads = m->heads;
     if ((m->heads != old_heads || m->hidden != old_hidden) && m->heads)
         m->head_dim = m->hidden / m->heads;
-    if (!options_dim(o->kv_heads, "kv-heads", &m->kv_heads, error) ||
-        !options_dim(o->head_dim, "head-dim", &m->head_dim, error))
-        return FALSE;
+    return options_dim(o->kv_heads, "kv-heads", &m->kv_heads, error) &&
+           options_dim(o->head_dim, "head-dim", &m->head_dim, error);
+}
 
+/* The batch, the steps and the arithmetic: precision, optimizer, checkpointing, attention. */
+static gboolean
+options_resolve_step(const FsimTrainOptions *o, FsimTrainConfig *config, GError **error)
+{
     if (!options_count(o->seq, "seq", &config->seq, error) ||
         !options_count(o->batch, "batch", &config->batch, error) ||
         !options_count(o->steps, "steps", &config->steps, error) ||
@@ -275,6 +281,13 @@ fsim_train_options_resolve(const FsimTrainOptions *o, const char *model_arg,
                                   error);
     if (o->attention && !fsim_attention_from_name(o->attention, &config->attention))
         return options_enum_error("attention", o->attention, "flash, eager", error);
+    return TRUE;
+}
+
+/* How the work is spread and what is trained: ZeRO, tensor and sequence parallelism, LoRA. */
+static gboolean
+options_resolve_parallel(const FsimTrainOptions *o, FsimTrainConfig *config, GError **error)
+{
     if (o->zero != -1) {
         if (o->zero < 0 || o->zero > 3) {
             g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE, "--zero must be 0, 1, 2 or 3");
@@ -298,7 +311,22 @@ fsim_train_options_resolve(const FsimTrainOptions *o, const char *model_arg,
                     "--lora-rank and --lora-targets need --lora");
         return FALSE;
     }
-    if (o->lora_targets && !fsim_lora_targets_parse(o->lora_targets, &config->lora_targets, error))
+    return !o->lora_targets ||
+           fsim_lora_targets_parse(o->lora_targets, &config->lora_targets, error);
+}
+
+gboolean
+fsim_train_options_resolve(const FsimTrainOptions *o, const char *model_arg,
+                           FsimTrainConfig *config, GError **error)
+{
+    const char *model = o->model ? o->model : model_arg;
+    gboolean shape_flags = o->layers != -1 || o->hidden != -1 || o->heads != -1 ||
+                           o->kv_heads != -1 || o->head_dim != -1 || o->ffn != -1 || o->vocab != -1;
+
+    fsim_train_config_init(config);
+    if (!options_resolve_model(o, model, shape_flags, &config->model, error) ||
+        !options_resolve_shape(o, &config->model, error) ||
+        !options_resolve_step(o, config, error) || !options_resolve_parallel(o, config, error))
         return FALSE;
     if (o->activations) {
         if (!fsim_parse_size(o->activations, &config->activations_bytes, error))
