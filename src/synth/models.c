@@ -284,14 +284,21 @@ fsim_train_params(const FsimTrainConfig *config, GArray *out)
         models_push(out, FSIM_MOD_EXTRA, FSIM_NO_LAYER, m->extra_params, 1, FALSE, FALSE);
 }
 
-uint64_t
-fsim_model_params(const FsimModelShape *shape)
+GArray *
+fsim_model_tensors(const FsimModelShape *shape)
 {
     FsimTrainConfig config;
     fsim_train_config_init(&config);
     config.model = *shape;
-    g_autoptr(GArray) params = g_array_new(FALSE, FALSE, sizeof(FsimParamTensor));
+    GArray *params = g_array_new(FALSE, FALSE, sizeof(FsimParamTensor));
     fsim_train_params(&config, params);
+    return params;
+}
+
+uint64_t
+fsim_model_params(const FsimModelShape *shape)
+{
+    g_autoptr(GArray) params = fsim_model_tensors(shape);
     uint64_t n = 0;
     for (guint i = 0; i < params->len; i++) {
         const FsimParamTensor *p = &g_array_index(params, FsimParamTensor, i);

@@ -414,16 +414,16 @@ fsim_kv_layout_from_name(const char *name, FsimKvLayout *out)
     return TRUE;
 }
 
-FsimSynth *
-fsim_synth_serve_new(const FsimServeConfig *config, GError **error)
+/* The model, the length distributions and the settings' ranges. */
+static gboolean
+serve_settings_check(const FsimServeConfig *config, GError **error)
 {
-    g_return_val_if_fail(config != NULL, NULL);
     if (!fsim_model_shape_check(&config->model, error))
-        return NULL;
+        return FALSE;
     if (config->prompt == NULL || config->output == NULL) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
                     "the serving generator needs prompt and output length distributions");
-        return NULL;
+        return FALSE;
     }
     if (!(config->rate > 0 && config->rate <= 1e6) || config->max_len < 2 ||
         config->max_len > 100000000 || config->max_batch == 0 || config->block_tokens == 0 ||
@@ -431,10 +431,16 @@ fsim_synth_serve_new(const FsimServeConfig *config, GError **error)
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
                     "bad serving settings: the rate must be in (0, 1e6], --max-len at least 2, "
                     "--max-batch and --block-tokens positive, --block-tokens at most --max-len");
-        return NULL;
+        return FALSE;
     }
+    return TRUE;
+}
 
-    /* the largest allocations: a request's KV at the maximum length, an iteration's workspace */
+/* The largest allocations of the settings, each below FSIM_MAX_SIZE: a request's KV at the
+ * maximum length, an iteration's workspace, a captured graph's decode step. */
+static gboolean
+serve_sizes_check(const FsimServeConfig *config, GError **error)
+{
     const FsimModelShape *shape = &config->model;
     double kv_token = 4.0 * shape->layers * shape->kv_heads * shape->head_dim;
     double tokens = (double)config->max_batch * (double)config->max_len;
@@ -448,7 +454,7 @@ fsim_synth_serve_new(const FsimServeConfig *config, GError **error)
                         " must be positive and its decode step below %" G_GUINT64_FORMAT
                         " bytes an allocation",
                         b, FSIM_MAX_SIZE);
-            return NULL;
+            return FALSE;
         }
     }
     if (kv_token * (double)config->max_len > (double)FSIM_MAX_SIZE ||
@@ -458,8 +464,31 @@ fsim_synth_serve_new(const FsimServeConfig *config, GError **error)
                     "an allocation of this configuration would exceed %" G_GUINT64_FORMAT
                     " bytes: reduce --max-len or --max-batch",
                     FSIM_MAX_SIZE);
-        return NULL;
+        return FALSE;
     }
+    return TRUE;
+}
+
+/* The bytes of each 16-bit weight tensor of the model, in the training generator's order. */
+static GArray *
+serve_weights(const FsimModelShape *m)
+{
+    g_autoptr(GArray) params = fsim_model_tensors(m);
+    GArray *weights = g_array_sized_new(FALSE, FALSE, sizeof(uint64_t), params->len);
+    for (guint i = 0; i < params->len; i++) {
+        const FsimParamTensor *p = &g_array_index(params, FsimParamTensor, i);
+        uint64_t bytes = p->rows * p->cols * 2;
+        g_array_append_val(weights, bytes);
+    }
+    return weights;
+}
+
+FsimSynth *
+fsim_synth_serve_new(const FsimServeConfig *config, GError **error)
+{
+    g_return_val_if_fail(config != NULL, NULL);
+    if (!serve_settings_check(config, error) || !serve_sizes_check(config, error))
+        return NULL;
 
     Serve *s = g_new0(Serve, 1);
     s->base.klass = &serve_class;
@@ -483,18 +512,7 @@ fsim_synth_serve_new(const FsimServeConfig *config, GError **error)
     s->layer_kv_per_token = (uint64_t)m->kv_heads * m->head_dim * 2;
     s->kv_per_token = 2 * m->layers * s->layer_kv_per_token;
     s->stats.kv_bytes_per_token = s->kv_per_token;
-
-    FsimTrainConfig train;
-    fsim_train_config_init(&train);
-    train.model = *m;
-    g_autoptr(GArray) params = g_array_new(FALSE, FALSE, sizeof(FsimParamTensor));
-    fsim_train_params(&train, params);
-    s->weights = g_array_sized_new(FALSE, FALSE, sizeof(uint64_t), params->len);
-    for (guint i = 0; i < params->len; i++) {
-        const FsimParamTensor *p = &g_array_index(params, FsimParamTensor, i);
-        uint64_t bytes = p->rows * p->cols * 2;
-        g_array_append_val(s->weights, bytes);
-    }
+    s->weights = serve_weights(m);
     return &s->base;
 }
 

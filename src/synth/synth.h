@@ -121,6 +121,10 @@ gboolean fsim_model_shape_check(const FsimModelShape *shape, GError **error);
 /* Returns: the number of parameters of @shape (all of them, before any partitioning). */
 uint64_t fsim_model_params(const FsimModelShape *shape);
 
+/* Returns: (element-type FsimParamTensor): every parameter tensor of @shape, whole (no tensor
+ * parallelism) and without adapters, in fsim_train_params()' order. */
+GArray *fsim_model_tensors(const FsimModelShape *shape);
+
 /**
  * FsimModule:
  *
