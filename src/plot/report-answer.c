@@ -133,6 +133,77 @@ answer_why(const ReportContext *ctx, const FsimStoredRun *best, const FsimStored
                            pinned, best->label, best_pinned);
 }
 
+/* The sentence's lead: the setting to use and what it saves (tune's recommendation, else the
+ * best PyTorch setting tried, else the best other allocator); @a->other is cleared when it
+ * is the lead, so that it is not named twice. */
+static void
+answer_lead(const ReportContext *ctx, Answer *a, GString *s)
+{
+    if (a->tune != NULL && a->tune->needed_bytes >= 0) {
+        g_autofree char *needed = fsim_format_size((uint64_t)a->tune->needed_bytes);
+        g_autofree char *saving =
+            fsim_format_size(a->tune->saving_bytes > 0 ? (uint64_t)a->tune->saving_bytes : 0);
+
+        g_string_append_printf(s,
+                               "Set %s (fragsim tune's recommendation): it needs %s, %s less "
+                               "than PyTorch's default settings",
+                               a->tune->env != NULL && *a->tune->env != '\0' ? a->tune->env
+                                                                             : a->tune->config,
+                               needed, saving);
+    } else if (a->best != NULL && a->best == a->baseline) {
+        g_autofree char *needed = fsim_format_size(report_run_key(a->best));
+
+        g_string_append_printf(s,
+                               "Keep PyTorch's default settings: they need %s, and no other "
+                               "setting tried needs less",
+                               needed);
+    } else if (a->best != NULL && a->baseline != NULL && has_needed(a->baseline)) {
+        uint64_t base = report_run_key(a->baseline);
+        uint64_t best = report_run_key(a->best);
+        g_autofree char *needed = fsim_format_size(best);
+        g_autofree char *saving = fsim_format_size(base - best);
+        g_autofree char *base_size = fsim_format_size(base);
+        g_autofree char *why = answer_why(ctx, a->best, a->baseline);
+        g_autofree char *setting = setting_text(a->best);
+
+        g_string_append_printf(s,
+                               "Set %s (run %s): it needs %s, %s (%.0f%%) less than PyTorch's "
+                               "default settings (%s)%s",
+                               setting, a->best->label, needed, saving,
+                               100.0 * (double)(base - best) / (double)base, base_size, why);
+    } else if (a->best != NULL) {
+        g_autofree char *needed = fsim_format_size(report_run_key(a->best));
+
+        g_string_append_printf(s, "Of the PyTorch settings tried, %s needs the least: %s",
+                               a->best->label, needed);
+    } else if (a->other != NULL) {
+        g_autofree char *needed = fsim_format_size(report_run_key(a->other));
+
+        g_string_append_printf(s, "%s needs the least: %s", a->other->label, needed);
+        a->other = NULL;
+    } else {
+        g_string_append(s, "No run has a needed capacity (replayed with --no-needed, or every "
+                           "run failed)");
+    }
+}
+
+/* A chosen setting that needs more than the card has: say so, or the sentence reads as a fit. */
+static void
+answer_fit(const Answer *a, GString *s)
+{
+    const FsimStoredRun *chosen = a->tune == NULL && a->best != NULL ? a->best : NULL;
+
+    if (chosen != NULL && has_needed(chosen) &&
+        (uint64_t)chosen->metrics.needed_bytes > chosen->capacity_bytes) {
+        g_autofree char *capacity = fsim_format_size(chosen->capacity_bytes);
+
+        g_string_append_printf(s,
+                               ". Even so it does not fit the %s (%s usable): no setting "
+                               "tried fits this card",
+                               chosen->device, capacity);
+    }
+}
+
 char *
 report_answer_sentence(const ReportContext *ctx, const FsimPlotGroup *group, GError **error)
 {
@@ -143,71 +214,13 @@ report_answer_sentence(const ReportContext *ctx, const FsimPlotGroup *group, GEr
     (void)error;
     answer_find(ctx, group, &a);
     lower = fsim_format_size(a.lower);
-    if (a.tune != NULL && a.tune->needed_bytes >= 0) {
-        g_autofree char *needed = fsim_format_size((uint64_t)a.tune->needed_bytes);
-        g_autofree char *saving =
-            fsim_format_size(a.tune->saving_bytes > 0 ? (uint64_t)a.tune->saving_bytes : 0);
-
-        g_string_append_printf(s,
-                               "Set %s (fragsim tune's recommendation): it needs %s, %s less "
-                               "than PyTorch's default settings",
-                               a.tune->env != NULL && *a.tune->env != '\0' ? a.tune->env
-                                                                           : a.tune->config,
-                               needed, saving);
-    } else if (a.best != NULL && a.best == a.baseline) {
-        g_autofree char *needed = fsim_format_size(report_run_key(a.best));
-
-        g_string_append_printf(s,
-                               "Keep PyTorch's default settings: they need %s, and no other "
-                               "setting tried needs less",
-                               needed);
-    } else if (a.best != NULL && a.baseline != NULL && has_needed(a.baseline)) {
-        uint64_t base = report_run_key(a.baseline);
-        uint64_t best = report_run_key(a.best);
-        g_autofree char *needed = fsim_format_size(best);
-        g_autofree char *saving = fsim_format_size(base - best);
-        g_autofree char *base_size = fsim_format_size(base);
-        g_autofree char *why = answer_why(ctx, a.best, a.baseline);
-        g_autofree char *setting = setting_text(a.best);
-
-        g_string_append_printf(s,
-                               "Set %s (run %s): it needs %s, %s (%.0f%%) less than PyTorch's "
-                               "default settings (%s)%s",
-                               setting, a.best->label, needed, saving,
-                               100.0 * (double)(base - best) / (double)base, base_size, why);
-    } else if (a.best != NULL) {
-        g_autofree char *needed = fsim_format_size(report_run_key(a.best));
-
-        g_string_append_printf(s, "Of the PyTorch settings tried, %s needs the least: %s",
-                               a.best->label, needed);
-    } else if (a.other != NULL) {
-        g_autofree char *needed = fsim_format_size(report_run_key(a.other));
-
-        g_string_append_printf(s, "%s needs the least: %s", a.other->label, needed);
-        a.other = NULL;
-    } else {
-        g_string_append(s, "No run has a needed capacity (replayed with --no-needed, or every "
-                           "run failed)");
-    }
+    answer_lead(ctx, &a, s);
     if (a.other != NULL) {
         g_autofree char *needed = fsim_format_size(report_run_key(a.other));
 
         g_string_append_printf(s, "; another allocator, %s, would need %s", a.other->label, needed);
     }
-    {
-        /* a setting that needs more than the card has: say so, or the sentence reads as a fit */
-        const FsimStoredRun *chosen = a.tune == NULL && a.best != NULL ? a.best : NULL;
-
-        if (chosen != NULL && has_needed(chosen) &&
-            (uint64_t)chosen->metrics.needed_bytes > chosen->capacity_bytes) {
-            g_autofree char *capacity = fsim_format_size(chosen->capacity_bytes);
-
-            g_string_append_printf(s,
-                                   ". Even so it does not fit the %s (%s usable): no setting "
-                                   "tried fits this card",
-                                   chosen->device, capacity);
-        }
-    }
+    answer_fit(&a, s);
     g_string_append_printf(s,
                            ". No allocator can do with less than %s (the most memory the "
                            "program ever had live)",
