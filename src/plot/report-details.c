@@ -105,6 +105,60 @@ write_facts(GString *out, FsimStore *store, const FsimPlotGroup *group)
     g_string_append(out, "</dl></div>\n</div>\n");
 }
 
+/* A row's first cell: the run's name and id, its tags and its knobs. */
+static void
+write_run_cell(GString *out, const FsimStoredRun *run, gboolean lowest)
+{
+    g_autofree char *name = report_run_name(run);
+
+    g_string_append(out, "<td>");
+    report_esc(out, name);
+    g_string_append_printf(out, " <span class=\"tag\">run %" G_GINT64_FORMAT "</span>", run->id);
+    if (run->status == FSIM_STORE_OOM)
+        g_string_append(out, " <span class=\"tag bad\">stopped at first OOM</span>");
+    if (lowest)
+        g_string_append(out, " <span class=\"tag good\">lowest</span>");
+    if (run->knobs != NULL && *run->knobs != '\0') {
+        g_autofree char *knobs = g_strdup(run->knobs);
+
+        g_strdelimit(knobs, "\n", ' ');
+        g_string_append(out, "<br><code>");
+        report_esc(out, g_strstrip(knobs));
+        g_string_append(out, "</code>");
+    }
+    g_string_append(out, "</td>");
+}
+
+/* A row's figures, in the order of write_policy_table()'s headers. */
+static void
+write_run_figures(GString *out, const FsimMetrics *m)
+{
+    g_autofree char *needed =
+        m->needed_bytes >= 0 ? fsim_format_size((uint64_t)m->needed_bytes) : g_strdup("-");
+    g_autofree char *reserved = fsim_format_size(m->peak_reserved_bytes);
+    g_autofree char *excess = fsim_format_size(m->excess_over_lower_bound_bytes);
+    g_autofree char *allocated = fsim_format_size(m->peak_allocated_bytes);
+    g_autofree char *excess_text = g_strdup_printf("%s (%.1f%%)", excess, 100.0 * excess_ratio(m));
+    g_autofree char *util = g_strdup_printf("%.1f%%", 100.0 * m->peak_utilization);
+    g_autofree char *ext = g_strdup_printf("%.1f%%", 100.0 * m->external_frag_at_peak);
+    g_autofree char *minu = g_strdup_printf("%.1f%%", 100.0 * m->min_utilization);
+    g_autofree char *ooms = fsim_format_count(m->ooms);
+    g_autofree char *calls =
+        fsim_format_count(m->device_mallocs + m->device_frees + m->device_maps + m->device_unmaps);
+    g_autofree char *time = report_format_time_ns(m->modelled_alloc_time_ns);
+
+    report_td_num(out, needed);
+    report_td_num(out, reserved);
+    report_td_num(out, excess_text);
+    report_td_num(out, allocated);
+    report_td_num(out, util);
+    report_td_num(out, ext);
+    report_td_num(out, minu);
+    report_td_num(out, ooms);
+    report_td_num(out, calls);
+    report_td_num(out, time);
+}
+
 static void
 write_policy_table(GString *out, const FsimPlotGroup *group)
 {
@@ -129,53 +183,14 @@ write_policy_table(GString *out, const FsimPlotGroup *group)
     g_string_append(out, "</tr></thead>\n<tbody>\n");
     for (guint i = 0; i < group->runs->len; i++) {
         const FsimStoredRun *run = group->runs->pdata[i];
-        const FsimMetrics *m = &run->metrics;
-        g_autofree char *needed =
-            m->needed_bytes >= 0 ? fsim_format_size((uint64_t)m->needed_bytes) : g_strdup("-");
-        g_autofree char *reserved = fsim_format_size(m->peak_reserved_bytes);
-        g_autofree char *excess = fsim_format_size(m->excess_over_lower_bound_bytes);
-        g_autofree char *allocated = fsim_format_size(m->peak_allocated_bytes);
-        g_autofree char *excess_text =
-            g_strdup_printf("%s (%.1f%%)", excess, 100.0 * excess_ratio(m));
-        g_autofree char *util = g_strdup_printf("%.1f%%", 100.0 * m->peak_utilization);
-        g_autofree char *ext = g_strdup_printf("%.1f%%", 100.0 * m->external_frag_at_peak);
-        g_autofree char *minu = g_strdup_printf("%.1f%%", 100.0 * m->min_utilization);
-        g_autofree char *ooms = fsim_format_count(m->ooms);
-        g_autofree char *calls = fsim_format_count(m->device_mallocs + m->device_frees +
-                                                   m->device_maps + m->device_unmaps);
-        g_autofree char *time = report_format_time_ns(m->modelled_alloc_time_ns);
         gboolean lowest = is_best(group, best, i);
-        const char *class = lowest ? " class=\"best\"" : m->ooms > 0 ? " class=\"oom\"" : "";
+        const char *class = lowest                  ? " class=\"best\""
+                            : run->metrics.ooms > 0 ? " class=\"oom\""
+                                                    : "";
 
-        g_autofree char *name = report_run_name(run);
-
-        g_string_append_printf(out, "<tr%s><td>", class);
-        report_esc(out, name);
-        g_string_append_printf(out, " <span class=\"tag\">run %" G_GINT64_FORMAT "</span>",
-                               run->id);
-        if (run->status == FSIM_STORE_OOM)
-            g_string_append(out, " <span class=\"tag bad\">stopped at first OOM</span>");
-        if (lowest && group->runs->len > 1)
-            g_string_append(out, " <span class=\"tag good\">lowest</span>");
-        if (run->knobs != NULL && *run->knobs != '\0') {
-            g_autofree char *knobs = g_strdup(run->knobs);
-
-            g_strdelimit(knobs, "\n", ' ');
-            g_string_append(out, "<br><code>");
-            report_esc(out, g_strstrip(knobs));
-            g_string_append(out, "</code>");
-        }
-        g_string_append(out, "</td>");
-        report_td_num(out, needed);
-        report_td_num(out, reserved);
-        report_td_num(out, excess_text);
-        report_td_num(out, allocated);
-        report_td_num(out, util);
-        report_td_num(out, ext);
-        report_td_num(out, minu);
-        report_td_num(out, ooms);
-        report_td_num(out, calls);
-        report_td_num(out, time);
+        g_string_append_printf(out, "<tr%s>", class);
+        write_run_cell(out, run, lowest && group->runs->len > 1);
+        write_run_figures(out, &run->metrics);
         g_string_append(out, "</tr>\n");
     }
     g_string_append(out, "</tbody></table></div>\n");
