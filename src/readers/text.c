@@ -374,6 +374,82 @@ text_track(TextStream *s, const FsimEvent *ev, FsimLiveEntry *entry)
     }
 }
 
+/* The field count of an event of @type, once a trailing flag word (e.g. `deferred`) is taken
+ * off *n and set in @ev. */
+static gboolean
+text_check_fields(TextStream *s, const Field *f, guint *n, const TextKind *type, FsimEvent *ev,
+                  GError **error)
+{
+    const Field *kind = &f[1];
+
+    if (type->flag_word != NULL && *n == type->max_fields + 1 &&
+        field_is(&f[type->max_fields], type->flag_word, strlen(type->flag_word))) {
+        ev->flags |= type->flag;
+        (*n)--;
+    }
+    if (*n < type->min_fields) {
+        g_autofree char *name = g_strndup(kind->ptr, kind->len);
+
+        return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_SYNTAX, "'%s' needs %s",
+                                      name, type->needs);
+    }
+    if (*n > type->max_fields) {
+        g_autofree char *name = g_strndup(kind->ptr, kind->len);
+        g_autofree char *extra = g_strndup(f[type->max_fields].ptr, f[type->max_fields].len);
+
+        return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_SYNTAX,
+                                      "unexpected field '%s' after '%s'", extra, name);
+    }
+    return TRUE;
+}
+
+/* The fields after the kind of an event whose kind and field count are checked: a pool, or an
+ * id with its size and stream; then the live-id bookkeeping. */
+static gboolean
+text_parse_operands(TextStream *s, const Field *f, guint n, FsimEvent *ev, GError **error)
+{
+    FsimLiveEntry *entry;
+
+    if (ev->kind == FSIM_EV_EMPTY_CACHE)
+        return TRUE;
+    if (ev->kind >= FSIM_EV_POOL_BEGIN) {
+        if (!text_field_u64(s, &f[2], "pool", &ev->id, error))
+            return FALSE;
+        if (ev->id == 0)
+            return fsim_line_reader_error(
+                &s->lines, error, FSIM_TRACE_ERROR_NUMBER,
+                "pool 0 is the default pool: private pools are numbered from 1");
+        if (n == 4 && !text_field_u64(s, &f[3], "stream", &ev->stream, error))
+            return FALSE;
+        return TRUE;
+    }
+    if (!text_field_u64(s, &f[2], "id", &ev->id, error))
+        return FALSE;
+    if (ev->kind == FSIM_EV_ALLOC) {
+        if (!text_field_u64(s, &f[3], "size", &ev->size, error))
+            return FALSE;
+        if (ev->size == 0)
+            return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_SIZE,
+                                          "alloc of zero bytes");
+        if (ev->size > FSIM_MAX_SIZE)
+            return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_SIZE,
+                                          "size %" G_GUINT64_FORMAT " is absurd (above 2^60 bytes)",
+                                          ev->size);
+        if (n == 5 && !text_field_u64(s, &f[4], "stream", &ev->stream, error))
+            return FALSE;
+    } else if (n == 4 && !text_field_u64(s, &f[3], "stream", &ev->stream, error)) {
+        return FALSE;
+    }
+    entry = fsim_live_table_lookup(&s->live, ev->id);
+    if (ev->kind == FSIM_EV_ALLOC && entry != NULL)
+        return fsim_line_reader_error(
+            &s->lines, error, FSIM_TRACE_ERROR_DUPLICATE,
+            "id %" G_GUINT64_FORMAT " is allocated again while %s", ev->id,
+            entry->state == FSIM_LIVE_PENDING ? "its free is pending" : "it is still live");
+    text_track(s, ev, entry);
+    return TRUE;
+}
+
 /* The general parser: one NUL-terminated line of @len bytes.  FALSE on error; *skip when the
  * line holds no event (blank, or a comment). */
 static gboolean
@@ -383,10 +459,6 @@ text_parse_line(TextStream *s, char *line, gsize len, FsimEvent *ev, gboolean *s
     guint n;
     const Field *kind;
     const TextKind *type;
-    guint expect_min;
-    guint expect_max;
-    FsimLiveEntry *entry;
-
     gboolean nul;
 
     n = text_split(line, len, f, &nul);
@@ -435,64 +507,7 @@ text_parse_line(TextStream *s, char *line, gsize len, FsimEvent *ev, gboolean *s
     }
     ev->kind = type->kind;
     ev->flags |= type->flags;
-    if (type->flag_word != NULL && n == type->max_fields + 1 &&
-        field_is(&f[type->max_fields], type->flag_word, strlen(type->flag_word))) {
-        ev->flags |= type->flag;
-        n--;
-    }
-    expect_min = type->min_fields;
-    expect_max = type->max_fields;
-    if (n < expect_min) {
-        g_autofree char *name = g_strndup(kind->ptr, kind->len);
-
-        return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_SYNTAX, "'%s' needs %s",
-                                      name, type->needs);
-    }
-    if (n > expect_max) {
-        g_autofree char *name = g_strndup(kind->ptr, kind->len);
-        g_autofree char *extra = g_strndup(f[expect_max].ptr, f[expect_max].len);
-
-        return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_SYNTAX,
-                                      "unexpected field '%s' after '%s'", extra, name);
-    }
-    if (ev->kind == FSIM_EV_EMPTY_CACHE)
-        return TRUE;
-    if (ev->kind >= FSIM_EV_POOL_BEGIN) {
-        if (!text_field_u64(s, &f[2], "pool", &ev->id, error))
-            return FALSE;
-        if (ev->id == 0)
-            return fsim_line_reader_error(
-                &s->lines, error, FSIM_TRACE_ERROR_NUMBER,
-                "pool 0 is the default pool: private pools are numbered from 1");
-        if (n == 4 && !text_field_u64(s, &f[3], "stream", &ev->stream, error))
-            return FALSE;
-        return TRUE;
-    }
-    if (!text_field_u64(s, &f[2], "id", &ev->id, error))
-        return FALSE;
-    if (ev->kind == FSIM_EV_ALLOC) {
-        if (!text_field_u64(s, &f[3], "size", &ev->size, error))
-            return FALSE;
-        if (ev->size == 0)
-            return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_SIZE,
-                                          "alloc of zero bytes");
-        if (ev->size > FSIM_MAX_SIZE)
-            return fsim_line_reader_error(&s->lines, error, FSIM_TRACE_ERROR_SIZE,
-                                          "size %" G_GUINT64_FORMAT " is absurd (above 2^60 bytes)",
-                                          ev->size);
-        if (n == 5 && !text_field_u64(s, &f[4], "stream", &ev->stream, error))
-            return FALSE;
-    } else if (n == 4 && !text_field_u64(s, &f[3], "stream", &ev->stream, error)) {
-        return FALSE;
-    }
-    entry = fsim_live_table_lookup(&s->live, ev->id);
-    if (ev->kind == FSIM_EV_ALLOC && entry != NULL)
-        return fsim_line_reader_error(
-            &s->lines, error, FSIM_TRACE_ERROR_DUPLICATE,
-            "id %" G_GUINT64_FORMAT " is allocated again while %s", ev->id,
-            entry->state == FSIM_LIVE_PENDING ? "its free is pending" : "it is still live");
-    text_track(s, ev, entry);
-    return TRUE;
+    return text_check_fields(s, f, &n, type, ev, error) && text_parse_operands(s, f, n, ev, error);
 }
 
 /* ---- the fast scan of common lines ------------------------------------------------------- */
