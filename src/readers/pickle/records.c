@@ -407,6 +407,21 @@ scan_scalar_value(Scan *s, int key, const guint8 *op_at)
     return 1;
 }
 
+/* The memo get at s->p, a value of record key @key (-1: another key), kept in the record. */
+static inline int
+scan_get_value(Scan *s, int key)
+{
+    FsimPickleValue *v = scan_get(s);
+    if (v == NULL)
+        return 0;
+    count_value(s, v);
+    if (key >= 0) {
+        value_ref(v);
+        keep_ref(s, key, v);
+    }
+    return 1;
+}
+
 /* The value at s->p, of record key @key (-1: another key). */
 static int
 scan_value(Scan *s, int key)
@@ -417,15 +432,7 @@ scan_value(Scan *s, int key)
     guint8 op = *s->p++;
     if (op == 'h' || op == 'j') {
         s->p = op_at;
-        FsimPickleValue *v = scan_get(s);
-        if (v == NULL)
-            return 0;
-        count_value(s, v);
-        if (key >= 0) {
-            value_ref(v);
-            keep_ref(s, key, v);
-        }
-        return 1;
+        return scan_get_value(s, key);
     }
     if (op == OP_SHORT_BINUNICODE || op == 'X') {
         const guint8 *data;
@@ -486,6 +493,45 @@ scan_new_key(Scan *s, int *key)
     return key_ok(s, *key) ? 1 : 0;
 }
 
+/* The value of a pair at s->p, of record key @key (-1: another key), at least 10 bytes before
+ * the end of the input: a memo get and an int (most values: addresses, sizes, streams, times)
+ * are read here. */
+static inline int
+scan_pair_value(Scan *s, int key)
+{
+    const guint8 *p = s->p;
+    if (*p == 'h' || *p == 'j')
+        return scan_get_value(s, key);
+    if (*p == 'J' || *p == OP_LONG1 || *p == 'K' || *p == 'M') {
+        s->p = p + 1;
+        return scan_scalar_value(s, key, p);
+    }
+    return scan_value(s, key);
+}
+
+/* One pair at s->p near the end of the input (fewer than 16 bytes left), every opcode's length
+ * checked. */
+static int
+scan_pair_tail(Scan *s)
+{
+    FsimPickleValue *v;
+    int key;
+    int done;
+
+    if (s->pairs == RECORD_MAX_PAIRS)
+        return 0;
+    done = (s->p < s->end && (*s->p == 'h' || *s->p == 'j')) ? 2 : scan_new_key(s, &key);
+    if (done == 2) {
+        if ((v = scan_get(s)) == NULL || v->type != FSIM_PICKLE_STR)
+            return 0;
+        s->nodes++;
+        done = key_ok(s, key = key_tag(s->l, v));
+    }
+    if (done > 0)
+        done = scan_value(s, key);
+    return done;
+}
+
 /* The dict's entries, up to its SETITEMS.  The common pairs (a key that is a memo get, a value
  * that is a memo get or an int) are read here, the others by scan_new_key() and scan_value(). */
 static int
@@ -512,17 +558,7 @@ scan_dict(Scan *s)
             s->p = p;
             if (p < end && *p == 'u')
                 break;
-            if (s->pairs == RECORD_MAX_PAIRS)
-                return 0;
-            done = (p < end && (*p == 'h' || *p == 'j')) ? 2 : scan_new_key(s, &key);
-            if (done == 2) {
-                if ((v = scan_get(s)) == NULL || v->type != FSIM_PICKLE_STR)
-                    return 0;
-                s->nodes++;
-                done = key_ok(s, key = key_tag(l, v));
-            }
-            if (done > 0)
-                done = scan_value(s, key);
+            done = scan_pair_tail(s);
             if (done <= 0)
                 return done;
             p = s->p;
@@ -566,23 +602,9 @@ scan_dict(Scan *s)
         }
         /* the value */
         s->p = p;
-        if (*p == 'h' || *p == 'j') {
-            if ((v = scan_get(s)) == NULL)
-                return 0;
-            count_value(s, v);
-            if (key >= 0) {
-                value_ref(v);
-                keep_ref(s, key, v);
-            }
-        } else if (*p == 'J' || *p == OP_LONG1 || *p == 'K' || *p == 'M') {
-            s->p = p + 1; /* an int: most values (addresses, sizes, streams, times) */
-            if (!scan_scalar_value(s, key, p))
-                return 0;
-        } else {
-            done = scan_value(s, key);
-            if (done <= 0)
-                return done;
-        }
+        done = scan_pair_value(s, key);
+        if (done <= 0)
+            return done;
         p = s->p;
     }
     s->p++;
