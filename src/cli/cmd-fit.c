@@ -473,46 +473,115 @@ fit_open_ranks(char **paths, int n, gint only, GPtrArray *configs, gboolean json
     return TRUE;
 }
 
-int
-fsim_cmd_fit(int argc, char **argv)
+/* A fit's command line, resolved: what the flags and operands ask for. */
+typedef struct {
+    gint trace_device;
+    gboolean json;
+    gboolean paranoid;
+    char **operands; /* argv + 1: the job's traces, or the model */
+    int n_operands;
+    gboolean is_trace;
+    Target target;
+    FsimDeviceSpec spec;
+} FitArgs;
+
+/* The operands (@argc, @argv, as parsed) and the model flags of @options, which it clears: a
+ * job's traces, or a model into @src->train.  FALSE with *@status the exit status on an error. */
+static gboolean
+fit_operands(int argc, char **argv, FsimTrainOptions *options, FitArgs *a, Source *src, int *status)
 {
-    FsimTrainOptions options;
-    g_autofree char *policy_list = NULL;
+    GError *error = NULL;
+
+    for (int i = 2; i < argc; i++) {
+        /* more than one operand: the traces of one job */
+        if (!g_file_test(argv[i], G_FILE_TEST_EXISTS) ||
+            !g_file_test(argv[1], G_FILE_TEST_EXISTS)) {
+            fsim_train_options_clear(options);
+            *status = fsim_cli_usage_error("fit", "expected one MODEL or TRACE files, got '%s' too",
+                                           argv[i]);
+            return FALSE;
+        }
+    }
+    a->operands = argv + 1;
+    a->n_operands = argc - 1;
+    const char *what = argc >= 2 ? argv[1] : NULL;
+    a->is_trace = what && g_file_test(what, G_FILE_TEST_EXISTS) && fsim_model_lookup(what) == NULL;
+    gboolean ok = a->is_trace || fsim_train_options_resolve(options, what, &src->train, &error);
+    gboolean model_flags = options->model || options->params || options->layers != -1;
+    fsim_train_options_clear(options);
+    if (!ok)
+        *status = fsim_cli_fail("fit", error);
+    else if (a->is_trace && model_flags)
+        *status = fsim_cli_usage_error("fit", "give either a TRACE or a model, not both");
+    return ok && !(a->is_trace && model_flags);
+}
+
+/* The target (@target_name) and the device (@device_name) into @a, the @policies and @configs
+ * of @runs; FALSE with *@status the exit status on an error. */
+static gboolean
+fit_resolve(const char *target_name, const char *device_name, const FsimCliRunArgs *runs,
+            FitArgs *a, GPtrArray **policies, GPtrArray **configs, int *status)
+{
+    GError *error = NULL;
+
+    if (target_name == NULL)
+        a->target = a->is_trace ? TARGET_DEVICE : TARGET_BATCH;
+    else if (strcmp(target_name, "device") == 0)
+        a->target = TARGET_DEVICE;
+    else if (strcmp(target_name, "batch") == 0)
+        a->target = TARGET_BATCH;
+    else if (strcmp(target_name, "seq") == 0)
+        a->target = TARGET_SEQ;
+    else {
+        *status = fsim_cli_usage_error(
+            "fit", "--target '%s' is unknown (valid: device, batch, seq)", target_name);
+        return FALSE;
+    }
+    if (a->is_trace && a->target != TARGET_DEVICE) {
+        *status = fsim_cli_usage_error("fit", "a trace has a fixed batch: use --target device");
+        return FALSE;
+    }
+    if (!fsim_device_spec_parse(device_name ? device_name : FSIM_DEVICE_DEFAULT, &a->spec,
+                                &error) ||
+        (*policies = fsim_cli_policies(runs->policy_list, &error)) == NULL ||
+        (*configs = fsim_cli_configs((const char *const *)runs->alloc_confs, NULL, NULL, NULL,
+                                     &error)) == NULL) {
+        *status = fsim_cli_fail("fit", error);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* Parse the command line and resolve it: @a, the model into @src->train, the @policies and
+ * @configs.  FALSE with *@status the exit status when the command ends here (an error, --help,
+ * --list-models). */
+static gboolean
+fit_read_args(int argc, char **argv, FitArgs *a, Source *src, GPtrArray **policies,
+              GPtrArray **configs, int *status)
+{
+    g_auto(FsimCliRunArgs) runs = {0};
     g_autofree char *device_name = NULL;
     g_autofree char *target_name = NULL;
-    g_auto(GStrv) alloc_confs = NULL;
-    gint trace_device = -1;
-    gboolean json = FALSE, paranoid = FALSE;
+    FsimTrainOptions options;
     GOptionEntry entries[] = {
         {"target", 't', 0, G_OPTION_ARG_STRING, &target_name,
          "device (smallest capacity; the default for a trace), batch (the default for a model) "
          "or seq",
          "WHAT"},
-        FSIM_CLI_POLICIES_ENTRY(&policy_list),
+        FSIM_CLI_POLICIES_ENTRY(&runs.policy_list),
         {"device", 'd', 0, G_OPTION_ARG_STRING, &device_name,
          "The GPU to fit (batch, seq) or whose granularity and costs to use (device); default "
          "" FSIM_DEVICE_DEFAULT,
          "DEVICE"},
-        FSIM_CLI_ALLOC_CONFS_ENTRY(&alloc_confs),
-        {"trace-device", 0, 0, G_OPTION_ARG_INT, &trace_device,
+        FSIM_CLI_ALLOC_CONFS_ENTRY(&runs.alloc_confs),
+        {"trace-device", 0, 0, G_OPTION_ARG_INT, &a->trace_device,
          "Fit only this device of each trace (default: every device with events, the ranks "
          "of one job)",
          "N"},
-        FSIM_CLI_JSON_ENTRY(&json),
-        FSIM_CLI_PARANOID_ENTRY(&paranoid),
+        FSIM_CLI_JSON_ENTRY(&a->json),
+        FSIM_CLI_PARANOID_ENTRY(&a->paranoid),
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    g_autoptr(GPtrArray) policies = NULL;
-    g_autoptr(GPtrArray) configs = NULL;
-    g_autoptr(GArray) results = g_array_new(FALSE, TRUE, sizeof(Result));
-    g_autoptr(GPtrArray) traces = g_ptr_array_new_with_free_func((GDestroyNotify)fsim_trace_close);
-    g_autoptr(GArray) ranks = g_array_new(FALSE, TRUE, sizeof(Rank));
-    GError *error = NULL;
-    Source src = {0};
-    FsimDeviceSpec spec;
-    Target target;
-    int status;
-
     g_autofree char *description = g_strconcat(
         "A trace: needed_bytes, the least capacity (to the device granularity, 2 MiB) on which\n"
         "the run, and on every larger one, has no OOM: what 'replay' reports (docs/metrics.md).\n"
@@ -524,77 +593,40 @@ fsim_cmd_fit(int argc, char **argv)
         "\n\nExamples: fragsim fit traces/fragmenting.trace\n"
         "          fragsim fit llama2-7b --lora --checkpointing full -d rtx4090-24gb\n",
         NULL);
-    if (!fsim_cli_parse_train(
-            "fit", "TRACE...|MODEL - the smallest device, or the largest batch or sequence",
-            entries, 0, description, &options, &json, &argc, &argv, &status))
-        return status;
-    for (int i = 2; i < argc; i++) {
-        /* more than one operand: the traces of one job */
-        if (!g_file_test(argv[i], G_FILE_TEST_EXISTS) ||
-            !g_file_test(argv[1], G_FILE_TEST_EXISTS)) {
-            fsim_train_options_clear(&options);
-            return fsim_cli_usage_error("fit", "expected one MODEL or TRACE files, got '%s' too",
-                                        argv[i]);
-        }
-    }
-    const char *what = argc >= 2 ? argv[1] : NULL;
-    gboolean is_trace =
-        what && g_file_test(what, G_FILE_TEST_EXISTS) && fsim_model_lookup(what) == NULL;
-    gboolean ok = TRUE;
-    if (!is_trace)
-        ok = fsim_train_options_resolve(&options, what, &src.train, &error);
-    gboolean model_flags = options.model || options.params || options.layers != -1;
-    fsim_train_options_clear(&options);
-    if (!ok)
-        return fsim_cli_fail("fit", error);
-    if (is_trace && model_flags)
-        return fsim_cli_usage_error("fit", "give either a TRACE or a model, not both");
 
-    if (target_name == NULL)
-        target = is_trace ? TARGET_DEVICE : TARGET_BATCH;
-    else if (strcmp(target_name, "device") == 0)
-        target = TARGET_DEVICE;
-    else if (strcmp(target_name, "batch") == 0)
-        target = TARGET_BATCH;
-    else if (strcmp(target_name, "seq") == 0)
-        target = TARGET_SEQ;
-    else
-        return fsim_cli_usage_error("fit", "--target '%s' is unknown (valid: device, batch, seq)",
-                                    target_name);
-    if (is_trace && target != TARGET_DEVICE)
-        return fsim_cli_usage_error("fit", "a trace has a fixed batch: use --target device");
-    if (!fsim_device_spec_parse(device_name ? device_name : FSIM_DEVICE_DEFAULT, &spec, &error))
-        return fsim_cli_fail("fit", error);
-    policies = fsim_cli_policies(policy_list, &error);
-    if (policies == NULL)
-        return fsim_cli_fail("fit", error);
-    configs = fsim_cli_configs((const char *const *)alloc_confs, NULL, NULL, NULL, &error);
-    if (configs == NULL)
-        return fsim_cli_fail("fit", error);
+    a->trace_device = -1;
+    return fsim_cli_parse_train(
+               "fit", "TRACE...|MODEL - the smallest device, or the largest batch or sequence",
+               entries, 0, description, &options, &a->json, &argc, &argv, status) &&
+           fit_operands(argc, argv, &options, a, src, status) &&
+           fit_resolve(target_name, device_name, &runs, a, policies, configs, status);
+}
 
-    src.paranoid = paranoid;
-    /* the first step peaks lower (its gradients do not exist yet during its forward): fit the
-     * steady state of the second step on */
-    if (src.train.steps < 2)
-        src.train.steps = 2;
-    g_array_set_clear_func(ranks, rank_clear);
-    if (is_trace &&
-        !fit_open_ranks(argv + 1, argc - 1, trace_device, configs, json, traces, ranks, &error))
-        return fsim_cli_fail("fit", error);
+/* Each rank's lifetimes, when an offline policy (which plans from them) is among @policies: one
+ * pass over its trace first. */
+static gboolean
+fit_rank_lifetimes(GArray *ranks, GPtrArray *policies, GError **error)
+{
     for (guint r = 0; r < ranks->len; r++) {
         Rank *rank = &g_array_index(ranks, Rank, r);
 
         for (guint i = 0; i < policies->len && rank->lifetimes == NULL; i++) {
             if (fsim_policy_is_offline(g_ptr_array_index(policies, i))) {
-                /* an offline policy plans from the lifetimes: one pass over the trace first */
-                rank->lifetimes =
-                    fsim_lifetimes_from_trace(rank->trace, rank->trace_device, &error);
+                rank->lifetimes = fsim_lifetimes_from_trace(rank->trace, rank->trace_device, error);
                 if (rank->lifetimes == NULL)
-                    return fsim_cli_fail("fit", error);
+                    return FALSE;
             }
         }
     }
-    g_array_set_clear_func(results, result_clear);
+    return TRUE;
+}
+
+/* Fit every run, (policy, configuration), of @policies and @configs: a #Result each, appended to
+ * @results. */
+static gboolean
+fit_runs(const FitArgs *a, GPtrArray *policies, GPtrArray *configs, Source *src, GArray *ranks,
+         GArray *results, GError **error)
+{
     for (guint p = 0; p < policies->len; p++) {
         const char *policy = g_ptr_array_index(policies, p);
         guint n = fsim_cli_policy_runs(policy, configs);
@@ -602,50 +634,87 @@ fsim_cmd_fit(int argc, char **argv)
         for (guint c = 0; c < n; c++) {
             const FsimCliConfig *config = g_ptr_array_index(configs, c);
             Result r = {.policy = policy, .config = fsim_cli_run_config(policy, configs, c)};
+            gboolean ok;
 
             r.label = fsim_run_label(policy, r.config);
-            src.knobs = config->knobs;
+            src->knobs = config->knobs;
             g_array_append_val(results, r);
             Result *at = &g_array_index(results, Result, results->len - 1);
-            ok = is_trace                  ? fit_job(&src, ranks, &spec, at, &error)
-                 : target == TARGET_DEVICE ? fit_device(&src, &spec, at, &error)
-                                           : fit_dimension(&src, &spec, target, at, &error);
+            ok = a->is_trace                  ? fit_job(src, ranks, &a->spec, at, error)
+                 : a->target == TARGET_DEVICE ? fit_device(src, &a->spec, at, error)
+                                              : fit_dimension(src, &a->spec, a->target, at, error);
             if (!ok)
-                return fsim_cli_fail("fit", error);
+                return FALSE;
         }
     }
+    return TRUE;
+}
 
-    if (json) {
-        fit_print_json(target, (const Result *)(const void *)results->data, results->len, ranks);
-        return FSIM_EXIT_OK;
-    }
-    g_autofree char *granularity = fsim_format_size(spec.granularity);
-    if (is_trace) {
+/* The text answer: what was fitted, the table, the ranks of a job, a model's estimate. */
+static void
+fit_print_text(const FitArgs *a, const Source *src, const Result *results, guint n, GArray *ranks)
+{
+    g_autofree char *granularity = fsim_format_size(a->spec.granularity);
+
+    if (a->is_trace) {
         if (ranks->len > 1)
             g_print("A job of %u ranks (%d traces): the smallest device on which each policy "
                     "replays every rank without an OOM (to %s)\n",
-                    ranks->len, argc - 1, granularity);
+                    ranks->len, a->n_operands, granularity);
         else
             g_print("%s: the smallest device each policy replays it on without an OOM (to %s)\n",
-                    what, granularity);
+                    a->operands[0], granularity);
     } else {
-        g_autofree char *about = fsim_train_config_describe(&src.train);
-        g_autofree char *capacity = fsim_format_size(spec.capacity_bytes);
+        g_autofree char *about = fsim_train_config_describe(&src->train);
+        g_autofree char *capacity = fsim_format_size(a->spec.capacity_bytes);
         g_print("%s", about);
-        if (target == TARGET_DEVICE)
+        if (a->target == TARGET_DEVICE)
             g_print("The smallest device for it under each policy (to %s):\n", granularity);
         else
             g_print("The largest %s that fits %s (%s usable, %.2f GB) under each policy:\n",
-                    target == TARGET_BATCH ? "micro-batch" : "sequence length", spec.name, capacity,
-                    (double)spec.capacity_bytes / 1e9);
+                    a->target == TARGET_BATCH ? "micro-batch" : "sequence length", a->spec.name,
+                    capacity, (double)a->spec.capacity_bytes / 1e9);
     }
-    fit_print_table(target, (const Result *)(const void *)results->data, results->len);
+    fit_print_table(a->target, results, n);
     if (ranks->len > 1)
-        fit_print_ranks((const Result *)(const void *)results->data, results->len, ranks);
-    if (!is_trace && target != TARGET_DEVICE) {
-        uint64_t est = fit_estimate(&src.train, &spec, target);
-        g_autofree char *answer = fit_format_answer(target, est);
+        fit_print_ranks(results, n, ranks);
+    if (!a->is_trace && a->target != TARGET_DEVICE) {
+        uint64_t est = fit_estimate(&src->train, &a->spec, a->target);
+        g_autofree char *answer = fit_format_answer(a->target, est);
         g_print("The closed-form estimate (no fragmentation) says: %s.\n", answer);
     }
+}
+
+int
+fsim_cmd_fit(int argc, char **argv)
+{
+    FitArgs a = {0};
+    g_autoptr(GPtrArray) policies = NULL;
+    g_autoptr(GPtrArray) configs = NULL;
+    g_autoptr(GArray) results = g_array_new(FALSE, TRUE, sizeof(Result));
+    g_autoptr(GPtrArray) traces = g_ptr_array_new_with_free_func((GDestroyNotify)fsim_trace_close);
+    g_autoptr(GArray) ranks = g_array_new(FALSE, TRUE, sizeof(Rank));
+    GError *error = NULL;
+    Source src = {0};
+    int status;
+
+    if (!fit_read_args(argc, argv, &a, &src, &policies, &configs, &status))
+        return status;
+    src.paranoid = a.paranoid;
+    /* the first step peaks lower (its gradients do not exist yet during its forward): fit the
+     * steady state of the second step on */
+    if (src.train.steps < 2)
+        src.train.steps = 2;
+    g_array_set_clear_func(ranks, rank_clear);
+    g_array_set_clear_func(results, result_clear);
+    if ((a.is_trace && !fit_open_ranks(a.operands, a.n_operands, a.trace_device, configs, a.json,
+                                       traces, ranks, &error)) ||
+        !fit_rank_lifetimes(ranks, policies, &error) ||
+        !fit_runs(&a, policies, configs, &src, ranks, results, &error))
+        return fsim_cli_fail("fit", error);
+    if (a.json)
+        fit_print_json(a.target, (const Result *)(const void *)results->data, results->len, ranks);
+    else
+        fit_print_text(&a, &src, (const Result *)(const void *)results->data, results->len, ranks);
     return FSIM_EXIT_OK;
 }
