@@ -342,114 +342,113 @@ replay_make_runs(FsimTrace *trace, uint32_t device, GPtrArray *policies, GPtrArr
     return TRUE;
 }
 
-int
-fsim_cmd_replay(int argc, char **argv)
+/* Replay's flags, as parsed (the outputs' go to its #FsimReplayOutputs).  g_auto() clears it. */
+typedef struct {
+    FsimCliRunArgs runs; /* -p, -c, --set */
+    char *device_name;
+    char *platform;
+    gboolean inferred_releases;
+    gint trace_device;
+    gboolean json;
+    gboolean fail_on_oom;
+    gboolean paranoid;
+    gboolean no_needed;
+} ReplayArgs;
+
+static void
+replay_args_clear(ReplayArgs *a)
 {
-    g_auto(FsimCliRunArgs) run_args = {0};
-    g_autofree char *device_name = NULL;
-    gboolean inferred_releases = FALSE;
-    gint trace_device = -1;
-    gboolean json = FALSE;
-    gboolean fail_on_oom = FALSE;
-    gboolean paranoid = FALSE;
-    gboolean no_needed = FALSE;
-    g_autofree char *platform = NULL;
+    fsim_cli_run_args_clear(&a->runs);
+    g_clear_pointer(&a->device_name, g_free);
+    g_clear_pointer(&a->platform, g_free);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(ReplayArgs, replay_args_clear)
+
+/* Parse the command line into @a and @outputs; FALSE on a usage error (or --help). */
+static gboolean
+replay_parse(ReplayArgs *a, FsimReplayOutputs *outputs, int *argc, char ***argv)
+{
     GOptionEntry entries[] = {
-        FSIM_CLI_POLICIES_ENTRY(&run_args.policy_list),
-        {"device", 'd', 0, G_OPTION_ARG_STRING, &device_name,
+        FSIM_CLI_POLICIES_ENTRY(&a->runs.policy_list),
+        {"device", 'd', 0, G_OPTION_ARG_STRING, &a->device_name,
          "Modelled GPU: a preset, a size (80GiB) or a profile (default " FSIM_DEVICE_DEFAULT ")",
          "DEVICE"},
-        FSIM_CLI_ALLOC_CONFS_ENTRY(&run_args.alloc_confs),
-        FSIM_CLI_SET_ENTRY(&run_args.sets),
-        {"no-needed", 0, 0, G_OPTION_ARG_NONE, &no_needed,
+        FSIM_CLI_ALLOC_CONFS_ENTRY(&a->runs.alloc_confs),
+        FSIM_CLI_SET_ENTRY(&a->runs.sets),
+        {"no-needed", 0, 0, G_OPTION_ARG_NONE, &a->no_needed,
          "Skip the capacity each run needs (needed_bytes: more replays of the trace)", NULL},
-        {"inferred-releases", 0, 0, G_OPTION_ARG_NONE, &inferred_releases,
+        {"inferred-releases", 0, 0, G_OPTION_ARG_NONE, &a->inferred_releases,
          "Also replay recorded releases that look like PyTorch's retry before an OOM", NULL},
-        FSIM_CLI_REPLAY_DEVICE_ENTRY(&trace_device),
-        FSIM_CLI_JSON_ENTRY(&json),
-        {"fail-on-oom", 0, 0, G_OPTION_ARG_NONE, &fail_on_oom,
+        FSIM_CLI_REPLAY_DEVICE_ENTRY(&a->trace_device),
+        FSIM_CLI_JSON_ENTRY(&a->json),
+        {"fail-on-oom", 0, 0, G_OPTION_ARG_NONE, &a->fail_on_oom,
          "Stop a run at its first simulated OOM and exit with status 3", NULL},
-        FSIM_CLI_PARANOID_ENTRY(&paranoid),
-        {"platform", 0, 0, G_OPTION_ARG_STRING, &platform,
+        FSIM_CLI_PARANOID_ENTRY(&a->paranoid),
+        {"platform", 0, 0, G_OPTION_ARG_STRING, &a->platform,
          "cuda or npu: caching and expandable model PyTorch's or torch_npu's allocator "
          "(default: cuda, npu for a snapshot whose addresses show torch_npu's padding)",
          "PLATFORM"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    g_autoptr(GPtrArray) policies = NULL;
-    g_autoptr(GPtrArray) configs = NULL;
-    g_autoptr(GPtrArray) runs = g_ptr_array_new_with_free_func(run_free);
-    g_autoptr(FsimTrace) trace = NULL;
-    g_autoptr(FsimReplayOutputs) outputs = fsim_replay_outputs_new();
-    GError *error = NULL;
-    FsimDeviceSpec spec;
-    const uint32_t *devices;
-    gsize n_devices;
-    guint n_runs = 0;
-    gboolean any_oom = FALSE, any_error = FALSE;
 
-    if (!fsim_replay_outputs_parse(
-            outputs, "replay", "TRACE - replay a trace through allocator policies", entries,
-            "Formats: fragsim text traces (.gz too), PyTorch memory snapshots, RMM logs.\n"
-            "Each (policy, -c configuration) pair is a run.  'needs' is needed_bytes: the least\n"
-            "capacity on which the run, and on every larger one, has no OOM (docs/metrics.md).\n"
-            "Example: fragsim replay traces/fragmenting.trace -p caching -c '' -c "
-            "expandable_segments:True\n"
-            "Exit status: 0 success, 1 bad input, 2 usage error, 3 OOM under --fail-on-oom,\n"
-            "6 some runs ended in error (their rows say why) while the others completed.",
-            &argc, &argv))
-        return FSIM_EXIT_USAGE;
-    if (!fsim_device_spec_parse(device_name != NULL ? device_name : FSIM_DEVICE_DEFAULT, &spec,
-                                &error))
-        return fsim_cli_fail("replay", error);
-    if (!fsim_cli_open_runs(argv[1], &run_args, "paged.page_size=64KiB",
-                            "device for fault injection", &configs, &policies, &n_runs, &trace,
-                            &error))
-        return fsim_cli_fail("replay", error);
-    if (!fsim_cli_choose_platform(trace, configs, platform, "replay", json, &error))
-        return fsim_cli_fail("replay", error);
-    devices = fsim_trace_devices(trace, &n_devices);
-    if (trace_device >= 0 && !fsim_cli_trace_has_device(trace, (uint32_t)trace_device))
-        return fsim_cli_usage_error("replay", "%s has no events on device %d",
-                                    fsim_trace_path(trace), trace_device);
-    if (!fsim_replay_outputs_open(outputs, trace, n_runs, trace_device, &error))
-        return fsim_cli_fail("replay", error);
-    if (n_devices == 0 && !json)
-        g_print("%s: the trace has no events to replay\n", fsim_trace_path(trace));
-    for (gsize d = 0; d < n_devices; d++) {
-        g_autoptr(GPtrArray) device_runs = g_ptr_array_new();
-        g_autoptr(FsimLifetimes) lifetimes = NULL;
-        g_autoptr(FsimEventLog) log = no_needed ? NULL : fsim_event_log_new(devices[d]);
-        guint first = runs->len;
+    a->trace_device = -1;
+    return fsim_replay_outputs_parse(
+        outputs, "replay", "TRACE - replay a trace through allocator policies", entries,
+        "Formats: fragsim text traces (.gz too), PyTorch memory snapshots, RMM logs.\n"
+        "Each (policy, -c configuration) pair is a run.  'needs' is needed_bytes: the least\n"
+        "capacity on which the run, and on every larger one, has no OOM (docs/metrics.md).\n"
+        "Example: fragsim replay traces/fragmenting.trace -p caching -c '' -c "
+        "expandable_segments:True\n"
+        "Exit status: 0 success, 1 bad input, 2 usage error, 3 OOM under --fail-on-oom,\n"
+        "6 some runs ended in error (their rows say why) while the others completed.",
+        argc, argv);
+}
 
-        if (trace_device >= 0 && devices[d] != (uint32_t)trace_device)
-            continue;
-        for (guint p = 0; p < policies->len && lifetimes == NULL; p++) {
-            if (fsim_policy_is_offline(g_ptr_array_index(policies, p))) {
-                /* an offline policy: read the whole device's stream once first */
-                lifetimes = fsim_lifetimes_from_trace(trace, devices[d], &error);
-                if (lifetimes == NULL)
-                    return fsim_cli_fail("replay", error);
-            }
+/* Replay trace device @device through every run of @policies and @configs, the runs appended to
+ * @runs: the recorded run, the replay, then what each run needs and its lower bound. */
+static gboolean
+replay_trace_device(const ReplayArgs *a, FsimTrace *trace, uint32_t device, GPtrArray *policies,
+                    GPtrArray *configs, const FsimDeviceSpec *spec, FsimReplayOutputs *outputs,
+                    GPtrArray *runs, GError **error)
+{
+    g_autoptr(GPtrArray) device_runs = g_ptr_array_new();
+    g_autoptr(FsimLifetimes) lifetimes = NULL;
+    g_autoptr(FsimEventLog) log = a->no_needed ? NULL : fsim_event_log_new(device);
+    guint first = runs->len;
+
+    for (guint p = 0; p < policies->len && lifetimes == NULL; p++) {
+        if (fsim_policy_is_offline(g_ptr_array_index(policies, p))) {
+            /* an offline policy: read the whole device's stream once first */
+            lifetimes = fsim_lifetimes_from_trace(trace, device, error);
+            if (lifetimes == NULL)
+                return FALSE;
         }
-        if (!replay_recorded(trace, devices[d], runs, &error))
-            return fsim_cli_fail("replay", error);
-        if (!replay_make_runs(trace, devices[d], policies, configs, &spec, lifetimes, fail_on_oom,
-                              paranoid, outputs, runs, device_runs, &error) ||
-            !replay_device(trace, devices[d], device_runs, inferred_releases, log, &error))
-            return fsim_cli_fail("replay", error);
-        if (!no_needed)
-            replay_needed(device_runs, log, fsim_trace_initial_state(trace, devices[d]), lifetimes,
-                          paranoid);
-        if (fsim_replay_outputs_has_db(outputs)) {
-            replay_breakdowns(device_runs, log, trace, devices[d], inferred_releases, outputs);
-            replay_pools_to_db(device_runs, outputs);
-        }
-        g_ptr_array_remove_range(device_runs, 0, device_runs->len);
-        for (guint i = first; i < runs->len; i++)
-            g_ptr_array_add(device_runs, g_ptr_array_index(runs, i));
-        replay_lower_bound(device_runs);
     }
+    if (!replay_recorded(trace, device, runs, error) ||
+        !replay_make_runs(trace, device, policies, configs, spec, lifetimes, a->fail_on_oom,
+                          a->paranoid, outputs, runs, device_runs, error) ||
+        !replay_device(trace, device, device_runs, a->inferred_releases, log, error))
+        return FALSE;
+    if (!a->no_needed)
+        replay_needed(device_runs, log, fsim_trace_initial_state(trace, device), lifetimes,
+                      a->paranoid);
+    if (fsim_replay_outputs_has_db(outputs)) {
+        replay_breakdowns(device_runs, log, trace, device, a->inferred_releases, outputs);
+        replay_pools_to_db(device_runs, outputs);
+    }
+    g_ptr_array_remove_range(device_runs, 0, device_runs->len);
+    for (guint i = first; i < runs->len; i++)
+        g_ptr_array_add(device_runs, g_ptr_array_index(runs, i));
+    replay_lower_bound(device_runs);
+    return TRUE;
+}
+
+/* Report each run's OOM or error on stderr and hand its result to @outputs; *@any_oom and
+ * *@any_error say whether a run ended so. */
+static gboolean
+replay_report_runs(FsimTrace *trace, GPtrArray *runs, FsimReplayOutputs *outputs, gboolean *any_oom,
+                   gboolean *any_error, GError **error)
+{
     for (guint i = 0; i < runs->len; i++) {
         ReplayRun *run = g_ptr_array_index(runs, i);
 
@@ -463,24 +462,67 @@ fsim_cmd_replay(int argc, char **argv)
             /* the program's line that asked, when the snapshot recorded its frames */
             g_printerr("fragsim replay: %s: %s%s%s\n", fsim_trace_path(trace), run->oom_message,
                        site != NULL ? "; allocated at " : "", site != NULL ? site : "");
-            any_oom = TRUE;
+            *any_oom = TRUE;
         }
         if (run->status == REPLAY_ERROR) {
             g_printerr("fragsim replay: %s: %s: %s\n", fsim_trace_path(trace), run->label,
                        run->error);
-            any_error = TRUE;
+            *any_error = TRUE;
         }
         if (run->engine != NULL)
             fsim_replay_outputs_result(outputs, run->engine, &run->metrics,
                                        run->status == REPLAY_ERROR ? run->error : NULL);
-        else if (!fsim_replay_outputs_add(outputs, run, &error))
+        else if (!fsim_replay_outputs_add(outputs, run, error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+int
+fsim_cmd_replay(int argc, char **argv)
+{
+    g_auto(ReplayArgs) a = {0};
+    g_autoptr(GPtrArray) policies = NULL;
+    g_autoptr(GPtrArray) configs = NULL;
+    g_autoptr(GPtrArray) runs = g_ptr_array_new_with_free_func(run_free);
+    g_autoptr(FsimTrace) trace = NULL;
+    g_autoptr(FsimReplayOutputs) outputs = fsim_replay_outputs_new();
+    GError *error = NULL;
+    FsimDeviceSpec spec;
+    const uint32_t *devices;
+    gsize n_devices;
+    guint n_runs = 0;
+    gboolean any_oom = FALSE, any_error = FALSE;
+
+    if (!replay_parse(&a, outputs, &argc, &argv))
+        return FSIM_EXIT_USAGE;
+    if (!fsim_device_spec_parse(a.device_name != NULL ? a.device_name : FSIM_DEVICE_DEFAULT, &spec,
+                                &error) ||
+        !fsim_cli_open_runs(argv[1], &a.runs, "paged.page_size=64KiB", "device for fault injection",
+                            &configs, &policies, &n_runs, &trace, &error) ||
+        !fsim_cli_choose_platform(trace, configs, a.platform, "replay", a.json, &error))
+        return fsim_cli_fail("replay", error);
+    devices = fsim_trace_devices(trace, &n_devices);
+    if (a.trace_device >= 0 && !fsim_cli_trace_has_device(trace, (uint32_t)a.trace_device))
+        return fsim_cli_usage_error("replay", "%s has no events on device %d",
+                                    fsim_trace_path(trace), a.trace_device);
+    if (!fsim_replay_outputs_open(outputs, trace, n_runs, a.trace_device, &error))
+        return fsim_cli_fail("replay", error);
+    if (n_devices == 0 && !a.json)
+        g_print("%s: the trace has no events to replay\n", fsim_trace_path(trace));
+    for (gsize d = 0; d < n_devices; d++) {
+        if ((a.trace_device < 0 || devices[d] == (uint32_t)a.trace_device) &&
+            !replay_trace_device(&a, trace, devices[d], policies, configs, &spec, outputs, runs,
+                                 &error))
             return fsim_cli_fail("replay", error);
     }
-    if (json)
+    if (!replay_report_runs(trace, runs, outputs, &any_oom, &any_error, &error))
+        return fsim_cli_fail("replay", error);
+    if (a.json)
         replay_print_json(fsim_trace_path(trace), runs, replay_run_id, outputs);
     else
         replay_print_table(trace, runs);
-    if (!fsim_replay_outputs_finish(outputs, json, &error))
+    if (!fsim_replay_outputs_finish(outputs, a.json, &error))
         return fsim_cli_fail("replay", error);
     return any_error ? FSIM_EXIT_RUN_ERROR : any_oom ? FSIM_EXIT_OOM : FSIM_EXIT_OK;
 }
