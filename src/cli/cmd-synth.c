@@ -179,104 +179,202 @@ synth_parse_batches(const char *text, GArray *out, GError **error)
     return TRUE;
 }
 
-static int
-synth_serve(int argc, char **argv)
+/* synth serve's flags, and what their texts parse into.  g_auto() clears it. */
+typedef struct {
+    SynthOutput out;
+    gint requests;
+    double rate;
+    char *prompt;
+    char *out_lengths;
+    gint max_len;
+    gint max_batch;
+    char *budget;
+    char *layout;
+    gint block_tokens;
+    char *graphs;
+    gint64 seed;
+    gboolean json;
+    FsimDist prompt_dist;
+    FsimDist output_dist;
+    GArray *graph_batches; /* of uint64_t: --cuda-graphs */
+} ServeArgs;
+
+/* The option table of synth serve, pointing into @a; its end mark is entry SERVE_N_ENTRIES - 1. */
+#define SERVE_N_ENTRIES 16
+
+static void
+serve_entries(ServeArgs *a, GOptionEntry out[SERVE_N_ENTRIES])
 {
-    g_auto(SynthOutput) out = {0};
-    g_autofree char *prompt = NULL;
-    g_autofree char *out_lengths = NULL;
-    g_autofree char *layout = NULL;
-    g_autofree char *budget = NULL;
-    g_autofree char *graphs = NULL;
-    g_autoptr(GArray) graph_batches = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-    gint requests = -1, max_len = -1, max_batch = -1, block_tokens = -1;
-    gint64 seed = 1;
-    double rate = -1;
-    gboolean json = FALSE;
-    GOptionEntry entries[] = {
-        SYNTH_OUTPUT_ENTRIES(&out),
-        {"requests", 'n', 0, G_OPTION_ARG_INT, &requests, "Requests to serve (default 200)", "N"},
-        {"rate", 0, 0, G_OPTION_ARG_DOUBLE, &rate, "Poisson arrival rate, requests/s (default 5)",
-         "R"},
-        {"prompt", 0, 0, G_OPTION_ARG_STRING, &prompt,
+    const GOptionEntry entries[SERVE_N_ENTRIES] = {
+        SYNTH_OUTPUT_ENTRIES(&a->out),
+        {"requests", 'n', 0, G_OPTION_ARG_INT, &a->requests, "Requests to serve (default 200)",
+         "N"},
+        {"rate", 0, 0, G_OPTION_ARG_DOUBLE, &a->rate,
+         "Poisson arrival rate, requests/s (default 5)", "R"},
+        {"prompt", 0, 0, G_OPTION_ARG_STRING, &a->prompt,
          "Prompt lengths: fixed:N, uniform:A:B, lognormal:MEDIAN:SIGMA or hist:FILE (default "
          "lognormal:100:1.0)",
          "DIST"},
-        {"output-len", 0, 0, G_OPTION_ARG_STRING, &out_lengths,
+        {"output-len", 0, 0, G_OPTION_ARG_STRING, &a->out_lengths,
          "Output lengths, as --prompt (default lognormal:250:0.8)", "DIST"},
-        {"max-len", 0, 0, G_OPTION_ARG_INT, &max_len,
+        {"max-len", 0, 0, G_OPTION_ARG_INT, &a->max_len,
          "Context limit (prompt + output); contiguous-max reserves it (default 2048)", "N"},
-        {"max-batch", 0, 0, G_OPTION_ARG_INT, &max_batch,
+        {"max-batch", 0, 0, G_OPTION_ARG_INT, &a->max_batch,
          "Most requests per iteration (default 32)", "N"},
-        {"kv-budget", 0, 0, G_OPTION_ARG_STRING, &budget,
+        {"kv-budget", 0, 0, G_OPTION_ARG_STRING, &a->budget,
          "Admit only while the KV reservation fits in this size (default: no limit)", "SIZE"},
-        {"kv-layout", 0, 0, G_OPTION_ARG_STRING, &layout,
+        {"kv-layout", 0, 0, G_OPTION_ARG_STRING, &a->layout,
          "contiguous-max, contiguous-grow or paged (default)", "LAYOUT"},
-        {"block-tokens", 0, 0, G_OPTION_ARG_INT, &block_tokens,
+        {"block-tokens", 0, 0, G_OPTION_ARG_INT, &a->block_tokens,
          "Tokens per paged block, or the growth granule (default 16)", "N"},
-        {"cuda-graphs", 0, 0, G_OPTION_ARG_STRING, &graphs,
+        {"cuda-graphs", 0, 0, G_OPTION_ARG_STRING, &a->graphs,
          "Capture one CUDA graph per batch size, in this order, into one shared private pool "
          "(e.g. 32,16,8,4,2,1)",
          "BATCHES"},
-        {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Random seed (default 1)", "S"},
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json,
+        {"seed", 0, 0, G_OPTION_ARG_INT64, &a->seed, "Random seed (default 1)", "S"},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &a->json,
          "Print the KV statistics as one JSON object on stdout", NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
+
+    memcpy(out, entries, sizeof(entries));
+}
+
+/* Free the texts of the string flags of @a (the output's among them), then what they parsed
+ * into. */
+static void
+serve_args_clear(ServeArgs *a)
+{
+    GOptionEntry entries[SERVE_N_ENTRIES];
+
+    serve_entries(a, entries);
+    for (guint i = 0; entries[i].long_name != NULL; i++) {
+        if (entries[i].arg == G_OPTION_ARG_STRING || entries[i].arg == G_OPTION_ARG_FILENAME)
+            g_clear_pointer((char **)entries[i].arg_data, g_free);
+    }
+    fsim_dist_clear(&a->prompt_dist);
+    fsim_dist_clear(&a->output_dist);
+    g_clear_pointer(&a->graph_batches, g_array_unref);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(ServeArgs, serve_args_clear)
+
+/* Parse the command line into @a and the model into @train; FALSE when the command is done, with
+ * its exit status in *@status. */
+static gboolean
+serve_parse(ServeArgs *a, int *argc, char ***argv, FsimTrainConfig *train, int *status)
+{
+    GOptionEntry entries[SERVE_N_ENTRIES];
+
+    serve_entries(a, entries);
+    a->graph_batches = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    a->requests = a->max_len = a->max_batch = a->block_tokens = -1;
+    a->seed = 1;
+    a->rate = -1;
+    return synth_parse_train(
+        "synth serve", "- the allocation trace of an LLM inference server", entries,
+        FSIM_TRAIN_OPTIONS_MODEL_ONLY,
+        "KV cache per token: 2 x layers x KV heads x head dim x 2 bytes.  KV waste (reserved\n"
+        "token slots holding no token, over time) is printed on stderr, or with --json.\n"
+        "Example: fragsim synth serve --model llama2-7b --rate 4 --kv-layout paged -o "
+        "serve.trace\n",
+        &a->out, argc, argv, train, status);
+}
+
+/* The server's @config from @a's flags (its distributions and batches point into @a); FALSE with
+ * *@status the exit status on an error. */
+static gboolean
+serve_configure(ServeArgs *a, const FsimTrainConfig *train, FsimServeConfig *config, int *status)
+{
+    GError *error = NULL;
+
+    fsim_serve_config_init(config);
+    config->model = train->model;
+    if (a->requests != -1) {
+        if (a->requests < 0) {
+            *status = fsim_cli_usage_error("synth serve", "--requests must not be negative");
+            return FALSE;
+        }
+        config->requests = (uint64_t)a->requests;
+    }
+    if (a->rate != -1)
+        config->rate = a->rate;
+    if (a->max_len != -1)
+        config->max_len = a->max_len > 0 ? (uint64_t)a->max_len : 0;
+    if (a->max_batch != -1)
+        config->max_batch = a->max_batch > 0 ? (uint64_t)a->max_batch : 0;
+    if (a->block_tokens != -1)
+        config->block_tokens = a->block_tokens > 0 ? (uint64_t)a->block_tokens : 0;
+    if (a->seed < 0 || a->seed > G_MAXUINT32) {
+        *status =
+            fsim_cli_usage_error("synth serve", "--seed must be between 0 and %u", G_MAXUINT32);
+        return FALSE;
+    }
+    config->seed = (uint64_t)a->seed;
+    if (a->layout && !fsim_kv_layout_from_name(a->layout, &config->layout)) {
+        *status = fsim_cli_usage_error("synth serve",
+                                       "--kv-layout '%s' is unknown (valid: contiguous-max, "
+                                       "contiguous-grow, paged)",
+                                       a->layout);
+        return FALSE;
+    }
+    if ((a->budget && !fsim_parse_size(a->budget, &config->kv_budget_bytes, &error)) ||
+        (a->graphs != NULL && !synth_parse_batches(a->graphs, a->graph_batches, &error)) ||
+        !synth_parse_dist("prompt", a->prompt, "lognormal:100:1.0", FALSE, &a->prompt_dist,
+                          &error) ||
+        !synth_parse_dist("output-len", a->out_lengths, "lognormal:250:0.8", FALSE, &a->output_dist,
+                          &error)) {
+        *status = fsim_cli_fail("synth serve", error);
+        return FALSE;
+    }
+    config->graph_batches = (const uint64_t *)(const void *)a->graph_batches->data;
+    config->n_graph_batches = a->graph_batches->len;
+    config->prompt = &a->prompt_dist;
+    config->output = &a->output_dist;
+    return TRUE;
+}
+
+/* The KV statistics of the trace written: one JSON object on stdout with --json, else a line on
+ * stderr unless --quiet. */
+static void
+serve_print_stats(const ServeArgs *a, const FsimServeConfig *config, const FsimServeStats *stats)
+{
+    if (a->json) {
+        g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();
+        fsim_cli_json_string(builder, "trace", a->out.output);
+        fsim_cli_json_string(builder, "kv_layout", fsim_kv_layout_name(config->layout));
+        fsim_cli_json_int(builder, "kv_bytes_per_token", (gint64)stats->kv_bytes_per_token);
+        fsim_cli_json_double(builder, "kv_waste", stats->kv_waste);
+        fsim_cli_json_int(builder, "peak_kv_reserved_bytes", (gint64)stats->peak_kv_reserved_bytes);
+        fsim_cli_json_double(builder, "kv_waste_at_peak", stats->kv_waste_at_peak);
+        fsim_cli_json_int(builder, "requests_done", (gint64)stats->requests_done);
+        fsim_cli_json_int(builder, "peak_batch", (gint64)stats->peak_batch);
+        fsim_cli_json_int(builder, "duration_ns", (gint64)stats->duration_ns);
+        fsim_cli_json_print(builder);
+    } else if (!a->out.quiet) {
+        g_autofree char *peak = fsim_format_size(stats->peak_kv_reserved_bytes);
+        g_printerr(
+            "KV cache (%s, %" G_GUINT64_FORMAT " bytes per token): %.1f%% of reserved "
+            "token slots unused over time, %.1f%% at the peak reservation (%s); %" G_GUINT64_FORMAT
+            " requests in %.1f s, batch up to %" G_GUINT64_FORMAT "\n",
+            fsim_kv_layout_name(config->layout), stats->kv_bytes_per_token, 100 * stats->kv_waste,
+            100 * stats->kv_waste_at_peak, peak, stats->requests_done,
+            (double)stats->duration_ns / 1e9, stats->peak_batch);
+    }
+}
+
+static int
+synth_serve(int argc, char **argv)
+{
+    g_auto(ServeArgs) a = {0};
     GError *error = NULL;
     FsimServeConfig config;
     FsimTrainConfig train;
-    g_auto(FsimDist) prompt_dist = {0};
-    g_auto(FsimDist) output_dist = {0};
     FsimServeStats stats;
     int status;
 
-    if (!synth_parse_train(
-            "synth serve", "- the allocation trace of an LLM inference server", entries,
-            FSIM_TRAIN_OPTIONS_MODEL_ONLY,
-            "KV cache per token: 2 x layers x KV heads x head dim x 2 bytes.  KV waste (reserved\n"
-            "token slots holding no token, over time) is printed on stderr, or with --json.\n"
-            "Example: fragsim synth serve --model llama2-7b --rate 4 --kv-layout paged -o "
-            "serve.trace\n",
-            &out, &argc, &argv, &train, &status))
+    if (!serve_parse(&a, &argc, &argv, &train, &status) ||
+        !serve_configure(&a, &train, &config, &status))
         return status;
-
-    fsim_serve_config_init(&config);
-    config.model = train.model;
-    if (requests != -1) {
-        if (requests < 0)
-            return fsim_cli_usage_error("synth serve", "--requests must not be negative");
-        config.requests = (uint64_t)requests;
-    }
-    if (rate != -1)
-        config.rate = rate;
-    if (max_len != -1)
-        config.max_len = max_len > 0 ? (uint64_t)max_len : 0;
-    if (max_batch != -1)
-        config.max_batch = max_batch > 0 ? (uint64_t)max_batch : 0;
-    if (block_tokens != -1)
-        config.block_tokens = block_tokens > 0 ? (uint64_t)block_tokens : 0;
-    if (seed < 0 || seed > G_MAXUINT32)
-        return fsim_cli_usage_error("synth serve", "--seed must be between 0 and %u", G_MAXUINT32);
-    config.seed = (uint64_t)seed;
-    if (layout && !fsim_kv_layout_from_name(layout, &config.layout))
-        return fsim_cli_usage_error("synth serve",
-                                    "--kv-layout '%s' is unknown (valid: contiguous-max, "
-                                    "contiguous-grow, paged)",
-                                    layout);
-    if (budget && !fsim_parse_size(budget, &config.kv_budget_bytes, &error))
-        return fsim_cli_fail("synth serve", error);
-    if (graphs != NULL && !synth_parse_batches(graphs, graph_batches, &error))
-        return fsim_cli_fail("synth serve", error);
-    config.graph_batches = (const uint64_t *)(const void *)graph_batches->data;
-    config.n_graph_batches = graph_batches->len;
-    if (!synth_parse_dist("prompt", prompt, "lognormal:100:1.0", FALSE, &prompt_dist, &error))
-        return fsim_cli_fail("synth serve", error);
-    if (!synth_parse_dist("output-len", out_lengths, "lognormal:250:0.8", FALSE, &output_dist,
-                          &error))
-        return fsim_cli_fail("synth serve", error);
-    config.prompt = &prompt_dist;
-    config.output = &output_dist;
 
     g_autofree char *comment = g_strdup_printf(
         "synthetic serving trace (fragsim synth serve)\nmodel %s; %" G_GUINT64_FORMAT
@@ -284,38 +382,17 @@ synth_serve(int argc, char **argv)
         "; KV %s, block %" G_GUINT64_FORMAT " tokens; seed %" G_GUINT64_FORMAT "%s%s",
         config.model.name, config.requests, config.rate, config.max_len, config.max_batch,
         fsim_kv_layout_name(config.layout), config.block_tokens, config.seed,
-        graphs != NULL ? "; CUDA graphs captured for batches " : "", graphs != NULL ? graphs : "");
+        a.graphs != NULL ? "; CUDA graphs captured for batches " : "",
+        a.graphs != NULL ? a.graphs : "");
     FsimSynth *synth = fsim_synth_serve_new(&config, &error);
     gboolean ok =
-        synth != NULL && synth_write(synth, out.output, comment, out.quiet || json, &error);
+        synth != NULL && synth_write(synth, a.out.output, comment, a.out.quiet || a.json, &error);
     if (ok)
         fsim_synth_serve_stats(synth, &stats);
     fsim_synth_free(synth);
     if (!ok)
         return fsim_cli_fail("synth serve", error);
-
-    if (json) {
-        g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();
-        fsim_cli_json_string(builder, "trace", out.output);
-        fsim_cli_json_string(builder, "kv_layout", fsim_kv_layout_name(config.layout));
-        fsim_cli_json_int(builder, "kv_bytes_per_token", (gint64)stats.kv_bytes_per_token);
-        fsim_cli_json_double(builder, "kv_waste", stats.kv_waste);
-        fsim_cli_json_int(builder, "peak_kv_reserved_bytes", (gint64)stats.peak_kv_reserved_bytes);
-        fsim_cli_json_double(builder, "kv_waste_at_peak", stats.kv_waste_at_peak);
-        fsim_cli_json_int(builder, "requests_done", (gint64)stats.requests_done);
-        fsim_cli_json_int(builder, "peak_batch", (gint64)stats.peak_batch);
-        fsim_cli_json_int(builder, "duration_ns", (gint64)stats.duration_ns);
-        fsim_cli_json_print(builder);
-    } else if (!out.quiet) {
-        g_autofree char *peak = fsim_format_size(stats.peak_kv_reserved_bytes);
-        g_printerr(
-            "KV cache (%s, %" G_GUINT64_FORMAT " bytes per token): %.1f%% of reserved "
-            "token slots unused over time, %.1f%% at the peak reservation (%s); %" G_GUINT64_FORMAT
-            " requests in %.1f s, batch up to %" G_GUINT64_FORMAT "\n",
-            fsim_kv_layout_name(config.layout), stats.kv_bytes_per_token, 100 * stats.kv_waste,
-            100 * stats.kv_waste_at_peak, peak, stats.requests_done,
-            (double)stats.duration_ns / 1e9, stats.peak_batch);
-    }
+    serve_print_stats(&a, &config, &stats);
     return FSIM_EXIT_OK;
 }
 
