@@ -121,6 +121,76 @@ estimate_row(FsimTable *table, const char *name, uint64_t bytes, uint64_t params
     fsim_table_add(table, note ? note : "");
 }
 
+/* The estimate (@est of @config) as one JSON object; with @spec (nullable), whether it fits. */
+static void
+estimate_print_json(const FsimTrainConfig *config, const FsimEstimate *est,
+                    const FsimDeviceSpec *spec, gboolean fits)
+{
+    g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();
+    fsim_cli_json_string(builder, "model", config->model.name);
+    fsim_cli_json_int(builder, "params", (gint64)est->params);
+    fsim_cli_json_int(builder, "trainable_params", (gint64)est->trainable_params);
+    fsim_cli_json_double(builder, "bytes_per_param", est->bytes_per_param);
+    fsim_cli_json_int(builder, "weights_bytes", (gint64)est->weights_bytes);
+    fsim_cli_json_int(builder, "gradients_bytes", (gint64)est->gradients_bytes);
+    fsim_cli_json_int(builder, "optimizer_bytes", (gint64)est->optimizer_bytes);
+    fsim_cli_json_int(builder, "master_weights_bytes", (gint64)est->master_bytes);
+    fsim_cli_json_int(builder, "activations_bytes", (gint64)est->activations_bytes);
+    fsim_cli_json_int(builder, "layer_activations_bytes", (gint64)est->layer_activations_bytes);
+    fsim_cli_json_int(builder, "temporaries_bytes", (gint64)est->temporaries_bytes);
+    fsim_cli_json_int(builder, "total_bytes", (gint64)est->total_bytes);
+    fsim_cli_json_string(builder, "peak_phase", est->peak_phase);
+    if (spec) {
+        fsim_cli_json_string(builder, "device", spec->name);
+        fsim_cli_json_int(builder, "capacity_bytes", (gint64)spec->capacity_bytes);
+        fsim_cli_json_bool(builder, "fits", fits);
+    }
+    fsim_cli_json_print(builder);
+}
+
+/* The estimate (@est of @config) as a table, then the bytes per parameter and, with @spec
+ * (nullable), whether it fits. */
+static void
+estimate_print_text(const FsimTrainConfig *config, const FsimEstimate *est,
+                    const FsimDeviceSpec *spec, gboolean fits)
+{
+    g_autofree char *about = fsim_train_config_describe(config);
+    g_print("%s\n", about);
+    static const char *const headers[] = {"component", "bytes", "GB", "GiB", "per param", ""};
+    g_autoptr(FsimTable) table = fsim_table_new(G_N_ELEMENTS(headers), headers);
+    uint64_t p = est->rank_params;
+    g_autofree char *opt_note = NULL;
+    if (est->master_bytes)
+        opt_note =
+            g_strdup_printf("fp32 master weights %.2f GB + %s state %.2f GB",
+                            (double)est->master_bytes / 1e9, fsim_optimizer_name(config->optimizer),
+                            (double)(est->optimizer_bytes - est->master_bytes) / 1e9);
+    g_autofree char *act_note = NULL;
+    if (config->activations_bytes)
+        act_note = g_strdup("measured figure (stands for temporaries too)");
+    else
+        act_note = g_strdup_printf("saved for backward: %.1f MB per layer",
+                                   (double)est->layer_activations_bytes / 1e6);
+    g_autofree char *tmp_note = g_strdup_printf("peak: %s", est->peak_phase);
+    estimate_row(table, "weights", est->weights_bytes, p, NULL);
+    estimate_row(table, "gradients", est->gradients_bytes, p, NULL);
+    estimate_row(table, "optimizer", est->optimizer_bytes, p, opt_note);
+    estimate_row(table, "activations", est->activations_bytes, 0, act_note);
+    estimate_row(table, "temporaries", est->temporaries_bytes, 0,
+                 config->activations_bytes ? NULL : tmp_note);
+    estimate_row(table, "total", est->total_bytes, 0, NULL);
+    fsim_table_print(table);
+    g_print("\nModel state: %.2f bytes per parameter", est->bytes_per_param);
+    if (config->lora)
+        g_print(" (%" G_GUINT64_FORMAT " trainable adapter parameters)", est->trainable_params);
+    g_print(".  GB = 10^9 bytes, GiB = 2^30.\n");
+    if (spec) {
+        g_print("%s: %.2f GB usable: %s (%.1f%% of it)\n", spec->name,
+                (double)spec->capacity_bytes / 1e9, fits ? "fits" : "does not fit",
+                100.0 * (double)est->total_bytes / (double)spec->capacity_bytes);
+    }
+}
+
 int
 fsim_cmd_estimate(int argc, char **argv)
 {
@@ -161,64 +231,9 @@ fsim_cmd_estimate(int argc, char **argv)
         return fsim_cli_fail("estimate", error);
     gboolean fits = device_name != NULL && est.total_bytes <= spec.capacity_bytes;
 
-    if (json) {
-        g_autoptr(FsimJsonWriter) builder = fsim_cli_json_new();
-        fsim_cli_json_string(builder, "model", config.model.name);
-        fsim_cli_json_int(builder, "params", (gint64)est.params);
-        fsim_cli_json_int(builder, "trainable_params", (gint64)est.trainable_params);
-        fsim_cli_json_double(builder, "bytes_per_param", est.bytes_per_param);
-        fsim_cli_json_int(builder, "weights_bytes", (gint64)est.weights_bytes);
-        fsim_cli_json_int(builder, "gradients_bytes", (gint64)est.gradients_bytes);
-        fsim_cli_json_int(builder, "optimizer_bytes", (gint64)est.optimizer_bytes);
-        fsim_cli_json_int(builder, "master_weights_bytes", (gint64)est.master_bytes);
-        fsim_cli_json_int(builder, "activations_bytes", (gint64)est.activations_bytes);
-        fsim_cli_json_int(builder, "layer_activations_bytes", (gint64)est.layer_activations_bytes);
-        fsim_cli_json_int(builder, "temporaries_bytes", (gint64)est.temporaries_bytes);
-        fsim_cli_json_int(builder, "total_bytes", (gint64)est.total_bytes);
-        fsim_cli_json_string(builder, "peak_phase", est.peak_phase);
-        if (device_name) {
-            fsim_cli_json_string(builder, "device", spec.name);
-            fsim_cli_json_int(builder, "capacity_bytes", (gint64)spec.capacity_bytes);
-            fsim_cli_json_bool(builder, "fits", fits);
-        }
-        fsim_cli_json_print(builder);
-        return FSIM_EXIT_OK;
-    }
-
-    g_autofree char *about = fsim_train_config_describe(&config);
-    g_print("%s\n", about);
-    static const char *const headers[] = {"component", "bytes", "GB", "GiB", "per param", ""};
-    g_autoptr(FsimTable) table = fsim_table_new(G_N_ELEMENTS(headers), headers);
-    uint64_t p = est.rank_params;
-    g_autofree char *opt_note = NULL;
-    if (est.master_bytes)
-        opt_note =
-            g_strdup_printf("fp32 master weights %.2f GB + %s state %.2f GB",
-                            (double)est.master_bytes / 1e9, fsim_optimizer_name(config.optimizer),
-                            (double)(est.optimizer_bytes - est.master_bytes) / 1e9);
-    g_autofree char *act_note = NULL;
-    if (config.activations_bytes)
-        act_note = g_strdup("measured figure (stands for temporaries too)");
+    if (json)
+        estimate_print_json(&config, &est, device_name ? &spec : NULL, fits);
     else
-        act_note = g_strdup_printf("saved for backward: %.1f MB per layer",
-                                   (double)est.layer_activations_bytes / 1e6);
-    g_autofree char *tmp_note = g_strdup_printf("peak: %s", est.peak_phase);
-    estimate_row(table, "weights", est.weights_bytes, p, NULL);
-    estimate_row(table, "gradients", est.gradients_bytes, p, NULL);
-    estimate_row(table, "optimizer", est.optimizer_bytes, p, opt_note);
-    estimate_row(table, "activations", est.activations_bytes, 0, act_note);
-    estimate_row(table, "temporaries", est.temporaries_bytes, 0,
-                 config.activations_bytes ? NULL : tmp_note);
-    estimate_row(table, "total", est.total_bytes, 0, NULL);
-    fsim_table_print(table);
-    g_print("\nModel state: %.2f bytes per parameter", est.bytes_per_param);
-    if (config.lora)
-        g_print(" (%" G_GUINT64_FORMAT " trainable adapter parameters)", est.trainable_params);
-    g_print(".  GB = 10^9 bytes, GiB = 2^30.\n");
-    if (device_name) {
-        g_print("%s: %.2f GB usable: %s (%.1f%% of it)\n", spec.name,
-                (double)spec.capacity_bytes / 1e9, fits ? "fits" : "does not fit",
-                100.0 * (double)est.total_bytes / (double)spec.capacity_bytes);
-    }
+        estimate_print_text(&config, &est, device_name ? &spec : NULL, fits);
     return FSIM_EXIT_OK;
 }
