@@ -237,6 +237,36 @@ parse_events(char **texts, GArray **out, GError **error)
     return TRUE;
 }
 
+/* --plot: draw the segments at the first OOM of @e, else at its peak, into @path. */
+static gboolean
+explain_plot(const FsimExplanation *e, const char *path, const char *gnuplot, GError **error)
+{
+    guint chosen = 0;
+
+    for (guint i = e->moments->len; i-- > 0;) {
+        const FsimMoment *m = g_ptr_array_index(e->moments, i);
+        const FsimMoment *best = g_ptr_array_index(e->moments, chosen);
+
+        if (m->kind == FSIM_MOMENT_OOM ||
+            (m->kind == FSIM_MOMENT_PEAK && best->kind != FSIM_MOMENT_OOM))
+            chosen = i;
+    }
+    return e->moments->len == 0 || fsim_explain_plot(e, chosen, path, gnuplot, error);
+}
+
+/* The explanation @e as one JSON object on stdout with --json (@json), else as text. */
+static void
+explain_print(const FsimExplanation *e, gboolean json)
+{
+    if (json) {
+        g_autoptr(FsimJsonWriter) writer = fsim_cli_json_new();
+
+        fsim_explanation_write_json(e, writer);
+        fsim_cli_json_print(writer);
+    } else
+        print_text(e);
+}
+
 int
 fsim_cmd_explain(int argc, char **argv)
 {
@@ -309,28 +339,8 @@ fsim_cmd_explain(int argc, char **argv)
     explanation = fsim_explain_trace(trace, &options, &error);
     if (explanation == NULL)
         return fsim_cli_fail("explain", error);
-    if (plot != NULL) {
-        guint chosen = 0;
-
-        /* the first OOM, else the peak */
-        for (guint i = explanation->moments->len; i-- > 0;) {
-            const FsimMoment *m = g_ptr_array_index(explanation->moments, i);
-            const FsimMoment *best = g_ptr_array_index(explanation->moments, chosen);
-
-            if (m->kind == FSIM_MOMENT_OOM ||
-                (m->kind == FSIM_MOMENT_PEAK && best->kind != FSIM_MOMENT_OOM))
-                chosen = i;
-        }
-        if (explanation->moments->len > 0 &&
-            !fsim_explain_plot(explanation, chosen, plot, gnuplot, &error))
-            return fsim_cli_fail("explain", error);
-    }
-    if (json) {
-        g_autoptr(FsimJsonWriter) writer = fsim_cli_json_new();
-
-        fsim_explanation_write_json(explanation, writer);
-        fsim_cli_json_print(writer);
-    } else
-        print_text(explanation);
+    if (plot != NULL && !explain_plot(explanation, plot, gnuplot, &error))
+        return fsim_cli_fail("explain", error);
+    explain_print(explanation, json);
     return FSIM_EXIT_OK;
 }
