@@ -161,41 +161,13 @@ validate_checked(const FsimValidateReport *report)
     return total;
 }
 
-int
-fsim_cmd_validate(int argc, char **argv)
+/* What parsing leaves unchecked of --platform and -c: FSIM_EXIT_OK, or the usage error's
+ * status. */
+static int
+validate_check_flags(const char *platform, char **alloc_confs)
 {
-    gboolean json = FALSE;
-    g_autofree char *platform = NULL;
-    g_auto(GStrv) alloc_confs = NULL;
-    GOptionEntry entries[] = {
-        {"alloc-conf", 'c', 0, G_OPTION_ARG_STRING_ARRAY, &alloc_confs,
-         "Validate with this PYTORCH_CUDA_ALLOC_CONF instead of the settings the snapshot "
-         "recorded (for snapshots that did not record them)",
-         "STRING"},
-        FSIM_CLI_JSON_ENTRY(&json),
-        {"platform", 0, 0, G_OPTION_ARG_STRING, &platform,
-         "cuda or npu: whose allocator recorded the snapshot (default: told from its addresses)",
-         "PLATFORM"},
-        {NULL, 0, 0, 0, NULL, NULL, NULL},
-    };
-    g_autoptr(FsimValidateReport) report = NULL;
     GError *error = NULL;
 
-    if (!fsim_cli_parse_args(
-            "validate", "SNAPSHOT - check the PyTorch allocator model against a recorded trace",
-            entries,
-            "Replays the snapshot through 'caching' (or 'expandable' when its allocator settings\n"
-            "say expandable_segments) from the state at trace start, with each new segment at the\n"
-            "address the driver gave it, and checks every alloc address, segment_alloc,\n"
-            "segment_free, segment_map, segment_unmap and oom.\n"
-            "-c replaces the recorded settings (a snapshot that did not record them).\n"
-            "Exit status: 0 exact, 1 bad input, 2 usage error, 4 divergence, 5 nothing to "
-            "validate\n"
-            "(the file has no recorded allocator decisions: a snapshot of state only, a text "
-            "trace,\n"
-            "an RMM log).",
-            "SNAPSHOT", &argc, &argv))
-        return FSIM_EXIT_USAGE;
     if (platform != NULL && g_ascii_strcasecmp(platform, "cuda") != 0 &&
         g_ascii_strcasecmp(platform, "npu") != 0)
         return fsim_cli_usage_error("validate", "--platform: '%s' is neither cuda nor npu",
@@ -215,6 +187,57 @@ fsim_cmd_validate(int argc, char **argv)
             return fsim_cli_usage_error("validate", "-c: %s", message);
         }
     }
+    return FSIM_EXIT_OK;
+}
+
+/* Say that @path has no recorded allocator decisions to check. */
+static int
+validate_nothing(const char *path)
+{
+    g_printerr("fragsim validate: nothing to validate: %s has no recorded allocator decisions\n",
+               path);
+    return FSIM_EXIT_NOTHING;
+}
+
+int
+fsim_cmd_validate(int argc, char **argv)
+{
+    gboolean json = FALSE;
+    g_autofree char *platform = NULL;
+    g_auto(GStrv) alloc_confs = NULL;
+    GOptionEntry entries[] = {
+        {"alloc-conf", 'c', 0, G_OPTION_ARG_STRING_ARRAY, &alloc_confs,
+         "Validate with this PYTORCH_CUDA_ALLOC_CONF instead of the settings the snapshot "
+         "recorded (for snapshots that did not record them)",
+         "STRING"},
+        FSIM_CLI_JSON_ENTRY(&json),
+        {"platform", 0, 0, G_OPTION_ARG_STRING, &platform,
+         "cuda or npu: whose allocator recorded the snapshot (default: told from its addresses)",
+         "PLATFORM"},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(FsimValidateReport) report = NULL;
+    GError *error = NULL;
+    int status;
+
+    if (!fsim_cli_parse_args(
+            "validate", "SNAPSHOT - check the PyTorch allocator model against a recorded trace",
+            entries,
+            "Replays the snapshot through 'caching' (or 'expandable' when its allocator settings\n"
+            "say expandable_segments) from the state at trace start, with each new segment at the\n"
+            "address the driver gave it, and checks every alloc address, segment_alloc,\n"
+            "segment_free, segment_map, segment_unmap and oom.\n"
+            "-c replaces the recorded settings (a snapshot that did not record them).\n"
+            "Exit status: 0 exact, 1 bad input, 2 usage error, 4 divergence, 5 nothing to "
+            "validate\n"
+            "(the file has no recorded allocator decisions: a snapshot of state only, a text "
+            "trace,\n"
+            "an RMM log).",
+            "SNAPSHOT", &argc, &argv))
+        return FSIM_EXIT_USAGE;
+    status = validate_check_flags(platform, alloc_confs);
+    if (status != FSIM_EXIT_OK)
+        return status;
     {
         g_autoptr(FsimTrace) trace = fsim_trace_open_without_stacks(argv[1], &error);
 
@@ -225,20 +248,14 @@ fsim_cmd_validate(int argc, char **argv)
     }
     if (report == NULL && g_error_matches(error, FSIM_ERROR, FSIM_ERROR_USAGE)) {
         /* not a snapshot at all: a text trace or an RMM log */
-        g_printerr("fragsim validate: nothing to validate: %s has no recorded allocator "
-                   "decisions\n",
-                   argv[1]);
         g_clear_error(&error);
-        return FSIM_EXIT_NOTHING;
+        return validate_nothing(argv[1]);
     }
     if (report == NULL)
         return fsim_cli_fail("validate", error);
     if (validate_checked(report) == 0) {
         /* "exact" must mean that at least one decision was checked */
-        g_printerr("fragsim validate: nothing to validate: %s has no recorded allocator "
-                   "decisions\n",
-                   argv[1]);
-        return FSIM_EXIT_NOTHING;
+        return validate_nothing(argv[1]);
     }
     if (json)
         validate_print_json(report);
