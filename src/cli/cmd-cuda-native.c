@@ -24,78 +24,34 @@ native_json_run(FsimJsonWriter *builder, guint i, gpointer data)
     fsim_json_end_object(builder);
 }
 
-/* Longer than ~80 lines for its option table (declarative GOptionEntry rows); the steps after
- * parsing run in sequence. */
-int
-fsim_cmd_cuda_native(int argc, char **argv)
+/* --mode: the modes to run, into @modes; FALSE for a text that names none. */
+static gboolean
+native_modes(const char *text, FsimCudaNativeMode modes[2], guint *n_modes)
 {
-    g_autofree char *mode_text = NULL;
-    gint trace_device = -1;
-    gint gpu = 0;
-    gboolean no_touch = FALSE;
-    gboolean json = FALSE;
-    GOptionEntry entries[] = {
-        {"mode", 0, 0, G_OPTION_ARG_STRING, &mode_text,
-         "malloc (cudaMalloc per tensor), async (cudaMallocAsync pool) or both (default)", "MODE"},
-        FSIM_CLI_REPLAY_DEVICE_ENTRY(&trace_device),
-        {"gpu", 0, 0, G_OPTION_ARG_INT, &gpu, "CUDA device ordinal to run on (default 0)", "N"},
-        {"no-touch", 0, 0, G_OPTION_ARG_NONE, &no_touch,
-         "Do not write each allocation (cudaMemset)", NULL},
-        FSIM_CLI_JSON_ENTRY(&json),
-        {NULL, 0, 0, 0, NULL, NULL, NULL},
-    };
+    *n_modes = 0;
+    if (text == NULL || strcmp(text, "both") == 0) {
+        modes[(*n_modes)++] = FSIM_CUDA_NATIVE_MALLOC;
+        modes[(*n_modes)++] = FSIM_CUDA_NATIVE_ASYNC;
+    } else if (strcmp(text, "malloc") == 0) {
+        modes[(*n_modes)++] = FSIM_CUDA_NATIVE_MALLOC;
+    } else if (strcmp(text, "async") == 0) {
+        modes[(*n_modes)++] = FSIM_CUDA_NATIVE_ASYNC;
+    } else {
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* The @results of @trace on @driver's GPU as text: one table per trace device. */
+static void
+native_print_text(FsimTrace *trace, const FsimCudaDriver *driver, GArray *results)
+{
     static const char *const headers[] = {
         "mode",       "peak requested", "peak reserved", "GPU used", "OOMs",
         "alloc time", "free time",      "alloc p50",     "free p50",
     };
-    g_autoptr(FsimTrace) trace = NULL;
-    g_autoptr(GArray) devices = NULL;
-    g_autoptr(FsimCudaDriver) driver = NULL;
-    g_autoptr(GArray) results = g_array_new(FALSE, TRUE, sizeof(FsimCudaNativeResult));
     g_autoptr(FsimTable) table = NULL;
-    FsimCudaNativeMode modes[2];
-    guint n_modes = 0;
-    GError *error = NULL;
-    int status = FSIM_EXIT_OK;
 
-    if (!fsim_cli_parse_args(
-            "cuda native", "TRACE - replay a trace through the CUDA driver's allocators", entries,
-            "Every stream of the trace is served on one CUDA stream.  Memory held at trace\n"
-            "start is allocated first.  Peaks: requested (the program), reserved (the pool's\n"
-            "high-water mark; for cudaMalloc, the used memory), GPU used (cudaMemGetInfo).",
-            "TRACE", &argc, &argv))
-        return FSIM_EXIT_USAGE;
-    if (mode_text == NULL || strcmp(mode_text, "both") == 0) {
-        modes[n_modes++] = FSIM_CUDA_NATIVE_MALLOC;
-        modes[n_modes++] = FSIM_CUDA_NATIVE_ASYNC;
-    } else if (strcmp(mode_text, "malloc") == 0) {
-        modes[n_modes++] = FSIM_CUDA_NATIVE_MALLOC;
-    } else if (strcmp(mode_text, "async") == 0) {
-        modes[n_modes++] = FSIM_CUDA_NATIVE_ASYNC;
-    } else {
-        return fsim_cli_usage_error("cuda native", "--mode '%s': expected malloc, async or both",
-                                    mode_text);
-    }
-    trace = fsim_trace_open(argv[1], &error);
-    if (trace == NULL)
-        return fsim_cli_fail("cuda native", error);
-    driver = fsim_cmd_cuda_open_trace("cuda native", trace, trace_device, gpu, &devices, &status);
-    if (driver == NULL)
-        return status;
-    for (guint d = 0; d < devices->len; d++) {
-        for (guint m = 0; m < n_modes; m++) {
-            FsimCudaNativeResult result;
-
-            if (!fsim_cuda_native(driver, trace, g_array_index(devices, uint32_t, d), modes[m],
-                                  !no_touch, &result, &error))
-                return fsim_cli_fail("cuda native", error);
-            g_array_append_val(results, result);
-        }
-    }
-    if (json) {
-        fsim_cmd_cuda_print_runs(trace, &driver->info, results->len, native_json_run, results);
-        return FSIM_EXIT_OK;
-    }
     g_print("%s (%s) on %s\n", fsim_trace_path(trace), fsim_trace_format_name(trace),
             driver->info.name);
     for (guint i = 0; i < results->len; i++) {
@@ -132,5 +88,65 @@ fsim_cmd_cuda_native(int argc, char **argv)
     }
     if (table != NULL)
         fsim_table_print(table);
+}
+
+int
+fsim_cmd_cuda_native(int argc, char **argv)
+{
+    g_autofree char *mode_text = NULL;
+    gint trace_device = -1;
+    gint gpu = 0;
+    gboolean no_touch = FALSE;
+    gboolean json = FALSE;
+    GOptionEntry entries[] = {
+        {"mode", 0, 0, G_OPTION_ARG_STRING, &mode_text,
+         "malloc (cudaMalloc per tensor), async (cudaMallocAsync pool) or both (default)", "MODE"},
+        FSIM_CLI_REPLAY_DEVICE_ENTRY(&trace_device),
+        {"gpu", 0, 0, G_OPTION_ARG_INT, &gpu, "CUDA device ordinal to run on (default 0)", "N"},
+        {"no-touch", 0, 0, G_OPTION_ARG_NONE, &no_touch,
+         "Do not write each allocation (cudaMemset)", NULL},
+        FSIM_CLI_JSON_ENTRY(&json),
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    g_autoptr(FsimTrace) trace = NULL;
+    g_autoptr(GArray) devices = NULL;
+    g_autoptr(FsimCudaDriver) driver = NULL;
+    g_autoptr(GArray) results = g_array_new(FALSE, TRUE, sizeof(FsimCudaNativeResult));
+    FsimCudaNativeMode modes[2];
+    guint n_modes;
+    GError *error = NULL;
+    int status = FSIM_EXIT_OK;
+
+    if (!fsim_cli_parse_args(
+            "cuda native", "TRACE - replay a trace through the CUDA driver's allocators", entries,
+            "Every stream of the trace is served on one CUDA stream.  Memory held at trace\n"
+            "start is allocated first.  Peaks: requested (the program), reserved (the pool's\n"
+            "high-water mark; for cudaMalloc, the used memory), GPU used (cudaMemGetInfo).",
+            "TRACE", &argc, &argv))
+        return FSIM_EXIT_USAGE;
+    if (!native_modes(mode_text, modes, &n_modes))
+        return fsim_cli_usage_error("cuda native", "--mode '%s': expected malloc, async or both",
+                                    mode_text);
+    trace = fsim_trace_open(argv[1], &error);
+    if (trace == NULL)
+        return fsim_cli_fail("cuda native", error);
+    driver = fsim_cmd_cuda_open_trace("cuda native", trace, trace_device, gpu, &devices, &status);
+    if (driver == NULL)
+        return status;
+    for (guint d = 0; d < devices->len; d++) {
+        for (guint m = 0; m < n_modes; m++) {
+            FsimCudaNativeResult result;
+
+            if (!fsim_cuda_native(driver, trace, g_array_index(devices, uint32_t, d), modes[m],
+                                  !no_touch, &result, &error))
+                return fsim_cli_fail("cuda native", error);
+            g_array_append_val(results, result);
+        }
+    }
+    if (json) {
+        fsim_cmd_cuda_print_runs(trace, &driver->info, results->len, native_json_run, results);
+        return FSIM_EXIT_OK;
+    }
+    native_print_text(trace, driver, results);
     return FSIM_EXIT_OK;
 }
