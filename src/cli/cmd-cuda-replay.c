@@ -188,6 +188,7 @@ typedef struct {
     gboolean paranoid;
     gboolean with_model;
     gboolean touch;
+    gboolean json; /* print only the JSON object at the end */
 } CudaRunCommon;
 
 /* One (policy, configuration) on the GPU (and in the model): a new result in @results. */
@@ -225,8 +226,42 @@ cuda_replay_report(FsimTrace *trace, const FsimCudaReplayResult *result, const c
     return result->oom_message != NULL;
 }
 
-/* Longer than ~80 lines for its option table (declarative GOptionEntry rows) and the order in
- * which its outputs, results and driver must be freed; the steps after parsing run in sequence. */
+/* Every run, each (policy, configuration) on each trace device of @devices, into @runs, under a
+ * heading unless --json; *@any_oom when one ran out of memory. */
+static gboolean
+cuda_replay_runs(FsimCudaDriver *driver, FsimTrace *trace, GArray *devices, GPtrArray *policies,
+                 GPtrArray *configs, const CudaRunCommon *common, Attach *attach, ReplayRuns *runs,
+                 gboolean *any_oom, GError **error)
+{
+    if (!common->json)
+        g_print("%s (%s) on %s\n\n", fsim_trace_path(trace), fsim_trace_format_name(trace),
+                driver->info.name);
+    for (guint d = 0; d < devices->len; d++) {
+        for (guint p = 0; p < policies->len; p++) {
+            const char *policy = g_ptr_array_index(policies, p);
+            guint n = fsim_cli_policy_runs(policy, configs);
+
+            for (guint c = 0; c < n; c++) {
+                const FsimCliConfig *config = g_ptr_array_index(configs, c);
+                const char *text = fsim_cli_run_config(policy, configs, c);
+                g_autofree char *label = fsim_run_label(policy, text);
+
+                attach->trace_device = g_array_index(devices, uint32_t, d);
+                attach->config = text;
+                attach->label = label;
+                if (!cuda_replay_one(driver, trace, policy, config->knobs, attach, runs->results,
+                                     common, error))
+                    return FALSE;
+                g_ptr_array_add(runs->run_configs, g_strdup(text));
+                *any_oom |= cuda_replay_report(
+                    trace, g_ptr_array_index(runs->results, runs->results->len - 1), label,
+                    common->json);
+            }
+        }
+    }
+    return TRUE;
+}
+
 int
 fsim_cmd_cuda_replay(int argc, char **argv)
 {
@@ -236,9 +271,7 @@ fsim_cmd_cuda_replay(int argc, char **argv)
     gint gpu = 0;
     gboolean no_model = FALSE;
     gboolean no_touch = FALSE;
-    gboolean json = FALSE;
-    gboolean fail_on_oom = FALSE;
-    gboolean paranoid = FALSE;
+    CudaRunCommon common = {0};
     GOptionEntry entries[] = {
         FSIM_CLI_POLICIES_ENTRY(&run_args.policy_list),
         {"device", 'd', 0, G_OPTION_ARG_STRING, &device_name,
@@ -253,10 +286,10 @@ fsim_cmd_cuda_replay(int argc, char **argv)
          "Do not run the simulated device alongside", NULL},
         {"no-touch", 0, 0, G_OPTION_ARG_NONE, &no_touch,
          "Do not write new memory (cudaMemset) after each call", NULL},
-        FSIM_CLI_JSON_ENTRY(&json),
-        {"fail-on-oom", 0, 0, G_OPTION_ARG_NONE, &fail_on_oom,
+        FSIM_CLI_JSON_ENTRY(&common.json),
+        {"fail-on-oom", 0, 0, G_OPTION_ARG_NONE, &common.fail_on_oom,
          "Stop a run at its first OOM and exit with status 3", NULL},
-        FSIM_CLI_PARANOID_ENTRY(&paranoid),
+        FSIM_CLI_PARANOID_ENTRY(&common.paranoid),
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     /* Freed in reverse order: the outputs (whose runs observe the engines), then the results
@@ -271,7 +304,7 @@ fsim_cmd_cuda_replay(int argc, char **argv)
     g_autoptr(GArray) devices = NULL;
     FsimDeviceSpec model;
     Attach attach = {outputs, 0, NULL, NULL};
-    CudaRunCommon common;
+    ReplayRuns runs = {results, run_configs};
     guint n_runs = 0;
     GError *error = NULL;
     int status = FSIM_EXIT_OK;
@@ -292,48 +325,18 @@ fsim_cmd_cuda_replay(int argc, char **argv)
     driver = fsim_cmd_cuda_open_trace("cuda replay", trace, trace_device, gpu, &devices, &status);
     if (driver == NULL)
         return status;
-    common = (CudaRunCommon){
-        .model = device_name != NULL ? &model : NULL,
-        .fail_on_oom = fail_on_oom,
-        .paranoid = paranoid,
-        .with_model = !no_model,
-        .touch = !no_touch,
-    };
+    common.model = device_name != NULL ? &model : NULL;
+    common.with_model = !no_model;
+    common.touch = !no_touch;
     /* each (policy, configuration) is two runs: on the GPU and in the model */
     if (!fsim_replay_outputs_open(outputs, trace, n_runs * (no_model ? 1 : 2), trace_device,
-                                  &error))
+                                  &error) ||
+        !cuda_replay_runs(driver, trace, devices, policies, configs, &common, &attach, &runs,
+                          &any_oom, &error))
         return fsim_cli_fail("cuda replay", error);
-    if (!json)
-        g_print("%s (%s) on %s\n\n", fsim_trace_path(trace), fsim_trace_format_name(trace),
-                driver->info.name);
-    for (guint d = 0; d < devices->len; d++) {
-        for (guint p = 0; p < policies->len; p++) {
-            const char *policy = g_ptr_array_index(policies, p);
-            guint n = fsim_cli_policy_runs(policy, configs);
-
-            for (guint c = 0; c < n; c++) {
-                const FsimCliConfig *config = g_ptr_array_index(configs, c);
-                const char *text = fsim_cli_run_config(policy, configs, c);
-                g_autofree char *label = fsim_run_label(policy, text);
-
-                attach.trace_device = g_array_index(devices, uint32_t, d);
-                attach.config = text;
-                attach.label = label;
-                if (!cuda_replay_one(driver, trace, policy, config->knobs, &attach, results,
-                                     &common, &error))
-                    return fsim_cli_fail("cuda replay", error);
-                g_ptr_array_add(run_configs, g_strdup(text));
-                any_oom |= cuda_replay_report(trace, g_ptr_array_index(results, results->len - 1),
-                                              label, json);
-            }
-        }
-    }
-    if (json) {
-        ReplayRuns runs = {results, run_configs};
-
+    if (common.json)
         fsim_cmd_cuda_print_runs(trace, &driver->info, results->len, replay_json_run, &runs);
-    }
-    if (!fsim_replay_outputs_finish(outputs, json, &error))
+    if (!fsim_replay_outputs_finish(outputs, common.json, &error))
         return fsim_cli_fail("cuda replay", error);
     return any_oom ? FSIM_EXIT_OOM : FSIM_EXIT_OK;
 }
