@@ -216,8 +216,9 @@ gboolean fsim_device_faults_parse(GKeyFile *config, FsimDeviceFaults *faults, GE
 static inline uint64_t
 fsim_device_round(const FsimDevice *device, uint64_t size)
 {
-    uint64_t g = device->spec.granularity;
-    return (size + g - 1) / g * g;
+    uint64_t g = device->spec.granularity; /* a power of two: both devices check it */
+
+    return (size + g - 1) & ~(g - 1);
 }
 
 /* Bytes of physical memory still free. */

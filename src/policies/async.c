@@ -60,6 +60,7 @@ typedef struct {
     gboolean opportunistic;
     FsimArenaVa va; /* the pool's address space */
     uint64_t page_size;
+    guint page_shift; /* log2(page_size): the granularity is a power of two */
     guint8 *page_mapped;
     guint8 *page_busy; /* scratch for a trim: pages a chunk in use touches */
     gsize n_pages;
@@ -123,6 +124,7 @@ async_create(FsimDevice *device, GKeyFile *config, GError **error)
     if (!fsim_arena_va_reserve(&pool->va, device, "async", error))
         return NULL;
     pool->page_size = device->spec.granularity;
+    pool->page_shift = (guint)g_bit_storage(pool->page_size) - 1;
     pool->n_pages = va_size / pool->page_size;
     pool->page_busy = g_new0(guint8, pool->n_pages);
     pool->page_mapped = g_new0(guint8, pool->n_pages);
@@ -166,12 +168,13 @@ static gboolean
 async_map(Async *pool, uint64_t offset, uint64_t size)
 {
     FsimDevice *device = pool->base.device;
-    gsize first = offset / pool->page_size;
-    gsize last = (offset + size - 1) / pool->page_size;
+    gsize first = offset >> pool->page_shift;
+    gsize last = (offset + size - 1) >> pool->page_shift;
     gsize need = 0;
 
-    /* the common case: every page mapped already */
-    if (memchr(pool->page_mapped + first, 0, last - first + 1) == NULL)
+    /* the common case: every page mapped already (mostly a single page) */
+    if (first == last ? pool->page_mapped[first]
+                      : memchr(pool->page_mapped + first, 0, last - first + 1) == NULL)
         return TRUE;
     for (gsize p = first; p <= last; p++)
         need += !pool->page_mapped[p];
