@@ -41,6 +41,6 @@ void fsim_replay_feed_clear(FsimReplayFeed *feed);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(FsimReplayFeed, fsim_replay_feed_clear)
 
 /* Feeds @device of @trace through @engine (started) to its end, each event also appended to
- * @log (nullable), then finishes the engine: fsim_engine_run() on the feed. */
+ * @log (nullable), a batch at a time (fsim_replay_feed_batch()), then finishes the engine. */
 gboolean fsim_replay_feed_run(FsimTrace *trace, uint32_t device, gboolean inferred_releases,
                               FsimEngine *engine, FsimEventLog *log, GError **error);

@@ -625,9 +625,9 @@ engine_handle_other(FsimEngine *engine, const FsimEvent *ev, GError **error)
     return ok;
 }
 
-/* One event, inlined once for each EngineMode: into fsim_engine_process() for a plain engine
- * (the tests for observers, --paranoid and a free delay compiled out), into
- * engine_process_slow() for an observed one (only the observers' calls) and for the rest. */
+/* One event, inlined once for each EngineMode: into engine_batch()'s loop for a plain engine
+ * (the tests for observers, --paranoid and a free delay compiled out) and for an observed one
+ * (only the observers' calls added), into engine_process_slow() for the rest. */
 static inline G_ALWAYS_INLINE gboolean
 engine_handle(FsimEngine *engine, const FsimEvent *ev, EngineMode mode, GError **error)
 {
@@ -676,24 +676,11 @@ engine_run_queue(FsimEngine *engine, FsimTime time, GError **error)
     return TRUE;
 }
 
-/* fsim_engine_process() when the engine is not plain (not running yet, or with observers,
- * --paranoid or a free delay), or the event is out of order: an observed engine's event in
- * order first, with only the observers' calls added (it has no scheduled events, no
- * checks), then the checks and the queue. */
+/* An event the hot paths do not take (engine_batch()): the engine is not running yet, or has
+ * --paranoid or a free delay, or the event is out of order.  The checks and the queue. */
 static G_NO_INLINE gboolean
 engine_process_slow(FsimEngine *engine, const FsimEvent *ev, GError **error)
 {
-    if (G_LIKELY(engine != NULL && ev != NULL && engine->observed &&
-                 ev->time >= engine->last_time)) {
-        engine->last_time = ev->time;
-        engine->seq++;
-        if (G_LIKELY(engine_handle(engine, ev, ENGINE_OBSERVED, error)))
-            return TRUE;
-        engine->failed = TRUE;
-        engine_set_running(engine, FALSE);
-        return FALSE;
-    }
-    g_return_val_if_fail(engine != NULL && ev != NULL, FALSE);
     g_return_val_if_fail(!engine->finished, FALSE);
     if (engine->failed) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_FAILED, "the run already stopped on an error");
@@ -729,24 +716,8 @@ engine_process_slow(FsimEngine *engine, const FsimEvent *ev, GError **error)
     return TRUE;
 }
 
-gboolean
-fsim_engine_process(FsimEngine *engine, const FsimEvent *ev, GError **error)
-{
-    /* a plain engine never schedules events: its queue stays empty */
-    if (G_UNLIKELY(engine == NULL || ev == NULL || !engine->plain || ev->time < engine->last_time))
-        return engine_process_slow(engine, ev, error);
-    engine->last_time = ev->time;
-    engine->seq++;
-    if (G_UNLIKELY(!engine_handle(engine, ev, ENGINE_PLAIN, error))) {
-        engine->failed = TRUE;
-        engine_set_running(engine, FALSE);
-        return FALSE;
-    }
-    return TRUE;
-}
-
 /* The events from @evs[@i] while they come in order, through the hot path of @mode (plain or
- * observed): fsim_engine_process()'s fast path as one loop.  Returns: the index of the first
+ * observed), as one loop.  Returns: the index of the first
  * event not handled; *@failed when the run stopped on it. */
 static inline G_ALWAYS_INLINE gsize
 engine_batch(FsimEngine *engine, const FsimEvent *evs, gsize i, gsize n, EngineMode mode,
@@ -784,6 +755,13 @@ fsim_engine_process_batch(FsimEngine *engine, const FsimEvent *evs, gsize n, GEr
             return FALSE;
     }
     return TRUE;
+}
+
+gboolean
+fsim_engine_process(FsimEngine *engine, const FsimEvent *ev, GError **error)
+{
+    g_return_val_if_fail(ev != NULL, FALSE);
+    return fsim_engine_process_batch(engine, ev, 1, error);
 }
 
 gboolean
