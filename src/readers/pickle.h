@@ -257,6 +257,36 @@ guint64 fsim_pickle_records(const FsimPickle *pickle);
 gboolean fsim_pickle_record(const FsimPickleValue *v, gsize *pairs, const FsimPickleValue **values);
 
 /**
+ * FsimPickleFields:
+ * @values: the value of each record key (as fsim_pickle_record() gives them), %NULL if absent.
+ * @uints: the value of each key in @is_uint.
+ * @is_uint: (bit k: record key k) the keys whose value is an int from 0 to 2^64 - 1.
+ * @is_none: the keys absent, or whose value is None.
+ * @pairs: the entries the dict had.
+ *
+ * A record's values with its plain ints decoded: what a reader checks of each field without a
+ * call per field (fsim_pickle_record_fields()).
+ */
+typedef struct {
+    const FsimPickleValue *values[FSIM_PICKLE_RECORD_KEYS];
+    guint64 uints[FSIM_PICKLE_RECORD_KEYS];
+    guint is_uint;
+    guint is_none;
+    gsize pairs;
+} FsimPickleFields;
+
+/**
+ * fsim_pickle_record_fields:
+ * @v: (nullable): a value.
+ * @fields: (out caller-allocates): its fields, filled only when @v is a record.
+ *
+ * fsim_pickle_record() with the record's non-negative ints and its Nones found in one call.
+ *
+ * Returns: %TRUE when @v is a record.
+ */
+gboolean fsim_pickle_record_fields(const FsimPickleValue *v, FsimPickleFields *fields);
+
+/**
  * fsim_pickle_type:
  * @v: a value.
  *

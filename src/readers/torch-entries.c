@@ -31,40 +31,39 @@ torch_relative_time(const TorchLoader *ld, const TorchDevice *dev, const FsimPic
     return TRUE;
 }
 
-/* The fields of an entry this reader looks at (NULL when absent); others are ignored. */
-typedef struct {
-    const FsimPickleValue *action;
-    const FsimPickleValue *addr;
-    const FsimPickleValue *size;
-    const FsimPickleValue *stream;
-    const FsimPickleValue *time;
-    const FsimPickleValue *device_free;
-    const FsimPickleValue *pool;
-    const FsimPickleValue *frames;
-} EntryFields;
+/* The keys of an entry this reader looks at, in the order of fsim_torch_entry_keys; others are
+ * ignored. */
+enum {
+    F_ACTION,
+    F_ADDR,
+    F_SIZE,
+    F_STREAM,
+    F_TIME,
+    F_DEVICE_FREE,
+    F_POOL,
+    F_FRAMES,
+};
+#define F_BIT(k) (1u << (k))
 
-/* The keys of EntryFields, in its order: the snapshot is loaded with them as record keys
- * (fsim_pickle_record()), so that most entries come as records of these values. */
+/* The keys of the fields, in their order: the snapshot is loaded with them as record keys
+ * (fsim_pickle_record_fields()), so that most entries come as records of these values. */
 const char *const fsim_torch_entry_keys[] = {
     "action", "addr", "size", "stream", "time_us", "device_free", "pool_id", "frames", NULL,
 };
 
-G_STATIC_ASSERT(sizeof(EntryFields) == FSIM_PICKLE_RECORD_KEYS * sizeof(const FsimPickleValue *));
+G_STATIC_ASSERT(F_FRAMES + 1 == FSIM_PICKLE_RECORD_KEYS);
 
-/* The fields of @entry, a dict (its entries in *@pairs); TRUE when it is a record. */
-static gboolean
-entry_fields(const FsimPickleValue *entry, EntryFields *f, gsize *pairs)
+/* The fields of @entry, a dict built as such (not a record: an entry not written as one), found
+ * by their keys, its ints and Nones told as fsim_pickle_record_fields() tells a record's. */
+static void
+entry_dict_fields(const FsimPickleValue *entry, FsimPickleFields *f)
 {
-    const FsimPickleValue **slots =
-        (const FsimPickleValue **)f; /* in fsim_torch_entry_keys' order */
     gsize n;
     const FsimPickleValue *const *items;
 
-    if (fsim_pickle_record(entry, pairs, slots))
-        return TRUE;
-    *pairs = fsim_pickle_len(entry);
-    items = fsim_pickle_dict_items(entry, &n);
     memset(f, 0, sizeof(*f));
+    f->pairs = fsim_pickle_len(entry);
+    items = fsim_pickle_dict_items(entry, &n);
     for (gsize k = 0; k < n; k++) {
         gsize len;
         const char *key = fsim_pickle_get_str(items[2 * k], &len);
@@ -72,26 +71,53 @@ entry_fields(const FsimPickleValue *entry, EntryFields *f, gsize *pairs)
         for (gsize j = 0; key != NULL && fsim_torch_entry_keys[j] != NULL; j++) {
             if (strlen(fsim_torch_entry_keys[j]) == len &&
                 memcmp(key, fsim_torch_entry_keys[j], len) == 0) {
-                slots[j] = items[2 * k + 1];
+                f->values[j] = items[2 * k + 1];
                 break;
             }
         }
     }
-    return FALSE;
+    for (int k = 0; k < FSIM_PICKLE_RECORD_KEYS; k++) {
+        if (fsim_torch_is_none(f->values[k]))
+            f->is_none |= F_BIT(k);
+        else if (fsim_pickle_get_uint(f->values[k], &f->uints[k]))
+            f->is_uint |= F_BIT(k);
+    }
 }
 
-/* The action named by the str value @v (@name, @len bytes).  An action's str is written once and
- * referred to through the memo after that: the same value each time, whose action is kept. */
-static TorchAction
-entry_action(TorchLoader *ld, const FsimPickleValue *v, const char *name, gsize len)
+/* The field @k of @f, a non-negative integer: fsim_torch_u64() where it is not a plain one. */
+static inline gboolean
+field_u64(const TorchLoader *ld, const FsimPickleFields *f, int k, const TorchWhere *w,
+          uint64_t *out, GError **error)
+{
+    if (G_LIKELY(f->is_uint & F_BIT(k))) {
+        *out = f->uints[k];
+        return TRUE;
+    }
+    return fsim_torch_u64(ld, f->values[k], w, fsim_torch_entry_keys[k], out, error);
+}
+
+/* The action named by the str @v, the value of an entry's `action`; its name in *@name (@len
+ * bytes) when it is TORCH_UNKNOWN.  An action's str is written once and referred to through the
+ * memo after that: the same value each time, whose action is kept. */
+static gboolean
+entry_action(TorchLoader *ld, const FsimPickleValue *v, const TorchWhere *w, TorchAction *a,
+             const char **name, gsize *len, GError **error)
 {
     guint slot = (guint)(((uintptr_t)v >> 4) % G_N_ELEMENTS(ld->action_strs));
 
-    if (ld->action_strs[slot] != v) {
-        ld->action_strs[slot] = v;
-        ld->actions[slot] = (uint8_t)fsim_torch_action_from_name(name, len);
+    if (ld->action_strs[slot] == v) {
+        *a = (TorchAction)ld->actions[slot];
+        if (*a == TORCH_UNKNOWN)
+            *name = fsim_pickle_get_str(v, len);
+        return TRUE;
     }
-    return (TorchAction)ld->actions[slot];
+    *name = fsim_torch_str(ld, v, w, "action", len, error);
+    if (*name == NULL)
+        return FALSE;
+    *a = fsim_torch_action_from_name(*name, *len);
+    ld->action_strs[slot] = v;
+    ld->actions[slot] = (uint8_t)*a;
+    return TRUE;
 }
 
 /* A newer (or older) action: count it, keep its place, never look inside. */
@@ -123,34 +149,36 @@ entry_count_unknown(TorchDevice *dev, const char *action, gsize action_len)
 
 /* The values of the fields, checked, into @e. */
 static gboolean
-entry_values(TorchLoader *ld, const EntryFields *f, const TorchWhere *w, TorchEntry *e,
+entry_values(TorchLoader *ld, const FsimPickleFields *f, const TorchWhere *w, TorchEntry *e,
              GError **error)
 {
     TorchAction a = (TorchAction)e->action;
 
-    if (f->addr != NULL && !fsim_torch_is_none(f->addr)) {
-        if (!fsim_torch_u64(ld, f->addr, w, "addr", &e->addr, error))
+    if (!(f->is_none & F_BIT(F_ADDR))) {
+        if (!field_u64(ld, f, F_ADDR, w, &e->addr, error))
             return FALSE;
         e->flags |= ENTRY_HAS_ADDR;
     }
-    if (f->size != NULL) {
+    if (f->values[F_SIZE] != NULL) {
         /* alloc and segment sizes are at least a byte; a free carries the block's request. */
         gboolean zero_ok = a != TORCH_ALLOC && a != TORCH_SEGMENT_ALLOC &&
                            a != TORCH_SEGMENT_FREE && a != TORCH_SEGMENT_MAP &&
                            a != TORCH_SEGMENT_UNMAP;
+        uint64_t size = f->uints[F_SIZE];
 
-        if (!fsim_torch_size(ld, f->size, w, "size", zero_ok, &e->size, error))
+        if ((f->is_uint & F_BIT(F_SIZE)) && (size != 0 || zero_ok) && size <= FSIM_MAX_SIZE)
+            e->size = size;
+        else if (!fsim_torch_size(ld, f->values[F_SIZE], w, "size", zero_ok, &e->size, error))
             return FALSE;
         e->flags |= ENTRY_HAS_SIZE;
     }
-    if (f->stream != NULL && !fsim_torch_is_none(f->stream) &&
-        !fsim_torch_u64(ld, f->stream, w, "stream", &e->stream, error))
+    if (!(f->is_none & F_BIT(F_STREAM)) && !field_u64(ld, f, F_STREAM, w, &e->stream, error))
         return FALSE;
-    if (f->device_free != NULL && !fsim_torch_is_none(f->device_free) &&
-        !fsim_torch_u64(ld, f->device_free, w, "device_free", &e->device_free, error))
+    if (!(f->is_none & F_BIT(F_DEVICE_FREE)) &&
+        !field_u64(ld, f, F_DEVICE_FREE, w, &e->device_free, error))
         return FALSE;
-    if (!fsim_torch_is_none(f->pool)) {
-        if (!fsim_torch_pool(ld, f->pool, w, "pool_id", &e->pool, error))
+    if (!(f->is_none & F_BIT(F_POOL))) {
+        if (!fsim_torch_pool(ld, f->values[F_POOL], w, "pool_id", &e->pool, error))
             return FALSE;
         e->flags |= ENTRY_HAS_POOL;
     }
@@ -191,15 +219,18 @@ entry_required(TorchLoader *ld, const FsimPickleValue *entry, const TorchWhere *
     return TRUE;
 }
 
-/* Advance the device's clock to @time_v (clamped when it goes backwards). */
+/* Advance the device's clock to the entry's `time_us` (clamped when it goes backwards). */
 static gboolean
-entry_time(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *time_v, const TorchWhere *w,
+entry_time(TorchLoader *ld, TorchDevice *dev, const FsimPickleFields *f, const TorchWhere *w,
            GError **error)
 {
+    const FsimPickleValue *time_v = f->values[F_TIME];
     int64_t time_us;
     FsimTime time = 0;
 
-    if (!fsim_torch_i64(ld, time_v, w, "time_us", &time_us, error))
+    if ((f->is_uint & F_BIT(F_TIME)) && f->uints[F_TIME] <= (uint64_t)G_MAXINT64)
+        time_us = (int64_t)f->uints[F_TIME];
+    else if (!fsim_torch_i64(ld, time_v, w, "time_us", &time_us, error))
         return FALSE;
     if (!dev->timed) {
         dev->timed = TRUE;
@@ -215,25 +246,25 @@ static gboolean
 torch_read_entry(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *entry,
                  const TorchWhere *w, TorchEntry *out, GError **error)
 {
-    EntryFields f;
+    FsimPickleFields f;
     TorchEntry e = {0};
-    const char *action;
-    gsize action_len;
-    gsize pairs;
+    const char *action = NULL;
+    gsize action_len = 0;
     TorchAction a;
 
-    if (fsim_pickle_type(entry) != FSIM_PICKLE_DICT)
-        return fsim_torch_dict(ld, entry, w, error); /* the error */
-    if (entry_fields(entry, &f, &pairs))
+    if (fsim_pickle_record_fields(entry, &f))
         ld->records++;
-    if (!fsim_torch_charge(ld, entry, 1 + (uint64_t)pairs, error))
-        return FALSE;
-    if (f.action == NULL)
+    else if (fsim_pickle_type(entry) != FSIM_PICKLE_DICT)
+        return fsim_torch_dict(ld, entry, w, error); /* the error */
+    else
+        entry_dict_fields(entry, &f);
+    if (G_UNLIKELY(1 + (uint64_t)f.pairs > ld->budget))
+        return fsim_torch_charge(ld, entry, 1 + (uint64_t)f.pairs, error); /* the error */
+    ld->budget -= 1 + (uint64_t)f.pairs;
+    if (f.values[F_ACTION] == NULL)
         return fsim_torch_missing(ld, entry, w, "action", error);
-    action = fsim_torch_str(ld, f.action, w, "action", &action_len, error);
-    if (action == NULL)
+    if (!entry_action(ld, f.values[F_ACTION], w, &a, &action, &action_len, error))
         return FALSE;
-    a = entry_action(ld, f.action, action, action_len);
     e.action = (uint8_t)a;
     dev->n_entries++;
     if (a == TORCH_UNKNOWN) {
@@ -245,13 +276,13 @@ torch_read_entry(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *entry
     dev->counts[a]++;
     if (!entry_values(ld, &f, w, &e, error) || !entry_required(ld, entry, w, &e, error))
         return FALSE;
-    if (!fsim_torch_is_none(f.time) && !entry_time(ld, dev, f.time, w, error))
+    if (!(f.is_none & F_BIT(F_TIME)) && !entry_time(ld, dev, &f, w, error))
         return FALSE;
     if (a == TORCH_ALLOC || a == TORCH_OOM)
-        e.stack = fsim_torch_frames(ld, f.frames);
-    else
-        fsim_torch_frames_scan(ld,
-                               f.frames); /* kept for allocations only; looked at for torch_npu */
+        e.stack = fsim_torch_frames(ld, f.values[F_FRAMES]);
+    else if (ld->npu_frames)
+        fsim_torch_frames_scan(ld, f.values[F_FRAMES]); /* kept for allocations only; looked at
+                                                         * for torch_npu */
     e.time = dev->last_time;
     *out = e;
     return TRUE;

@@ -298,6 +298,38 @@ fsim_pickle_record(const FsimPickleValue *v, gsize *pairs, const FsimPickleValue
     return TRUE;
 }
 
+gboolean
+fsim_pickle_record_fields(const FsimPickleValue *v, FsimPickleFields *fields)
+{
+    if (v == NULL || !(v->flags & VALUE_RECORD))
+        return FALSE;
+    FsimPickleValue *const *refs = v->u.c.items;
+    const uint64_t *words = (const uint64_t *)(const void *)refs;
+    uint64_t slots = words[v->u.c.cap - 2];
+    size_t n_refs = RECORD_REFS(words[v->u.c.cap - 1]);
+    const FsimPickleValue *scalars = (const FsimPickleValue *)(const void *)(refs + n_refs);
+    guint is_uint = 0;
+    guint is_none = 0;
+    fields->pairs = RECORD_PAIRS(words[v->u.c.cap - 1]);
+    for (int k = 0; k < FSIM_PICKLE_RECORD_KEYS; k++) {
+        unsigned slot = (unsigned)(slots >> (8 * k)) & 0xffu;
+        const FsimPickleValue *value = slot == 0        ? NULL
+                                       : (slot & 0x80u) ? &scalars[slot & 0x7fu]
+                                                        : refs[slot - 1];
+        fields->values[k] = value;
+        if (value == NULL || value->type == FSIM_PICKLE_NONE) {
+            is_none |= 1u << k;
+        } else if (value->type == FSIM_PICKLE_INT &&
+                   ((value->flags & VALUE_UNSIGNED) || value->u.i >= 0)) {
+            is_uint |= 1u << k;
+            fields->uints[k] = value->u.u;
+        }
+    }
+    fields->is_uint = is_uint;
+    fields->is_none = is_none;
+    return TRUE;
+}
+
 FsimPickleType
 fsim_pickle_type(const FsimPickleValue *v)
 {
