@@ -19,17 +19,25 @@ mark_compare(gconstpointer a, gconstpointer b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+/* The next event of @dev: its events array is as long as its room, dev->n_events of it used
+ * (fsim_torch_build_device()). */
+static inline TorchEvent *
+event_next(TorchDevice *dev)
+{
+    if (G_UNLIKELY(dev->n_events == dev->events->len))
+        g_array_set_size(dev->events, MAX(dev->events->len * 2, 64u));
+    return &g_array_index(dev->events, TorchEvent, dev->n_events++);
+}
+
 static void
-push_event(GArray *events, FsimTime time, uint64_t index, FsimEventKind kind, uint64_t id,
+push_event(TorchDevice *dev, FsimTime time, uint64_t index, FsimEventKind kind, uint64_t id,
            uint64_t size, uint64_t stream, FsimAddr addr, uint32_t flags)
 {
-    TorchEvent ev = {
+    *event_next(dev) = (TorchEvent){
         .core = {.time = time, .index = index, .id = id, .size = size, .stream = stream},
         .addr = addr,
         .kind = (uint8_t)kind,
         .flags = (uint8_t)flags};
-
-    g_array_append_val(events, ev);
 }
 
 static void
@@ -75,12 +83,12 @@ torch_pool_scope(TorchDevice *dev, GHashTable *refs, uint64_t pool, FsimTime tim
                  uint64_t stream, gboolean open)
 {
     if (open) {
-        push_event(dev->events, time, i, FSIM_EV_POOL_BEGIN, pool, 0, stream, 0, 0);
+        push_event(dev, time, i, FSIM_EV_POOL_BEGIN, pool, 0, stream, 0, 0);
         return;
     }
-    push_event(dev->events, time, i, FSIM_EV_POOL_END, pool, 0, stream, 0, 0);
+    push_event(dev, time, i, FSIM_EV_POOL_END, pool, 0, stream, 0, 0);
     if (g_hash_table_contains(refs, &pool))
-        push_event(dev->events, time, i, FSIM_EV_POOL_RELEASE, pool, 0, 0, 0, 0);
+        push_event(dev, time, i, FSIM_EV_POOL_RELEASE, pool, 0, 0, 0, 0);
     else
         g_hash_table_add(refs, g_memdup2(&pool, sizeof(pool)));
 }
@@ -97,7 +105,7 @@ torch_pool_releases(TorchDevice *dev, GHashTable *refs, const uint64_t *pools, F
         if (e->action != TORCH_SEGMENT_FREE && e->action != TORCH_SEGMENT_UNMAP)
             break;
         if (pools[j] != 0 && g_hash_table_remove(refs, &pools[j]))
-            push_event(dev->events, time, i, FSIM_EV_POOL_RELEASE, pools[j], 0, 0, 0, 0);
+            push_event(dev, time, i, FSIM_EV_POOL_RELEASE, pools[j], 0, 0, 0, 0);
     }
 }
 
@@ -120,8 +128,8 @@ push_marks(TorchDevice *dev, guint *m, gboolean all, FsimTime time, guint i)
          (*m)++) {
         const TorchMark *mark = &g_array_index(dev->marks, TorchMark, *m);
 
-        push_event(dev->events, mark->time, i, FSIM_EV_MARK, 0, 0, 0, 0, 0);
-        g_array_index(dev->events, TorchEvent, dev->events->len - 1).label = mark->label;
+        push_event(dev, mark->time, i, FSIM_EV_MARK, 0, 0, 0, 0, 0);
+        g_array_index(dev->events, TorchEvent, dev->n_events - 1).label = mark->label;
     }
 }
 
@@ -134,8 +142,8 @@ push_alloc(Builder *b, const TorchEntry *e, guint i, FsimTime time, uint64_t id,
 
     if (pool != 0)
         torch_pool_scope(b->dev, b->refs, pool, time, i, e->stream, TRUE);
-    push_event(b->dev->events, time, i, FSIM_EV_ALLOC, id, e->size, e->stream, addr, flags);
-    g_array_index(b->dev->events, TorchEvent, b->dev->events->len - 1).stack = e->stack;
+    push_event(b->dev, time, i, FSIM_EV_ALLOC, id, e->size, e->stream, addr, flags);
+    g_array_index(b->dev->events, TorchEvent, b->dev->n_events - 1).stack = e->stack;
     if (pool != 0)
         torch_pool_scope(b->dev, b->refs, pool, time, i, e->stream, FALSE);
 }
@@ -155,7 +163,7 @@ push_free_requested(Builder *b, const TorchEntry *e, guint i, FsimTime time)
         entry = fsim_live_table_insert(&b->ids, e->addr);
         entry->block.cookie = b->next_id++;
     }
-    push_event(b->dev->events, time, i, FSIM_EV_FREE, entry->block.cookie, 0, e->stream, 0,
+    push_event(b->dev, time, i, FSIM_EV_FREE, entry->block.cookie, 0, e->stream, 0,
                deferred ? FSIM_EVF_DEFERRED : 0);
 }
 
@@ -188,7 +196,7 @@ build_entry(Builder *b, guint i, FsimTime time)
         } else {
             id = b->next_id++;
         }
-        push_event(b->dev->events, time, i, FSIM_EV_FREE_COMPLETED, id, 0, e->stream, 0, 0);
+        push_event(b->dev, time, i, FSIM_EV_FREE_COMPLETED, id, 0, e->stream, 0, 0);
         break;
     case TORCH_SEGMENT_ALLOC:
         push_outcome(b->outcomes, i, FSIM_OUTCOME_SEGMENT_ALLOC, e);
@@ -201,7 +209,7 @@ build_entry(Builder *b, guint i, FsimTime time)
         /* release_cached_blocks(): see torch.c. */
         if (!b->in_release) {
             torch_pool_releases(b->dev, b->refs, b->pools, time, i);
-            push_event(b->dev->events, time, i, FSIM_EV_EMPTY_CACHE, 0, 0, 0, 0, FSIM_EVF_INFERRED);
+            push_event(b->dev, time, i, FSIM_EV_EMPTY_CACHE, 0, 0, 0, 0, FSIM_EVF_INFERRED);
         }
         release = TRUE;
         push_outcome(b->outcomes, i,
@@ -217,8 +225,7 @@ build_entry(Builder *b, guint i, FsimTime time)
         if (e->size > 0 && e->size <= FSIM_MAX_SIZE) {
             id = b->next_id++;
             push_alloc(b, e, i, time, id, 0, FSIM_EVF_RECORDED_OOM);
-            push_event(b->dev->events, time, i, FSIM_EV_FREE, id, 0, e->stream, 0,
-                       FSIM_EVF_RECORDED_OOM);
+            push_event(b->dev, time, i, FSIM_EV_FREE, id, 0, e->stream, 0, FSIM_EVF_RECORDED_OOM);
         }
         break;
     default:
@@ -255,8 +262,11 @@ fsim_torch_build_device(TorchLoader *ld, TorchDevice *dev, GError **error)
                dev->device, dev->backwards);
 
     g_array_sort(dev->marks, mark_compare);
+    /* (room for an event per entry and mark, and some: pool scopes, inferred releases) */
     dev->events =
-        fsim_torch_array_take(TORCH_SPARE_EVENTS, sizeof(TorchEvent), n + dev->marks->len);
+        fsim_torch_array_take(TORCH_SPARE_EVENTS, sizeof(TorchEvent), n + dev->marks->len + 64);
+    g_array_set_size(dev->events, n + dev->marks->len + 64);
+    dev->n_events = 0;
     for (guint i = 0; i < n; i++) {
         const TorchEntry *e = &g_array_index(dev->entries, TorchEntry, i);
         FsimTime time = dev->timed ? e->time : (FsimTime)i * TORCH_CLOCK_STEP_NS;
@@ -265,6 +275,7 @@ fsim_torch_build_device(TorchLoader *ld, TorchDevice *dev, GError **error)
         build_entry(&b, i, time);
     }
     push_marks(dev, &m, TRUE, 0, n);
+    g_array_set_size(dev->events, dev->n_events);
     fsim_live_table_clear(&b.ids);
     if (n > 0)
         fsim_trace_set_outcomes(&ld->trace->base, dev->device, b.outcomes);

@@ -65,6 +65,7 @@ typedef struct {
     uint64_t backwards; /* entries whose time_us went backwards */
     /* Kept. */
     GArray *events; /* TorchEvent */
+    guint n_events; /* while building the events: those made (the array is their room) */
     uint64_t n_entries;
     uint64_t counts[TORCH_N_ACTIONS];
     GHashTable *unknown; /* (nullable) action name -> count (a uint64_t) */
