@@ -310,25 +310,30 @@ torch_stream_open(FsimTrace *base, uint32_t device, GError **error)
     return &stream->base;
 }
 
-static gboolean
-torch_stream_next(FsimTraceStream *base, FsimEvent *ev, GError **error)
+/* Up to @max events of the stream into @evs: the number copied, 0 at the end. */
+static gsize
+torch_stream_read(FsimTraceStream *base, FsimEvent *evs, gsize max, GError **error)
 {
     TorchStream *stream = (TorchStream *)base;
     const GArray *events = stream->device->events;
-    const TorchEvent *e;
+    const TorchEvent *e = &g_array_index(events, TorchEvent, 0) + stream->next;
+    gsize n = MIN(max, (gsize)(events->len - stream->next));
+    uint32_t device = stream->device->device;
 
     (void)error;
-    if (stream->next >= events->len)
-        return FALSE;
-    e = &g_array_index(events, TorchEvent, stream->next++);
-    fsim_event_core_get(&e->core, ev);
-    ev->addr = e->addr;
-    ev->device = stream->device->device;
-    ev->flags = e->flags;
-    ev->kind = (FsimEventKind)e->kind;
-    ev->stack = e->stack;
-    ev->label = ev->kind == FSIM_EV_MARK ? stream->trace->labels->pdata[e->label] : NULL;
-    return TRUE;
+    for (gsize i = 0; i < n; i++, e++) {
+        FsimEvent *ev = &evs[i];
+
+        fsim_event_core_get(&e->core, ev);
+        ev->addr = e->addr;
+        ev->device = device;
+        ev->flags = e->flags;
+        ev->kind = (FsimEventKind)e->kind;
+        ev->stack = e->stack;
+        ev->label = ev->kind == FSIM_EV_MARK ? stream->trace->labels->pdata[e->label] : NULL;
+    }
+    stream->next += (guint)n;
+    return n;
 }
 
 static void
@@ -377,7 +382,7 @@ const FsimTraceFormat fsim_trace_format_torch = {
     .open = torch_open,
     .close = torch_close,
     .stream_open = torch_stream_open,
-    .stream_next = torch_stream_next,
+    .stream_read = torch_stream_read,
     .stream_close = torch_stream_close,
     .describe = torch_describe,
 };
