@@ -47,6 +47,7 @@ static void
 assert_same_entry(const FsimPickleValue *record, const FsimPickleValue *dict)
 {
     const FsimPickleValue *values[FSIM_PICKLE_RECORD_KEYS];
+    FsimPickleFields fields;
     gsize pairs = 0;
 
     g_assert_true(fsim_pickle_record(record, &pairs, values));
@@ -57,6 +58,20 @@ assert_same_entry(const FsimPickleValue *record, const FsimPickleValue *dict)
     g_assert_null(fsim_pickle_dict_get(record, "action"));
     g_assert_cmpuint(fsim_pickle_nodes(record), ==, fsim_pickle_nodes(dict));
     g_assert_cmpuint(fsim_pickle_offset(record), ==, fsim_pickle_offset(dict));
+    g_assert_true(fsim_pickle_record_fields(record, &fields));
+    g_assert_false(fsim_pickle_record_fields(dict, &fields) && FALSE);
+    g_assert_cmpuint(fields.pairs, ==, pairs);
+    for (gsize k = 0; k < FSIM_PICKLE_RECORD_KEYS; k++) {
+        guint64 u = 0;
+        gboolean is_uint = fsim_pickle_get_uint(values[k], &u);
+
+        g_assert_true(fields.values[k] == values[k]);
+        g_assert_cmpint(!!(fields.is_none & (1u << k)), ==,
+                        values[k] == NULL || fsim_pickle_type(values[k]) == FSIM_PICKLE_NONE);
+        g_assert_cmpint(!!(fields.is_uint & (1u << k)), ==, is_uint);
+        if (is_uint)
+            g_assert_cmpuint(fields.uints[k], ==, u);
+    }
     for (gsize k = 0; keys[k] != NULL; k++) {
         const FsimPickleValue *want = fsim_pickle_dict_get(dict, keys[k]);
         const FsimPickleValue *got = values[k];

@@ -79,7 +79,17 @@ walk(const FsimPickleValue *v, guint depth)
         check(type == FSIM_PICKLE_DICT && len == 0 && pairs > 0, "a record is an empty dict");
         check(fsim_pickle_dict_key(v, 0) == NULL && fsim_pickle_dict_get(v, "action") == NULL,
               "a record's accessors");
+        FsimPickleFields view;
+        check(fsim_pickle_record_fields(v, &view) && view.pairs == pairs, "record_fields");
         for (gsize k = 0; k < FSIM_PICKLE_RECORD_KEYS; k++) {
+            uint64_t u = 0;
+            gboolean is_uint = fsim_pickle_get_uint(fields[k], &u);
+            check(view.values[k] == fields[k], "record_fields' values");
+            check(!!(view.is_none & (1u << k)) ==
+                      (fields[k] == NULL || fsim_pickle_type(fields[k]) == FSIM_PICKLE_NONE),
+                  "record_fields' Nones");
+            check(!!(view.is_uint & (1u << k)) == is_uint && (!is_uint || view.uints[k] == u),
+                  "record_fields' ints");
             if (fields[k] != NULL)
                 visited += walk(fields[k], depth + 1);
         }

@@ -25,6 +25,11 @@
  * references it took dropped; what it sealed, the generic path seals too when it runs the same
  * opcodes) and the generic path reads the dict.
  *
+ * Most pairs are a memo get of a key str met before (its record key kept in its height: key_tag())
+ * and an int or a memo get: scan_pairs_fast() reads runs of those with its state in locals and
+ * no call; the first pair of another form (a new str, a list, None, the end of the input near)
+ * goes through scan_pair(), which checks everything again.
+ *
  * A record is never shared, nor a container that holds one (VALUE_HAS_RECORD, set as containers
  * adopt items), nor modified: pushing one a second time (memo GET, DUP) or SETITEMS into one
  * fails the load (record_shared(), record_modified()), so
@@ -532,80 +537,198 @@ scan_pair_tail(Scan *s)
     return done;
 }
 
-/* The dict's entries, up to its SETITEMS.  The common pairs (a key that is a memo get, a value
- * that is a memo get or an int) are read here, the others by scan_new_key() and scan_value(). */
+/* One pair at s->p, or the SETITEMS that ends the dict (2).  The key is a memo get or a new str,
+ * the value anything scan_value() reads. */
 static int
-scan_dict(Scan *s)
+scan_pair(Scan *s)
 {
     Loader *l = s->l;
-    const size_t memo_base = s->memo_base;
     const guint8 *const end = s->end;
-    const guint8 *p = s->at + 1;
+    const guint8 *p = s->p;
+    FsimPickleValue *v;
+    size_t index;
+    int key;
+    int done;
 
-    /* the dict's own MEMOIZE (at memo_base, checked by the caller), then MARK */
-    if (end - p < 2 || p[0] != OP_MEMOIZE || p[1] != '(')
+    /* the longest opcodes read here are 10 bytes (a get, LONG1 of 8): shorter tails (the end of
+     * the input) go the slow way */
+    if (end - p < 16) {
+        if (p < end && *p == 'u')
+            return 2;
+        return scan_pair_tail(s);
+    }
+    if (*p == 'u')
+        return 2;
+    if (s->pairs == RECORD_MAX_PAIRS)
         return 0;
-    p += 2;
-    for (;; s->pairs++) {
-        FsimPickleValue *v;
-        size_t index;
-        int key;
-        int done;
-
-        /* the longest opcodes read here are 10 bytes (a get, LONG1 of 8): shorter tails (the
-         * end of the input) go the slow way */
-        if (end - p < 16) {
-            s->p = p;
-            if (p < end && *p == 'u')
-                break;
-            done = scan_pair_tail(s);
-            if (done <= 0)
-                return done;
-            p = s->p;
-            continue;
-        }
-        if (*p == 'u') {
-            s->p = p;
-            break;
-        }
-        if (s->pairs == RECORD_MAX_PAIRS)
-            return 0;
-        /* the key */
-        if (*p == 'h' || *p == 'j') {
-            if (*p == 'h') {
-                index = p[1];
-                p += 2;
-            } else {
-                index = (size_t)p[1] | (size_t)p[2] << 8 | (size_t)p[3] << 16 | (size_t)p[4] << 24;
-                p += 5;
-            }
-            /* (l->memo, not a copy: a MEMOIZE inside may have moved it) */
-            if (index >= memo_base || (v = l->memo[index]) == NULL || v->type != FSIM_PICKLE_STR)
-                return 0;
-            s->nodes++;
-            key = key_tag(l, v);
-            if (!key_ok(s, key))
-                return 0;
+    /* the key */
+    if (*p == 'h' || *p == 'j') {
+        if (*p == 'h') {
+            index = p[1];
+            p += 2;
         } else {
-            s->p = p;
-            done = scan_new_key(s, &key);
-            if (done <= 0)
-                return done;
-            p = s->p;
-            if (end - p < 10) {
-                done = scan_value(s, key);
-                if (done <= 0)
-                    return done;
-                p = s->p;
-                continue;
-            }
+            index = (size_t)p[1] | (size_t)p[2] << 8 | (size_t)p[3] << 16 | (size_t)p[4] << 24;
+            p += 5;
         }
-        /* the value */
-        s->p = p;
-        done = scan_pair_value(s, key);
+        /* (l->memo, not a copy: a MEMOIZE inside may have moved it) */
+        if (index >= s->memo_base || (v = l->memo[index]) == NULL || v->type != FSIM_PICKLE_STR)
+            return 0;
+        s->nodes++;
+        key = key_tag(l, v);
+        if (!key_ok(s, key))
+            return 0;
+    } else {
+        done = scan_new_key(s, &key);
         if (done <= 0)
             return done;
         p = s->p;
+        if (end - p < 10)
+            return scan_value(s, key);
+    }
+    /* the value */
+    s->p = p;
+    return scan_pair_value(s, key);
+}
+
+/* The pairs of the dict read without a call (most of them: a key that is a memo get of a str
+ * known as a key, a value that is an int or a memo get), from s->p on: their state kept in
+ * locals, put back in @s when a pair of another form (or the dict's end) is met, at s->p. */
+static void
+scan_pairs_fast(Scan *s)
+{
+    Loader *l = s->l;
+    FsimPickleValue *const *const memo = l->memo; /* (no MEMOIZE runs here) */
+    const size_t memo_base = s->memo_base;
+    const size_t max_long = l->max_long_bytes;
+    const guint8 *const end = s->end;
+    const guint8 *p = s->p;
+    size_t pairs = s->pairs;
+    uint64_t nodes = s->nodes;
+    uint32_t height = s->height;
+    unsigned seen = s->seen;
+    uint64_t slots = s->slots;
+    size_t n_refs = s->n_refs;
+    size_t n_scalars = s->n_scalars;
+
+    while (end - p >= 16 && pairs < RECORD_MAX_PAIRS) {
+        const guint8 *q;
+        size_t index;
+        FsimPickleValue *v;
+        int key;
+
+        /* the key: a memo get of a str whose record key is known (key_tag()) */
+        if (p[0] == 'h') {
+            index = p[1];
+            q = p + 2;
+        } else if (p[0] == 'j') {
+            index = (size_t)p[1] | (size_t)p[2] << 8 | (size_t)p[3] << 16 | (size_t)p[4] << 24;
+            q = p + 5;
+        } else {
+            break;
+        }
+        if (index >= memo_base || (v = memo[index]) == NULL || v->type != FSIM_PICKLE_STR ||
+            v->height == 0)
+            break;
+        key = (int)v->height - 2;
+        if (pairs == 0 ? key != 0 : key >= 0 && (seen & (1u << key)))
+            break;
+        /* the value: an int, or a memo get of a value set before the dict */
+        const guint8 *const op_at = q;
+        const guint8 op = q[0];
+        if (op == 'h' || op == 'j') {
+            if (op == 'h') {
+                index = q[1];
+                q += 2;
+            } else {
+                index = (size_t)q[1] | (size_t)q[2] << 8 | (size_t)q[3] << 16 | (size_t)q[4] << 24;
+                q += 5;
+            }
+            if (index >= memo_base || (v = memo[index]) == NULL ||
+                (v->flags & (VALUE_RECORD | VALUE_HAS_RECORD)) || v->refs >= UINT32_MAX - 8)
+                break;
+            v->flags |= VALUE_SEALED; /* pushed a second time, as memo_get() does */
+            nodes += value_nodes(v);
+            if (value_is_container(v))
+                height = MAX(height, v->height + 1u);
+            if (key >= 0) {
+                value_ref(v);
+                s->refs[n_refs++] = v;
+                slots |= (uint64_t)n_refs << (8 * key);
+            }
+        } else {
+            int64_t i;
+            if (op == 'J') {
+                i = (int32_t)((uint32_t)q[1] | (uint32_t)q[2] << 8 | (uint32_t)q[3] << 16 |
+                              (uint32_t)q[4] << 24);
+                q += 5;
+            } else if (op == 'K') {
+                i = q[1];
+                q += 2;
+            } else if (op == 'M') {
+                i = q[1] | q[2] << 8;
+                q += 3;
+            } else if (op == OP_LONG1) {
+                size_t n = q[1];
+                if (n > 8 || n > max_long)
+                    break;
+                uint64_t u;
+                memcpy(&u, q + 2, 8); /* (16 bytes there: the ones past the int masked off) */
+                u = GUINT64_FROM_LE(u);
+                if (n < 8)
+                    u &= ((uint64_t)1 << (8 * n)) - 1;
+                if (n > 0 && n < 8 && (q[1 + n] & 0x80))
+                    u |= ~(uint64_t)0 << (8 * n);
+                i = (int64_t)u;
+                q += 2 + n;
+            } else {
+                break;
+            }
+            nodes++;
+            if (key >= 0) {
+                FsimPickleValue *scalar = &s->scalars[n_scalars];
+                scalar->type = FSIM_PICKLE_INT;
+                scalar->flags = 0;
+                scalar->height = 0;
+                scalar->refs = 1;
+                scalar->offset = offset_of(s, op_at);
+                scalar->u.i = i;
+                slots |= (uint64_t)(0x80u | n_scalars++) << (8 * key);
+            }
+        }
+        if (key >= 0)
+            seen |= 1u << key;
+        nodes++; /* the key */
+        pairs++;
+        p = q;
+    }
+    s->p = p;
+    s->pairs = pairs;
+    s->nodes = nodes;
+    s->height = height;
+    s->seen = seen;
+    s->slots = slots;
+    s->n_refs = n_refs;
+    s->n_scalars = n_scalars;
+}
+
+/* The dict's entries, up to its SETITEMS: the common pairs by scan_pairs_fast(), the others by
+ * scan_pair(). */
+static int
+scan_dict(Scan *s)
+{
+    const guint8 *p = s->at + 1;
+
+    /* the dict's own MEMOIZE (at memo_base, checked by the caller), then MARK */
+    if (s->end - p < 2 || p[0] != OP_MEMOIZE || p[1] != '(')
+        return 0;
+    s->p = p + 2;
+    for (;; s->pairs++) {
+        scan_pairs_fast(s);
+        int done = scan_pair(s);
+        if (done == 2)
+            break;
+        if (done <= 0)
+            return done;
     }
     s->p++;
     return 1;
