@@ -15,6 +15,7 @@
 
 #include "fragsim/fragsim.h"
 
+#include "readers/id-set.h"
 #include "readers/readers.h"
 #include "test-util.h"
 
@@ -579,6 +580,58 @@ test_zlib_converters(void)
     g_assert_cmpstr(error->message, ==, "Invalid compressed data");
 }
 
+/* The reader's set of live ids against a hash table: random adds, pending marks and removals
+ * over ids that share a home group (so that groups fill and ids probe past them) and ids spread
+ * out, through several growths. */
+static void
+test_id_set(void)
+{
+    FsimIdSet set;
+    g_autoptr(GHashTable) model = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    GRand *rand = g_rand_new_with_seed(14);
+
+    /* ids whose hash's top 7 bits are 0: one home group while the set has 128 groups */
+    for (uint64_t id = 0; ids->len < 200; id++) {
+        if ((id * UINT64_C(0x9E3779B97F4A7C15)) >> 57 == 0)
+            g_array_append_val(ids, id);
+    }
+    for (guint i = 0; i < 3000; i++) {
+        uint64_t id = ((uint64_t)g_rand_int(rand) << 32 | g_rand_int(rand)) >> (i % 64);
+
+        g_array_append_val(ids, id);
+    }
+    fsim_id_set_init(&set);
+    for (guint step = 0; step < 200000; step++) {
+        guint limit = step < 100000 ? 200 : ids->len; /* the colliding ids alone, then all */
+        uint64_t id = g_array_index(ids, uint64_t, g_rand_int_range(rand, 0, (gint32)limit));
+        gpointer state = g_hash_table_lookup(model, &id);
+        gsize slot = fsim_id_set_find(&set, id);
+
+        g_assert_cmpint(fsim_id_set_state(&set, slot), ==, GPOINTER_TO_INT(state));
+        if (state == NULL) {
+            fsim_id_set_add(&set, id);
+            g_hash_table_insert(model, g_memdup2(&id, sizeof(id)), GINT_TO_POINTER(FSIM_ID_LIVE));
+        } else if (GPOINTER_TO_INT(state) == FSIM_ID_LIVE && g_rand_boolean(rand)) {
+            fsim_id_set_set_pending(&set, slot);
+            g_hash_table_insert(model, g_memdup2(&id, sizeof(id)),
+                                GINT_TO_POINTER(FSIM_ID_PENDING));
+        } else {
+            fsim_id_set_remove(&set, slot);
+            g_hash_table_remove(model, &id);
+        }
+        g_assert_cmpuint(set.count, ==, g_hash_table_size(model));
+    }
+    for (guint i = 0; i < ids->len; i++) {
+        uint64_t id = g_array_index(ids, uint64_t, i);
+
+        g_assert_cmpint(fsim_id_set_state(&set, fsim_id_set_find(&set, id)), ==,
+                        GPOINTER_TO_INT(g_hash_table_lookup(model, &id)));
+    }
+    fsim_id_set_clear(&set);
+    g_rand_free(rand);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -600,6 +653,7 @@ main(int argc, char **argv)
     g_test_add_func("/reader/text/blank-and-comment-runs", test_blank_and_comment_runs);
     g_test_add_func("/reader/text/bad/long-line", test_long_line);
     g_test_add_func("/reader/text/mapped-equals-streamed", test_mapped_equals_streamed);
+    g_test_add_func("/reader/text/id-set", test_id_set);
     g_test_add_data_func("/writer/text/round-trip", "", test_writer_round_trip);
     g_test_add_data_func("/writer/text/round-trip-gzip", ".gz", test_writer_round_trip);
     g_test_add_func("/writer/text/abort-leaves-nothing", test_writer_abort_leaves_nothing);
