@@ -18,9 +18,10 @@
  * A plain (uncompressed) regular file is mapped rather than read, and the common lines (`TIME
  * alloc ID SIZE [STREAM]`, `TIME free|free_requested|free_completed ID [STREAM]`) are parsed in
  * one scan straight from the mapping, integers included, with no copy and no search for the
- * newline first (text_fast_line()).  Anything else, and any line the fast scan would have to
- * refuse, goes to the general parser on a NUL-terminated copy of the line, so both paths give the
- * same events and the same errors.
+ * newline first (text_fast_lines()), a batch of events at a time (the format's stream_read).
+ * Anything else, and any line the fast scan would have to refuse, goes to the general parser on
+ * a NUL-terminated copy of the line, so both paths give the same events and the same errors.
+ * The live ids are a set of their own (id-set.h), not the engine's live table.
  */
 #define _DEFAULT_SOURCE /* madvise() */
 
@@ -34,7 +35,7 @@
 
 #include "fragsim/trace.h"
 
-#include "core/live-table.h"
+#include "id-set.h"
 #include "line-reader.h"
 #include "readers.h"
 
@@ -52,8 +53,9 @@ typedef struct {
     FsimTraceStream base;
     FsimLineReader lines; /* with no input stream over a mapped file: buf holds a line's copy */
     FsimTime last_time;
-    FsimLiveTable live; /* ids allocated and not yet freed (or freed and pending) */
-    char *label;        /* the current mark's label */
+    FsimIdSet live; /* ids allocated and not yet freed (or freed and pending) */
+    char *label;    /* the current mark's label */
+    GError *error;  /* an error found after the events of a batch, for the next read */
     /* A mapped plain file: */
     const char *map;
     gsize map_len;
@@ -64,6 +66,11 @@ typedef struct {
 /* Read this far past the last release, the pages behind are handed back: the mapped file's
  * pages would otherwise stay resident, and the process's memory would grow with the trace. */
 #define TEXT_RELEASE_STEP (8u << 20)
+
+/* The fast scan stops this many bytes before the end of a mapped file: every field it reads
+ * starts before, so that it reads eight bytes at a time past the field without a bounds check.
+ * The last lines go through the general parser. */
+#define TEXT_FAST_MARGIN 64
 
 static gboolean
 text_probe(const guint8 *head, gsize len)
@@ -156,7 +163,7 @@ text_stream_new(const char *path, gboolean map_ok, GError **error)
                           map != NULL ? 256 : TEXT_BUFFER_SIZE, TEXT_MAX_LINE, TEXT_MAX_LINE);
     s->map = map;
     s->map_len = map_len;
-    fsim_live_table_init(&s->live);
+    fsim_id_set_init(&s->live);
     return &s->base;
 }
 
@@ -169,7 +176,8 @@ text_stream_close(FsimTraceStream *stream)
         munmap((void *)(uintptr_t)s->map, s->map_len);
     fsim_line_reader_clear(&s->lines);
     g_free(s->label);
-    fsim_live_table_clear(&s->live);
+    fsim_id_set_clear(&s->live);
+    g_clear_error(&s->error);
     g_free(s);
 }
 
@@ -348,26 +356,26 @@ text_mark_label(const char *after_kind, const char *line_end)
     return g_strndup(p, (gsize)(end - p));
 }
 
-/* The live-id bookkeeping of an alloc or free whose id has @entry (NULL when not live), once the
- * event is known to be valid. */
-static void
-text_track(TextStream *s, const FsimEvent *ev, FsimLiveEntry *entry)
+/* The live-id bookkeeping of an alloc or free whose id is at @slot of the set (FSIM_ID_NONE
+ * when not live), once the event is known to be valid. */
+static inline void
+text_track(FsimIdSet *live, const FsimEvent *ev, gsize slot)
 {
     switch (ev->kind) {
     case FSIM_EV_ALLOC:
-        fsim_live_table_insert(&s->live, ev->id);
+        fsim_id_set_add(live, ev->id);
         break;
     case FSIM_EV_FREE:
-        if (entry != NULL && entry->state == FSIM_LIVE_ALLOCATED) {
+        if (fsim_id_set_state(live, slot) == FSIM_ID_LIVE) {
             if ((ev->flags & FSIM_EVF_DEFERRED) != 0)
-                entry->state = FSIM_LIVE_PENDING;
+                fsim_id_set_set_pending(live, slot);
             else
-                fsim_live_table_remove(&s->live, entry);
+                fsim_id_set_remove(live, slot);
         }
         break;
     case FSIM_EV_FREE_COMPLETED:
-        if (entry != NULL && entry->state == FSIM_LIVE_PENDING)
-            fsim_live_table_remove(&s->live, entry);
+        if (fsim_id_set_state(live, slot) == FSIM_ID_PENDING)
+            fsim_id_set_remove(live, slot);
         break;
     default:
         break;
@@ -408,7 +416,7 @@ text_check_fields(TextStream *s, const Field *f, guint *n, const TextKind *type,
 static gboolean
 text_parse_operands(TextStream *s, const Field *f, guint n, FsimEvent *ev, GError **error)
 {
-    FsimLiveEntry *entry;
+    gsize slot;
 
     if (ev->kind == FSIM_EV_EMPTY_CACHE)
         return TRUE;
@@ -440,13 +448,14 @@ text_parse_operands(TextStream *s, const Field *f, guint n, FsimEvent *ev, GErro
     } else if (n == 4 && !text_field_u64(s, &f[3], "stream", &ev->stream, error)) {
         return FALSE;
     }
-    entry = fsim_live_table_lookup(&s->live, ev->id);
-    if (ev->kind == FSIM_EV_ALLOC && entry != NULL)
+    slot = fsim_id_set_find(&s->live, ev->id);
+    if (ev->kind == FSIM_EV_ALLOC && slot != FSIM_ID_NONE)
         return fsim_line_reader_error(
             &s->lines, error, FSIM_TRACE_ERROR_DUPLICATE,
             "id %" G_GUINT64_FORMAT " is allocated again while %s", ev->id,
-            entry->state == FSIM_LIVE_PENDING ? "its free is pending" : "it is still live");
-    text_track(s, ev, entry);
+            fsim_id_set_state(&s->live, slot) == FSIM_ID_PENDING ? "its free is pending"
+                                                                 : "it is still live");
+    text_track(&s->live, ev, slot);
     return TRUE;
 }
 
@@ -534,152 +543,258 @@ swar_digits(uint64_t chunk, uint64_t *value)
     return n;
 }
 
+static inline uint64_t
+load_le64(const char *p)
+{
+    uint64_t chunk;
+
+    memcpy(&chunk, p, sizeof(chunk));
+    return GUINT64_FROM_LE(chunk);
+}
+
 static const uint64_t pow10_table[9] = {1,      10,      100,      1000,     10000,
                                         100000, 1000000, 10000000, 100000000};
 
-/* A decimal integer of 1 to 19 digits (which cannot overflow); NULL for anything else.  Eight
- * digits at a time while 24 bytes of input remain, a digit at a time near the end. */
+/* A decimal integer of 1 to 19 digits (which cannot overflow) at @p, with 24 bytes readable
+ * there: its end, where the byte is not a digit; NULL for anything else (no digit, 20 or more,
+ * which the general parser judges).  Eight digits at a time. */
 static inline const char *
-fast_u64(const char *p, const char *end, uint64_t *out)
+fast_u64(const char *p, uint64_t *out)
 {
-    const char *start = p;
     uint64_t value = 0;
+    uint64_t part = 0;
+    unsigned n = swar_digits(load_le64(p), &value);
 
-    if (end - p >= 24) {
-        for (int round = 0; round < 3; round++) {
-            uint64_t chunk;
-            uint64_t part = 0;
-            unsigned n;
-
-            memcpy(&chunk, p, sizeof(chunk));
-            n = swar_digits(GUINT64_FROM_LE(chunk), &part);
-            value = value * pow10_table[n] + part;
-            p += n;
-            if (n < 8)
-                break;
-        }
-    } else {
-        while (p < end && (unsigned)(*p - '0') <= 9 && p - start <= 19) {
-            value = value * 10 + (unsigned)(*p - '0');
-            p++;
-        }
+    if (G_LIKELY(n < 8)) {
+        *out = value;
+        return n != 0 ? p + n : NULL;
     }
-    if (p == start || p - start > 19 || (p < end && (unsigned)(*p - '0') <= 9))
+    n = swar_digits(load_le64(p + 8), &part);
+    value = value * pow10_table[n] + part;
+    if (n < 8) {
+        *out = value;
+        return p + 8 + n;
+    }
+    part = 0;
+    n = swar_digits(load_le64(p + 16), &part);
+    if (n > 3)
         return NULL;
-    *out = value;
+    *out = value * pow10_table[n] + part;
+    return p + 16 + n;
+}
+
+static inline gboolean
+is_blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* The blanks at @p (< @end), one at least, skipped; NULL when there is none. */
+static inline const char *
+fast_blanks(const char *p, const char *end)
+{
+    if (!is_blank(*p))
+        return NULL;
+    p++;
+    while (G_UNLIKELY(p < end && is_blank(*p)))
+        p++;
     return p;
 }
 
-/* At least one blank, skipped; NULL when there is none. */
+/* The blanks between two fields at @p (< @end): the start of the next field, or NULL when there
+ * is no blank.  A single space, the common case, costs one test; @p + 1 must be readable. */
 static inline const char *
-fast_blank(const char *p, const char *end)
+fast_sep(const char *p, const char *end)
 {
-    const char *start = p;
-
-    while (p < end && (*p == ' ' || *p == '\t'))
-        p++;
-    return p != start ? p : NULL;
+    if (G_LIKELY(p[0] == ' ' && p[1] > ' '))
+        return p + 1;
+    return fast_blanks(p, end);
 }
 
-/* The end of the line after the last field: blanks, then the newline or the end of the input.
- * Returns the start of the next line, or NULL. */
-static inline const char *
-fast_eol(const char *p, const char *end)
+/* A common line's fields after its time, as the fast scan reads them. */
+typedef struct {
+    uint64_t id, size, stream;
+    FsimEventKind kind;
+    uint32_t flags;
+} FastLine;
+
+/* fast_tail()'s general case: blanks, an optional stream, blanks, then the newline or the end of
+ * the input. */
+static const char *
+fast_tail_blanks(const char *p, const char *safe, const char *end, FastLine *f)
 {
-    while (p < end && (*p == ' ' || *p == '\t'))
-        p++;
+    if (is_blank(*p)) {
+        const char *q = fast_blanks(p, end);
+
+        if (q < end && (unsigned)(*q - '0') <= 9) {
+            if (q >= safe || (q = fast_u64(q, &f->stream)) == NULL)
+                return NULL;
+        }
+        p = q;
+        while (p < end && is_blank(*p))
+            p++;
+    }
     if (p == end)
         return p;
     return *p == '\n' ? p + 1 : NULL;
 }
 
-/* Parse a common line starting at @p: `TIME alloc ID SIZE [STREAM]` or `TIME free ID [STREAM]`
- * (also free_requested and free_completed), all numbers of at most 19 digits.  Fills @ev but the
- * index and returns the start of the next line, or NULL when the line is anything else. */
-static const char *
-fast_parse(const char *p, const char *end, FsimEvent *ev)
+/* The end of a common line after its last required number, at @p (at most 19 bytes past a field
+ * that starts before @safe): an optional stream into f->stream, blanks, then the newline or the
+ * end of the input.  Returns the start of the next line, or NULL. */
+static inline const char *
+fast_tail(const char *p, const char *safe, const char *end, FastLine *f)
 {
-    guint numbers;
-    uint64_t stream = 0;
+    f->stream = 0;
+    if (G_LIKELY(*p == '\n'))
+        return p + 1;
+    /* ` STREAM\n`: the stream starts at most 21 bytes past @safe, where 24 bytes are readable */
+    if (G_LIKELY(p[0] == ' ' && (unsigned)(p[1] - '0') <= 9)) {
+        const char *q = fast_u64(p + 1, &f->stream);
 
-    p = fast_u64(p, end, &ev->time);
-    if (p == NULL || (p = fast_blank(p, end)) == NULL)
+        if (G_LIKELY(q != NULL && *q == '\n'))
+            return q + 1;
+        f->stream = 0;
+    }
+    return fast_tail_blanks(p, safe, end, f);
+}
+
+/* The rest of `TIME alloc ID SIZE [STREAM]` after `alloc`, at @p. */
+static inline const char *
+fast_alloc(const char *p, const char *safe, const char *end, FastLine *f)
+{
+    f->kind = FSIM_EV_ALLOC;
+    f->flags = 0;
+    if ((p = fast_sep(p, end)) == NULL || p >= safe || (p = fast_u64(p, &f->id)) == NULL ||
+        (p = fast_sep(p, end)) == NULL || p >= safe || (p = fast_u64(p, &f->size)) == NULL)
         return NULL;
-    /* The kind, by its first letters (a blank must follow: fast_blank() checks). */
-    if (end - p < 16)
+    return fast_tail(p, safe, end, f);
+}
+
+/* `TIME free|free_requested|free_completed ID [STREAM]` from the kind word at @p (16 bytes
+ * readable). */
+static inline const char *
+fast_free(const char *p, const char *safe, const char *end, FastLine *f)
+{
+    f->flags = 0;
+    f->size = 0;
+    if (memcmp(p, "free", 4) != 0)
         return NULL;
-    ev->flags = 0;
-    if (memcmp(p, "alloc", 5) == 0) {
-        ev->kind = FSIM_EV_ALLOC;
-        numbers = 2;
-        p += 5;
-    } else if (memcmp(p, "free", 4) != 0) {
-        return NULL;
-    } else if (p[4] != '_') {
-        ev->kind = FSIM_EV_FREE;
-        numbers = 1;
+    if (p[4] != '_') {
+        f->kind = FSIM_EV_FREE;
         p += 4;
     } else if (memcmp(p + 5, "requested", 9) == 0) {
-        ev->kind = FSIM_EV_FREE;
-        ev->flags = FSIM_EVF_DEFERRED;
-        numbers = 1;
+        f->kind = FSIM_EV_FREE;
+        f->flags = FSIM_EVF_DEFERRED;
         p += 14;
     } else if (memcmp(p + 5, "completed", 9) == 0) {
-        ev->kind = FSIM_EV_FREE_COMPLETED;
-        numbers = 1;
+        f->kind = FSIM_EV_FREE_COMPLETED;
         p += 14;
     } else {
         return NULL;
     }
-    if ((p = fast_blank(p, end)) == NULL || (p = fast_u64(p, end, &ev->id)) == NULL)
+    if ((p = fast_sep(p, end)) == NULL || p >= safe || (p = fast_u64(p, &f->id)) == NULL)
         return NULL;
-    ev->size = 0;
-    if (numbers == 2 &&
-        ((p = fast_blank(p, end)) == NULL || (p = fast_u64(p, end, &ev->size)) == NULL))
-        return NULL;
-    /* An optional stream. */
-    if (p < end && (*p == ' ' || *p == '\t')) {
-        const char *q = fast_blank(p, end);
-
-        if (q < end && (unsigned)(*q - '0') <= 9 && (p = fast_u64(q, end, &stream)) == NULL)
-            return NULL;
-    }
-    ev->stream = stream;
-    ev->addr = 0;
-    ev->device = 0;
-    ev->label = NULL;
-    return fast_eol(p, end);
+    return fast_tail(p, safe, end, f);
 }
 
-/* The next line of a mapped file, when it is a common line that the general parser would accept
- * as it is: the event, with the stream's state updated.  FALSE (nothing changed) otherwise. */
-static gboolean
-text_fast_line(TextStream *s, FsimEvent *ev)
+/* A common line at @p whose time is known to be @time and whose kind word starts at @q: the
+ * start of the next line with the event in @ev and the id set updated, or NULL (nothing
+ * changed) when the general parser must judge the line.  The kind is tested once, and the id
+ * set's lookup is apart for allocs and frees, so that its branches follow the kind. */
+static inline const char *
+fast_event(FsimIdSet *live, const char *q, const char *safe, const char *end, FsimEvent *ev)
 {
-    const char *begin = s->map + s->map_pos;
-    const char *next = fast_parse(begin, s->map + s->map_len, ev);
-    FsimLiveEntry *entry;
+    FastLine f;
 
-    if (next == NULL || ev->time < s->last_time ||
-        (ev->kind == FSIM_EV_ALLOC && (ev->size == 0 || ev->size > FSIM_MAX_SIZE)))
-        return FALSE;
-    entry = fsim_live_table_lookup(&s->live, ev->id);
-    if (ev->kind == FSIM_EV_ALLOC && entry != NULL)
-        return FALSE;
-    text_track(s, ev, entry);
-    s->last_time = ev->time;
-    s->map_pos = (gsize)(next - s->map);
-    ev->index = ++s->lines.line;
+    if (memcmp(q, "alloc", 5) == 0) {
+        q = fast_alloc(q + 5, safe, end, &f);
+        if (q == NULL || f.size == 0 || f.size > FSIM_MAX_SIZE ||
+            fsim_id_set_find(live, f.id) != FSIM_ID_NONE)
+            return NULL;
+        fsim_id_set_add(live, f.id);
+    } else {
+        gsize slot;
+        FsimIdState state;
+
+        q = fast_free(q, safe, end, &f);
+        if (q == NULL)
+            return NULL;
+        slot = fsim_id_set_find(live, f.id);
+        state = fsim_id_set_state(live, slot);
+        if (state == FSIM_ID_LIVE && (f.flags & FSIM_EVF_DEFERRED) != 0)
+            fsim_id_set_set_pending(live, slot);
+        else if (state == (f.kind == FSIM_EV_FREE ? FSIM_ID_LIVE : FSIM_ID_PENDING))
+            fsim_id_set_remove(live, slot);
+    }
+    ev->id = f.id;
+    ev->size = f.size;
+    ev->stream = f.stream;
+    ev->addr = 0;
+    ev->device = 0;
+    ev->flags = f.flags;
+    ev->kind = f.kind;
+    ev->stack = 0;
+    ev->label = NULL;
+    return q;
+}
+
+/* The next lines of a mapped file, up to @max, as long as they are common lines (`TIME alloc ID
+ * SIZE [STREAM]`, `TIME free|free_requested|free_completed ID [STREAM]`, every number of at most
+ * 19 digits) that the general parser would accept as they are: their events in @evs, the
+ * stream's state updated.  One pass over each line, integers read eight digits at a time.
+ * Stops (nothing changed for that line) at the first other line, and TEXT_FAST_MARGIN bytes
+ * before the end of the file: every field starts before @safe, so that it can be read eight
+ * bytes at a time without a bounds check.  Returns how many. */
+static gsize
+text_fast_lines(TextStream *s, FsimEvent *evs, gsize max)
+{
+    const char *p = s->map + s->map_pos;
+    const char *end = s->map + s->map_len;
+    const char *safe = s->map_len > TEXT_FAST_MARGIN ? end - TEXT_FAST_MARGIN : s->map;
+    FsimTime last = s->last_time;
+    uint64_t line = s->lines.line;
+    gsize n = 0;
+
+    for (; n < max && p < safe; n++) {
+        FsimTime time;
+        const char *q = fast_u64(p, &time);
+
+        if (q == NULL || time < last || (q = fast_sep(q, end)) == NULL || q >= safe ||
+            (q = fast_event(&s->live, q, safe, end, &evs[n])) == NULL)
+            break;
+        evs[n].time = time;
+        evs[n].index = ++line;
+        last = time;
+        p = q;
+    }
+    s->map_pos = (gsize)(p - s->map);
+    s->last_time = last;
+    s->lines.line = line;
+    return n;
+}
+
+/* The next event through the general parser: TRUE with *ev; FALSE at the end of the input
+ * (error unset) or on failure. */
+static gboolean
+text_general_next(TextStream *s, FsimEvent *ev, GError **error)
+{
+    char *line;
+    gsize len;
+    gboolean skip = TRUE;
+
+    while (skip) {
+        if (!text_read_line(s, &line, &len, error) ||
+            !text_parse_line(s, line, len, ev, &skip, error))
+            return FALSE;
+    }
     return TRUE;
 }
 
-static gboolean
-text_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error)
+/* Hands back the pages of a mapped file behind the reader, every TEXT_RELEASE_STEP bytes. */
+static void
+text_release_behind(TextStream *s)
 {
-    TextStream *s = (TextStream *)stream;
-    char *line;
-    gsize len;
-
     if (s->map != NULL && s->map_pos - s->map_released >= TEXT_RELEASE_STEP) {
         gsize page = (gsize)sysconf(_SC_PAGESIZE);
         gsize upto = s->map_pos / page * page;
@@ -688,18 +803,42 @@ text_stream_next(FsimTraceStream *stream, FsimEvent *ev, GError **error)
                       MADV_DONTNEED);
         s->map_released = upto;
     }
-    for (;;) {
-        gboolean skip;
+}
 
-        if (s->map != NULL && text_fast_line(s, ev))
-            return TRUE;
-        if (!text_read_line(s, &line, &len, error))
-            return FALSE;
-        if (!text_parse_line(s, line, len, ev, &skip, error))
-            return FALSE;
-        if (!skip)
-            return TRUE;
+/* Up to @max events: the common lines of a mapped file by the fast scan, the others by the
+ * general parser.  A batch ends after a mark, whose label lives until the next read.  An error
+ * after some events of a batch is kept for the next read, so that every event before it is
+ * delivered first, as one read at a time would. */
+static gsize
+text_stream_read(FsimTraceStream *stream, FsimEvent *evs, gsize max, GError **error)
+{
+    TextStream *s = (TextStream *)stream;
+    gsize n = 0;
+
+    if (s->error != NULL) {
+        g_propagate_error(error, g_steal_pointer(&s->error));
+        return 0;
     }
+    text_release_behind(s);
+    while (n < max) {
+        GError *local_error = NULL;
+
+        if (s->map != NULL) {
+            n += text_fast_lines(s, evs + n, max - n);
+            if (n == max)
+                break;
+        }
+        if (!text_general_next(s, &evs[n], &local_error)) {
+            if (local_error != NULL && n == 0)
+                g_propagate_error(error, local_error);
+            else
+                s->error = local_error;
+            break;
+        }
+        if (evs[n++].kind == FSIM_EV_MARK)
+            break;
+    }
+    return n;
 }
 
 static FsimTrace *
@@ -734,6 +873,6 @@ const FsimTraceFormat fsim_trace_format_text = {
     .open = text_open,
     .close = text_close,
     .stream_open = text_stream_open,
-    .stream_next = text_stream_next,
+    .stream_read = text_stream_read,
     .stream_close = text_stream_close,
 };
