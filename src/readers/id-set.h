@@ -85,6 +85,7 @@ fsim_id_set_find(const FsimIdSet *set, uint64_t id)
 
     for (gsize g = home;; g = (g + 1) & mask) {
         const FsimIdGroup *group = &set->groups[g];
+
         for (uint64_t m = fsim_live_match(fsim_id_ctrl(group), tag); m != 0; m &= m - 1) {
             guint i = (guint)__builtin_ctzll(m) >> 3;
 
