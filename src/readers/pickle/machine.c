@@ -579,7 +579,7 @@ op_memo(Loader *l)
 static gboolean
 op_memoize(Loader *l)
 {
-    return memo_put(l, l->memo_count);
+    return memo_put_fresh(l, l->memo_count);
 }
 
 static gboolean

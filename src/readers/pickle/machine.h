@@ -114,6 +114,20 @@ FsimPickleValue *new_long(Loader *l, const guint8 *bytes, size_t n);
 
 gboolean memo_get(Loader *l, uint64_t index);
 gboolean memo_put(Loader *l, uint64_t index);
+/* memo_put() of an entry not set yet, within the memo's room (MEMOIZE, nearly always): in line,
+ * the general path for anything else. */
+static inline gboolean
+memo_put_fresh(Loader *l, uint64_t index)
+{
+    if (G_LIKELY(index < l->memo_cap && l->memo[index] == NULL && l->stack_len > l->fence)) {
+        FsimPickleValue *v = l->stack[l->stack_len - 1];
+        value_ref(v);
+        l->memo[index] = v;
+        l->memo_count++;
+        return TRUE;
+    }
+    return memo_put(l, index);
+}
 /* GET, BINGET, LONG_BINGET: memo_get(); PUT, BINPUT, LONG_BINPUT: memo_put(). */
 gboolean memo_access(Loader *l, uint64_t index);
 

@@ -143,7 +143,7 @@ memo_keep(Scan *s, FsimPickleValue *v)
     Loader *l = s->l;
     if (!push(l, v))
         return FALSE;
-    gboolean ok = memo_put(l, s->memo_base + 1 + s->puts);
+    gboolean ok = memo_put_fresh(l, s->memo_base + 1 + s->puts);
     l->stack_len--;
     v->refs--;
     s->puts += ok;
@@ -286,7 +286,7 @@ scan_list(Scan *s, int key, const guint8 *op_at)
     FsimPickleValue *list = l->stack[l->stack_len - 1];
     l->op_offset = offset_of(s, items - 1);
     l->op = OP_MEMOIZE;
-    if (!memo_put(l, s->memo_base + 1 + s->puts))
+    if (!memo_put_fresh(l, s->memo_base + 1 + s->puts))
         return -1;
     s->puts++;
     if (cached != NULL) {
@@ -770,7 +770,7 @@ commit_record(Scan *s)
     record->u.c.nodes = s->nodes;
     s->n_refs = 0; /* the record holds them now */
     l->in.p = s->p;
-    if (!push(l, record) || !memo_put(l, s->memo_base))
+    if (!push(l, record) || !memo_put_fresh(l, s->memo_base))
         return FALSE;
     l->records++;
     return TRUE;
