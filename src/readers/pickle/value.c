@@ -280,25 +280,6 @@ fsim_pickle_records(const FsimPickle *pickle)
 /* ---- Accessors ----------------------------------------------------------------------------- */
 
 gboolean
-fsim_pickle_record(const FsimPickleValue *v, gsize *pairs, const FsimPickleValue **values)
-{
-    if (v == NULL || !(v->flags & VALUE_RECORD))
-        return FALSE;
-    FsimPickleValue *const *refs = v->u.c.items;
-    const uint64_t *words = (const uint64_t *)(const void *)refs;
-    uint64_t slots = words[v->u.c.cap - 2];
-    size_t n_refs = RECORD_REFS(words[v->u.c.cap - 1]);
-    const FsimPickleValue *scalars = (const FsimPickleValue *)(const void *)(refs + n_refs);
-    if (pairs != NULL)
-        *pairs = RECORD_PAIRS(words[v->u.c.cap - 1]);
-    for (int k = 0; k < FSIM_PICKLE_RECORD_KEYS; k++) {
-        unsigned slot = (unsigned)(slots >> (8 * k)) & 0xffu;
-        values[k] = slot == 0 ? NULL : (slot & 0x80u) ? &scalars[slot & 0x7fu] : refs[slot - 1];
-    }
-    return TRUE;
-}
-
-gboolean
 fsim_pickle_record_fields(const FsimPickleValue *v, FsimPickleFields *fields)
 {
     if (v == NULL || !(v->flags & VALUE_RECORD))
@@ -327,6 +308,18 @@ fsim_pickle_record_fields(const FsimPickleValue *v, FsimPickleFields *fields)
     }
     fields->is_uint = is_uint;
     fields->is_none = is_none;
+    return TRUE;
+}
+
+gboolean
+fsim_pickle_record(const FsimPickleValue *v, gsize *pairs, const FsimPickleValue **values)
+{
+    FsimPickleFields fields;
+    if (!fsim_pickle_record_fields(v, &fields))
+        return FALSE;
+    if (pairs != NULL)
+        *pairs = fields.pairs;
+    memcpy(values, fields.values, sizeof(fields.values));
     return TRUE;
 }
 
