@@ -516,6 +516,109 @@ test_writer_refuses(void)
     fsim_test_remove_tree(dir);
 }
 
+/* Event @i of a trace that mixes every kind: common ones (alloc, free, free_completed) alone in
+ * two batches of three, the rarer ones at many positions of the third; @label is the mark's. */
+static FsimEvent
+mixed_event(guint i, char *label, gsize label_len)
+{
+    FsimEvent ev = {.time = 1000 + 7 * (uint64_t)i, .stream = 0};
+    uint64_t id = i / 2 + 1;
+    gboolean rare = i / 128 % 3 == 0;
+
+    if (rare && i % 61 == 5) {
+        ev.kind = FSIM_EV_MARK;
+        g_snprintf(label, label_len, "mark %u", i);
+        ev.label = label;
+    } else if (rare && i % 23 == 11) {
+        ev.kind = FSIM_EV_EMPTY_CACHE;
+        ev.flags = i % 2 != 0 ? FSIM_EVF_INFERRED : 0;
+    } else if (rare && i % 29 == 17) {
+        ev.kind = FSIM_EV_POOL_BEGIN + i % 3;
+        ev.id = 1 + i % 5;
+        ev.stream = ev.kind == FSIM_EV_POOL_RELEASE ? 0 : 7;
+    } else if (i % 2 == 0) {
+        ev.kind = FSIM_EV_ALLOC;
+        ev.id = id;
+        ev.size = 512 * (uint64_t)(i % 9 + 1);
+        ev.stream = i % 3 == 0 ? 0 : 7;
+        ev.flags = i % 10 == 4 ? FSIM_EVF_RECORDED_OOM : 0;
+    } else {
+        ev.kind = i % 7 == 3 ? FSIM_EV_FREE_COMPLETED : FSIM_EV_FREE;
+        ev.id = id;
+        ev.stream = i % 3 == 0 ? 0 : 7;
+        ev.flags = ev.kind == FSIM_EV_FREE && i % 5 == 1 ? FSIM_EVF_DEFERRED : 0;
+    }
+    return ev;
+}
+
+/* Every field of every event, through fsim_trace_stream_batch() and fsim_trace_stream_next():
+ * batches of common records after batches that held marks (a label left behind would show), the
+ * index counted from 1, no address, device or stack. */
+static void
+test_every_field(void)
+{
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autofree char *path = g_build_filename(dir, "mixed.fsb", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimTrace) trace = NULL;
+    const guint n = 2000;
+    char label[32];
+
+    {
+        g_autoptr(FsimTraceWriter) writer =
+            fsim_trace_writer_open_format(path, FSIM_TRACE_WRITE_BINARY, &error);
+
+        g_assert_no_error(error);
+        for (guint i = 0; i < n; i++) {
+            FsimEvent ev = mixed_event(i, label, sizeof(label));
+
+            g_assert_true(fsim_trace_writer_write(writer, &ev, &error));
+        }
+        g_assert_true(fsim_trace_writer_close(g_steal_pointer(&writer), &error));
+        g_assert_no_error(error);
+    }
+    trace = fsim_trace_open(path, &error);
+    g_assert_no_error(error);
+    /* Batches of 128, then of at most 5 (a window of 5 records), event by event and in batches. */
+    for (int pass = 0; pass < 4; pass++) {
+        gboolean by_batch = pass % 2 != 0;
+        g_autoptr(FsimTraceStream) stream = NULL;
+        guint i = 0;
+        const FsimEvent *evs;
+        FsimEvent one;
+        gsize got;
+
+        fsim_binary_set_window(pass < 2 ? 0 : 5 * FSIM_BINARY_RECORD_BYTES);
+        stream = fsim_trace_stream_open(trace, 0, &error);
+        g_assert_no_error(error);
+        while (by_batch ? (got = fsim_trace_stream_batch(stream, &evs, &error)) > 0
+                        : (got = fsim_trace_stream_next(stream, &one, &error)) > 0) {
+            if (!by_batch)
+                evs = &one;
+            for (gsize k = 0; k < got; k++, i++) {
+                FsimEvent want = mixed_event(i, label, sizeof(label));
+                const FsimEvent *ev = &evs[k];
+
+                g_assert_cmpuint(ev->time, ==, want.time);
+                g_assert_cmpuint(ev->index, ==, i + 1);
+                g_assert_cmpint(ev->kind, ==, want.kind);
+                g_assert_cmpuint(ev->id, ==, want.kind == FSIM_EV_MARK ? 0 : want.id);
+                g_assert_cmpuint(ev->size, ==, want.size);
+                g_assert_cmpuint(ev->stream, ==, want.stream);
+                g_assert_cmpuint(ev->flags, ==, want.flags);
+                g_assert_cmpuint(ev->addr, ==, 0);
+                g_assert_cmpuint(ev->device, ==, 0);
+                g_assert_cmpuint(ev->stack, ==, 0);
+                g_assert_cmpstr(ev->label, ==, want.label);
+            }
+        }
+        fsim_binary_set_window(0);
+        g_assert_no_error(error);
+        g_assert_cmpuint(i, ==, n);
+    }
+    fsim_test_remove_tree(dir);
+}
+
 /* The CLI: convert --format binary, synth to a .fsb path, and info/replay reading them. */
 static void
 test_cli(void)
@@ -596,6 +699,7 @@ main(int argc, char **argv)
         g_test_add_data_func(name, round_trips[i], test_round_trip);
     }
     g_test_add_func("/reader/binary/sample", test_sample);
+    g_test_add_func("/reader/binary/every-field", test_every_field);
     g_test_add_func("/reader/binary/bad/truncated", test_truncated);
     g_test_add_func("/reader/binary/bad/checksum", test_checksum);
     for (gsize i = 0; i < G_N_ELEMENTS(bad_records); i++) {

@@ -92,7 +92,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimTraceInfo, fsim_trace_info_free)
  *     (error unset) or on failure (error set).  A format whose events are cheap to decode offers
  *     it (and may then leave @stream_next NULL): fsim_trace_stream_next() serves events from a
  *     batch it fills, which saves a call per event.  Labels must stay valid while the stream is
- *     open.
+ *     open.  @evs is always the stream's own batch, which only stream_read() writes (its users
+ *     read it through const pointers, or copy out of it): a format may leave fields that it set
+ *     in an earlier call on the same @evs as they are, and must check that @evs is that array.
  * @stream_close: free the stream.
  * @describe: (nullable): fill the format-specific parts of an info: per device (through
  *     fsim_trace_info_device()) `events` and `actions` in the format's own vocabulary, `segments`
@@ -150,7 +152,8 @@ struct FsimTrace {
 struct FsimTraceStream {
     FsimTrace *trace; /* borrowed */
     uint32_t device;
-    /* Set by fsim_trace_stream_open() for formats with stream_read(): */
+    /* Set by fsim_trace_stream_open() for formats with stream_read(); written by stream_read()
+     * alone: */
     FsimEvent *batch;
     gsize batch_len;
     gsize batch_pos;

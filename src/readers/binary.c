@@ -12,6 +12,13 @@
  * the checksum, summed on the way, is compared once the last record has been read, before the
  * end of the stream is reported.  Allocation ids are not tracked here: the engine refuses an id
  * allocated twice, naming the record.
+ *
+ * Records are decoded 128 at a time, first on the assumption that all of them are common ones
+ * (alloc, free, free_completed) that pass their checks: one loop without a branch, whose checks
+ * fold into a few bits tested once at the end, and which leaves the fields no such record sets
+ * (address, device, stack, label) as an earlier read of the same batch left them.  When the
+ * assumption fails (a rarer kind, a bad record), the same records are decoded again one by one,
+ * every field set, and the first bad one is named as before.
  */
 #define _DEFAULT_SOURCE /* MAP_POPULATE, pread(), posix_fadvise() */
 
@@ -35,6 +42,13 @@
 #else
 #define BINARY_WINDOW_DEFAULT ((gsize)8 << 20)
 #endif
+
+/* How many records ahead decoding prefetches. */
+#ifndef BINARY_PREFETCH
+#define BINARY_PREFETCH 128
+#endif
+/* The most records binary_stream_read() decodes at once. */
+#define BINARY_CHUNK 128
 
 static gsize binary_window_bytes = BINARY_WINDOW_DEFAULT;
 
@@ -77,6 +91,11 @@ typedef struct {
     uint64_t next; /* index of the next record */
     FsimTime time;
     FsimBinarySum sum;
+    /* The events of the last read (the stream's batch), whose fields that no common record
+     * changes hold their values already: no address, device 0, no stack, no label.  NULL when
+     * a read wrote a label (or a failed read left them unknown). */
+    FsimEvent *prepared;
+    gsize prepared_len;
 } BinaryStream;
 
 static gboolean
@@ -158,7 +177,7 @@ binary_check_layout(BinaryTrace *trace, const char *path, GError **error)
 static gboolean
 binary_check_tables(BinaryTrace *trace, const char *path, GError **error)
 {
-    trace->streams = g_new(uint64_t, MAX(trace->n_streams, 1));
+    trace->streams = g_new0(uint64_t, MAX(trace->n_streams, 1));
     for (uint32_t i = 0; i < trace->n_streams; i++)
         trace->streams[i] = fsim_binary_load64(trace->tables + 8 * (gsize)i);
     trace->strings = (const char *)trace->tables + 8 * (gsize)trace->n_streams;
@@ -687,6 +706,140 @@ binary_decode(BinaryTables t, const guint8 *p, FsimTime *time, FsimBinarySum *su
     return TRUE;
 }
 
+/* Two 64-bit lanes: a GNU C vector, which the compiler lowers to the target's vector instructions
+ * (SSE2 on any x86-64, NEON) or to scalar code. */
+typedef uint64_t BinaryPair __attribute__((vector_size(16)));
+
+/* What binary_decode_common() accepts of a record of each kind byte, as masks that leave zero
+ * for a record it may decode and a nonzero value for any other: the common kinds (alloc, free,
+ * free_completed) with the flags they may carry (as in binary_kind_ok) and their sizes; zero
+ * masks (no bit accepted) for the other kinds, which then go to the record-by-record path. */
+typedef struct {
+    /* Bits of word 3's upper half less one (kind less one, then the flags and reserved bits) a
+     * record may have set: the kind 1 to 3 leaves 0 to 2 in the low byte, kind 0 borrows. */
+    uint64_t tag_bits;
+    /* The size less this (1 for an alloc), within ~size_bits: 1 to 2^60, or 0. */
+    uint64_t size_offset;
+    uint64_t size_bits;
+    uint64_t padding; /* a power of two in size: no multiplication by 3 */
+} BinaryCommonRule;
+
+#define BINARY_COMMON_RULE(kind, flags, offset, max) \
+    [kind] = {((uint64_t)(flags) << 8) | 3, offset, ~(uint64_t)(max), 0}
+static const BinaryCommonRule binary_common_rules[256] = {
+    BINARY_COMMON_RULE(FSIM_EV_ALLOC, FSIM_EVF_RECORDED_OOM, 1, FSIM_MAX_SIZE - 1),
+    BINARY_COMMON_RULE(FSIM_EV_FREE, FSIM_EVF_DEFERRED | FSIM_EVF_RECORDED_OOM, 0, 0),
+    BINARY_COMMON_RULE(FSIM_EV_FREE_COMPLETED, 0, 0, 0),
+};
+G_STATIC_ASSERT(FSIM_MAX_SIZE - 1 == ((uint64_t)1 << 60) - 1); /* a mask: a power of two less 1 */
+
+/* Decode @n records at @p into @evs at full speed and add them to @sum, assuming they are all
+ * common ones (alloc, free, free_completed) that pass their checks: no branch but the loop's, no
+ * call, and no store of the fields binary_prepare() set.  FALSE when that does not hold for some
+ * record (a rarer kind, a record to refuse, or times near 2^64), with @time and @sum unchanged:
+ * the caller then decodes the records again one by one.  @index is the index of the record at
+ * @p, from 0; @n is at most BINARY_CHUNK.
+ *
+ * The sum is kept in four lanes, two vectors of two: the sums of each record's word j, and the
+ * sums of those as they grow.  Word j of record r (from 0) of n adds 4(n - r) - j to B. */
+static G_NO_INLINE gboolean
+binary_decode_common(BinaryTables t, const guint8 *p, uint64_t n, uint64_t index, FsimTime *time,
+                     FsimBinarySum *sum, FsimEvent *evs)
+{
+    const guint8 *end = p + n * FSIM_BINARY_RECORD_BYTES;
+    FsimTime now = *time;
+    uint64_t deltas = 0;  /* or-ed */
+    uint64_t refused = 0; /* the bits of the records the rules do not accept, or-ed */
+    uint64_t in_range = ~(uint64_t)0;
+    BinaryPair lane01 = {0, 0}, lane23 = {0, 0};
+    BinaryPair grown01 = {0, 0}, grown23 = {0, 0};
+
+    for (FsimEvent *ev = evs; p < end; p += FSIM_BINARY_RECORD_BYTES, ev++) {
+        uint64_t delta = fsim_binary_load64(p);
+        uint64_t id = fsim_binary_load64(p + 8);
+        uint64_t size = fsim_binary_load64(p + 16);
+        uint64_t word3 = fsim_binary_load64(p + 24);
+        uint64_t tag = word3 >> 32; /* kind, flags, reserved */
+        unsigned kind = (unsigned)tag & 0xff;
+        const BinaryCommonRule *rule = &binary_common_rules[kind];
+        uint32_t stream_index = (uint32_t)word3;
+        /* all ones when the index is in the table; the lookup then reads index 0 otherwise */
+        uint64_t in = -(uint64_t)(stream_index < t.n_streams);
+        BinaryPair w01, w23;
+
+        /* A page ahead: the hardware prefetcher stops at page boundaries, and the pages of a
+         * mapping are scattered. */
+        __builtin_prefetch(p + BINARY_PREFETCH * FSIM_BINARY_RECORD_BYTES);
+        memcpy(&w01, p, sizeof(w01));
+        memcpy(&w23, p + 16, sizeof(w23));
+#if G_BYTE_ORDER != G_LITTLE_ENDIAN
+        w01 = (BinaryPair){delta, id};
+        w23 = (BinaryPair){size, word3};
+#endif
+        lane01 += w01;
+        lane23 += w23;
+        grown01 += lane01;
+        grown23 += lane23;
+        deltas |= delta;
+        refused |= ((tag - 1) & ~rule->tag_bits) | ((size - rule->size_offset) & rule->size_bits);
+        in_range &= in;
+        now += delta;
+        ev->time = now;
+        ev->index = ++index;
+        ev->id = id;
+        ev->size = size;
+        ev->stream = t.streams[stream_index & in];
+        ev->flags = (uint32_t)(tag >> 8);
+        ev->kind = (FsimEventKind)kind;
+    }
+    /* No record's time passed 2^64 when the chunk started below 2^63 and no delta reached
+     * 2^63 / BINARY_CHUNK; the careful path sees to the others. */
+    if ((refused | ~in_range | (*time >> 63) | (deltas / (((uint64_t)1 << 63) / BINARY_CHUNK))) !=
+        0)
+        return FALSE;
+    *time = now;
+    sum->b += 4 * n * sum->a + 4 * (grown01[0] + grown01[1] + grown23[0] + grown23[1]) -
+              (lane01[1] + 2 * lane23[0] + 3 * lane23[1]);
+    sum->a += lane01[0] + lane01[1] + lane23[0] + lane23[1];
+    return TRUE;
+}
+
+/* Set the fields of @evs that no common record changes (binary_decode() sets every field). */
+static void
+binary_prepare(BinaryStream *s, FsimEvent *evs, gsize n)
+{
+    for (gsize i = 0; i < n; i++) {
+        evs[i].addr = 0;
+        evs[i].device = 0;
+        evs[i].stack = 0; /* the binary format keeps no stacks */
+        evs[i].label = NULL;
+    }
+    s->prepared = evs;
+    s->prepared_len = n;
+}
+
+/* Decode @n records at @p one by one, the rarer kinds too; FALSE at the first one that fails
+ * its checks, which @error names. */
+static gboolean
+binary_decode_each(BinaryStream *s, BinaryTables tables, const guint8 *p, uint64_t n,
+                   FsimEvent *evs, GError **error)
+{
+    FsimTime time = s->time;
+    FsimBinarySum sum = s->sum;
+
+    for (uint64_t i = 0; i < n; i++, p += FSIM_BINARY_RECORD_BYTES) {
+        if (!binary_decode(tables, p, &time, &sum, &evs[i])) {
+            s->next += i;
+            s->time = time;
+            return binary_bad_record(s, p, error);
+        }
+        evs[i].index = s->next + i + 1;
+    }
+    s->time = time;
+    s->sum = sum;
+    return TRUE;
+}
+
 static gsize
 binary_stream_read(FsimTraceStream *stream, FsimEvent *evs, gsize max, GError **error)
 {
@@ -694,8 +847,6 @@ binary_stream_read(FsimTraceStream *stream, FsimEvent *evs, gsize max, GError **
     const BinaryTrace *t = s->trace;
     uint64_t next = s->next;
     uint64_t n;
-    FsimTime time = s->time;
-    FsimBinarySum sum = s->sum;
     BinaryTables tables = {t->streams, t->n_streams, t->strings, t->strings_bytes};
     const guint8 *p;
 
@@ -710,22 +861,16 @@ binary_stream_read(FsimTraceStream *stream, FsimEvent *evs, gsize max, GError **
         if (!binary_next_window(s, error))
             return 0;
     }
-    n = MIN((uint64_t)max, s->window_first + s->window_count - next);
+    n = MIN((uint64_t)MIN(max, BINARY_CHUNK), s->window_first + s->window_count - next);
     p = s->window + (next - s->window_first) * FSIM_BINARY_RECORD_BYTES;
-    for (uint64_t i = 0; i < n; i++, p += FSIM_BINARY_RECORD_BYTES) {
-        /* A few cache lines ahead: the hardware prefetcher alone leaves the loop waiting. */
-        __builtin_prefetch(p + 16 * FSIM_BINARY_RECORD_BYTES);
-        if (G_UNLIKELY(!binary_decode(tables, p, &time, &sum, &evs[i]))) {
-            s->next = next + i;
-            s->time = time;
-            binary_bad_record(s, p, error);
+    if (G_UNLIKELY(evs != s->prepared || n > s->prepared_len))
+        binary_prepare(s, evs, n);
+    if (G_UNLIKELY(!binary_decode_common(tables, p, n, next, &s->time, &s->sum, evs))) {
+        s->prepared = NULL; /* labels, perhaps */
+        if (!binary_decode_each(s, tables, p, n, evs, error))
             return 0;
-        }
-        evs[i].index = next + i + 1;
     }
     s->next = next + n;
-    s->time = time;
-    s->sum = sum;
     return (gsize)n;
 }
 
