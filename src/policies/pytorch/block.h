@@ -9,6 +9,7 @@
 
 #include <glib.h>
 
+#include <stddef.h>
 #include <stdint.h>
 
 G_BEGIN_DECLS
@@ -46,6 +47,17 @@ struct Block {
     Block *child[2];       /* tree links: child[TREE_LEFT] (lower addresses), child[TREE_RIGHT] */
     Block *parent;
 };
+
+/* @a when @cond, else @b, by a mask rather than a branch: for the choices that follow whether a
+ * block has neighbours, as random as the trace (gcc keeps a branch for a plain ?: whose arms
+ * load). */
+static inline gpointer
+block_select(gboolean cond, gpointer a, gpointer b)
+{
+    uintptr_t mask = -(uintptr_t)(cond != 0);
+
+    return (gpointer)(((uintptr_t)a & mask) | ((uintptr_t)b & ~mask));
+}
 
 static inline gboolean
 block_unmapped(const Block *block)

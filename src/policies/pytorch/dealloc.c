@@ -15,19 +15,18 @@ link_merged_prev(Block *dst, Block *src)
 {
     dst->addr = src->addr;
     dst->prev = src->prev;
-    if (dst->prev != NULL)
-        dst->prev->next = dst;
-    else
-        dst->segment->head = dst;
+    *block_link_to(dst) = dst;
 }
 
 /* The same with @src = dst->next. */
 static inline void
 link_merged_next(Block *dst, Block *src)
 {
+    Block *sink;
+
     dst->next = src->next;
-    if (dst->next != NULL)
-        dst->next->prev = dst;
+    /* a store to a local when there is no next block: selected, not branched on */
+    *(dst->next != NULL ? &dst->next->prev : &sink) = dst;
 }
 
 /* @dst absorbs @src, unlinked: its bytes, and its record goes back to the slab. */
@@ -60,22 +59,30 @@ fsim_pytorch_try_merge(Pytorch *pt, Block *dst, Block *src)
     return subsumed;
 }
 
-/* A neighbour a freed block merges with: there, mapped, not handed out. */
+/* What a missing neighbour reads as: not one to merge with. */
+static const Block no_neighbour = {.flags = BLOCK_ALLOCATED};
+
+/* A neighbour a freed block merges with: there, mapped, not handed out.  One branch, on the
+ * answer: a missing neighbour is no_neighbour (a select of two pointers, no branch). */
 static inline gboolean
 free_neighbour(const Block *block)
 {
-    return block != NULL && (block->flags & (BLOCK_ALLOCATED | BLOCK_UNMAPPED)) == 0;
+    block = (const Block *)((uintptr_t)block |
+                            ((uintptr_t)&no_neighbour & -(uintptr_t)(block == NULL)));
+    return (block->flags & (BLOCK_ALLOCATED | BLOCK_UNMAPPED)) == 0;
 }
 
-/* @block, being freed, absorbs @neighbour, one of its free neighbours (cached in @set), which
- * counts as one inactive split block and its bytes fewer in @net. */
-static inline void
-merge_free_neighbour(Pytorch *pt, StreamSet *set, Block *block, Block *neighbour, int64_t net[2])
+/* @block, being freed, absorbs @neighbour, its free predecessor when @is_prev (a constant), else
+ * its free successor (cached in @set), which counts as one inactive split block and its bytes
+ * fewer in @net.  Inline in each of its two places, so that the side is known there. */
+static inline G_ALWAYS_INLINE void
+merge_free_neighbour(Pytorch *pt, StreamSet *set, Block *block, Block *neighbour, gboolean is_prev,
+                     int64_t net[2])
 {
     net[0]--;
     net[1] -= (int64_t)neighbour->size;
     freeset_erase(&set->free, neighbour);
-    if (neighbour == block->prev)
+    if (is_prev)
         link_merged_prev(block, neighbour);
     else
         link_merged_next(block, neighbour);
@@ -108,9 +115,9 @@ fsim_pytorch_dealloc(FsimPolicy *self, const FsimBlock *fblock, FsimTime now)
     }
     block->flags &= ~(uint32_t)(BLOCK_ALLOCATED | BLOCK_PENDING);
     if (free_neighbour(prev))
-        merge_free_neighbour(pt, set, block, prev, net);
+        merge_free_neighbour(pt, set, block, prev, TRUE, net);
     if (free_neighbour(next))
-        merge_free_neighbour(pt, set, block, next, net);
+        merge_free_neighbour(pt, set, block, next, FALSE, net);
     pool_insert_free(block);
     /* the free block left is an inactive split one when it has a neighbour (no branch) */
     split = block_is_split(block);

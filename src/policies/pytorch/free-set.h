@@ -21,7 +21,7 @@ G_BEGIN_DECLS
 typedef FsimSizeSet FreeSet;
 typedef FsimSizeCursor FreeCursor;
 
-static inline void
+static inline G_ALWAYS_INLINE void
 freeset_insert(FreeSet *set, Block *block)
 {
     g_assert((block->flags & BLOCK_IN_TREE) == 0);
@@ -29,7 +29,7 @@ freeset_insert(FreeSet *set, Block *block)
     block->flags |= BLOCK_IN_TREE;
 }
 
-static inline void
+static inline G_ALWAYS_INLINE void
 freeset_erase_at(FreeSet *set, const FreeCursor *cursor)
 {
     Block *block = fsim_size_set_item(cursor);
@@ -38,13 +38,13 @@ freeset_erase_at(FreeSet *set, const FreeCursor *cursor)
     fsim_size_set_erase_at(set, cursor);
 }
 
-static inline gboolean
+static inline G_ALWAYS_INLINE gboolean
 freeset_find(const FreeSet *set, const Block *block, FreeCursor *cursor)
 {
     return fsim_size_set_find(set, block->size, block->addr, block, cursor);
 }
 
-static inline void
+static inline G_ALWAYS_INLINE void
 freeset_erase(FreeSet *set, Block *block)
 {
     fsim_size_set_erase(set, block->size, block->addr, block);
@@ -53,7 +53,7 @@ freeset_erase(FreeSet *set, Block *block)
 
 /* The first block of size >= @size, the lowest address among equal sizes (std::set::lower_bound
  * with AllocParams' search key, whose address is 0), or NULL. */
-static inline Block *
+static inline G_ALWAYS_INLINE Block *
 freeset_lower_bound(const FreeSet *set, uint64_t size, FreeCursor *cursor)
 {
     return fsim_size_set_lower_bound(set, size, 0, cursor);

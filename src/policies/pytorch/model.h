@@ -337,11 +337,24 @@ StreamSet *fsim_pytorch_pool_stream(Pool *pool, uint64_t stream);
 void fsim_pytorch_pool_clear(Pool *pool);
 
 /* pool.insert_into_blocks(): cache a free block, stamping the GC clock. */
-static inline void
+static inline G_ALWAYS_INLINE void
 pool_insert_free(Block *block)
 {
     block->gc_count_base = block->segment->pool->clock;
     freeset_insert(&block->segment->set->free, block);
+}
+
+/* Where the chain points to @block from before: its predecessor's next, or its segment's head
+ * when it is the first.  Selected, not branched on: whether a block has a predecessor is as random
+ * as the trace. */
+static inline Block **
+block_link_to(Block *block)
+{
+    /* the address of the predecessor's link as a number: no pointer into a block that is not there
+     */
+    uintptr_t prev_next = (uintptr_t)block->prev + offsetof(Block, next);
+
+    return block_select(block->prev != NULL, (gpointer)prev_next, &block->segment->head);
 }
 
 /* Put @block into the chain right before @after (Block::splice). */
@@ -350,10 +363,7 @@ block_link_before(Block *block, Block *after)
 {
     block->prev = after->prev;
     block->next = after;
-    if (after->prev != NULL)
-        after->prev->next = block;
-    else
-        after->segment->head = block;
+    *block_link_to(after) = block;
     after->prev = block;
 }
 
