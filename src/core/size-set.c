@@ -13,7 +13,7 @@ FsimSizeChunk *
 fsim_size_chunk_grow(FsimSizeChunk *chunk)
 {
     gboolean fresh = chunk == NULL;
-    uint32_t capacity = fresh ? 4 : MIN(chunk->capacity * 2, FSIM_SIZE_CHUNK);
+    uint32_t capacity = fresh ? FSIM_SIZE_MIN_CAPACITY : MIN(chunk->capacity * 2, FSIM_SIZE_CHUNK);
     uint32_t old_slots = fresh ? 0 : chunk->capacity + FSIM_SIZE_SLACK;
 
     chunk = g_realloc(chunk,
