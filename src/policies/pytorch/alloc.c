@@ -62,20 +62,21 @@ fsim_pytorch_allocation_size(const FsimAllocConf *conf, uint64_t size)
     return round_up(size, FSIM_PYTORCH_ROUND_LARGE);
 }
 
-/* should_split(): small pool (and every pool under expandable segments) whenever at least 512 B
- * remain; large pool only below max_split_size and when more than 1 MiB remains -- a remainder of
- * at most 1 MiB stays inside the allocation as internal fragmentation. */
+/* should_split() of @block, a block of @pool: small pool (and every pool under expandable
+ * segments) whenever at least 512 B remain; large pool only below max_split_size and when more than
+ * 1 MiB remains -- a remainder of at most 1 MiB stays inside the allocation as internal
+ * fragmentation. */
 static gboolean
-should_split(const Pytorch *pt, const Block *block, uint64_t size)
+should_split(const Pytorch *pt, const Pool *pool, const Block *block, uint64_t size)
 {
     uint64_t remaining = block->size - size;
-    const PrivatePool *owner = block->segment->pool->owner;
+    const PrivatePool *owner = pool->owner;
     gboolean any;
 
     if (owner != NULL && owner->no_split)
         return FALSE; /* MemPool(no_split=True), PyTorch main */
     /* the pool is as random as the sizes: the two rules are combined without a branch */
-    any = block->segment->pool->small | pt->expandable;
+    any = pool->small | pt->expandable;
     return (any & (remaining >= FSIM_PYTORCH_MIN_BLOCK)) |
            (!any & (size < pt->conf.max_split_size) & (remaining > FSIM_PYTORCH_SMALL_SIZE));
 }
@@ -167,7 +168,7 @@ alloc_found_block(Pytorch *pt, Block *block, uint64_t size, uint64_t requested, 
     if (split) {
         Block *remaining = block;
 
-        block = block_new(pt, remaining->segment);
+        block = block_new_like(pt, remaining);
         block->addr = remaining->addr;
         block->size = size;
         block_link_before(block, remaining);
@@ -303,9 +304,10 @@ fsim_pytorch_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out
         block = alloc_new_memory(pt, pool, req->stream, size);
         if (block == NULL)
             return FSIM_OOM;
+        pool = block->set->pool; /* new memory's, or a MemPool's (try_mempool_fallback()) */
     }
-    block = npu_align_block(pt, block, size);
-    block = alloc_found_block(pt, block, size, req->size, should_split(pt, block, size));
+    block = npu_align_block(pt, block, size); /* the same pool */
+    block = alloc_found_block(pt, block, size, req->size, should_split(pt, pool, block, size));
     out->addr = block->addr;
     out->size = block->size;
     out->cookie = (uint64_t)(uintptr_t)block;

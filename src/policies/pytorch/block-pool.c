@@ -41,6 +41,7 @@ fsim_pytorch_pool_stream(Pool *pool, uint64_t stream)
             (pool->n_streams - at) * sizeof(StreamSet *));
     set = g_new0(StreamSet, 1);
     set->stream = stream;
+    set->pool = pool;
     pool->streams[at] = set;
     pool->n_streams++;
     pool->last = at;

@@ -32,9 +32,10 @@ enum {
 
 typedef struct Block Block;
 typedef struct Segment Segment;
+typedef struct StreamSet StreamSet;
 
-/* What a free reads first (links, segment, place, flags) comes first: 52 bytes, the first line
- * of the block or two. */
+/* What a free reads first (links, set, place, flags) comes first: 64 bytes, the first line of
+ * the block or two. */
 struct Block {
     Block *prev; /* neighbours in the segment, by address */
     Block *next;
@@ -43,6 +44,7 @@ struct Block {
     uint64_t size;
     uint64_t requested; /* the request an allocated block serves */
     uint32_t flags;
+    StreamSet *set; /* segment->set, kept here: a free and a split need not read the segment */
     int64_t gc_count_base; /* the pool's GC clock when the block was last cached */
     Block *child[2];       /* tree links: child[TREE_LEFT] (lower addresses), child[TREE_RIGHT] */
     Block *parent;

@@ -102,7 +102,7 @@ check_segment(const Segment *segment, Stats *sum, gsize *free_blocks, gsize *unm
     for (const Block *b = segment->head; b != NULL; b = b->next) {
         gboolean in_free = (b->flags & BLOCK_IN_TREE) != 0 && !block_unmapped(b);
 
-        if (b->segment != segment || b->addr != at || b->size == 0 ||
+        if (b->segment != segment || b->set != segment->set || b->addr != at || b->size == 0 ||
             block_expandable(b) != segment->expandable)
             return check_fail(error,
                               "segment 0x%" G_GINT64_MODIFIER "x: block 0x%" G_GINT64_MODIFIER

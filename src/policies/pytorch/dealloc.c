@@ -96,7 +96,7 @@ fsim_pytorch_dealloc(FsimPolicy *self, const FsimBlock *fblock, FsimTime now)
     Pytorch *pt = pytorch_from_policy(self);
     Block *block = (Block *)(uintptr_t)fblock->cookie;
     Stats *stats = &pt->stats;
-    StreamSet *set = block->segment->set;
+    StreamSet *set = block->set;
     Block *prev = block->prev;
     Block *next = block->next;
     uint64_t size = block->size;

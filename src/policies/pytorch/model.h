@@ -91,15 +91,17 @@ G_BEGIN_DECLS
 
 typedef struct StreamSet StreamSet;
 typedef struct PrivatePool PrivatePool;
+typedef struct Pool Pool;
 
 /* The blocks of one stream in one pool. */
 struct StreamSet {
     uint64_t stream;
+    Pool *pool;    /* the pool it is part of */
     FreeSet free;  /* pool.blocks restricted to this stream */
     Tree unmapped; /* pool.unmapped restricted to this stream */
 };
 
-typedef struct {
+struct Pool {
     gboolean small;
     PrivatePool *owner;  /* owner_PrivatePool: NULL for the default pools */
     StreamSet **streams; /* sorted by stream id */
@@ -109,7 +111,7 @@ typedef struct {
     /* get_free_blocks_call_count: the garbage collector's clock, advanced by every search while
      * GC is active. */
     int64_t clock;
-} Pool;
+};
 
 struct Segment {
     Segment *prev_segment; /* every segment, in creation order */
@@ -265,11 +267,11 @@ block_expandable(const Block *block)
 /* Give the slab another SLAB_CHUNK spare blocks. */
 void fsim_pytorch_slab_grow(Pytorch *pt);
 
-/* A block of @segment from the slab, zeroed but for its segment and BLOCK_EXPANDABLE.  The tree
- * links are left as they are: fsim_pytorch_tree_insert() sets them, and only a block in a tree
- * has them read. */
+/* A block of @segment (whose set is @set) from the slab, zeroed but for its segment, its set and
+ * @flags (BLOCK_EXPANDABLE or 0, as the segment's).  The tree links are left as they are:
+ * fsim_pytorch_tree_insert() sets them, and only a block in a tree has them read. */
 static inline Block *
-block_new(Pytorch *pt, Segment *segment)
+block_new_in(Pytorch *pt, Segment *segment, StreamSet *set, uint32_t flags)
 {
     Block *block;
 
@@ -282,8 +284,23 @@ block_new(Pytorch *pt, Segment *segment)
     block->addr = block->size = block->requested = 0;
     block->gc_count_base = 0;
     block->segment = segment;
-    block->flags = segment->expandable ? BLOCK_EXPANDABLE : 0;
+    block->set = set;
+    block->flags = flags;
     return block;
+}
+
+/* A block of @segment from the slab (block_new_in()). */
+static inline Block *
+block_new(Pytorch *pt, Segment *segment)
+{
+    return block_new_in(pt, segment, segment->set, segment->expandable ? BLOCK_EXPANDABLE : 0);
+}
+
+/* A block of @like's segment, without reading the segment: malloc's split. */
+static inline Block *
+block_new_like(Pytorch *pt, const Block *like)
+{
+    return block_new_in(pt, like->segment, like->set, like->flags & BLOCK_EXPANDABLE);
 }
 
 /* Give @block back to the slab. */
@@ -336,12 +353,13 @@ StreamSet *fsim_pytorch_pool_stream(Pool *pool, uint64_t stream);
 /* Free every stream set of @pool (the blocks live in the slab). */
 void fsim_pytorch_pool_clear(Pool *pool);
 
-/* pool.insert_into_blocks(): cache a free block, stamping the GC clock. */
+/* pool.insert_into_blocks(): cache a free block, stamping the GC clock.  Through the block's set,
+ * not its segment: the segment is one more cache miss on the path of a free's decisions. */
 static inline G_ALWAYS_INLINE void
 pool_insert_free(Block *block)
 {
-    block->gc_count_base = block->segment->pool->clock;
-    freeset_insert(&block->segment->set->free, block);
+    block->gc_count_base = block->set->pool->clock;
+    freeset_insert(&block->set->free, block);
 }
 
 /* Where the chain points to @block from before: its predecessor's next, or its segment's head
