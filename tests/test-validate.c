@@ -7,10 +7,12 @@
  * skipped when it is unset, failed when it is set and a snapshot is missing.
  */
 #include <glib.h>
+#include <glib/gstdio.h>
 
 #include <gio/gio.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fragsim/fragsim.h"
 #include "fragsim/validate.h"
@@ -404,6 +406,24 @@ test_bad_settings(void)
     g_assert_error(error, FSIM_ERROR, FSIM_ERROR_UNSUPPORTED);
 }
 
+/* A trace that fails while its platform is being detected (its first event is bad): an error
+ * naming the line, no report, nothing freed that was never made. */
+static void
+test_bad_trace(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *path = NULL;
+    int fd = g_file_open_tmp("fragsim-validate-XXXXXX.txt", &path, &error);
+
+    g_assert_no_error(error);
+    close(fd);
+    g_assert_true(g_file_set_contents(path, "fragsim-trace v1\nalloc 1 0\n", -1, &error));
+    g_assert_null(fsim_validate_file(path, &error));
+    g_assert_nonnull(error);
+    g_assert_nonnull(strstr(error->message, ":2"));
+    g_unlink(path);
+}
+
 /* ---- the command ----------------------------------------------------------------------------- */
 
 /* Run `fragsim validate tests/data/validate/PATH [--json]` in this process. */
@@ -544,6 +564,7 @@ main(int argc, char **argv)
     g_test_add_func("/validate/oom", test_oom);
     g_test_add_func("/validate/expandable", test_expandable);
     g_test_add_func("/validate/bad-settings", test_bad_settings);
+    g_test_add_func("/validate/bad-trace", test_bad_trace);
     g_test_add_func("/validate/command", test_command);
     g_test_add_func("/validate/shared-traces", test_shared_traces);
     return g_test_run();

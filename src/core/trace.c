@@ -216,6 +216,7 @@ fsim_trace_open(const char *path, GError **error)
     g_autoptr(GError) local_error = NULL;
     guint8 head[512];
     gsize head_len = 0;
+    GStatBuf st;
 
     g_return_val_if_fail(path != NULL, NULL);
     if (strcmp(path, "-") == 0) {
@@ -227,6 +228,15 @@ fsim_trace_open(const char *path, GError **error)
     }
     if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
         g_set_error(error, FSIM_ERROR, FSIM_ERROR_IO, "%s: is a directory", path);
+        return NULL;
+    }
+    if (g_stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        /* a pipe (/dev/stdin, a process substitution), a socket or a device: the first pass
+         * would consume what the next one needs */
+        g_set_error(error, FSIM_ERROR, FSIM_ERROR_USAGE,
+                    "%s: not a regular file (a pipe?): a trace is read more than once, so give a "
+                    "file (gzip-compressed files are read directly)",
+                    path);
         return NULL;
     }
     in = fsim_input_open(path, error);

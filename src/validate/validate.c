@@ -443,13 +443,14 @@ fsim_validate_report_free(FsimValidateReport *report)
 {
     if (report == NULL)
         return;
-    for (guint i = 0; i < report->devices->len; i++) {
+    /* devices is NULL when the trace failed before the first device (its platform unread) */
+    for (guint i = 0; report->devices != NULL && i < report->devices->len; i++) {
         FsimValidateDevice *device = &g_array_index(report->devices, FsimValidateDevice, i);
 
         g_free(device->policy);
         g_free(device->alloc_conf);
     }
-    g_array_unref(report->devices);
+    g_clear_pointer(&report->devices, g_array_unref);
     g_free(report->path);
     g_free(report);
 }
