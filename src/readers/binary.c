@@ -13,12 +13,12 @@
  * end of the stream is reported.  Allocation ids are not tracked here: the engine refuses an id
  * allocated twice, naming the record.
  *
- * Records are decoded 128 at a time, first on the assumption that all of them are common ones
- * (alloc, free, free_completed) that pass their checks: one loop without a branch, whose checks
- * fold into a few bits tested once at the end, and which leaves the fields no such record sets
- * (address, device, stack, label) as an earlier read of the same batch left them.  When the
- * assumption fails (a rarer kind, a bad record), the same records are decoded again one by one,
- * every field set, and the first bad one is named as before.
+ * Records are decoded 128 at a time by a loop for the common ones (alloc, free, free_completed)
+ * that pass their checks: no call, one branch that leaves it (its checks fold into one test),
+ * and no store of the fields no such record sets (address, device, stack, label), which an
+ * earlier read of the same batch left as they are.  The loop stops at any other record (a
+ * rarer kind, a bad one), which is then decoded with every check and field set, the first bad
+ * one named as before, and the loop resumes after it.
  */
 #define _DEFAULT_SOURCE /* MAP_POPULATE, pread(), posix_fadvise() */
 
@@ -47,7 +47,7 @@
 #ifndef BINARY_PREFETCH
 #define BINARY_PREFETCH 128
 #endif
-/* The most records binary_stream_read() decodes at once. */
+/* The most records binary_stream_read() decodes at once: the stream's batch. */
 #define BINARY_CHUNK 128
 
 static gsize binary_window_bytes = BINARY_WINDOW_DEFAULT;
@@ -733,28 +733,27 @@ static const BinaryCommonRule binary_common_rules[256] = {
 };
 G_STATIC_ASSERT(FSIM_MAX_SIZE - 1 == ((uint64_t)1 << 60) - 1); /* a mask: a power of two less 1 */
 
-/* Decode @n records at @p into @evs at full speed and add them to @sum, assuming they are all
- * common ones (alloc, free, free_completed) that pass their checks: no branch but the loop's, no
- * call, and no store of the fields binary_prepare() set.  FALSE when that does not hold for some
- * record (a rarer kind, a record to refuse, or times near 2^64), with @time and @sum unchanged:
- * the caller then decodes the records again one by one.  @index is the index of the record at
- * @p, from 0; @n is at most BINARY_CHUNK.
+/* Decode records at @p (at most @n) into @evs at full speed and add them to @sum, as long as they
+ * are common ones (alloc, free, free_completed) that pass their checks: one loop with no call
+ * and one branch that leaves it, and no store of the fields binary_prepare() set.  Returns how
+ * many it decoded (@time and @sum then include them): fewer than @n when the next record is a
+ * rarer kind, a record to refuse, or passes 2^64 ns, for the caller to decode record by record.
+ * @index is the index of the record at @p, from 0.
  *
  * The sum is kept in four lanes, two vectors of two: the sums of each record's word j, and the
- * sums of those as they grow.  Word j of record r (from 0) of n adds 4(n - r) - j to B. */
-static G_NO_INLINE gboolean
+ * sums of those as they grow.  Word j of record r (from 0) of k adds 4(k - r) - j to B. */
+static G_NO_INLINE uint64_t
 binary_decode_common(BinaryTables t, const guint8 *p, uint64_t n, uint64_t index, FsimTime *time,
                      FsimBinarySum *sum, FsimEvent *evs)
 {
     const guint8 *end = p + n * FSIM_BINARY_RECORD_BYTES;
     FsimTime now = *time;
-    uint64_t deltas = 0;  /* or-ed */
-    uint64_t refused = 0; /* the bits of the records the rules do not accept, or-ed */
-    uint64_t in_range = ~(uint64_t)0;
     BinaryPair lane01 = {0, 0}, lane23 = {0, 0};
     BinaryPair grown01 = {0, 0}, grown23 = {0, 0};
+    FsimEvent *ev = evs;
+    uint64_t k;
 
-    for (FsimEvent *ev = evs; p < end; p += FSIM_BINARY_RECORD_BYTES, ev++) {
+    for (; p < end; p += FSIM_BINARY_RECORD_BYTES, ev++) {
         uint64_t delta = fsim_binary_load64(p);
         uint64_t id = fsim_binary_load64(p + 8);
         uint64_t size = fsim_binary_load64(p + 16);
@@ -763,13 +762,16 @@ binary_decode_common(BinaryTables t, const guint8 *p, uint64_t n, uint64_t index
         unsigned kind = (unsigned)tag & 0xff;
         const BinaryCommonRule *rule = &binary_common_rules[kind];
         uint32_t stream_index = (uint32_t)word3;
-        /* all ones when the index is in the table; the lookup then reads index 0 otherwise */
-        uint64_t in = -(uint64_t)(stream_index < t.n_streams);
         BinaryPair w01, w23;
 
         /* A page ahead: the hardware prefetcher stops at page boundaries, and the pages of a
          * mapping are scattered. */
         __builtin_prefetch(p + BINARY_PREFETCH * FSIM_BINARY_RECORD_BYTES);
+        if (G_UNLIKELY((((tag - 1) & ~rule->tag_bits) |
+                        ((size - rule->size_offset) & rule->size_bits)) != 0))
+            break;
+        if (G_UNLIKELY(stream_index >= t.n_streams || now + delta < now))
+            break;
         memcpy(&w01, p, sizeof(w01));
         memcpy(&w23, p + 16, sizeof(w23));
 #if G_BYTE_ORDER != G_LITTLE_ENDIAN
@@ -780,28 +782,21 @@ binary_decode_common(BinaryTables t, const guint8 *p, uint64_t n, uint64_t index
         lane23 += w23;
         grown01 += lane01;
         grown23 += lane23;
-        deltas |= delta;
-        refused |= ((tag - 1) & ~rule->tag_bits) | ((size - rule->size_offset) & rule->size_bits);
-        in_range &= in;
         now += delta;
         ev->time = now;
         ev->index = ++index;
         ev->id = id;
         ev->size = size;
-        ev->stream = t.streams[stream_index & in];
+        ev->stream = t.streams[stream_index];
         ev->flags = (uint32_t)(tag >> 8);
         ev->kind = (FsimEventKind)kind;
     }
-    /* No record's time passed 2^64 when the chunk started below 2^63 and no delta reached
-     * 2^63 / BINARY_CHUNK; the careful path sees to the others. */
-    if ((refused | ~in_range | (*time >> 63) | (deltas / (((uint64_t)1 << 63) / BINARY_CHUNK))) !=
-        0)
-        return FALSE;
+    k = (uint64_t)(ev - evs);
     *time = now;
-    sum->b += 4 * n * sum->a + 4 * (grown01[0] + grown01[1] + grown23[0] + grown23[1]) -
+    sum->b += 4 * k * sum->a + 4 * (grown01[0] + grown01[1] + grown23[0] + grown23[1]) -
               (lane01[1] + 2 * lane23[0] + 3 * lane23[1]);
     sum->a += lane01[0] + lane01[1] + lane23[0] + lane23[1];
-    return TRUE;
+    return k;
 }
 
 /* Set the fields of @evs that no common record changes (binary_decode() sets every field). */
@@ -818,25 +813,15 @@ binary_prepare(BinaryStream *s, FsimEvent *evs, gsize n)
     s->prepared_len = n;
 }
 
-/* Decode @n records at @p one by one, the rarer kinds too; FALSE at the first one that fails
- * its checks, which @error names. */
+/* Decode the record at @p, s->next, with every check and field: the rarer kinds, and the records
+ * binary_decode_common() stops at.  FALSE when it fails its checks, which @error names. */
 static gboolean
-binary_decode_each(BinaryStream *s, BinaryTables tables, const guint8 *p, uint64_t n,
-                   FsimEvent *evs, GError **error)
+binary_decode_careful(BinaryStream *s, BinaryTables tables, const guint8 *p, FsimEvent *ev,
+                      GError **error)
 {
-    FsimTime time = s->time;
-    FsimBinarySum sum = s->sum;
-
-    for (uint64_t i = 0; i < n; i++, p += FSIM_BINARY_RECORD_BYTES) {
-        if (!binary_decode(tables, p, &time, &sum, &evs[i])) {
-            s->next += i;
-            s->time = time;
-            return binary_bad_record(s, p, error);
-        }
-        evs[i].index = s->next + i + 1;
-    }
-    s->time = time;
-    s->sum = sum;
+    if (!binary_decode(tables, p, &s->time, &s->sum, ev))
+        return binary_bad_record(s, p, error);
+    ev->index = s->next + 1;
     return TRUE;
 }
 
@@ -865,10 +850,19 @@ binary_stream_read(FsimTraceStream *stream, FsimEvent *evs, gsize max, GError **
     p = s->window + (next - s->window_first) * FSIM_BINARY_RECORD_BYTES;
     if (G_UNLIKELY(evs != s->prepared || n > s->prepared_len))
         binary_prepare(s, evs, n);
-    if (G_UNLIKELY(!binary_decode_common(tables, p, n, next, &s->time, &s->sum, evs))) {
-        s->prepared = NULL; /* labels, perhaps */
-        if (!binary_decode_each(s, tables, p, n, evs, error))
+    for (uint64_t done = 0;;) {
+        done += binary_decode_common(tables, p + done * FSIM_BINARY_RECORD_BYTES, n - done,
+                                     next + done, &s->time, &s->sum, evs + done);
+        if (G_LIKELY(done == n))
+            break;
+        /* A rarer kind, or a record to refuse, which this names. */
+        s->next = next + done;
+        if (!binary_decode_careful(s, tables, p + done * FSIM_BINARY_RECORD_BYTES, evs + done,
+                                   error))
             return 0;
+        if (evs[done].label != NULL)
+            s->prepared = NULL; /* a mark: labels to clear */
+        done++;
     }
     s->next = next + n;
     return (gsize)n;
