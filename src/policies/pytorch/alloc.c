@@ -111,15 +111,17 @@ get_free_block(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t size)
         if (pt->expandable) {
             /* Best fit by the size a block can expand to: the frontier block, which can grow
              * over the whole unmapped rest of the reservation, comes after every block that
-             * fits as it is. */
+             * fits as it is.  Only a block that can grow gives way: a later one is at least as
+             * large as it is (the set's order), so the next block is read only then. */
             FreeCursor ahead = cursor;
-            Block *next = fsim_size_set_next(&set->free, &ahead);
 
-            while (block_expandable(block) && next != NULL &&
-                   expandable_size(next) < expandable_size(block)) {
+            while (block_expandable(block) && expandable_size(block) != block->size) {
+                Block *next = fsim_size_set_next(&set->free, &ahead);
+
+                if (next == NULL || expandable_size(next) >= expandable_size(block))
+                    break;
                 block = next;
                 cursor = ahead;
-                next = fsim_size_set_next(&set->free, &ahead);
             }
         } else {
             /* Expandable segments were switched off: only ordinary blocks qualify. */
