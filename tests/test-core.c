@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The small core modules: sizes, the range set, the live table, the event queue, and the
- * simulated device (presets, address space, faults, costs, hints).
+ * simulated device (presets, address space, faults, costs, hints), the interning of stacks.
  */
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -766,11 +766,80 @@ test_owned(void)
     g_string_free(owned_log, TRUE);
 }
 
+/* ---- allocation stacks: interned strings and stack ids --------------------------------------- */
+
+static void
+stacks_close(FsimTrace *trace)
+{
+    g_free(trace);
+}
+
+static const FsimTraceFormat stacks_format = {.name = "stacks", .close = stacks_close};
+
+static void
+test_stacks_intern(void)
+{
+    FsimTrace *trace = g_new0(FsimTrace, 1);
+    const char **interned = g_new(const char *, 3000);
+    FsimFrame a = {"model.py", "forward", 3};
+    FsimFrame b = {"model.py", "backward", 7};
+    FsimFrame out;
+    FsimFrame stack[2];
+    gsize n = 0;
+
+    fsim_trace_init(trace, &stacks_format, "stacks");
+    /* Distinct strings of every length over word boundaries, and enough of them to grow the
+     * table; each found again, by content, after all were added. */
+    for (guint i = 0; i < 3000; i++) {
+        char *s = g_strdup_printf("%0*u", (int)(i % 40) + 1, i);
+        FsimFrame f = {.filename = s, .name = NULL, .line = i};
+
+        fsim_trace_intern_frame(trace, &f, &out);
+        g_assert_cmpstr(out.filename, ==, s);
+        g_assert_true(out.filename != s);
+        g_assert_cmpstr(out.name, ==, "");
+        g_assert_cmpuint(out.line, ==, i);
+        interned[i] = out.filename;
+        g_free(s);
+    }
+    for (guint i = 0; i < 3000; i++) {
+        char *s = g_strdup_printf("%0*u", (int)(i % 40) + 1, i);
+        FsimFrame f = {.filename = s, .name = "", .line = 0};
+
+        fsim_trace_intern_frame(trace, &f, &out);
+        g_assert_true(out.filename == interned[i]);
+        g_free(s);
+    }
+    /* NULL and "" are the same string; a prefix and a string differing in its last byte are
+     * others. */
+    fsim_trace_intern_frame(trace, &(FsimFrame){NULL, "", 0}, &out);
+    g_assert_true(out.filename == out.name);
+    fsim_trace_intern_frame(trace, &(FsimFrame){"abcdefgh1", "abcdefgh", 0}, &out);
+    g_assert_true(out.filename != out.name);
+    fsim_trace_intern_frame(trace, &(FsimFrame){"abcdefgh2", "abcdefgh1", 0}, &out);
+    g_assert_true(out.filename != out.name);
+    g_assert_cmpstr(out.filename, ==, "abcdefgh2");
+
+    /* Stack ids in the order of first appearance, the same for frames interned or not. */
+    fsim_trace_intern_frame(trace, &a, &stack[0]);
+    fsim_trace_intern_frame(trace, &b, &stack[1]);
+    g_assert_cmpuint(fsim_trace_add_interned_stack(trace, stack, 2), ==, 1);
+    g_assert_cmpuint(fsim_trace_add_interned_stack(trace, stack, 1), ==, 2);
+    g_assert_cmpuint(fsim_trace_add_stack(trace, (FsimFrame[]){a, b}, 2), ==, 1);
+    g_assert_cmpuint(fsim_trace_add_stack(trace, (FsimFrame[]){b, a}, 2), ==, 3);
+    g_assert_cmpuint(fsim_trace_add_stack(trace, &a, 0), ==, 0);
+    g_assert_true(fsim_trace_stack(trace, 1, &n)[1].name == stack[1].name);
+    g_assert_cmpuint(n, ==, 2);
+    g_free(interned);
+    fsim_trace_close(trace);
+}
+
 int
 main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/owned/clear-and-free", test_owned);
+    g_test_add_func("/stacks/intern", test_stacks_intern);
     g_test_add_func("/units/parse-size", test_parse_size);
     g_test_add_func("/units/format-size", test_format_size);
     g_test_add_func("/units/lower-bound", test_lower_bound);

@@ -4,8 +4,10 @@
  *
  * A snapshot repeats the same few hundred stacks thousands of times (every step allocates from
  * the same lines), each of dozens of frames, so both the strings and the stacks are interned:
- * strings in a GStringChunk, stacks as runs of frames in one array, found again by a hash of
- * their interned string pointers.  Id 0 is the empty stack.
+ * strings copied once into a GStringChunk and found again through an open-addressed table of
+ * their own (a hash of their bytes read a word at a time, kept with each slot with the length,
+ * so that a probe compares bytes only where both match), stacks as runs of frames in one array,
+ * found again by a hash of their interned string pointers.  Id 0 is the empty stack.
  *
  * The first user frame.  A stack runs from the allocator (C++) out to the program; the frame that
  * names the program's own line is the first Python frame (innermost first) that is not inside
@@ -16,6 +18,7 @@
 
 #include <glib.h>
 
+#include <stdint.h>
 #include <string.h>
 
 #include "fragsim/owned.h"
@@ -26,8 +29,18 @@ typedef struct {
     guint n;
 } StackRange;
 
+/* A slot of the strings' table: an interned string (NULL: empty), its length and hash. */
+typedef struct {
+    const char *str;
+    gsize len;
+    uint64_t hash;
+} StringSlot;
+
 struct FsimStackTable {
-    GStringChunk *strings;
+    GStringChunk *strings; /* the interned strings' bytes */
+    StringSlot *slots;     /* open-addressed, a power of two, at most half full */
+    gsize n_slots;
+    gsize n_strings;
     GArray *frames;  /* FsimFrame, interned strings */
     GArray *stacks;  /* StackRange; [0] is the empty stack */
     GHashTable *ids; /* StackKey* -> id */
@@ -37,6 +50,7 @@ typedef struct {
     const FsimStackTable *table;
     guint start;
     guint n;
+    guint hash; /* stack_hash() of the frames */
 } StackKey;
 
 static guint
@@ -45,8 +59,8 @@ stack_hash(const FsimFrame *frames, guint n)
     guint h = 5381 + n;
 
     for (guint i = 0; i < n; i++) {
-        h = h * 33 + g_direct_hash(frames[i].filename);
-        h = h * 33 + g_direct_hash(frames[i].name);
+        h = h * 33 + GPOINTER_TO_UINT(frames[i].filename);
+        h = h * 33 + GPOINTER_TO_UINT(frames[i].name);
         h = h * 33 + frames[i].line;
     }
     return h;
@@ -57,7 +71,7 @@ key_hash(gconstpointer p)
 {
     const StackKey *key = p;
 
-    return stack_hash(&g_array_index(key->table->frames, FsimFrame, key->start), key->n);
+    return key->hash;
 }
 
 static gboolean
@@ -65,10 +79,18 @@ key_equal(gconstpointer a, gconstpointer b)
 {
     const StackKey *x = a;
     const StackKey *y = b;
+    const FsimFrame *fx = &g_array_index(x->table->frames, FsimFrame, x->start);
+    const FsimFrame *fy = &g_array_index(y->table->frames, FsimFrame, y->start);
 
-    return x->n == y->n && memcmp(&g_array_index(x->table->frames, FsimFrame, x->start),
-                                  &g_array_index(y->table->frames, FsimFrame, y->start),
-                                  x->n * sizeof(FsimFrame)) == 0;
+    if (x->n != y->n)
+        return FALSE;
+    /* field by field: a frame's padding is whatever its maker left there */
+    for (guint i = 0; i < x->n; i++) {
+        if (fx[i].filename != fy[i].filename || fx[i].name != fy[i].name ||
+            fx[i].line != fy[i].line)
+            return FALSE;
+    }
+    return TRUE;
 }
 
 static FsimStackTable *
@@ -78,6 +100,8 @@ stack_table_new(void)
     StackRange empty = {0, 0};
 
     table->strings = g_string_chunk_new(64 * 1024);
+    table->n_slots = 1024;
+    table->slots = g_new0(StringSlot, table->n_slots);
     table->frames = g_array_new(FALSE, FALSE, sizeof(FsimFrame));
     table->stacks = g_array_new(FALSE, FALSE, sizeof(StackRange));
     g_array_append_val(table->stacks, empty);
@@ -91,6 +115,7 @@ fsim_stack_table_free(FsimStackTable *table)
     static const FsimOwned owned[] = {FSIM_OWNED(FsimStackTable, ids, g_hash_table_unref),
                                       FSIM_OWNED(FsimStackTable, stacks, g_array_unref),
                                       FSIM_OWNED(FsimStackTable, frames, g_array_unref),
+                                      FSIM_OWNED(FsimStackTable, slots, g_free),
                                       FSIM_OWNED(FsimStackTable, strings, g_string_chunk_free)};
 
     fsim_owned_free(table, owned, G_N_ELEMENTS(owned));
@@ -104,14 +129,96 @@ stack_table(FsimTrace *trace)
     return trace->stacks;
 }
 
+/* A hash of @len bytes at @s, read eight at a time (the last word zero-padded, the length mixed
+ * in), finished so that its low bits depend on every byte. */
+static uint64_t
+string_hash(const char *s, gsize len)
+{
+    const uint64_t k = UINT64_C(0x9E3779B97F4A7C15);
+    uint64_t h = len * k;
+    uint64_t w;
+    gsize i = 0;
+
+    for (; i + 8 <= len; i += 8) {
+        memcpy(&w, s + i, 8);
+        h = ((h << 5 | h >> 59) ^ w) * k;
+    }
+    if (i < len) {
+        w = 0;
+        memcpy(&w, s + i, len - i);
+        h = ((h << 5 | h >> 59) ^ w) * k;
+    }
+    h ^= h >> 33;
+    h *= UINT64_C(0xFF51AFD7ED558CCD);
+    h ^= h >> 33;
+    return h;
+}
+
+/* The slot of @s (@len bytes, hash @hash) in @slots: where it is, or the empty one where it
+ * would go. */
+static StringSlot *
+string_slot(StringSlot *slots, gsize n_slots, const char *s, gsize len, uint64_t hash)
+{
+    gsize mask = n_slots - 1;
+    gsize i = (gsize)hash & mask;
+
+    while (slots[i].str != NULL &&
+           (slots[i].hash != hash || slots[i].len != len || memcmp(slots[i].str, s, len) != 0))
+        i = (i + 1) & mask;
+    return &slots[i];
+}
+
+/* Doubles the strings' table. */
+static void
+strings_grow(FsimStackTable *table)
+{
+    StringSlot *old = table->slots;
+    gsize n = table->n_slots;
+
+    table->n_slots = 2 * n;
+    table->slots = g_new0(StringSlot, table->n_slots);
+    for (gsize i = 0; i < n; i++) {
+        if (old[i].str != NULL)
+            *string_slot(table->slots, table->n_slots, old[i].str, old[i].len, old[i].hash) =
+                old[i];
+    }
+    g_free(old);
+}
+
+/* The interned copy of @s (NULL reads as ""), unique per content in @table. */
+static const char *
+string_intern(FsimStackTable *table, const char *s)
+{
+    gsize len;
+    uint64_t hash;
+    StringSlot *slot;
+
+    if (s == NULL)
+        s = "";
+    len = strlen(s);
+    hash = string_hash(s, len);
+    slot = string_slot(table->slots, table->n_slots, s, len, hash);
+
+    if (slot->str != NULL)
+        return slot->str;
+    if (2 * (table->n_strings + 1) > table->n_slots) {
+        strings_grow(table);
+        slot = string_slot(table->slots, table->n_slots, s, len, hash);
+    }
+    slot->str = g_string_chunk_insert_len(table->strings, s, (gssize)len);
+    slot->len = len;
+    slot->hash = hash;
+    table->n_strings++;
+    return slot->str;
+}
+
 void
 fsim_trace_intern_frame(FsimTrace *trace, const FsimFrame *frame, FsimFrame *out)
 {
     FsimStackTable *table = stack_table(trace);
 
-    out->filename =
-        g_string_chunk_insert_const(table->strings, frame->filename != NULL ? frame->filename : "");
-    out->name = g_string_chunk_insert_const(table->strings, frame->name != NULL ? frame->name : "");
+    out->filename = string_intern(table, frame->filename);
+    out->name = string_intern(table, frame->name);
     out->line = frame->line;
 }
 
@@ -120,7 +227,10 @@ fsim_trace_intern_frame(FsimTrace *trace, const FsimFrame *frame, FsimFrame *out
 static uint32_t
 stack_find_or_add(FsimStackTable *table, guint start, guint n)
 {
-    StackKey probe = {.table = table, .start = start, .n = n};
+    StackKey probe = {.table = table,
+                      .start = start,
+                      .n = n,
+                      .hash = stack_hash(&g_array_index(table->frames, FsimFrame, start), n)};
     gpointer found = g_hash_table_lookup(table->ids, &probe);
     StackRange range = {.start = start, .n = n};
 
