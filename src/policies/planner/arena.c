@@ -9,11 +9,14 @@
 #include "planner.h"
 
 void
-planner_arena_init(PlannerArena *arena, uint64_t size)
+planner_arena_init(PlannerArena *arena, uint64_t size, gboolean by_start)
 {
     memset(arena, 0, sizeof(*arena));
     arena->size = size;
-    fsim_chunk_list_init_by_start(&arena->chunks, sizeof(PlannerChunk));
+    if (by_start)
+        fsim_chunk_list_init_by_start(&arena->chunks, sizeof(PlannerChunk));
+    else
+        fsim_chunk_list_init(&arena->chunks, sizeof(PlannerChunk));
     arena->first = fsim_chunk_list_add_run(&arena->chunks, 0, size);
 }
 

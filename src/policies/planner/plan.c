@@ -99,7 +99,7 @@ plan_time(const FsimLifetimes *lifetimes, const uint64_t *sizes, uint64_t capaci
     PlannerArena arena;
     gsize j = 0;
 
-    planner_arena_init(&arena, arena_size);
+    planner_arena_init(&arena, arena_size, FALSE);
     for (gsize i = 0; i < n; i++) {
         PlannerChunk *chunk;
         FsimSizeCursor cursor;
