@@ -49,20 +49,27 @@ platform_scan_device(FsimTrace *trace, uint32_t device, uint64_t *npu, uint64_t 
     GError *local_error = NULL;
     FsimAddr last_addr = 0;
     uint64_t last_size = 0;
-    FsimEvent ev;
+    const FsimEvent *evs;
+    gsize n;
 
     for (gsize i = 0; state != NULL && i < state->n_blocks; i++)
         platform_vote(state->blocks[i].requested, state->blocks[i].size, npu, cuda);
     stream = fsim_trace_stream_open(trace, device, error);
     if (stream == NULL)
         return FALSE;
-    while (fsim_trace_stream_next(stream, &ev, &local_error)) {
-        if (ev.kind != FSIM_EV_ALLOC || ev.addr == 0 || (ev.flags & FSIM_EVF_RECORDED_OOM) != 0)
-            continue;
-        if (last_addr != 0 && ev.addr > last_addr)
-            platform_vote(last_size, ev.addr - last_addr, npu, cuda);
-        last_addr = ev.addr;
-        last_size = ev.size;
+    /* In place, in the stream's batches: only allocations are looked at. */
+    while ((n = fsim_trace_stream_batch(stream, &evs, &local_error)) > 0) {
+        for (gsize i = 0; i < n; i++) {
+            const FsimEvent *ev = &evs[i];
+
+            if (ev->kind != FSIM_EV_ALLOC || ev->addr == 0 ||
+                (ev->flags & FSIM_EVF_RECORDED_OOM) != 0)
+                continue;
+            if (last_addr != 0 && ev->addr > last_addr)
+                platform_vote(last_size, ev->addr - last_addr, npu, cuda);
+            last_addr = ev->addr;
+            last_size = ev->size;
+        }
     }
     if (local_error != NULL) {
         g_propagate_error(error, local_error);

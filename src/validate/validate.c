@@ -63,8 +63,11 @@ typedef struct {
 
 typedef struct {
     FsimEngine *engine;
+    FsimDevice *device; /* the engine's */
     FsimAllocConf conf; /* the recorded allocator settings */
-    GArray *model;      /* of Item: what the model did during the current event */
+    Item *model;        /* what the model did during the current event: n_model of room_model */
+    guint n_model;
+    guint room_model;
     gboolean allocated;
     FsimBlock block;
     FsimValidateDevice *out;
@@ -90,6 +93,17 @@ kind_of_outcome(FsimOutcomeKind kind)
 
 /* ---- observers ------------------------------------------------------------------------------- */
 
+/* Note @item among what the model did during the current event. */
+static void
+model_add(Validator *v, const Item *item)
+{
+    if (G_UNLIKELY(v->n_model == v->room_model)) {
+        v->room_model = MAX(2 * v->room_model, 8u);
+        v->model = g_renew(Item, v->model, v->room_model);
+    }
+    v->model[v->n_model++] = *item;
+}
+
 static void
 on_device_call(gpointer data, const FsimEngine *engine, FsimDeviceCall call, FsimAddr addr,
                uint64_t size)
@@ -114,7 +128,7 @@ on_device_call(gpointer data, const FsimEngine *engine, FsimDeviceCall call, Fsi
     default:
         return; /* address reservations leave no trace entry */
     }
-    g_array_append_val(v->model, item);
+    model_add(v, &item);
 }
 
 static void
@@ -140,7 +154,7 @@ on_oom(gpointer data, const FsimEngine *engine, const FsimOomRecord *oom)
     Item item = {.kind = FSIM_VALIDATE_OOM, .size = fsim_pytorch_round_size(&v->conf, oom->size)};
 
     (void)engine;
-    g_array_append_val(v->model, item);
+    model_add(v, &item);
 }
 
 static const FsimObserver validator_observer = {
@@ -204,10 +218,10 @@ next_recorded(const FsimOutcome *recorded, gsize n, gsize *i, int k, Item *out)
 
 /* The next item of the model's of kind @k at or after *@i (advancing *@i past it), or NULL. */
 static const Item *
-next_model(const GArray *model, guint *i, int k)
+next_model(const Validator *v, guint *i, int k)
 {
-    for (; *i < model->len; (*i)++) {
-        const Item *item = &g_array_index(model, Item, *i);
+    for (; *i < v->n_model; (*i)++) {
+        const Item *item = &v->model[*i];
 
         if ((int)item->kind == k) {
             (*i)++;
@@ -222,7 +236,7 @@ next_model(const GArray *model, guint *i, int k)
 static void
 compare_outcomes(Validator *v, uint64_t event_index, const FsimOutcome *recorded, gsize n_recorded)
 {
-    if (n_recorded == 0 && v->model->len == 0)
+    if (n_recorded == 0 && v->n_model == 0)
         return; /* most events: nothing recorded, nothing done */
     for (int k = FSIM_VALIDATE_SEGMENT_ALLOC; k < FSIM_VALIDATE_KIND_COUNT; k++) {
         gsize r = 0;
@@ -231,7 +245,7 @@ compare_outcomes(Validator *v, uint64_t event_index, const FsimOutcome *recorded
         for (;;) {
             Item rec;
             const Item *r_item = next_recorded(recorded, n_recorded, &r, k, &rec) ? &rec : NULL;
-            const Item *m_item = next_model(v->model, &m, k);
+            const Item *m_item = next_model(v, &m, k);
 
             if (r_item == NULL && m_item == NULL)
                 break;
@@ -273,38 +287,45 @@ static gboolean
 validate_event(Validator *v, const FsimEvent *ev, const FsimOutcome *outcomes, gsize n,
                gsize *cursor, GError **error)
 {
-    FsimDevice *device = fsim_engine_device(v->engine);
     gsize end = outcome_window(ev, outcomes, n, *cursor);
+    gboolean hinted = FALSE;
     gboolean ok;
 
-    fsim_device_clear_next_address(device);
+    /* The device holds no address between events: it is withdrawn after each that has one. */
     for (gsize i = *cursor; i < end; i++) {
         if (outcomes[i].kind == FSIM_OUTCOME_SEGMENT_ALLOC ||
             outcomes[i].kind == FSIM_OUTCOME_SEGMENT_MAP) {
-            fsim_device_set_next_address(device, outcomes[i].addr);
+            fsim_device_set_next_address(v->device, outcomes[i].addr);
+            hinted = TRUE;
             break;
         }
     }
-    g_array_set_size(v->model, 0);
+    v->n_model = 0;
     v->allocated = FALSE;
     ok = fsim_engine_process(v->engine, ev, error);
-    fsim_device_clear_next_address(device);
+    if (hinted)
+        fsim_device_clear_next_address(v->device);
     if (!ok)
         return FALSE;
     v->out->events++;
     if (ev->kind == FSIM_EV_ALLOC && ev->addr != 0) {
-        Item recorded = {
-            .kind = FSIM_VALIDATE_ALLOC, .index = ev->index, .addr = ev->addr, .size = ev->size};
-        Item model = {.kind = FSIM_VALIDATE_ALLOC, .addr = v->block.addr, .size = v->block.size};
-
         v->out->counts[FSIM_VALIDATE_ALLOC].total++;
-        if (v->allocated && v->block.addr == ev->addr)
+        if (v->allocated && v->block.addr == ev->addr) {
             v->out->counts[FSIM_VALIDATE_ALLOC].matched++;
-        else
+        } else {
+            Item recorded = {.kind = FSIM_VALIDATE_ALLOC,
+                             .index = ev->index,
+                             .addr = ev->addr,
+                             .size = ev->size};
+            Item model = {
+                .kind = FSIM_VALIDATE_ALLOC, .addr = v->block.addr, .size = v->block.size};
+
             diverge(v, ev->index, FSIM_VALIDATE_ALLOC, &recorded, v->allocated ? &model : NULL);
+        }
     }
     /* A device without outcomes has none at all (NULL, and NULL + 0 is undefined). */
-    compare_outcomes(v, ev->index, outcomes != NULL ? outcomes + *cursor : NULL, end - *cursor);
+    if (end != *cursor || v->n_model != 0)
+        compare_outcomes(v, ev->index, outcomes != NULL ? outcomes + *cursor : NULL, end - *cursor);
     *cursor = end;
     return TRUE;
 }
@@ -331,30 +352,100 @@ validate_spec(uint64_t capacity, FsimDeviceSpec *spec, GError **error)
 
 /* ---- one device ------------------------------------------------------------------------------ */
 
-/* Longer than ~80 lines: the set-up of one device's replay, then the loop that merges the
- * recorded OOMs with the reader's events, which share a dozen locals. */
+/* The replay of one device's events: the state of the loop that merges the recorded OOMs with
+ * the reader's events. */
+typedef struct {
+    Validator *v;
+    uint32_t device;
+    const FsimOutcome *outcomes;
+    gsize n_outcomes;
+    gsize cursor;     /* the first recorded outcome no event has claimed yet */
+    GArray *ooms;     /* gsize: the indices of the recorded OOMs among the outcomes */
+    guint next_oom;   /* the first of them not replayed yet */
+    uint64_t next_id; /* for the allocations replayed for OOMs */
+    FsimTime time;    /* of the last event */
+} Replay;
+
+/* The allocations that failed: replayed where their `oom` entries are, before @ev (NULL: at the
+ * end). */
+static gboolean
+replay_ooms(Replay *r, const FsimEvent *ev, GError **error)
+{
+    while (r->next_oom < r->ooms->len) {
+        const FsimOutcome *oom = &r->outcomes[g_array_index(r->ooms, gsize, r->next_oom)];
+        uint64_t id = r->next_id++; /* (one for each look at an OOM, as ever) */
+
+        if (ev != NULL && oom->index > ev->index)
+            break;
+        r->next_oom++;
+        if (ev != NULL && oom->index == ev->index && ev->kind == FSIM_EV_ALLOC)
+            break; /* the reader made an event of it: nothing to add */
+
+        FsimEvent failed = {.time = r->time,
+                            .index = oom->index,
+                            .id = id,
+                            .size = oom->size,
+                            .stream = oom->stream,
+                            .device = r->device,
+                            .kind = FSIM_EV_ALLOC};
+
+        if (!validate_event(r->v, &failed, r->outcomes, r->n_outcomes, &r->cursor, error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* Every event of @stream, then the OOMs after the last and the outcomes no event explains. */
+static gboolean
+replay_events(Replay *r, FsimTraceStream *stream, GError **error)
+{
+    const FsimEvent *evs;
+    gsize n;
+    GError *local_error = NULL;
+
+    while ((n = fsim_trace_stream_batch(stream, &evs, &local_error)) > 0) {
+        for (gsize i = 0; i < n; i++) {
+            if (r->next_oom < r->ooms->len && !replay_ooms(r, &evs[i], error))
+                return FALSE;
+            r->time = evs[i].time;
+            if (!validate_event(r->v, &evs[i], r->outcomes, r->n_outcomes, &r->cursor, error))
+                return FALSE;
+        }
+    }
+    if (local_error != NULL) {
+        g_propagate_error(error, local_error);
+        return FALSE;
+    }
+    if (!replay_ooms(r, NULL, error))
+        return FALSE;
+    /* Recorded outcomes no event explains (none in a well-formed trace). */
+    if (r->cursor < r->n_outcomes) {
+        r->v->n_model = 0;
+        compare_outcomes(r->v, r->outcomes[r->cursor].index, r->outcomes + r->cursor,
+                         r->n_outcomes - r->cursor);
+    }
+    return TRUE;
+}
+
+/* Longer than ~80 lines: the set-up of one device's replay, which shares a dozen locals. */
 static gboolean
 validate_device(FsimTrace *trace, uint32_t device, const char *platform, const char *given_conf,
                 FsimValidateDevice *out, GError **error)
 {
     const char *alloc_conf = given_conf != NULL ? given_conf : fsim_trace_alloc_conf(trace);
     const FsimInitialState *state = fsim_trace_initial_state(trace, device);
-    gsize n_outcomes = 0;
-    const FsimOutcome *outcomes = fsim_trace_outcomes(trace, device, &n_outcomes);
     g_autoptr(GKeyFile) config = g_key_file_new();
     g_autoptr(GError) local_error = NULL;
     g_autoptr(FsimEngine) engine = NULL;
     g_autoptr(FsimTraceStream) stream = NULL;
-    g_autoptr(GArray) model = g_array_new(FALSE, FALSE, sizeof(Item));
     g_autoptr(GArray) ooms = g_array_new(FALSE, FALSE, sizeof(gsize));
+    g_autofree Item *model = NULL;
     FsimRunConfig run;
-    Validator v = {.model = model, .out = out};
-    FsimEvent ev;
-    FsimTime time = 0;
-    gsize cursor = 0;
-    guint next_oom = 0;
-    uint64_t next_id = SYNTHETIC_ID_BASE;
+    Validator v = {.out = out};
+    Replay r = {.v = &v, .device = device, .ooms = ooms, .next_id = SYNTHETIC_ID_BASE};
+    gboolean ok;
 
+    r.outcomes = fsim_trace_outcomes(trace, device, &r.n_outcomes);
     out->device = device;
     out->exact = TRUE;
     fsim_alloc_conf_init(&v.conf);
@@ -383,56 +474,22 @@ validate_device(FsimTrace *trace, uint32_t device, const char *platform, const c
     if (engine == NULL)
         return FALSE;
     v.engine = engine;
+    v.device = fsim_engine_device(engine);
     fsim_engine_add_observer(engine, &validator_observer, &v);
     if (!fsim_engine_start(engine, error)) {
         g_prefix_error(error, "%s: device %u: ", fsim_trace_path(trace), device);
         return FALSE;
     }
-    for (gsize i = 0; i < n_outcomes; i++) {
-        if (outcomes[i].kind == FSIM_OUTCOME_OOM)
+    for (gsize i = 0; i < r.n_outcomes; i++) {
+        if (r.outcomes[i].kind == FSIM_OUTCOME_OOM)
             g_array_append_val(ooms, i);
     }
     stream = fsim_trace_stream_open(trace, device, error);
     if (stream == NULL)
         return FALSE;
-    for (;;) {
-        gboolean more = fsim_trace_stream_next(stream, &ev, &local_error);
-
-        if (!more && local_error != NULL) {
-            g_propagate_error(error, g_steal_pointer(&local_error));
-            return FALSE;
-        }
-        /* The allocations that failed: replayed where their `oom` entries are. */
-        while (next_oom < ooms->len) {
-            const FsimOutcome *oom = &outcomes[g_array_index(ooms, gsize, next_oom)];
-            FsimEvent failed = {.time = time,
-                                .index = oom->index,
-                                .id = next_id++,
-                                .size = oom->size,
-                                .stream = oom->stream,
-                                .device = device,
-                                .kind = FSIM_EV_ALLOC};
-
-            if (more && oom->index > ev.index)
-                break;
-            next_oom++;
-            if (more && oom->index == ev.index && ev.kind == FSIM_EV_ALLOC)
-                break; /* the reader made an event of it: nothing to add */
-            if (!validate_event(&v, &failed, outcomes, n_outcomes, &cursor, error))
-                return FALSE;
-        }
-        if (!more)
-            break;
-        time = ev.time;
-        if (!validate_event(&v, &ev, outcomes, n_outcomes, &cursor, error))
-            return FALSE;
-    }
-    /* Recorded outcomes no event explains (none in a well-formed trace). */
-    if (cursor < n_outcomes) {
-        g_array_set_size(v.model, 0);
-        compare_outcomes(&v, outcomes[cursor].index, outcomes + cursor, n_outcomes - cursor);
-    }
-    if (!fsim_engine_finish(engine, error))
+    ok = replay_events(&r, stream, error);
+    model = v.model;
+    if (!ok || !fsim_engine_finish(engine, error))
         return FALSE;
     out->peak_reserved_bytes = fsim_engine_metrics(engine)->peak_reserved_bytes;
     return TRUE;
