@@ -206,25 +206,41 @@ fsim_torch_missing(const TorchLoader *ld, const FsimPickleValue *dict, const Tor
                            field);
 }
 
+/* The index of @key among @keys[0..@n_keys), -1 when it is none of them (or no str). */
+static int
+dict_key_index(const FsimPickleValue *key, const char *const *keys, gsize n_keys)
+{
+    gsize len;
+    const char *name = fsim_pickle_get_str(key, &len);
+
+    for (gsize i = 0; name != NULL && i < n_keys; i++) {
+        if (len > 0 && name[0] == keys[i][0] && strlen(keys[i]) == len &&
+            memcmp(name, keys[i], len) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
 void
-fsim_torch_dict_fields(const FsimPickleValue *dict, const char *const *keys, gsize n_keys,
-                       const FsimPickleValue **values)
+fsim_torch_dict_fields(TorchLoader *ld, const FsimPickleValue *dict, const char *const *keys,
+                       gsize n_keys, const FsimPickleValue **values)
 {
     gsize n;
     const FsimPickleValue *const *items = fsim_pickle_dict_items(dict, &n);
 
     memset(values, 0, n_keys * sizeof(*values));
     for (gsize k = 0; k < n; k++) {
-        gsize len;
-        const char *key = fsim_pickle_get_str(items[2 * k], &len);
+        const FsimPickleValue *key = items[2 * k];
+        /* The values are alive as long as the loader: the same pointer, the same str. */
+        TorchKeySeen *seen = &ld->keys_seen[((uintptr_t)key >> 4) % G_N_ELEMENTS(ld->keys_seen)];
 
-        for (gsize i = 0; key != NULL && i < n_keys; i++) {
-            if (len > 0 && key[0] == keys[i][0] && strlen(keys[i]) == len &&
-                memcmp(key, keys[i], len) == 0) {
-                values[i] = items[2 * k + 1];
-                break;
-            }
+        if (seen->key != key || seen->keys != keys) {
+            seen->key = key;
+            seen->keys = keys;
+            seen->index = dict_key_index(key, keys, n_keys);
         }
+        if (seen->index >= 0)
+            values[seen->index] = items[2 * k + 1];
     }
 }
 

@@ -104,6 +104,14 @@ typedef struct {
     GArray *frames; /* (nullable) FsimFrame, interned in the trace */
 } TorchFrameIndex;
 
+/* A dict key seen by fsim_torch_dict_fields(): @key, a value of the pickle, is @keys[@index] (-1:
+ * none of them). */
+typedef struct {
+    const FsimPickleValue *key;
+    const char *const *keys;
+    int index;
+} TorchKeySeen;
+
 typedef struct {
     const char *path;
     gsize len;
@@ -114,6 +122,9 @@ typedef struct {
     /* The actions of the str values last seen as an entry's action (torch-entries.c). */
     const FsimPickleValue *action_strs[16];
     uint8_t actions[16];
+    /* The keys of segment and block dicts last seen (fsim_torch_dict_fields()): a snapshot writes
+     * each key's str once and refers to it through the memo after that. */
+    TorchKeySeen keys_seen[64];
     gboolean wants_stacks; /* FALSE: frames are only looked at (fsim_trace_open_without_stacks) */
     gboolean npu_frames;   /* FALSE: no frame can name torch_npu (torch_load_pickle()) */
     /* `frames` seen so far (torch-fields.c): a snapshot repeats a few hundred stacks thousands
@@ -205,10 +216,11 @@ gboolean fsim_torch_missing(const TorchLoader *ld, const FsimPickleValue *dict, 
                             const char *field, GError **error);
 
 /* The values of the str keys @keys[0..@n_keys) of @dict into @values (NULL where absent; a key
- * set twice: the value set last); its other keys are ignored.  (The entries of device_traces,
- * the bulk of a snapshot, are read by a switch on the key's length instead.) */
-void fsim_torch_dict_fields(const FsimPickleValue *dict, const char *const *keys, gsize n_keys,
-                            const FsimPickleValue **values);
+ * set twice: the value set last); its other keys are ignored.  Each key value is looked up by
+ * its address in @ld's keys_seen first, compared with @keys only when new.  (The entries of
+ * device_traces, the bulk of a snapshot, come as records: fsim_pickle_record_fields().) */
+void fsim_torch_dict_fields(TorchLoader *ld, const FsimPickleValue *dict, const char *const *keys,
+                            gsize n_keys, const FsimPickleValue **values);
 
 /* Whether @v is absent (NULL) or None. */
 gboolean fsim_torch_is_none(const FsimPickleValue *v);

@@ -111,7 +111,7 @@ torch_read_block(TorchLoader *ld, TorchDevice *dev, const FsimSeedSegment *seg,
 
     if (!fsim_torch_dict(ld, block, w, error))
         return FALSE;
-    fsim_torch_dict_fields(block, block_keys, G_N_ELEMENTS(block_keys), f.at);
+    fsim_torch_dict_fields(ld, block, block_keys, G_N_ELEMENTS(block_keys), f.at);
     if (f.v.size == NULL)
         return fsim_torch_missing(ld, block, w, "size", error);
     if (!fsim_torch_size(ld, f.v.size, w, "size", FALSE, &seed.size, error))
@@ -191,7 +191,7 @@ torch_read_segment(TorchLoader *ld, const FsimPickleValue *segment, gsize i, GEr
 
     if (!fsim_torch_dict(ld, segment, &w, error))
         return FALSE;
-    fsim_torch_dict_fields(segment, segment_keys, G_N_ELEMENTS(segment_keys), f.at);
+    fsim_torch_dict_fields(ld, segment, segment_keys, G_N_ELEMENTS(segment_keys), f.at);
     if (f.v.address == NULL)
         return fsim_torch_missing(ld, segment, &w, "address", error);
     if (f.v.size == NULL)
