@@ -247,7 +247,7 @@ typedef enum {
 } TorchSpare;
 
 /* An empty array of @element_size items (which must be that of @which), room for @reserve when
- * it is new. */
+ * it is new (its pages then faulted in at once: they are about to be written). */
 GArray *fsim_torch_array_take(TorchSpare which, guint element_size, guint reserve);
 
 /* Drops @array (nullable; an array of @which's), keeping it for the next open if none is kept and
