@@ -3,16 +3,18 @@
  * The planner's offline plan: several placement orders, the best kept (see planner.c).
  *
  * The time order replays the lifetimes through best fit in an arena the size of the device, as
- * `bestfit` does online, in O(n log n).  The greedy orders (TFLite's greedy by size, XLA's
- * spatial and temporal GlobalDecreasingSizeBestFitHeap orders) place one allocation after another
- * in the smallest gap left between the already placed allocations whose lifetimes overlap its own
- * (lowest offset on ties, an exact fit ends the search), else above the highest of them.  Those
- * neighbours are found without scanning every placed one: an allocation's lifetime is the range
- * [i, hi) of allocation indices (allocations come in start order; hi is the first one starting
- * after its end), a segment tree over the indices answers "placed ranges containing index x" in
- * O(log n + k), and a tree of placed indices gives "placed ones starting inside [x, hi)".  The cost
- * is then O(n log n + K log K) for K neighbours looked at in all; an order that looks at more than
- * the work limit is abandoned (it is reported as not completed).
+ * `bestfit` does online, in O(n log n), releasing each placed allocation when the next one starts
+ * at or after its end (a heap of the placed ones by end, as large as the live set).  The greedy
+ * orders (TFLite's greedy by size, XLA's spatial and temporal GlobalDecreasingSizeBestFitHeap
+ * orders) place one allocation after another in the smallest gap left between the already placed
+ * allocations whose lifetimes overlap its own (lowest offset on ties, an exact fit ends the
+ * search), else above the highest of them.  Those neighbours are found without scanning every
+ * placed one: an allocation's lifetime is the range [i, hi) of allocation indices (allocations come
+ * in start order; hi is the first one starting after its end), a segment tree over the indices
+ * answers "placed ranges containing index x" in O(log n + k), and a tree of placed indices gives
+ * "placed ones starting inside [x, hi)".  The cost is then O(n log n + K log K) for K neighbours
+ * looked at in all; an order that looks at more than the work limit is abandoned (it is reported as
+ * not completed).
  */
 #include <glib.h>
 
@@ -68,22 +70,57 @@ sorted_indices(gsize n, GCompareDataFunc compare, gpointer data)
 
 /* ---- the time order: best fit in allocation order ----------------------------------------- */
 
+/* A placed allocation of the time order, released at @end (ties in allocation order). */
 typedef struct {
-    const FsimLifetimes *lifetimes;
-} SortData;
+    uint64_t end;
+    gsize index;
+    PlannerChunk *chunk;
+} Placed;
 
-static gint
-by_end(gconstpointer a, gconstpointer b, gpointer data)
+static inline gboolean
+placed_before(const Placed *a, const Placed *b)
 {
-    const FsimLifetimes *lifetimes = ((const SortData *)data)->lifetimes;
-    gsize x = *(const gsize *)a;
-    gsize y = *(const gsize *)b;
-    uint64_t ex = lifetimes->items[x].end;
-    uint64_t ey = lifetimes->items[y].end;
+    return a->end != b->end ? a->end < b->end : a->index < b->index;
+}
 
-    if (ex != ey)
-        return ex < ey ? -1 : 1;
-    return compare_index(x, y);
+/* A binary heap of Placed, the first to end on top. */
+static void
+heap_push(GArray *heap, const Placed *placed)
+{
+    Placed *items;
+    gsize k = heap->len;
+
+    g_array_set_size(heap, heap->len + 1);
+    items = (Placed *)(void *)heap->data;
+    while (k > 0 && placed_before(placed, &items[(k - 1) / 2])) {
+        items[k] = items[(k - 1) / 2];
+        k = (k - 1) / 2;
+    }
+    items[k] = *placed;
+}
+
+static void
+heap_pop(GArray *heap)
+{
+    Placed *items = (Placed *)(void *)heap->data;
+    gsize n = heap->len - 1;
+    Placed last = items[n];
+    gsize k = 0;
+
+    for (;;) {
+        gsize child = 2 * k + 1;
+
+        if (child >= n)
+            break;
+        if (child + 1 < n && placed_before(&items[child + 1], &items[child]))
+            child++;
+        if (!placed_before(&items[child], &last))
+            break;
+        items[k] = items[child];
+        k = child;
+    }
+    items[k] = last;
+    g_array_set_size(heap, n);
 }
 
 static void
@@ -91,23 +128,20 @@ plan_time(const FsimLifetimes *lifetimes, const uint64_t *sizes, uint64_t capaci
           uint64_t granularity, uint64_t *offsets)
 {
     gsize n = lifetimes->n;
-    SortData data = {lifetimes};
-    g_autofree gsize *ends = sorted_indices(n, by_end, &data);
-    g_autofree PlannerChunk **chunks = g_new0(PlannerChunk *, MAX(n, 1));
+    g_autoptr(GArray) heap = g_array_new(FALSE, FALSE, sizeof(Placed));
     uint64_t arena_size = fsim_chunk_arena_bytes(capacity, granularity);
     uint64_t mapped_end = 0;
     PlannerArena arena;
-    gsize j = 0;
 
     planner_arena_init(&arena, arena_size, FALSE);
     for (gsize i = 0; i < n; i++) {
+        const FsimLifetime *lifetime = &lifetimes->items[i];
         PlannerChunk *chunk;
         FsimSizeCursor cursor;
 
-        while (j < n && lifetimes->items[ends[j]].end <= lifetimes->items[i].start) {
-            if (chunks[ends[j]] != NULL)
-                planner_arena_release(&arena, chunks[ends[j]]);
-            j++;
+        while (heap->len > 0 && g_array_index(heap, Placed, 0).end <= lifetime->start) {
+            planner_arena_release(&arena, g_array_index(heap, Placed, 0).chunk);
+            heap_pop(heap);
         }
         offsets[i] = FSIM_PLAN_UNPLACED;
         chunk = planner_arena_find(&arena, sizes[i], &cursor);
@@ -121,8 +155,13 @@ plan_time(const FsimLifetimes *lifetimes, const uint64_t *sizes, uint64_t capaci
                 continue; /* the device has no pages left for it: bestfit's OOM */
             mapped_end = new_end;
         }
-        chunks[i] = planner_arena_take(&arena, chunk, &cursor, sizes[i]);
-        offsets[i] = chunks[i]->start;
+        chunk = planner_arena_take(&arena, chunk, &cursor, sizes[i]);
+        offsets[i] = chunk->start;
+        if (lifetime->end != FSIM_LIFETIME_FOREVER) {
+            Placed placed = {lifetime->end, i, chunk};
+
+            heap_push(heap, &placed);
+        }
     }
     planner_arena_clear(&arena);
 }
