@@ -88,4 +88,11 @@ typedef struct {
 void planner_plan_build(const FsimLifetimes *lifetimes, uint64_t alignment, uint64_t capacity,
                         uint64_t granularity, uint64_t work_limit, PlannerPlan *plan);
 void planner_plan_clear(PlannerPlan *plan);
+
+/* ---- greedy.c ------------------------------------------------------------------------------- */
+
+/* Place every lifetime in @order (not the time order) in @offsets; FALSE, with @offsets partly
+ * written, when the work limit was reached. */
+gboolean planner_plan_greedy(const FsimLifetimes *lifetimes, const uint64_t *sizes,
+                             PlannerOrder order, uint64_t work_limit, uint64_t *offsets);
 const char *planner_order_name(PlannerOrder order);
