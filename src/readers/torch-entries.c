@@ -276,6 +276,8 @@ torch_read_entry(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *entry
     dev->counts[a]++;
     if (!entry_values(ld, &f, w, &e, error) || !entry_required(ld, entry, w, &e, error))
         return FALSE;
+    if ((e.flags & ENTRY_HAS_POOL) != 0 && e.pool != 0)
+        dev->pooled = TRUE;
     if (!(f.is_none & F_BIT(F_TIME)) && !entry_time(ld, dev, &f, w, error))
         return FALSE;
     if (a == TORCH_ALLOC || a == TORCH_OOM)

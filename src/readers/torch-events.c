@@ -249,7 +249,7 @@ fsim_torch_build_device(TorchLoader *ld, TorchDevice *dev, GError **error)
         fsim_live_table_clear(&b.ids);
         return FALSE;
     }
-    pools = fsim_torch_pools_assign(dev->entries, state, dev->final_segments);
+    pools = fsim_torch_pools_assign(dev->entries, state, dev->final_segments, dev->pooled);
     refs = pool_refs_new(state);
     b.pools = pools;
     b.refs = refs;

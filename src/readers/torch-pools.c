@@ -103,20 +103,17 @@ ranges_pool(const GArray *ranges, FsimAddr addr, uint64_t stream)
 }
 
 static gboolean
-any_private_pool(const GArray *entries, const FsimInitialState *state, const GArray *final_segments)
+any_private_pool(gboolean entries_name_pools, const FsimInitialState *state,
+                 const GArray *final_segments)
 {
+    if (entries_name_pools)
+        return TRUE;
     for (guint i = 0; i < final_segments->len; i++) {
         if (g_array_index(final_segments, FsimSeedSegment, i).pool_id != 0)
             return TRUE;
     }
     for (gsize i = 0; state != NULL && i < state->n_segments; i++) {
         if (state->segments[i].pool_id != 0)
-            return TRUE;
-    }
-    for (guint i = 0; i < entries->len; i++) {
-        const TorchEntry *e = &g_array_index(entries, TorchEntry, i);
-
-        if ((e->flags & ENTRY_HAS_POOL) != 0 && e->pool != 0)
             return TRUE;
     }
     return FALSE;
@@ -178,13 +175,13 @@ expandable_ranges(const FsimInitialState *state, const GArray *final_segments)
 
 uint64_t *
 fsim_torch_pools_assign(const GArray *entries, const FsimInitialState *state,
-                        const GArray *final_segments)
+                        const GArray *final_segments, gboolean entries_name_pools)
 {
     g_autoptr(GTree) live = NULL;
     g_autoptr(GArray) ranges = NULL;
     uint64_t *pools;
 
-    if (!any_private_pool(entries, state, final_segments))
+    if (!any_private_pool(entries_name_pools, state, final_segments))
         return NULL;
     pools = g_new0(uint64_t, MAX(entries->len, 1));
     assign_segment_allocs(entries, final_segments, pools);

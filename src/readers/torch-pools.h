@@ -59,6 +59,8 @@ gboolean fsim_torch_pool_id(uint64_t first, uint64_t second, uint64_t *out);
  * @entries: the device's TorchEntry array, in trace order.
  * @state: (nullable): the state at trace start, with each segment's pool_id.
  * @final_segments: the FsimSeedSegment array of the final state, with each segment's pool_id.
+ * @entries_name_pools: whether some entry has a `pool_id` of its own other than (0, 0) (told
+ *     while the entries are read, so that they are not walked again to find out).
  *
  * Decides which pool each entry allocated into or released from: ALLOC and OOM entries (the pool
  * allocated into), SEGMENT_ALLOC, SEGMENT_FREE, SEGMENT_MAP and SEGMENT_UNMAP entries (the pool
@@ -68,4 +70,4 @@ gboolean fsim_torch_pool_id(uint64_t first, uint64_t second, uint64_t *out);
  * device shows no private pool at all.
  */
 uint64_t *fsim_torch_pools_assign(const GArray *entries, const FsimInitialState *state,
-                                  const GArray *final_segments);
+                                  const GArray *final_segments, gboolean entries_name_pools);

@@ -63,6 +63,7 @@ typedef struct {
     int64_t base_us;        /* the first time_us */
     FsimTime last_time;
     uint64_t backwards; /* entries whose time_us went backwards */
+    gboolean pooled;    /* some entry names a private pool (ENTRY_HAS_POOL, not (0, 0)) */
     /* Kept. */
     GArray *events; /* TorchEvent */
     guint n_events; /* while building the events: those made (the array is their room) */
