@@ -9,14 +9,11 @@
 #include "planner.h"
 
 void
-planner_arena_init(PlannerArena *arena, uint64_t size, gboolean by_start)
+planner_arena_init(PlannerArena *arena, uint64_t size)
 {
     memset(arena, 0, sizeof(*arena));
     arena->size = size;
-    if (by_start)
-        fsim_chunk_list_init_by_start(&arena->chunks, sizeof(PlannerChunk));
-    else
-        fsim_chunk_list_init(&arena->chunks, sizeof(PlannerChunk));
+    fsim_chunk_list_init(&arena->chunks, sizeof(PlannerChunk));
     arena->first = fsim_chunk_list_add_run(&arena->chunks, 0, size);
 }
 
@@ -43,10 +40,37 @@ planner_arena_take(PlannerArena *arena, PlannerChunk *chunk, const FsimSizeCurso
     return chunk;
 }
 
+/* Index the free chunks by offset from now on (as fsim_chunk_list_init_by_start() does from the
+ * start). */
+static void
+planner_arena_index_by_start(PlannerArena *arena)
+{
+    FsimChunkList *list = &arena->chunks;
+
+    list->by_start = g_new0(FsimSizeSet, 1);
+    fsim_size_set_init(list->by_start);
+    for (PlannerChunk *chunk = arena->first; chunk != NULL; chunk = chunk->next) {
+        if (chunk->free)
+            fsim_size_set_insert(list->by_start, 0, chunk->start, chunk);
+    }
+}
+
 PlannerChunk *
 planner_arena_carve(PlannerArena *arena, uint64_t offset, uint64_t size)
 {
-    PlannerChunk *chunk = fsim_chunk_list_carve(&arena->chunks, offset, size);
+    PlannerChunk *chunk;
+
+    if (arena->chunks.by_start == NULL) {
+        FsimSizeCursor cursor;
+
+        /* the best fit starts there: the chunk that holds it, taken from its low end as a carve
+         * takes it */
+        chunk = planner_arena_find(arena, size, &cursor);
+        if (chunk != NULL && chunk->start == offset)
+            return planner_arena_take(arena, chunk, &cursor, size);
+        planner_arena_index_by_start(arena);
+    }
+    chunk = fsim_chunk_list_carve(&arena->chunks, offset, size);
 
     if (chunk != NULL)
         arena->used_bytes += chunk->size;

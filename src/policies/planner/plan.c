@@ -87,7 +87,7 @@ plan_time(const FsimLifetimes *lifetimes, const uint64_t *sizes, uint64_t capaci
     uint64_t mapped_end = 0;
     PlannerArena arena;
 
-    planner_arena_init(&arena, arena_size, FALSE);
+    planner_arena_init(&arena, arena_size);
     for (gsize i = 0; i < n; i++) {
         const FsimLifetime *lifetime = &lifetimes->items[i];
         PlannerChunk *chunk;

@@ -88,7 +88,7 @@ planner_create(FsimDevice *device, GKeyFile *config, GError **error)
     if (!fsim_arena_va_reserve(&planner->va, device, "planner", error))
         return NULL;
     planner->alignment = alignment;
-    planner_arena_init(&planner->arena, arena_size, FALSE); /* by start once it has a plan */
+    planner_arena_init(&planner->arena, arena_size);
     return &g_steal_pointer(&planner)->base;
 }
 
@@ -115,15 +115,6 @@ planner_plan(FsimPolicy *self, const FsimLifetimes *lifetimes, GError **error)
         g_prefix_error(error, "planner: the %s order's plan is broken: ",
                        planner_order_name(planner->plan.order));
         return FALSE;
-    }
-    if (planner->arena.chunks.by_start == NULL) {
-        /* the plan comes before the first event: the arena is still one free chunk, which now
-         * needs its index by offset to carve the planned places */
-        uint64_t size = planner->arena.size;
-
-        g_assert(planner->arena.used_bytes == 0);
-        planner_arena_clear(&planner->arena);
-        planner_arena_init(&planner->arena, size, TRUE);
     }
     planner->has_plan = TRUE;
     planner->next = 0;

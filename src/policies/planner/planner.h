@@ -14,10 +14,12 @@
 
 /* ---- arena.c -------------------------------------------------------------------------------- */
 
-/* The planner's arena: a chunk list (core/chunk-list.h) of one run, its chunks by offset, with
- * the free ones indexed by offset too when it follows a plan (@by_start), to place a chunk at a
- * planned offset.  The rules are those of `bestfit` (best-fit.c), whose list it is: smallest fit,
- * lowest offset on ties, taken from the chunk's low end, immediate coalescing. */
+/* The planner's arena: a chunk list (core/chunk-list.h) of one run, its chunks by offset.  The
+ * rules are those of `bestfit` (best-fit.c), whose list it is: smallest fit, lowest offset on ties,
+ * taken from the chunk's low end, immediate coalescing.  A chunk is placed at a planned offset by
+ * best fit while the best fit lands there (always, when the plan is the time order's and the run
+ * follows it); from the first planned offset it does not, the free chunks are indexed by offset
+ * too, to carve the chunk holding it. */
 typedef FsimChunk PlannerChunk;
 
 typedef struct {
@@ -27,7 +29,7 @@ typedef struct {
     uint64_t used_bytes;
 } PlannerArena;
 
-void planner_arena_init(PlannerArena *arena, uint64_t size, gboolean by_start);
+void planner_arena_init(PlannerArena *arena, uint64_t size);
 void planner_arena_clear(PlannerArena *arena);
 /* The smallest free chunk of at least @size bytes, lowest offset on ties (@cursor: its place, for
  * planner_arena_take()); NULL when none. */
@@ -35,8 +37,7 @@ PlannerChunk *planner_arena_find(const PlannerArena *arena, uint64_t size, FsimS
 /* Take @size bytes from the low end of the free chunk @chunk found at @cursor. */
 PlannerChunk *planner_arena_take(PlannerArena *arena, PlannerChunk *chunk,
                                  const FsimSizeCursor *cursor, uint64_t size);
-/* Take [@offset, @offset + @size) when it lies in one free chunk (an arena @by_start); NULL
- * otherwise. */
+/* Take [@offset, @offset + @size) when it lies in one free chunk; NULL otherwise. */
 PlannerChunk *planner_arena_carve(PlannerArena *arena, uint64_t offset, uint64_t size);
 /* Give a taken chunk back, merging it with free neighbours. */
 void planner_arena_release(PlannerArena *arena, PlannerChunk *chunk);
