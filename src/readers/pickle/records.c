@@ -26,9 +26,10 @@
  * opcodes) and the generic path reads the dict.
  *
  * Most pairs are a memo get of a key str met before (its record key kept in its height: key_tag())
- * and an int or a memo get: scan_pairs_fast() reads runs of those with its state in locals and
- * no call; the first pair of another form (a new str, a list, None, the end of the input near)
- * goes through scan_pair(), which checks everything again.
+ * and an int, a memo get, a list (`frames`) or a new str: scan_pairs_fast() reads runs of those
+ * with its state in locals (the lists and strs out of line, by scan_value_at(), with the state put
+ * back around the call); the first pair of another form (a new key, None, the end of the input
+ * near) goes through scan_pair(), which checks everything again.
  *
  * A record is never shared, nor a container that holds one (VALUE_HAS_RECORD, set as containers
  * adopt items), nor modified: pushing one a second time (memo GET, DUP) or SETITEMS into one
@@ -427,6 +428,20 @@ scan_get_value(Scan *s, int key)
     return 1;
 }
 
+/* A str or a list whose opcode is at @op_at (s->p after it), of record key @key (-1: another
+ * key). */
+static int
+scan_value_at(Scan *s, int key, const guint8 *op_at)
+{
+    guint8 op = *op_at;
+    if (op == OP_SHORT_BINUNICODE || op == 'X') {
+        const guint8 *data;
+        size_t len;
+        return scan_str(s, op, key, &data, &len);
+    }
+    return scan_list(s, key, op_at);
+}
+
 /* The value at s->p, of record key @key (-1: another key). */
 static int
 scan_value(Scan *s, int key)
@@ -593,11 +608,11 @@ scan_pair(Scan *s)
 /* The pairs of the dict read without a call (most of them: a key that is a memo get of a str
  * known as a key, a value that is an int or a memo get), from s->p on: their state kept in
  * locals, put back in @s when a pair of another form (or the dict's end) is met, at s->p. */
-static void
+static int
 scan_pairs_fast(Scan *s)
 {
     Loader *l = s->l;
-    FsimPickleValue *const *const memo = l->memo; /* (no MEMOIZE runs here) */
+    FsimPickleValue *const *memo = l->memo; /* (reloaded after a MEMOIZE: it may move) */
     const size_t memo_base = s->memo_base;
     const size_t max_long = l->max_long_bytes;
     const guint8 *const end = s->end;
@@ -680,6 +695,36 @@ scan_pairs_fast(Scan *s)
                     u |= ~(uint64_t)0 << (8 * n);
                 i = (int64_t)u;
                 q += 2 + n;
+            } else if (op == ']' || op == OP_SHORT_BINUNICODE) {
+                /* a list (`frames`) or a new str: out of line, the state put back first */
+                s->p = q + 1;
+                s->pairs = pairs;
+                s->nodes = nodes + 1; /* (the key) */
+                s->height = height;
+                s->slots = slots;
+                s->n_refs = n_refs;
+                s->n_scalars = n_scalars;
+                int done = scan_value_at(s, key, op_at);
+                if (done <= 0) {
+                    if (done < 0)
+                        return -1;
+                    s->p = p; /* the generic path reads the pair again */
+                    s->nodes = nodes;
+                    break;
+                }
+                memo = l->memo;
+                q = s->p;
+                nodes = s->nodes - 1;
+                height = s->height;
+                slots = s->slots;
+                n_refs = s->n_refs;
+                n_scalars = s->n_scalars;
+                if (key >= 0)
+                    seen |= 1u << key;
+                nodes++; /* the key */
+                pairs++;
+                p = q;
+                continue;
             } else {
                 break;
             }
@@ -709,6 +754,7 @@ scan_pairs_fast(Scan *s)
     s->slots = slots;
     s->n_refs = n_refs;
     s->n_scalars = n_scalars;
+    return 1;
 }
 
 /* The dict's entries, up to its SETITEMS: the common pairs by scan_pairs_fast(), the others by
@@ -723,7 +769,8 @@ scan_dict(Scan *s)
         return 0;
     s->p = p + 2;
     for (;; s->pairs++) {
-        scan_pairs_fast(s);
+        if (scan_pairs_fast(s) < 0)
+            return -1;
         int done = scan_pair(s);
         if (done == 2)
             break;
