@@ -166,6 +166,32 @@ test_records_rollback(void)
                      1);
 }
 
+/* Records whose keys are the same memo gets as the records before them have the same keys, until
+ * a memo entry is replaced: then the same bytes may name another key (here memo 4, "addr", becomes
+ * "size", so that the fourth dict sets "size" twice and is not a record). */
+static void
+test_records_template(void)
+{
+    static const char bytes[] = ENTRIES "}\x94(h\x02h\x03h\x04K\x01h\x05K\x02u"
+                                        "\x8c\x04sizeq\x04" /* memo 4 replaced, popped */
+                                        "0"
+                                        "}\x94(h\x02h\x03h\x04K\x01h\x05K\x02u"
+                                        "}\x94(h\x02h\x03h\x04K\x03u"
+                                        "}\x94(h\x02h\x03h\x04K\x04u"
+                                        "e.";
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimPickle) fast = load(B(bytes), TRUE, &error);
+    const FsimPickleValue *values[FSIM_PICKLE_RECORD_KEYS];
+    guint64 size = 0;
+
+    assert_records(B(bytes), "rrr-rr");
+    g_assert_no_error(error);
+    g_assert_true(fsim_pickle_record(fsim_pickle_item(fsim_pickle_root(fast), 5), NULL, values));
+    g_assert_null(values[1]);
+    g_assert_true(fsim_pickle_get_uint(values[2], &size));
+    g_assert_cmpuint(size, ==, 4);
+}
+
 /* A record, or a container that holds one, referred to twice, or a record added to, fails the
  * load with records; the pickle loads without them. */
 static void
@@ -274,6 +300,7 @@ main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/pickle-records/entries", test_records_entries);
     g_test_add_func("/pickle-records/rollback", test_records_rollback);
+    g_test_add_func("/pickle-records/template", test_records_template);
     g_test_add_func("/pickle-records/shared", test_records_shared);
     g_test_add_func("/pickle-records/truncated", test_records_truncated);
     g_test_add_func("/pickle-records/fuzz-regressions", test_records_fuzz_regressions);

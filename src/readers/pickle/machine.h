@@ -26,6 +26,18 @@
 
 typedef struct ListCacheSlot ListCacheSlot;
 
+/* The keys of the records read last, pair by pair (records.c): a record whose keys are the same
+ * memo gets, in the same order, has the same keys, checked once. */
+#define KEY_TEMPLATE_PAIRS 16
+typedef struct {
+    uint64_t bytes[KEY_TEMPLATE_PAIRS]; /* the memo get's opcode and argument, little-endian */
+    uint64_t mask[KEY_TEMPLATE_PAIRS];  /* its bytes */
+    uint8_t width[KEY_TEMPLATE_PAIRS];  /* 2 or 5 */
+    int8_t key[KEY_TEMPLATE_PAIRS];     /* its record key, -1 for none */
+    size_t n;                           /* pairs known */
+    uint64_t generation;                /* Loader.memo_generation they were checked at */
+} KeyTemplate;
+
 typedef struct {
     Input in;
     uint64_t op_offset; /* of the opcode being executed */
@@ -54,6 +66,7 @@ typedef struct {
     size_t n_record_keys;
     size_t record_key_len[FSIM_PICKLE_RECORD_KEYS];
     uint64_t records; /* records made */
+    KeyTemplate key_template;
 
     guint max_depth;
     size_t max_stack;

@@ -29,7 +29,13 @@
  * and an int, a memo get, a list (`frames`) or a new str: scan_pairs_fast() reads runs of those
  * with its state in locals (the lists and strs out of line, by scan_value_at(), with the state put
  * back around the call); the first pair of another form (a new key, None, the end of the input
- * near) goes through scan_pair(), which checks everything again.
+ * near) goes through scan_pair(), which checks everything again.  The records of a snapshot have
+ * the same keys in the same order, written as the same memo gets: Loader.key_template keeps the
+ * key bytes of the records read last, pair by pair, with their record keys, and a pair whose key
+ * bytes are the template's, after keys that were all the template's, has that record key, without
+ * looking at the memo nor for a key set twice (the template's keys were checked in that order,
+ * and memo entries set before a record are not replaced while the template lives: a replaced one
+ * bumps Loader.memo_generation, which empties the template).
  *
  * A record is never shared, nor a container that holds one (VALUE_HAS_RECORD, set as containers
  * adopt items), nor modified: pushing one a second time (memo GET, DUP) or SETITEMS into one
@@ -67,6 +73,7 @@ typedef struct {
     uint64_t slots; /* per record key: 0, 1 + a ref's index, or 0x80 | a scalar's index */
     size_t n_refs;
     size_t n_scalars;
+    gboolean on_template; /* the pairs so far are Loader.key_template's first ones */
     FsimPickleValue *refs[FSIM_PICKLE_RECORD_KEYS];
     FsimPickleValue scalars[FSIM_PICKLE_RECORD_KEYS + 1]; /* (the last: another key's) */
 } Scan;
@@ -624,6 +631,8 @@ scan_pairs_fast(Scan *s)
     uint64_t slots = s->slots;
     size_t n_refs = s->n_refs;
     size_t n_scalars = s->n_scalars;
+    KeyTemplate *const t = &l->key_template;
+    gboolean on_template = s->on_template;
 
     while (end - p >= 16 && pairs < RECORD_MAX_PAIRS) {
         const guint8 *q;
@@ -631,22 +640,42 @@ scan_pairs_fast(Scan *s)
         FsimPickleValue *v;
         int key;
 
-        /* the key: a memo get of a str whose record key is known (key_tag()) */
-        if (p[0] == 'h') {
-            index = p[1];
-            q = p + 2;
-        } else if (p[0] == 'j') {
-            index = (size_t)p[1] | (size_t)p[2] << 8 | (size_t)p[3] << 16 | (size_t)p[4] << 24;
-            q = p + 5;
+        /* the key: the template's (the same memo get after the same keys: a key checked in
+         * that place before), or a memo get of a str whose record key is known (key_tag()) */
+        uint64_t word;
+        memcpy(&word, p, 8); /* (16 bytes there) */
+        word = GUINT64_FROM_LE(word);
+        if (on_template && pairs < t->n && (word & t->mask[pairs]) == t->bytes[pairs]) {
+            key = t->key[pairs];
+            q = p + t->width[pairs];
         } else {
-            break;
+            if (p[0] == 'h') {
+                index = p[1];
+                q = p + 2;
+            } else if (p[0] == 'j') {
+                index = (size_t)p[1] | (size_t)p[2] << 8 | (size_t)p[3] << 16 | (size_t)p[4] << 24;
+                q = p + 5;
+            } else {
+                break;
+            }
+            if (index >= memo_base || (v = memo[index]) == NULL || v->type != FSIM_PICKLE_STR ||
+                v->height == 0)
+                break;
+            key = (int)v->height - 2;
+            if (pairs == 0 ? key != 0 : key >= 0 && (seen & (1u << key)))
+                break;
+            if (on_template && pairs < KEY_TEMPLATE_PAIRS) {
+                /* the template's first pairs are this record's: this one follows them */
+                uint64_t mask = q - p == 2 ? 0xffffu : 0xffffffffffu;
+                t->bytes[pairs] = word & mask;
+                t->mask[pairs] = mask;
+                t->width[pairs] = (uint8_t)(q - p);
+                t->key[pairs] = (int8_t)key;
+                t->n = pairs + 1;
+            } else {
+                on_template = FALSE;
+            }
         }
-        if (index >= memo_base || (v = memo[index]) == NULL || v->type != FSIM_PICKLE_STR ||
-            v->height == 0)
-            break;
-        key = (int)v->height - 2;
-        if (pairs == 0 ? key != 0 : key >= 0 && (seen & (1u << key)))
-            break;
         /* the value: an int, or a memo get of a value set before the dict */
         const guint8 *const op_at = q;
         const guint8 op = q[0];
@@ -754,6 +783,7 @@ scan_pairs_fast(Scan *s)
     s->slots = slots;
     s->n_refs = n_refs;
     s->n_scalars = n_scalars;
+    s->on_template = on_template;
     return 1;
 }
 
@@ -776,6 +806,7 @@ scan_dict(Scan *s)
             break;
         if (done <= 0)
             return done;
+        s->on_template = FALSE; /* a pair the template does not have */
     }
     s->p++;
     return 1;
@@ -847,6 +878,12 @@ run_record(Loader *l)
     s.slots = 0;
     s.n_refs = 0;
     s.n_scalars = 0;
+    s.on_template = TRUE;
+    if (l->key_template.generation != l->memo_generation) {
+        /* a memo entry replaced: the template's keys may name other values now */
+        l->key_template.n = 0;
+        l->key_template.generation = l->memo_generation;
+    }
     int done = scan_dict(&s);
     if (done > 0 && commit_record(&s))
         return 1;
