@@ -46,6 +46,7 @@
  */
 #include <glib.h>
 
+#include <stddef.h>
 #include <string.h>
 
 #include "machine.h"
@@ -67,16 +68,19 @@ typedef struct {
     size_t memo_base;   /* the dict's memo index; the MEMOIZEs inside take the next ones */
     size_t puts;        /* MEMOIZEs inside so far (their entries are set) */
     size_t pairs;
-    unsigned seen; /* record keys met */
     uint32_t height;
     uint64_t nodes;
-    uint64_t slots; /* per record key: 0, 1 + a ref's index, or 0x80 | a scalar's index */
+    /* per record key: 0 (not met), 1 + a ref's index, or 0x80 | a scalar's index */
+    uint8_t slot[FSIM_PICKLE_RECORD_KEYS];
     size_t n_refs;
     size_t n_scalars;
     gboolean on_template; /* the pairs so far are Loader.key_template's first ones */
     FsimPickleValue *refs[FSIM_PICKLE_RECORD_KEYS];
     FsimPickleValue scalars[FSIM_PICKLE_RECORD_KEYS + 1]; /* (the last: another key's) */
 } Scan;
+
+/* (Scan.slot: the record's slots word, a byte per key) */
+G_STATIC_ASSERT(FSIM_PICKLE_RECORD_KEYS == sizeof(uint64_t));
 
 /* The width of each memo get opcode, 0 for the others. */
 static const guint8 get_width[256] = {['h'] = 2, ['j'] = 5};
@@ -162,7 +166,7 @@ static inline void
 keep_ref(Scan *s, int key, FsimPickleValue *v)
 {
     s->refs[s->n_refs++] = v;
-    s->slots |= (uint64_t)s->n_refs << (8 * key);
+    s->slot[key] = (uint8_t)s->n_refs;
 }
 
 /* Counts @v, an item of the dict, into its height and node count. */
@@ -416,7 +420,7 @@ scan_scalar_value(Scan *s, int key, const guint8 *op_at)
         return 0;
     s->nodes++;
     if (key >= 0)
-        s->slots |= (uint64_t)(0x80u | s->n_scalars++) << (8 * key);
+        s->slot[key] = (uint8_t)(0x80u | s->n_scalars++);
     return 1;
 }
 
@@ -497,11 +501,8 @@ key_tag(const Loader *l, FsimPickleValue *str)
 static inline gboolean
 key_ok(Scan *s, int key)
 {
-    if (s->pairs == 0 ? key != 0 : key >= 0 && (s->seen & (1u << key)))
-        return FALSE; /* not a record, or a key set twice */
-    if (key >= 0)
-        s->seen |= 1u << key;
-    return TRUE;
+    /* (not a record, or a key set twice: a key met has its slot set with its value) */
+    return s->pairs == 0 ? key == 0 : key < 0 || s->slot[key] == 0;
 }
 
 /* One key at s->p, a new str.  Its record key in *@key (-1: none). */
@@ -627,11 +628,13 @@ scan_pairs_fast(Scan *s)
     size_t pairs = s->pairs;
     uint64_t nodes = s->nodes;
     uint32_t height = s->height;
-    unsigned seen = s->seen;
-    uint64_t slots = s->slots;
+    uint8_t slot[FSIM_PICKLE_RECORD_KEYS]; /* (a copy in the loop's frame: no aliasing) */
+    memcpy(slot, s->slot, sizeof(slot));
     size_t n_refs = s->n_refs;
     size_t n_scalars = s->n_scalars;
     KeyTemplate *const t = &l->key_template;
+    const uint64_t offset_base = s->at_offset - (uint64_t)(uintptr_t)s->at; /* (offset_of()) */
+    static const FsimPickleValue int_head = {.type = FSIM_PICKLE_INT, .refs = 1};
     gboolean on_template = s->on_template;
 
     while (end - p >= 16 && pairs < RECORD_MAX_PAIRS) {
@@ -662,7 +665,7 @@ scan_pairs_fast(Scan *s)
                 v->height == 0)
                 break;
             key = (int)v->height - 2;
-            if (pairs == 0 ? key != 0 : key >= 0 && (seen & (1u << key)))
+            if (pairs == 0 ? key != 0 : key >= 0 && slot[key] != 0)
                 break;
             if (on_template && pairs < KEY_TEMPLATE_PAIRS) {
                 /* the template's first pairs are this record's: this one follows them */
@@ -697,7 +700,7 @@ scan_pairs_fast(Scan *s)
             if (key >= 0) {
                 value_ref(v);
                 s->refs[n_refs++] = v;
-                slots |= (uint64_t)n_refs << (8 * key);
+                slot[key] = (uint8_t)n_refs;
             }
         } else {
             int64_t i;
@@ -730,7 +733,7 @@ scan_pairs_fast(Scan *s)
                 s->pairs = pairs;
                 s->nodes = nodes + 1; /* (the key) */
                 s->height = height;
-                s->slots = slots;
+                memcpy(s->slot, slot, sizeof(slot));
                 s->n_refs = n_refs;
                 s->n_scalars = n_scalars;
                 int done = scan_value_at(s, key, op_at);
@@ -745,11 +748,9 @@ scan_pairs_fast(Scan *s)
                 q = s->p;
                 nodes = s->nodes - 1;
                 height = s->height;
-                slots = s->slots;
+                memcpy(slot, s->slot, sizeof(slot));
                 n_refs = s->n_refs;
                 n_scalars = s->n_scalars;
-                if (key >= 0)
-                    seen |= 1u << key;
                 nodes++; /* the key */
                 pairs++;
                 p = q;
@@ -760,17 +761,12 @@ scan_pairs_fast(Scan *s)
             nodes++;
             if (key >= 0) {
                 FsimPickleValue *scalar = &s->scalars[n_scalars];
-                scalar->type = FSIM_PICKLE_INT;
-                scalar->flags = 0;
-                scalar->height = 0;
-                scalar->refs = 1;
-                scalar->offset = offset_of(s, op_at);
+                memcpy(scalar, &int_head, offsetof(FsimPickleValue, offset)); /* (one store) */
+                scalar->offset = offset_base + (uint64_t)(uintptr_t)op_at;
                 scalar->u.i = i;
-                slots |= (uint64_t)(0x80u | n_scalars++) << (8 * key);
+                slot[key] = (uint8_t)(0x80u | n_scalars++);
             }
         }
-        if (key >= 0)
-            seen |= 1u << key;
         nodes++; /* the key */
         pairs++;
         p = q;
@@ -779,8 +775,7 @@ scan_pairs_fast(Scan *s)
     s->pairs = pairs;
     s->nodes = nodes;
     s->height = height;
-    s->seen = seen;
-    s->slots = slots;
+    memcpy(s->slot, slot, sizeof(slot));
     s->n_refs = n_refs;
     s->n_scalars = n_scalars;
     s->on_template = on_template;
@@ -832,7 +827,9 @@ commit_record(Scan *s)
     memcpy(block, s->refs, s->n_refs * sizeof(void *));
     memcpy(block + s->n_refs, s->scalars, s->n_scalars * sizeof(FsimPickleValue));
     uint64_t *header = (uint64_t *)(void *)(block + words - RECORD_HEADER_WORDS);
-    header[0] = s->slots;
+    uint64_t slots;
+    memcpy(&slots, s->slot, sizeof(slots)); /* (byte k: record key k's) */
+    header[0] = GUINT64_FROM_LE(slots);
     header[1] = (uint64_t)s->n_refs << 32 | s->pairs;
     l->op_offset = s->at_offset;
     l->op = '}';
@@ -872,10 +869,9 @@ run_record(Loader *l)
     s.memo_base = l->memo_count;
     s.puts = 0;
     s.pairs = 0;
-    s.seen = 0;
+    memset(s.slot, 0, sizeof(s.slot));
     s.height = 1;
     s.nodes = 1;
-    s.slots = 0;
     s.n_refs = 0;
     s.n_scalars = 0;
     s.on_template = TRUE;
