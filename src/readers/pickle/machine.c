@@ -186,15 +186,16 @@ static inline gboolean
 adopt(Loader *l, FsimPickleValue *target, FsimPickleValue *const *items, size_t n)
 {
     uint32_t height = target->height;
-    uint64_t nodes = target->u.c.nodes;
     uint64_t limit = max_nodes(l);
+    const uint64_t room0 = limit - MIN(target->u.c.nodes, limit); /* nodes the walk may add */
+    uint64_t room = room0;
+    unsigned flags = 0; /* the containers' among the items, or'd */
     for (size_t i = 0; i < n; i++) {
         FsimPickleValue *item = items[i];
         uint64_t add = 1;
         if (value_is_container(item)) {
+            flags |= item->flags;
             item->flags |= VALUE_SEALED;
-            if (item->flags & (VALUE_RECORD | VALUE_HAS_RECORD))
-                target->flags |= VALUE_HAS_RECORD;
             add = item->u.c.nodes;
             if (item->height >= height) {
                 if (G_UNLIKELY(item->height >= l->max_depth))
@@ -202,12 +203,14 @@ adopt(Loader *l, FsimPickleValue *target, FsimPickleValue *const *items, size_t 
                 height = item->height + 1u;
             }
         }
-        if (G_UNLIKELY(add > limit - MIN(nodes, limit)))
+        if (G_UNLIKELY(add > room))
             return too_many_nodes(l);
-        nodes += add;
+        room -= add;
     }
+    if (flags & (VALUE_RECORD | VALUE_HAS_RECORD))
+        target->flags |= VALUE_HAS_RECORD;
     target->height = (uint16_t)height;
-    target->u.c.nodes = nodes;
+    target->u.c.nodes += room0 - room;
     size_t used = target->type == FSIM_PICKLE_DICT ? 2 * (size_t)target->u.c.len : target->u.c.len;
     if (n > 0)
         memcpy(target->u.c.items + used, items, n * sizeof(void *));
