@@ -636,6 +636,7 @@ scan_pairs_fast(Scan *s)
     const uint64_t offset_base = s->at_offset - (uint64_t)(uintptr_t)s->at; /* (offset_of()) */
     static const FsimPickleValue int_head = {.type = FSIM_PICKLE_INT, .refs = 1};
     gboolean on_template = s->on_template;
+    size_t known = on_template ? t->n : 0; /* the template's pairs that may match */
 
     while (end - p >= 16 && pairs < RECORD_MAX_PAIRS) {
         const guint8 *q;
@@ -648,7 +649,7 @@ scan_pairs_fast(Scan *s)
         uint64_t word;
         memcpy(&word, p, 8); /* (16 bytes there) */
         word = GUINT64_FROM_LE(word);
-        if (on_template && pairs < t->n && (word & t->mask[pairs]) == t->bytes[pairs]) {
+        if (pairs < known && (word & t->mask[pairs]) == t->bytes[pairs]) {
             key = t->key[pairs];
             q = p + t->width[pairs];
         } else {
@@ -675,6 +676,7 @@ scan_pairs_fast(Scan *s)
                 t->width[pairs] = (uint8_t)(q - p);
                 t->key[pairs] = (int8_t)key;
                 t->n = pairs + 1;
+                known = 0; /* (the pairs after it are not known yet) */
             } else {
                 on_template = FALSE;
             }
