@@ -613,9 +613,116 @@ scan_pair(Scan *s)
     return scan_pair_value(s, key);
 }
 
+/* The int at @q (BININT, BININT1, BININT2, LONG1 of at most 8 bytes; at least 10 bytes there)
+ * into *@i: past it, or NULL for another opcode. */
+static inline const guint8 *
+fast_int(const guint8 *q, size_t max_long, int64_t *i)
+{
+    switch (q[0]) {
+    case 'J':
+        *i = (int32_t)((uint32_t)q[1] | (uint32_t)q[2] << 8 | (uint32_t)q[3] << 16 |
+                       (uint32_t)q[4] << 24);
+        return q + 5;
+    case 'K':
+        *i = q[1];
+        return q + 2;
+    case 'M':
+        *i = q[1] | q[2] << 8;
+        return q + 3;
+    case OP_LONG1: {
+        size_t n = q[1];
+        if (n > 8 || n > max_long)
+            return NULL;
+        uint64_t u;
+        memcpy(&u, q + 2, 8); /* (16 bytes there: the ones past the int masked off) */
+        u = GUINT64_FROM_LE(u);
+        if (n < 8)
+            u &= ((uint64_t)1 << (8 * n)) - 1;
+        if (n > 0 && n < 8 && (q[1 + n] & 0x80))
+            u |= ~(uint64_t)0 << (8 * n);
+        *i = (int64_t)u;
+        return q + 2 + n;
+    }
+    default:
+        return NULL;
+    }
+}
+
+/* The memo get at @p (at least 10 bytes there) of a str set before the dict whose record key
+ * is known (key_tag()), the @pairs-th key of the dict (@slot: the keys met): its record key in
+ * *@key; past it, or NULL for anything else. */
+static inline const guint8 *
+memo_key(const guint8 *p, FsimPickleValue *const *memo, size_t memo_base, size_t pairs,
+         const uint8_t *slot, int *key)
+{
+    size_t index;
+    const guint8 *q;
+    FsimPickleValue *v;
+    if (p[0] == 'h') {
+        index = p[1];
+        q = p + 2;
+    } else if (p[0] == 'j') {
+        index = (size_t)p[1] | (size_t)p[2] << 8 | (size_t)p[3] << 16 | (size_t)p[4] << 24;
+        q = p + 5;
+    } else {
+        return NULL;
+    }
+    if (index >= memo_base || (v = memo[index]) == NULL || v->type != FSIM_PICKLE_STR ||
+        v->height == 0)
+        return NULL;
+    *key = (int)v->height - 2;
+    if (pairs == 0 ? *key != 0 : *key >= 0 && slot[*key] != 0)
+        return NULL; /* not a record, or a key set twice */
+    return q;
+}
+
+/* Keeps the @pairs-th key (@width bytes, little-endian in @word), record key @key, in the
+ * template, after its first @pairs (this record's). */
+static inline void
+template_keep(KeyTemplate *t, size_t pairs, uint64_t word, size_t width, int key)
+{
+    uint64_t mask = width == 2 ? 0xffffu : 0xffffffffffu;
+    t->bytes[pairs] = word & mask;
+    t->mask[pairs] = mask;
+    t->width[pairs] = (uint8_t)width;
+    t->key[pairs] = (int8_t)key;
+    t->n = pairs + 1;
+}
+
+/* The memo get at @q, a value of record key @key (-1: another key): the value, or NULL when it
+ * is not one set before the dict, or a record, or one that cannot take more references. */
+static inline FsimPickleValue *
+memo_value(const guint8 *q, FsimPickleValue *const *memo, size_t memo_base)
+{
+    size_t index = q[0] == 'h'
+                       ? q[1]
+                       : (size_t)q[1] | (size_t)q[2] << 8 | (size_t)q[3] << 16 | (size_t)q[4] << 24;
+    FsimPickleValue *v;
+    if (index >= memo_base || (v = memo[index]) == NULL ||
+        (v->flags & (VALUE_RECORD | VALUE_HAS_RECORD)) || v->refs >= UINT32_MAX - 8)
+        return NULL;
+    v->flags |= VALUE_SEALED; /* pushed a second time, as memo_get() does */
+    return v;
+}
+
+/* Puts scan_pairs_fast()'s state back into @s. */
+static inline void
+put_back(Scan *s, const guint8 *p, size_t pairs, uint64_t nodes, uint32_t height,
+         const uint8_t *slot, size_t n_refs, size_t n_scalars)
+{
+    s->p = p;
+    s->pairs = pairs;
+    s->nodes = nodes;
+    s->height = height;
+    memcpy(s->slot, slot, sizeof(s->slot));
+    s->n_refs = n_refs;
+    s->n_scalars = n_scalars;
+}
+
 /* The pairs of the dict read without a call (most of them: a key that is a memo get of a str
- * known as a key, a value that is an int or a memo get), from s->p on: their state kept in
- * locals, put back in @s when a pair of another form (or the dict's end) is met, at s->p. */
+ * known as a key, a value that is an int or a memo get; a list or a new str read out of line),
+ * from s->p on: their state kept in locals, put back in @s when a pair of another form (or the
+ * dict's end) is met, at s->p.  -1 on an error. */
 static int
 scan_pairs_fast(Scan *s)
 {
@@ -640,12 +747,11 @@ scan_pairs_fast(Scan *s)
 
     while (end - p >= 16 && pairs < RECORD_MAX_PAIRS) {
         const guint8 *q;
-        size_t index;
-        FsimPickleValue *v;
         int key;
+        int64_t i;
 
         /* the key: the template's (the same memo get after the same keys: a key checked in
-         * that place before), or a memo get of a str whose record key is known (key_tag()) */
+         * that place before), or a memo get of a str whose record key is known */
         uint64_t word;
         memcpy(&word, p, 8); /* (16 bytes there) */
         word = GUINT64_FROM_LE(word);
@@ -653,49 +759,23 @@ scan_pairs_fast(Scan *s)
             key = t->key[pairs];
             q = p + t->width[pairs];
         } else {
-            if (p[0] == 'h') {
-                index = p[1];
-                q = p + 2;
-            } else if (p[0] == 'j') {
-                index = (size_t)p[1] | (size_t)p[2] << 8 | (size_t)p[3] << 16 | (size_t)p[4] << 24;
-                q = p + 5;
-            } else {
-                break;
-            }
-            if (index >= memo_base || (v = memo[index]) == NULL || v->type != FSIM_PICKLE_STR ||
-                v->height == 0)
-                break;
-            key = (int)v->height - 2;
-            if (pairs == 0 ? key != 0 : key >= 0 && slot[key] != 0)
+            if ((q = memo_key(p, memo, memo_base, pairs, slot, &key)) == NULL)
                 break;
             if (on_template && pairs < KEY_TEMPLATE_PAIRS) {
                 /* the template's first pairs are this record's: this one follows them */
-                uint64_t mask = q - p == 2 ? 0xffffu : 0xffffffffffu;
-                t->bytes[pairs] = word & mask;
-                t->mask[pairs] = mask;
-                t->width[pairs] = (uint8_t)(q - p);
-                t->key[pairs] = (int8_t)key;
-                t->n = pairs + 1;
+                template_keep(t, pairs, word, (size_t)(q - p), key);
                 known = 0; /* (the pairs after it are not known yet) */
             } else {
                 on_template = FALSE;
             }
         }
-        /* the value: an int, or a memo get of a value set before the dict */
+        /* the value: a memo get of a value set before the dict, an int, a list or a new str */
         const guint8 *const op_at = q;
-        const guint8 op = q[0];
-        if (op == 'h' || op == 'j') {
-            if (op == 'h') {
-                index = q[1];
-                q += 2;
-            } else {
-                index = (size_t)q[1] | (size_t)q[2] << 8 | (size_t)q[3] << 16 | (size_t)q[4] << 24;
-                q += 5;
-            }
-            if (index >= memo_base || (v = memo[index]) == NULL ||
-                (v->flags & (VALUE_RECORD | VALUE_HAS_RECORD)) || v->refs >= UINT32_MAX - 8)
+        if (q[0] == 'h' || q[0] == 'j') {
+            FsimPickleValue *v = memo_value(q, memo, memo_base);
+            if (v == NULL)
                 break;
-            v->flags |= VALUE_SEALED; /* pushed a second time, as memo_get() does */
+            q += q[0] == 'h' ? 2 : 5;
             nodes += value_nodes(v);
             if (value_is_container(v))
                 height = MAX(height, v->height + 1u);
@@ -704,62 +784,7 @@ scan_pairs_fast(Scan *s)
                 s->refs[n_refs++] = v;
                 slot[key] = (uint8_t)n_refs;
             }
-        } else {
-            int64_t i;
-            if (op == 'J') {
-                i = (int32_t)((uint32_t)q[1] | (uint32_t)q[2] << 8 | (uint32_t)q[3] << 16 |
-                              (uint32_t)q[4] << 24);
-                q += 5;
-            } else if (op == 'K') {
-                i = q[1];
-                q += 2;
-            } else if (op == 'M') {
-                i = q[1] | q[2] << 8;
-                q += 3;
-            } else if (op == OP_LONG1) {
-                size_t n = q[1];
-                if (n > 8 || n > max_long)
-                    break;
-                uint64_t u;
-                memcpy(&u, q + 2, 8); /* (16 bytes there: the ones past the int masked off) */
-                u = GUINT64_FROM_LE(u);
-                if (n < 8)
-                    u &= ((uint64_t)1 << (8 * n)) - 1;
-                if (n > 0 && n < 8 && (q[1 + n] & 0x80))
-                    u |= ~(uint64_t)0 << (8 * n);
-                i = (int64_t)u;
-                q += 2 + n;
-            } else if (op == ']' || op == OP_SHORT_BINUNICODE) {
-                /* a list (`frames`) or a new str: out of line, the state put back first */
-                s->p = q + 1;
-                s->pairs = pairs;
-                s->nodes = nodes + 1; /* (the key) */
-                s->height = height;
-                memcpy(s->slot, slot, sizeof(slot));
-                s->n_refs = n_refs;
-                s->n_scalars = n_scalars;
-                int done = scan_value_at(s, key, op_at);
-                if (done <= 0) {
-                    if (done < 0)
-                        return -1;
-                    s->p = p; /* the generic path reads the pair again */
-                    s->nodes = nodes;
-                    break;
-                }
-                memo = l->memo;
-                q = s->p;
-                nodes = s->nodes - 1;
-                height = s->height;
-                memcpy(slot, s->slot, sizeof(slot));
-                n_refs = s->n_refs;
-                n_scalars = s->n_scalars;
-                nodes++; /* the key */
-                pairs++;
-                p = q;
-                continue;
-            } else {
-                break;
-            }
+        } else if ((q = fast_int(op_at, max_long, &i)) != NULL) {
             nodes++;
             if (key >= 0) {
                 FsimPickleValue *scalar = &s->scalars[n_scalars];
@@ -768,18 +793,29 @@ scan_pairs_fast(Scan *s)
                 scalar->u.i = i;
                 slot[key] = (uint8_t)(0x80u | n_scalars++);
             }
+        } else if (op_at[0] == ']' || op_at[0] == OP_SHORT_BINUNICODE) {
+            /* out of line, the state put back around the call (the key counted) */
+            put_back(s, op_at + 1, pairs, nodes + 1, height, slot, n_refs, n_scalars);
+            int done = scan_value_at(s, key, op_at);
+            if (done < 0)
+                return -1;
+            if (done == 0)
+                break; /* (the state put back below: the generic path reads the pair again) */
+            memo = l->memo;
+            q = s->p;
+            nodes = s->nodes - 1;
+            height = s->height;
+            memcpy(slot, s->slot, sizeof(slot));
+            n_refs = s->n_refs;
+            n_scalars = s->n_scalars;
+        } else {
+            break;
         }
         nodes++; /* the key */
         pairs++;
         p = q;
     }
-    s->p = p;
-    s->pairs = pairs;
-    s->nodes = nodes;
-    s->height = height;
-    memcpy(s->slot, slot, sizeof(slot));
-    s->n_refs = n_refs;
-    s->n_scalars = n_scalars;
+    put_back(s, p, pairs, nodes, height, slot, n_refs, n_scalars);
     s->on_template = on_template;
     return 1;
 }
