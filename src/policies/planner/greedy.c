@@ -40,6 +40,7 @@ typedef struct {
     const uint64_t *sizes;
     const uint64_t *offsets;
     gsize n;
+    gboolean starts_in_order;
     gsize leaves;    /* a power of two >= n */
     Node **nodes;    /* 2 * leaves, allocated as they are used */
     GArray *used;    /* of gsize: the nodes allocated */
@@ -234,6 +235,11 @@ greedy_init(Greedy *g, const FsimLifetimes *lifetimes, const uint64_t *sizes,
     g->sizes = sizes;
     g->offsets = offsets;
     g->n = n;
+    g->starts_in_order = TRUE;
+    for (gsize i = 1; i < n; i++) {
+        if (lifetimes->items[i].start < lifetimes->items[i - 1].start)
+            g->starts_in_order = FALSE;
+    }
     g->leaves = 1;
     while (g->leaves < MAX(n, 1))
         g->leaves *= 2;
@@ -255,7 +261,9 @@ greedy_clear(Greedy *g)
     g_free(g->found);
 }
 
-/* The first allocation starting at or after the end of @i's lifetime. */
+/* The first allocation starting at or after the end of @i's lifetime: usually a few lifetimes
+ * away, so found by galloping from @i first, then by binary search (the search alone when the
+ * starts are not in order, as checked allocations are: it finds then what it always found). */
 static gsize
 greedy_hi(const Greedy *g, gsize i)
 {
@@ -264,6 +272,15 @@ greedy_hi(const Greedy *g, gsize i)
     gsize lo = i + 1;
     gsize hi = g->n;
 
+    for (gsize step = 1; g->starts_in_order && lo + step - 1 < hi; step *= 2) {
+        gsize probe = lo + step - 1;
+
+        if (items[probe].start >= end) {
+            hi = probe;
+            break;
+        }
+        lo = probe + 1;
+    }
     while (lo < hi) {
         gsize mid = lo + (hi - lo) / 2;
 
