@@ -38,26 +38,33 @@ placed_before(const Placed *a, const Placed *b)
 }
 
 /* A binary heap of Placed, the first to end on top. */
-static void
-heap_push(GArray *heap, const Placed *placed)
-{
+typedef struct {
     Placed *items;
-    gsize k = heap->len;
+    gsize len;
+    gsize cap;
+} PlacedHeap;
 
-    g_array_set_size(heap, heap->len + 1);
-    items = (Placed *)(void *)heap->data;
-    while (k > 0 && placed_before(placed, &items[(k - 1) / 2])) {
-        items[k] = items[(k - 1) / 2];
+static void
+heap_push(PlacedHeap *heap, const Placed *placed)
+{
+    gsize k = heap->len++;
+
+    if (heap->len > heap->cap) {
+        heap->cap = MAX(2 * heap->cap, 64);
+        heap->items = g_renew(Placed, heap->items, heap->cap);
+    }
+    while (k > 0 && placed_before(placed, &heap->items[(k - 1) / 2])) {
+        heap->items[k] = heap->items[(k - 1) / 2];
         k = (k - 1) / 2;
     }
-    items[k] = *placed;
+    heap->items[k] = *placed;
 }
 
 static void
-heap_pop(GArray *heap)
+heap_pop(PlacedHeap *heap)
 {
-    Placed *items = (Placed *)(void *)heap->data;
-    gsize n = heap->len - 1;
+    Placed *items = heap->items;
+    gsize n = --heap->len;
     Placed last = items[n];
     gsize k = 0;
 
@@ -74,7 +81,6 @@ heap_pop(GArray *heap)
         k = child;
     }
     items[k] = last;
-    g_array_set_size(heap, n);
 }
 
 static void
@@ -82,7 +88,7 @@ plan_time(const FsimLifetimes *lifetimes, const uint64_t *sizes, uint64_t capaci
           uint64_t granularity, uint64_t *offsets)
 {
     gsize n = lifetimes->n;
-    g_autoptr(GArray) heap = g_array_new(FALSE, FALSE, sizeof(Placed));
+    PlacedHeap heap = {NULL, 0, 0};
     uint64_t arena_size = fsim_chunk_arena_bytes(capacity, granularity);
     uint64_t mapped_end = 0;
     PlannerArena arena;
@@ -93,9 +99,9 @@ plan_time(const FsimLifetimes *lifetimes, const uint64_t *sizes, uint64_t capaci
         PlannerChunk *chunk;
         FsimSizeCursor cursor;
 
-        while (heap->len > 0 && g_array_index(heap, Placed, 0).end <= lifetime->start) {
-            planner_arena_release(&arena, g_array_index(heap, Placed, 0).chunk);
-            heap_pop(heap);
+        while (heap.len > 0 && heap.items[0].end <= lifetime->start) {
+            planner_arena_release(&arena, heap.items[0].chunk);
+            heap_pop(&heap);
         }
         offsets[i] = FSIM_PLAN_UNPLACED;
         chunk = planner_arena_find(&arena, sizes[i], &cursor);
@@ -114,10 +120,11 @@ plan_time(const FsimLifetimes *lifetimes, const uint64_t *sizes, uint64_t capaci
         if (lifetime->end != FSIM_LIFETIME_FOREVER) {
             Placed placed = {lifetime->end, i, chunk};
 
-            heap_push(heap, &placed);
+            heap_push(&heap, &placed);
         }
     }
     planner_arena_clear(&arena);
+    g_free(heap.items);
 }
 
 /* ---- choosing ------------------------------------------------------------------------------- */
