@@ -13,7 +13,9 @@
  *   memory     a plain sum of the file's 64-bit words through a mapping: the memory bandwidth
  *              baseline of the reader
  *   reader     the reader alone, events taken a batch at a time (fsim_trace_stream_batch())
- *   POLICY     the reader plus an engine with that policy (the replay loop of `fragsim replay`)
+ *   POLICY     the reader plus an engine with that policy (the replay loop of `fragsim replay`),
+ *              the engine's creation included; for an offline policy (the planner) also the
+ *              pass that reads every lifetime first and the plan made from them
  *   POLICY+db  the same with a results database attached (--db; the database goes to a
  *              temporary directory), for the first policy only, against POLICY
  *
@@ -194,6 +196,7 @@ static gboolean
 measure(FsimTrace *trace, const char *policy, FsimStore *store, Measure *out, GError **error)
 {
     g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, 0, error);
+    g_autoptr(FsimLifetimes) lifetimes = NULL;
     g_autoptr(FsimEngine) engine = NULL;
     FsimStoreRun *run = NULL;
     GError *local_error = NULL;
@@ -203,6 +206,8 @@ measure(FsimTrace *trace, const char *policy, FsimStore *store, Measure *out, GE
 
     if (stream == NULL)
         return FALSE;
+    memset(out, 0, sizeof(*out));
+    start = cpu_seconds();
     if (policy != NULL) {
         FsimRunConfig config;
 
@@ -210,12 +215,18 @@ measure(FsimTrace *trace, const char *policy, FsimStore *store, Measure *out, GE
         config.policy = policy;
         config.paranoid = FALSE;
         config.initial_state = fsim_trace_initial_state(trace, 0);
+        if (fsim_policy_is_offline(policy)) {
+            /* as `fragsim replay` does: the lifetimes' pass over the trace, then the plan (in
+             * fsim_engine_new()), both part of the run's cost */
+            lifetimes = fsim_lifetimes_from_trace(trace, 0, error);
+            if (lifetimes == NULL)
+                return FALSE;
+            config.lifetimes = lifetimes;
+        }
         engine = fsim_engine_new(&config, error);
         if (engine == NULL)
             return FALSE;
     }
-    memset(out, 0, sizeof(*out));
-    start = cpu_seconds();
     if (store != NULL) {
         FsimStoreRunInfo info = {.trace = fsim_trace_path(trace),
                                  .trace_format = fsim_trace_format_name(trace),
