@@ -262,6 +262,15 @@ test_records_fuzz_regressions(void)
 
     g_assert_null(fast);
     g_assert_error(error, FSIM_TRACE_ERROR, FSIM_TRACE_ERROR_TRUNCATED);
+
+    /* an empty dict (no first key) was read as a record of no pairs */
+    assert_records(B("\x80\x04]\x94(}\x94(u}\x94"
+                     "e."),
+                   "--");
+    assert_records(B("\x80\x04]\x94(}\x94(u}\x94(\x8c\x06"
+                     "action\x94\x8c\x05"
+                     "alloc\x94ue."),
+                   "-r");
 }
 
 /* The snapshot reader reads entries from records, and a snapshot that refers to an entry twice

@@ -577,11 +577,11 @@ scan_pair(Scan *s)
      * the input) go the slow way */
     if (end - p < 16) {
         if (p < end && *p == 'u')
-            return 2;
+            return s->pairs > 0 ? 2 : 0; /* (an empty dict: no first key, no record) */
         return scan_pair_tail(s);
     }
     if (*p == 'u')
-        return 2;
+        return s->pairs > 0 ? 2 : 0;
     if (s->pairs == RECORD_MAX_PAIRS)
         return 0;
     /* the key */
