@@ -166,6 +166,28 @@ test_records_rollback(void)
                      1);
 }
 
+/* A record's ints are the dict's: LONG1 of 0 to 8 bytes, negative and not, BININT, BININT1,
+ * BININT2 (each record followed by more than the 16 bytes the loop over common pairs needs). */
+static void
+test_records_ints(void)
+{
+    static const char bytes[] =
+        ENTRIES "}\x94(h\x02h\x03h\x04\x8a\x00h\x05\x8a\x01\x7fu"
+                "}\x94(h\x02h\x03h\x04\x8a\x01\x80h\x05\x8a\x02\xff\x7fu"
+                "}\x94(h\x02h\x03h\x04\x8a\x03\x00\x00\x80h\x05J\x00\x00\x00\x80u"
+                "}\x94(h\x02h\x03h\x04\x8a\x07\x01\x02\x03\x04\x05\x06\xf7"
+                "h\x05\x8a\x08\x01\x02\x03\x04\x05\x06\x07\x88u"
+                "}\x94(h\x02h\x03h\x04\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f"
+                "h\x05K\xffu"
+                "}\x94(h\x02h\x03h\x04M\xff\xffh\x05\x8a\x04\x00\x00\x00\x80u"
+                "}\x94(h\x02h\x03h\x04K\x00h\x05K\x01u"
+                "}\x94(h\x02h\x03h\x04K\x00h\x05K\x01u"
+                "}\x94(h\x02h\x03h\x04K\x00h\x05K\x01u"
+                "e.";
+
+    assert_records(B(bytes), "rrrrrrrrrrr");
+}
+
 /* Records whose keys are the same memo gets as the records before them have the same keys, until
  * a memo entry is replaced: then the same bytes may name another key (here memo 4, "addr", becomes
  * "size", so that the fourth dict sets "size" twice and is not a record). */
@@ -309,6 +331,7 @@ main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/pickle-records/entries", test_records_entries);
     g_test_add_func("/pickle-records/rollback", test_records_rollback);
+    g_test_add_func("/pickle-records/ints", test_records_ints);
     g_test_add_func("/pickle-records/template", test_records_template);
     g_test_add_func("/pickle-records/shared", test_records_shared);
     g_test_add_func("/pickle-records/truncated", test_records_truncated);

@@ -636,10 +636,14 @@ fast_int(const guint8 *q, size_t max_long, int64_t *i)
         uint64_t u;
         memcpy(&u, q + 2, 8); /* (16 bytes there: the ones past the int masked off) */
         u = GUINT64_FROM_LE(u);
-        if (n < 8)
-            u &= ((uint64_t)1 << (8 * n)) - 1;
-        if (n > 0 && n < 8 && (q[1 + n] & 0x80))
-            u |= ~(uint64_t)0 << (8 * n);
+        if (G_UNLIKELY(n == 0)) {
+            u = 0;
+        } else {
+            /* the n bytes, their top bit extended: (u ^ m) - m with m that bit */
+            unsigned bits = 8 * (unsigned)n;
+            uint64_t m = (uint64_t)1 << (bits - 1);
+            u = ((u & (~(uint64_t)0 >> (64 - bits))) ^ m) - m;
+        }
         *i = (int64_t)u;
         return q + 2 + n;
     }
@@ -769,22 +773,9 @@ scan_pairs_fast(Scan *s)
                 on_template = FALSE;
             }
         }
-        /* the value: a memo get of a value set before the dict, an int, a list or a new str */
+        /* the value: an int, a memo get of a value set before the dict, a list or a new str */
         const guint8 *const op_at = q;
-        if (q[0] == 'h' || q[0] == 'j') {
-            FsimPickleValue *v = memo_value(q, memo, memo_base);
-            if (v == NULL)
-                break;
-            q += q[0] == 'h' ? 2 : 5;
-            nodes += value_nodes(v);
-            if (value_is_container(v))
-                height = MAX(height, v->height + 1u);
-            if (key >= 0) {
-                value_ref(v);
-                s->refs[n_refs++] = v;
-                slot[key] = (uint8_t)n_refs;
-            }
-        } else if ((q = fast_int(op_at, max_long, &i)) != NULL) {
+        if ((q = fast_int(op_at, max_long, &i)) != NULL) {
             nodes++;
             if (key >= 0) {
                 FsimPickleValue *scalar = &s->scalars[n_scalars];
@@ -792,6 +783,19 @@ scan_pairs_fast(Scan *s)
                 scalar->offset = offset_base + (uint64_t)(uintptr_t)op_at;
                 scalar->u.i = i;
                 slot[key] = (uint8_t)(0x80u | n_scalars++);
+            }
+        } else if (op_at[0] == 'h' || op_at[0] == 'j') {
+            FsimPickleValue *v = memo_value(op_at, memo, memo_base);
+            if (v == NULL)
+                break;
+            q = op_at + (op_at[0] == 'h' ? 2 : 5);
+            nodes += value_nodes(v);
+            if (value_is_container(v))
+                height = MAX(height, v->height + 1u);
+            if (key >= 0) {
+                value_ref(v);
+                s->refs[n_refs++] = v;
+                slot[key] = (uint8_t)n_refs;
             }
         } else if (op_at[0] == ']' || op_at[0] == OP_SHORT_BINUNICODE) {
             /* out of line, the state put back around the call (the key counted) */
