@@ -52,11 +52,12 @@ freeset_erase(FreeSet *set, Block *block)
 }
 
 /* The first block of size >= @size, the lowest address among equal sizes (std::set::lower_bound
- * with AllocParams' search key, whose address is 0), or NULL. */
+ * with AllocParams' search key, whose address is 0), or NULL.  Without the size set's early
+ * answers: a request's bin is as often empty as not. */
 static inline G_ALWAYS_INLINE Block *
 freeset_lower_bound(const FreeSet *set, uint64_t size, FreeCursor *cursor)
 {
-    return fsim_size_set_lower_bound(set, size, 0, cursor);
+    return fsim_size_set_lower_bound_searched(set, size, 0, cursor);
 }
 
 /* Append every block of @set to @out, in order: loops that free blocks walk such a copy, which

@@ -327,7 +327,7 @@ pool_find(Pool *pool, uint64_t stream)
         StreamSet *found = NULL;
 
         for (guint i = 0; i < pool->n_streams; i++)
-            found = pool->streams[i]->stream == stream ? pool->streams[i] : found;
+            found = block_select(pool->streams[i]->stream == stream, pool->streams[i], found);
         return found;
     }
     if (pool->last < pool->n_streams && pool->streams[pool->last]->stream == stream)
