@@ -14,10 +14,11 @@
 void
 fsim_pytorch_slab_grow(Pytorch *pt)
 {
-    Block *chunk = g_new0(Block, SLAB_CHUNK);
+    /* a run of blocks, then their tree links (block_links()) */
+    Block *chunk = g_aligned_alloc0(1, BLOCK_SLAB_BYTES, BLOCK_SLAB_ALIGN);
 
     g_ptr_array_add(pt->slabs, chunk);
-    for (gsize i = 0; i < SLAB_CHUNK; i++) {
+    for (gsize i = 0; i < BLOCK_SLAB_RUN; i++) {
         chunk[i].next = pt->spare;
         pt->spare = &chunk[i];
     }

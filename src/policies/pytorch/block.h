@@ -34,8 +34,10 @@ typedef struct Block Block;
 typedef struct Segment Segment;
 typedef struct StreamSet StreamSet;
 
-/* What a free reads first (links, set, place, flags) comes first: 64 bytes, the first line of
- * the block or two. */
+/* A block is one cache line, 64 bytes and aligned: what a free, a split and a best fit read
+ * (links, segment, place, request, set, flags) in one line, not across two as a 96-byte block
+ * did for half of them.  The tree links, which only the unmapped blocks of expandable segments
+ * use, are kept apart in the slab (block_links()). */
 struct Block {
     Block *prev; /* neighbours in the segment, by address */
     Block *next;
@@ -43,12 +45,37 @@ struct Block {
     uint64_t addr;
     uint64_t size;
     uint64_t requested; /* the request an allocated block serves */
+    StreamSet *set;     /* segment->set, kept here: a free and a split need not read the segment */
     uint32_t flags;
-    StreamSet *set; /* segment->set, kept here: a free and a split need not read the segment */
-    int64_t gc_count_base; /* the pool's GC clock when the block was last cached */
-    Block *child[2];       /* tree links: child[TREE_LEFT] (lower addresses), child[TREE_RIGHT] */
-    Block *parent;
+    /* the pool's GC clock when the block was last cached, its low 32 bits: PyTorch's age is the
+     * int of the difference, which they give exactly */
+    uint32_t gc_count_base;
 };
+
+/* The links of a block in an unmapped tree. */
+typedef struct {
+    Block *child[2]; /* child[TREE_LEFT] (lower addresses), child[TREE_RIGHT] */
+    Block *parent;
+} BlockLinks;
+
+/* The slab's blocks come in runs of BLOCK_SLAB_RUN, aligned to BLOCK_SLAB_ALIGN, their links
+ * after them in the same order: a block's links are found from its address. */
+#define BLOCK_SLAB_RUN   1024u
+#define BLOCK_SLAB_ALIGN (2u * BLOCK_SLAB_RUN * 64u)
+#define BLOCK_SLAB_BYTES (BLOCK_SLAB_RUN * (64u + sizeof(BlockLinks)))
+
+G_STATIC_ASSERT(sizeof(Block) == 64);
+G_STATIC_ASSERT(BLOCK_SLAB_BYTES <= BLOCK_SLAB_ALIGN);
+
+/* The tree links of @block, a block of the model's slab (block-pool.c). */
+static inline BlockLinks *
+block_links(const Block *block)
+{
+    uintptr_t run = (uintptr_t)block & ~(uintptr_t)(BLOCK_SLAB_ALIGN - 1);
+    uintptr_t i = ((uintptr_t)block - run) / sizeof(Block);
+
+    return (BlockLinks *)(run + BLOCK_SLAB_RUN * sizeof(Block)) + i;
+}
 
 /* @a when @cond, else @b, by a mask rather than a branch: for the choices that follow whether a
  * block has neighbours, as random as the trace (gcc keeps a branch for a plain ?: whose arms

@@ -115,7 +115,7 @@ fsim_pytorch_create(const FsimPolicyOps *ops, FsimDevice *device, GKeyFile *conf
     pt->captures = g_array_new(FALSE, FALSE, sizeof(Capture));
     pt->use_on_oom_ids = g_steal_pointer(&use_on_oom);
     pt->no_split_ids = g_steal_pointer(&no_split);
-    pt->slabs = g_ptr_array_new_with_free_func(g_free);
+    pt->slabs = g_ptr_array_new_with_free_func(g_aligned_free);
     pt->scratch = g_ptr_array_new();
     pt->scratch2 = g_ptr_array_new();
     return &pt->base;

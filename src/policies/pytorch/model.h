@@ -169,8 +169,6 @@ typedef struct {
     uint64_t stream;
 } Capture;
 
-#define SLAB_CHUNK 1024
-
 typedef struct {
     FsimPolicy base; /* must be first */
     FsimAllocConf conf;
@@ -191,7 +189,7 @@ typedef struct {
     Segment *last_segment;
     guint n_segments;
     Block *spare;       /* the slab's free list, linked by @next */
-    GPtrArray *slabs;   /* chunks of SLAB_CHUNK blocks */
+    GPtrArray *slabs;   /* runs of BLOCK_SLAB_RUN blocks and their links */
     GPtrArray *scratch; /* lists of blocks for the walks that free blocks, kept between calls */
     GPtrArray *scratch2;
     Stats stats;
@@ -264,7 +262,7 @@ block_expandable(const Block *block)
 /* ---- block-pool.c ------------------------------------------------------------------------------
  */
 
-/* Give the slab another SLAB_CHUNK spare blocks. */
+/* Give the slab another BLOCK_SLAB_RUN spare blocks. */
 void fsim_pytorch_slab_grow(Pytorch *pt);
 
 /* A block of @segment (whose set is @set) from the slab, zeroed but for its segment, its set and
@@ -358,7 +356,7 @@ void fsim_pytorch_pool_clear(Pool *pool);
 static inline G_ALWAYS_INLINE void
 pool_insert_free(Block *block)
 {
-    block->gc_count_base = block->set->pool->clock;
+    block->gc_count_base = (uint32_t)block->set->pool->clock;
     freeset_insert(&block->set->free, block);
 }
 

@@ -116,7 +116,9 @@ fsim_pytorch_release_available_cached_blocks(Pytorch *pt, Pool *pool, uint64_t s
 static inline uint64_t
 gc_age(const Block *block)
 {
-    return (uint64_t)(int64_t)(int)(block->segment->pool->clock - block->gc_count_base);
+    /* the int of the difference: its low 32 bits, all the block keeps of the clock */
+    return (uint64_t)(int64_t)(int32_t)((uint32_t)block->segment->pool->clock -
+                                        block->gc_count_base);
 }
 
 /* garbage_collect_cached_blocks(): above garbage_collection_threshold x the allowed memory, free
