@@ -31,7 +31,7 @@ void
 fsim_live_table_clear(FsimLiveTable *table)
 {
     for (gsize p = 0; p < table->n_pages; p++)
-        g_free(table->pages[p]);
+        g_aligned_free(table->pages[p]);
     g_free(table->pages);
     g_aligned_free(table->groups);
     memset(table, 0, sizeof(*table));
@@ -113,7 +113,8 @@ live_take_entry(FsimLiveTable *table)
         g_error("live table: more than %u live allocations", G_MAXUINT32 - 1);
     if ((table->used & (FSIM_LIVE_PAGE - 1)) == 0) {
         table->pages = g_renew(FsimLiveEntry *, table->pages, table->n_pages + 1);
-        table->pages[table->n_pages++] = g_new(FsimLiveEntry, FSIM_LIVE_PAGE);
+        table->pages[table->n_pages++] =
+            g_aligned_alloc(FSIM_LIVE_PAGE, sizeof(FsimLiveEntry), sizeof(FsimLiveEntry));
     }
     return (uint32_t)table->used++;
 }
