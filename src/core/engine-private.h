@@ -59,6 +59,9 @@ struct FsimEngine {
      * order, and extending a run is cheaper than a search of the set */
     uint64_t seen_start;
     uint64_t seen_end;
+    /* every id ever seen is below it, or G_MAXUINT64: an alloc of this id, when it extends the
+     * run, cannot be of a live id, and goes into the live table without a lookup */
+    uint64_t id_bound;
     FsimEventQueue queue;
     FsimPoolScopes pools; /* private-pool scopes and references, checked before the policy */
     uint64_t seq;

@@ -140,6 +140,8 @@ engine_set_running(FsimEngine *engine, gboolean running)
 static inline void
 engine_see_id(FsimEngine *engine, uint64_t id)
 {
+    if (id != G_MAXUINT64 && id >= engine->id_bound)
+        engine->id_bound = id + 1;
     if (G_LIKELY(id == engine->seen_end && id != G_MAXUINT64)) {
         engine->seen_end++;
         return;
@@ -463,7 +465,11 @@ static G_NO_INLINE gboolean
 engine_alloc_failed(FsimEngine *engine, const FsimEvent *ev, FsimLiveEntry *entry, GError **error)
 {
     entry->state = FSIM_LIVE_FAILED;
+    entry->block = (FsimBlock){0};
+    entry->requested = 0;
     entry->stream = ev->stream;
+    entry->alloc_event = 0;
+    entry->alloc_time = 0;
     engine->metrics.ooms++;
     if ((ev->flags & FSIM_EVF_RECORDED_OOM) != 0)
         engine->metrics.recorded_ooms_reproduced++;
@@ -484,11 +490,22 @@ engine_alloc(FsimEngine *engine, const FsimEvent *ev, EngineMode mode, GError **
     engine->metrics.allocs++;
     if (G_UNLIKELY(ev->size == 0 || ev->size > FSIM_MAX_SIZE))
         return engine_alloc_refused(ev, FALSE, error);
-    /* The entry goes in now (one probe): the policy never touches the table. */
-    entry = fsim_live_table_insert_or_find(&engine->live, ev->id, &inserted);
-    if (G_UNLIKELY(!inserted))
-        return engine_alloc_refused(ev, TRUE, error);
-    engine_see_id(engine, ev->id);
+    /* The entry goes in now (one probe): the policy never touches the table.  The next id of
+     * the run, past every id seen, cannot be live: no lookup for a duplicate (ids mostly come
+     * in order).  Its fields are set below, after the policy's call: only a plain engine, which
+     * no observer reads the table of meanwhile (a device call's), leaves them unset until then.
+     */
+    if (mode == ENGINE_PLAIN && G_LIKELY(ev->id == engine->seen_end && ev->id == engine->id_bound &&
+                                         ev->id != G_MAXUINT64)) {
+        entry = fsim_live_table_insert_absent(&engine->live, ev->id);
+        engine->seen_end++;
+        engine->id_bound++;
+    } else {
+        entry = fsim_live_table_insert_or_find(&engine->live, ev->id, &inserted);
+        if (G_UNLIKELY(!inserted))
+            return engine_alloc_refused(ev, TRUE, error);
+        engine_see_id(engine, ev->id);
+    }
     req.size = ev->size;
     req.stream = ev->stream;
     req.now = ev->time;

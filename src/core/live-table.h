@@ -187,21 +187,19 @@ fsim_live_table_lookup(FsimLiveTable *table, uint64_t id)
  * the groups to grow. */
 FsimLiveEntry *fsim_live_table_insert_slow(FsimLiveTable *table, uint64_t id);
 
-/* As insert when @id is absent (*@inserted TRUE); else its entry, unchanged (*@inserted FALSE). */
+/* Insert @id, which the caller knows to be absent (no lookup first), and return its entry: its
+ * id set and its state FSIM_LIVE_ALLOCATED, the other fields left for the caller to set (the
+ * engine sets them all). */
 static inline FsimLiveEntry *
-fsim_live_table_insert_or_find(FsimLiveTable *table, uint64_t id, gboolean *inserted)
+fsim_live_table_insert_absent(FsimLiveTable *table, uint64_t id)
 {
-    gsize slot;
-    FsimLiveEntry *entry = fsim_live_find(table, id, &slot);
     uint64_t hash = fsim_live_hash(id);
     FsimLiveGroup *group = &table->groups[fsim_live_home(table, hash)];
     uint64_t room = fsim_live_ctrl(group) & FSIM_LIVE_MSB; /* the home group's empty slots */
+    FsimLiveEntry *entry;
     guint i;
     uint32_t n;
 
-    *inserted = entry == NULL;
-    if (entry != NULL)
-        return entry;
     /* at most half the slots used */
     if (G_UNLIKELY(room == 0 || table->free == 0 ||
                    (table->count + 1) * 2 > ((gsize)FSIM_LIVE_GROUP << table->group_bits)))
@@ -214,6 +212,22 @@ fsim_live_table_insert_or_find(FsimLiveTable *table, uint64_t id, gboolean *inse
     group->ctrl[i] = (uint8_t)fsim_live_tag(table, hash);
     group->entry[i] = n;
     table->count++;
+    entry->id = id;
+    entry->state = FSIM_LIVE_ALLOCATED;
+    return entry;
+}
+
+/* As insert when @id is absent (*@inserted TRUE); else its entry, unchanged (*@inserted FALSE). */
+static inline FsimLiveEntry *
+fsim_live_table_insert_or_find(FsimLiveTable *table, uint64_t id, gboolean *inserted)
+{
+    gsize slot;
+    FsimLiveEntry *entry = fsim_live_find(table, id, &slot);
+
+    *inserted = entry == NULL;
+    if (entry != NULL)
+        return entry;
+    entry = fsim_live_table_insert_absent(table, id);
     memset(entry, 0, sizeof(*entry));
     entry->id = id;
     entry->state = FSIM_LIVE_ALLOCATED;
