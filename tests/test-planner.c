@@ -101,6 +101,136 @@ test_checker_fails(void)
     g_assert_false(fsim_plan_check(&lifetimes, good, sizes, &error));
 }
 
+/* Many ids, freed in a shuffled order, some deferred (their end the free_completed), some
+ * allocated again after their free: the pre-pass's lifetimes against a table kept here. */
+static void
+test_lifetimes_many(void)
+{
+    g_autofree char *dir = fsim_test_tmp_dir();
+    g_autoptr(GString) text = g_string_new("fragsim-trace v1\n");
+    g_autoptr(GRand) rand = g_rand_new_with_seed(14);
+    g_autoptr(GArray) live = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    g_autoptr(GArray) ends = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    g_autoptr(GHashTable) index_of = g_hash_table_new(g_int64_hash, g_int64_equal);
+    g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimTrace) trace = NULL;
+    g_autoptr(FsimLifetimes) lifetimes = NULL;
+    g_autofree char *path = NULL;
+    uint64_t step = 0;
+    uint64_t next_id = 1;
+
+    g_array_set_size(ids, 20000);
+    for (guint e = 0; e < 20000; e++) {
+        uint64_t forever = FSIM_LIFETIME_FOREVER;
+
+        step++;
+        if (live->len == 0 || g_rand_int_range(rand, 0, 2) == 0) {
+            /* a freed id again now and then */
+            uint64_t id = g_rand_int_range(rand, 0, 8) == 0 ? next_id / 2 + 1 : next_id++;
+
+            if (g_hash_table_contains(index_of, &id)) /* still live: a new one instead */
+                id = next_id++;
+            g_string_append_printf(
+                text, "%" G_GUINT64_FORMAT " alloc %" G_GUINT64_FORMAT " 512 0\n", step * 10, id);
+            g_array_index(ids, uint64_t, ends->len) = id;
+            g_hash_table_insert(index_of, &g_array_index(ids, uint64_t, ends->len),
+                                GSIZE_TO_POINTER(ends->len + 1));
+            g_array_append_val(ends, forever);
+            g_array_append_val(live, id);
+        } else {
+            guint k = (guint)g_rand_int_range(rand, 0, (gint32)live->len);
+            uint64_t id = g_array_index(live, uint64_t, k);
+            gsize index = GPOINTER_TO_SIZE(g_hash_table_lookup(index_of, &id)) - 1;
+
+            g_array_remove_index_fast(live, k);
+            if (g_rand_int_range(rand, 0, 4) == 0) {
+                g_string_append_printf(
+                    text, "%" G_GUINT64_FORMAT " free_requested %" G_GUINT64_FORMAT " 0\n",
+                    step * 10, id);
+                step++;
+                g_string_append_printf(
+                    text, "%" G_GUINT64_FORMAT " free_completed %" G_GUINT64_FORMAT " 0\n",
+                    step * 10, id);
+            } else {
+                g_string_append_printf(text, "%" G_GUINT64_FORMAT " free %" G_GUINT64_FORMAT " 0\n",
+                                       step * 10, id);
+            }
+            g_array_index(ends, uint64_t, index) = step;
+            g_hash_table_remove(index_of, &id);
+        }
+    }
+    path = write_trace(dir, text->str);
+    trace = fsim_trace_open(path, &error);
+    g_assert_no_error(error);
+    lifetimes = fsim_lifetimes_from_trace(trace, 0, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(lifetimes->n, ==, ends->len);
+    g_assert_cmpuint(lifetimes->steps, ==, step);
+    for (gsize i = 0; i < lifetimes->n; i++)
+        g_assert_cmpuint(lifetimes->items[i].end, ==, g_array_index(ends, uint64_t, i));
+    fsim_test_remove_tree(dir);
+}
+
+/* Whether some two placed allocations alive at once overlap, the slow way. */
+static gboolean
+plan_overlaps(const FsimLifetimes *lifetimes, const uint64_t *offsets, const uint64_t *sizes)
+{
+    for (gsize a = 0; a < lifetimes->n; a++)
+        for (gsize b = a + 1; b < lifetimes->n; b++)
+            if (offsets[a] != FSIM_PLAN_UNPLACED && offsets[b] != FSIM_PLAN_UNPLACED &&
+                lifetimes->items[b].start < lifetimes->items[a].end &&
+                offsets[a] < offsets[b] + sizes[b] && offsets[b] < offsets[a] + sizes[a])
+                return TRUE;
+    return FALSE;
+}
+
+/* Random plans, some valid, some not: the checker's verdict against plan_overlaps(), and an
+ * overlap with the allocation above (the neighbour after it by offset) named in order. */
+static void
+test_checker_random(void)
+{
+    FsimLifetime items[] = {{.size = 100, .start = 1, .end = 9},
+                            {.size = 100, .start = 2, .end = 3},
+                            {.size = 100, .start = 3, .end = 9}};
+    FsimLifetimes above = {items, G_N_ELEMENTS(items), 9};
+    uint64_t sizes[] = {256, 256, 256};
+    uint64_t offsets[] = {512, 0, 300}; /* the third meets the first above it, not the second */
+    g_autoptr(GRand) rand = g_rand_new_with_seed(7);
+    g_autoptr(GError) error = NULL;
+    guint failed = 0;
+
+    g_assert_false(fsim_plan_check(&above, offsets, sizes, &error));
+    g_assert_nonnull(strstr(error->message, "allocations 2 [300, 556) and 0 [512, 768)"));
+    g_clear_error(&error);
+    for (guint round = 0; round < 2000; round++) {
+        FsimLifetime random_items[40];
+        uint64_t random_offsets[40];
+        uint64_t random_sizes[40];
+        FsimLifetimes lifetimes = {random_items, 1 + round % 40, 0};
+        uint64_t start = 0;
+
+        for (gsize i = 0; i < lifetimes.n; i++) {
+            start += (uint64_t)g_rand_int_range(rand, 0, 3);
+            random_items[i] = (FsimLifetime){.size = 1, .start = start};
+            random_items[i].end = g_rand_int_range(rand, 0, 10) == 0
+                                      ? FSIM_LIFETIME_FOREVER
+                                      : start + 1 + (uint64_t)g_rand_int_range(rand, 0, 12);
+            random_offsets[i] = g_rand_int_range(rand, 0, 12) == 0
+                                    ? FSIM_PLAN_UNPLACED
+                                    : (uint64_t)g_rand_int_range(rand, 0, 64) * 4096;
+            random_sizes[i] = (uint64_t)g_rand_int_range(rand, 1, 9) * 4096;
+        }
+        lifetimes.steps = start;
+        g_assert_cmpint(fsim_plan_check(&lifetimes, random_offsets, random_sizes, &error), ==,
+                        !plan_overlaps(&lifetimes, random_offsets, random_sizes));
+        failed += error != NULL;
+        g_clear_error(&error);
+    }
+    g_assert_cmpuint(failed, >, 100);
+    g_assert_cmpuint(failed, <, 1900);
+}
+
 typedef struct {
     FsimMetrics metrics;
     FsimPolicyStats stats;
@@ -260,6 +390,8 @@ main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/planner/lifetimes-and-orders", test_lifetimes_and_orders);
     g_test_add_func("/planner/checker-fails", test_checker_fails);
+    g_test_add_func("/planner/lifetimes-many", test_lifetimes_many);
+    g_test_add_func("/planner/checker-random", test_checker_random);
     g_test_add_func("/planner/hole-replay", test_hole_replay);
     g_test_add_func("/planner/sample-traces", test_sample_traces);
     g_test_add_func("/planner/shared-traces", test_shared_traces);

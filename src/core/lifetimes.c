@@ -2,6 +2,14 @@
 /*
  * Allocation lifetimes (the pre-pass an offline policy needs) and the placement checker.  See
  * fragsim/plan.h.
+ *
+ * The pre-pass keeps its live ids in an open-addressed table of its own (linear probing, a
+ * removal shifting the run back) and the lifetimes in a plain array: a GHashTable entry and a
+ * g_new() per allocation were most of its cost.  The checker walks the allocations in order
+ * with the live ones in a heap by end (the next to be freed on top) and in a size set
+ * (core/size-set.h) ordered by (offset, index), which the sorted array of every lifetime by end
+ * (a qsort with a callback) and a GTree were before: each new allocation is checked against its
+ * neighbours there, so the first overlap found, and its message, are the same.
  */
 #include <glib.h>
 
@@ -9,33 +17,166 @@
 #include "fragsim/plan.h"
 #include "fragsim/types.h"
 
+#include "core/live-table.h" /* fsim_live_hash() */
+#include "core/size-set.h"
+
+/* ---- the live ids of the pre-pass ------------------------------------------------------------ */
+
+/* A slot: @value is 0 when empty, else (index + 1) x 2 + pending (freed, waiting for its
+ * FREE_COMPLETED). */
 typedef struct {
     uint64_t id;
-    gsize index;
-    gboolean pending; /* freed, waiting for its FREE_COMPLETED */
-} LiveEntry;
+    uint64_t value;
+} IdSlot;
 
-static void
-lifetimes_start(GArray *items, GHashTable *live, uint64_t id, uint64_t size, uint64_t stream,
-                uint64_t step, gboolean pending)
+typedef struct {
+    IdSlot *slots;
+    guint shift; /* 64 - log2 of the number of slots */
+    gsize mask;
+    gsize count;
+} IdTable;
+
+#define ID_TABLE_MIN_BITS 10u
+
+static inline gsize
+id_home(const IdTable *table, uint64_t id)
 {
-    FsimLifetime lifetime = {
-        .size = size, .stream = stream, .start = step, .end = FSIM_LIFETIME_FOREVER};
-    LiveEntry *entry = g_new(LiveEntry, 1);
-
-    entry->id = id;
-    entry->index = items->len;
-    entry->pending = pending;
-    g_array_append_val(items, lifetime);
-    /* An id allocated again while alive (the engine rejects it) keeps its first lifetime. */
-    g_hash_table_replace(live, &entry->id, entry);
+    return (gsize)(fsim_live_hash(id) >> table->shift);
 }
 
 static void
-lifetimes_end(GArray *items, GHashTable *live, LiveEntry *entry, uint64_t step)
+id_table_init(IdTable *table, guint bits)
 {
-    g_array_index(items, FsimLifetime, entry->index).end = step;
-    g_hash_table_remove(live, &entry->id);
+    table->slots = g_new0(IdSlot, (gsize)1 << bits);
+    table->shift = 64 - bits;
+    table->mask = ((gsize)1 << bits) - 1;
+    table->count = 0;
+}
+
+/* The slot of @id, or NULL. */
+static inline IdSlot *
+id_table_find(const IdTable *table, uint64_t id)
+{
+    for (gsize at = id_home(table, id);; at = (at + 1) & table->mask) {
+        IdSlot *slot = &table->slots[at];
+
+        if (slot->value == 0)
+            return NULL;
+        if (slot->id == id)
+            return slot;
+    }
+}
+
+static void id_table_put(IdTable *table, uint64_t id, uint64_t value);
+
+/* Double the slots (at half full). */
+static void
+id_table_grow(IdTable *table)
+{
+    IdSlot *old = table->slots;
+    gsize n_old = table->mask + 1;
+
+    id_table_init(table, 64 - table->shift + 1);
+    for (gsize i = 0; i < n_old; i++)
+        if (old[i].value != 0)
+            id_table_put(table, old[i].id, old[i].value);
+    g_free(old);
+}
+
+/* Map @id to @value (a live id's earlier value is replaced). */
+static void
+id_table_put(IdTable *table, uint64_t id, uint64_t value)
+{
+    gsize at = id_home(table, id);
+
+    while (table->slots[at].value != 0 && table->slots[at].id != id)
+        at = (at + 1) & table->mask;
+    if (table->slots[at].value == 0)
+        table->count++;
+    table->slots[at].id = id;
+    table->slots[at].value = value;
+    if (G_UNLIKELY(table->count * 2 > table->mask + 1))
+        id_table_grow(table);
+}
+
+/* Empty @slot, moving back the slots after it that probed past it. */
+static void
+id_table_remove(IdTable *table, IdSlot *slot)
+{
+    gsize hole = (gsize)(slot - table->slots);
+
+    for (gsize at = (hole + 1) & table->mask; table->slots[at].value != 0;
+         at = (at + 1) & table->mask) {
+        /* the probe distance of the slot at @at, and that of @hole from its home */
+        gsize home = id_home(table, table->slots[at].id);
+
+        if (((at - home) & table->mask) >= ((at - hole) & table->mask)) {
+            table->slots[hole] = table->slots[at];
+            hole = at;
+        }
+    }
+    table->slots[hole].value = 0;
+    table->count--;
+}
+
+/* ---- the pre-pass ---------------------------------------------------------------------------- */
+
+typedef struct {
+    FsimLifetime *items;
+    gsize n;
+    gsize capacity;
+    IdTable live;
+} Collect;
+
+static void
+lifetimes_start(Collect *collect, uint64_t id, uint64_t size, uint64_t stream, uint64_t step,
+                gboolean pending)
+{
+    if (G_UNLIKELY(collect->n == collect->capacity)) {
+        collect->capacity = MAX(collect->capacity * 2, 1024);
+        collect->items = g_renew(FsimLifetime, collect->items, collect->capacity);
+    }
+    collect->items[collect->n] =
+        (FsimLifetime){.size = size, .stream = stream, .start = step, .end = FSIM_LIFETIME_FOREVER};
+    /* An id allocated again while alive: its entry is the new lifetime's (the engine rejects
+     * it). */
+    id_table_put(&collect->live, id, (uint64_t)(collect->n + 1) * 2 + (pending ? 1 : 0));
+    collect->n++;
+}
+
+static void
+lifetimes_end(Collect *collect, IdSlot *slot, uint64_t step)
+{
+    collect->items[slot->value / 2 - 1].end = step;
+    id_table_remove(&collect->live, slot);
+}
+
+static void
+lifetimes_event(Collect *collect, const FsimEvent *ev, uint64_t step)
+{
+    IdSlot *slot;
+
+    switch (ev->kind) {
+    case FSIM_EV_ALLOC:
+        lifetimes_start(collect, ev->id, ev->size, ev->stream, step, FALSE);
+        break;
+    case FSIM_EV_FREE:
+        slot = id_table_find(&collect->live, ev->id);
+        if (slot == NULL || (slot->value & 1) != 0)
+            break;
+        if ((ev->flags & FSIM_EVF_DEFERRED) != 0)
+            slot->value |= 1;
+        else
+            lifetimes_end(collect, slot, step);
+        break;
+    case FSIM_EV_FREE_COMPLETED:
+        slot = id_table_find(&collect->live, ev->id);
+        if (slot != NULL && (slot->value & 1) != 0)
+            lifetimes_end(collect, slot, step);
+        break;
+    default:
+        break;
+    }
 }
 
 FsimLifetimes *
@@ -43,8 +184,7 @@ fsim_lifetimes_from_trace(FsimTrace *trace, uint32_t device, GError **error)
 {
     const FsimInitialState *state = fsim_trace_initial_state(trace, device);
     g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, device, error);
-    g_autoptr(GHashTable) live = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
-    GArray *items;
+    Collect collect = {NULL, 0, 0, {NULL, 0, 0, 0}};
     GError *local_error = NULL;
     FsimLifetimes *lifetimes;
     FsimEvent ev;
@@ -52,47 +192,24 @@ fsim_lifetimes_from_trace(FsimTrace *trace, uint32_t device, GError **error)
 
     if (stream == NULL)
         return NULL;
-    items = g_array_new(FALSE, FALSE, sizeof(FsimLifetime));
+    id_table_init(&collect.live, ID_TABLE_MIN_BITS);
     for (gsize i = 0; state != NULL && i < state->n_blocks; i++) {
         const FsimSeedBlock *seed = &state->blocks[i];
 
-        lifetimes_start(items, live, seed->id, seed->size, seed->stream, 0, seed->pending_free);
+        lifetimes_start(&collect, seed->id, seed->size, seed->stream, 0, seed->pending_free);
     }
-    while (fsim_trace_stream_next(stream, &ev, &local_error)) {
-        LiveEntry *entry;
-
-        step++;
-        switch (ev.kind) {
-        case FSIM_EV_ALLOC:
-            lifetimes_start(items, live, ev.id, ev.size, ev.stream, step, FALSE);
-            break;
-        case FSIM_EV_FREE:
-            entry = g_hash_table_lookup(live, &ev.id);
-            if (entry == NULL || entry->pending)
-                break;
-            if ((ev.flags & FSIM_EVF_DEFERRED) != 0)
-                entry->pending = TRUE;
-            else
-                lifetimes_end(items, live, entry, step);
-            break;
-        case FSIM_EV_FREE_COMPLETED:
-            entry = g_hash_table_lookup(live, &ev.id);
-            if (entry != NULL && entry->pending)
-                lifetimes_end(items, live, entry, step);
-            break;
-        default:
-            break;
-        }
-    }
+    while (fsim_trace_stream_next(stream, &ev, &local_error))
+        lifetimes_event(&collect, &ev, ++step);
+    g_free(collect.live.slots);
     if (local_error != NULL) {
         g_propagate_error(error, local_error);
-        g_array_unref(items);
+        g_free(collect.items);
         return NULL;
     }
     lifetimes = g_new0(FsimLifetimes, 1);
-    lifetimes->n = items->len;
+    lifetimes->n = collect.n;
     lifetimes->steps = step;
-    lifetimes->items = (FsimLifetime *)(void *)g_array_free(items, FALSE);
+    lifetimes->items = collect.items;
     return lifetimes;
 }
 
@@ -104,39 +221,64 @@ fsim_lifetimes_free(FsimLifetimes *lifetimes)
     fsim_owned_free(lifetimes, owned, G_N_ELEMENTS(owned));
 }
 
-/* ---- the placement checker ---------------------------------------------------------------- */
+/* ---- the placement checker ------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t end;
+    gsize index;
+} EndEntry;
+
+/* The live allocations that end: a binary min-heap by end. */
+typedef struct {
+    EndEntry *items;
+    gsize len;
+    gsize capacity;
+} EndHeap;
+
+static void
+end_heap_push(EndHeap *heap, uint64_t end, gsize index)
+{
+    gsize at = heap->len++;
+
+    if (G_UNLIKELY(heap->len > heap->capacity)) {
+        heap->capacity = MAX(heap->capacity * 2, 256);
+        heap->items = g_renew(EndEntry, heap->items, heap->capacity);
+    }
+    while (at > 0 && heap->items[(at - 1) / 2].end > end) {
+        heap->items[at] = heap->items[(at - 1) / 2];
+        at = (at - 1) / 2;
+    }
+    heap->items[at] = (EndEntry){end, index};
+}
+
+static void
+end_heap_pop(EndHeap *heap)
+{
+    EndEntry last = heap->items[--heap->len];
+    gsize at = 0;
+
+    for (;;) {
+        gsize child = 2 * at + 1;
+
+        if (child >= heap->len)
+            break;
+        if (child + 1 < heap->len && heap->items[child + 1].end < heap->items[child].end)
+            child++;
+        if (heap->items[child].end >= last.end)
+            break;
+        heap->items[at] = heap->items[child];
+        at = child;
+    }
+    heap->items[at] = last;
+}
 
 typedef struct {
     const FsimLifetimes *lifetimes;
     const uint64_t *offsets;
     const uint64_t *sizes;
+    FsimSizeSet live; /* by (offset, index); an item is its index + 1 */
+    EndHeap ends;
 } CheckData;
-
-static gint
-check_by_offset(gconstpointer a, gconstpointer b, gpointer data)
-{
-    const CheckData *check = data;
-    gsize x = GPOINTER_TO_SIZE(a) - 1;
-    gsize y = GPOINTER_TO_SIZE(b) - 1;
-
-    if (check->offsets[x] != check->offsets[y])
-        return check->offsets[x] < check->offsets[y] ? -1 : 1;
-    return fsim_compare_u64(x, y);
-}
-
-static gint
-check_by_end(gconstpointer a, gconstpointer b, gpointer data)
-{
-    const CheckData *check = data;
-    gsize x = *(const gsize *)a;
-    gsize y = *(const gsize *)b;
-    uint64_t ex = check->lifetimes->items[x].end;
-    uint64_t ey = check->lifetimes->items[y].end;
-
-    if (ex != ey)
-        return ex < ey ? -1 : 1;
-    return fsim_compare_u64(x, y);
-}
 
 static gboolean
 check_overlap(const CheckData *check, gsize a, gsize b, GError **error)
@@ -155,35 +297,32 @@ check_overlap(const CheckData *check, gsize a, gsize b, GError **error)
     return TRUE;
 }
 
-/* Insert @i into the live set after checking it against its neighbours by offset. */
+/* Check @i against its neighbours by offset in the live set, then insert it there. */
 static gboolean
-check_insert(const CheckData *check, GTree *live, gsize i, GError **error)
+check_insert(CheckData *check, gsize i, GError **error)
 {
-    gpointer key = GSIZE_TO_POINTER(i + 1);
-    GTreeNode *node;
+    FsimSizeCursor before;
+    FsimSizeCursor after;
+    gpointer next = fsim_size_set_lower_bound(&check->live, check->offsets[i], i, &after);
+    gpointer prev;
 
-    g_tree_insert(live, key, key);
-    node = g_tree_lookup_node(live, key);
-    if (g_tree_node_previous(node) != NULL &&
-        !check_overlap(check, GPOINTER_TO_SIZE(g_tree_node_key(g_tree_node_previous(node))) - 1, i,
-                       error))
+    before = after;
+    prev = next != NULL ? fsim_size_set_prev(&check->live, &before)
+                        : fsim_size_set_last(&check->live, &before);
+    if (prev != NULL && !check_overlap(check, GPOINTER_TO_SIZE(prev) - 1, i, error))
         return FALSE;
-    if (g_tree_node_next(node) != NULL &&
-        !check_overlap(check, i, GPOINTER_TO_SIZE(g_tree_node_key(g_tree_node_next(node))) - 1,
-                       error))
+    if (next != NULL && !check_overlap(check, i, GPOINTER_TO_SIZE(next) - 1, error))
         return FALSE;
+    fsim_size_set_insert(&check->live, check->offsets[i], i, GSIZE_TO_POINTER(i + 1));
+    if (check->lifetimes->items[i].end != FSIM_LIFETIME_FOREVER)
+        end_heap_push(&check->ends, check->lifetimes->items[i].end, i);
     return TRUE;
 }
 
-gboolean
-fsim_plan_check(const FsimLifetimes *lifetimes, const uint64_t *offsets, const uint64_t *sizes,
-                GError **error)
+/* Each lifetime's bytes and its place in the order. */
+static gboolean
+check_lifetimes(const FsimLifetimes *lifetimes, const uint64_t *sizes, GError **error)
 {
-    CheckData check = {lifetimes, offsets, sizes};
-    g_autofree gsize *by_end = g_new(gsize, MAX(lifetimes->n, 1));
-    g_autoptr(GTree) live = g_tree_new_full(check_by_offset, &check, NULL, NULL);
-    gsize j = 0;
-
     for (gsize i = 0; i < lifetimes->n; i++) {
         const FsimLifetime *lifetime = &lifetimes->items[i];
 
@@ -196,17 +335,43 @@ fsim_plan_check(const FsimLifetimes *lifetimes, const uint64_t *offsets, const u
                         i, sizes[i], lifetime->size);
             return FALSE;
         }
-        by_end[i] = i;
     }
-    g_qsort_with_data(by_end, (gint)lifetimes->n, sizeof(gsize), check_by_end, &check);
+    return TRUE;
+}
+
+/* The allocations checked in order (their starts never decrease, and a lifetime ends after it
+ * starts): before each one, those whose memory is reusable at its start leave the live set. */
+static gboolean
+check_sweep(CheckData *check, GError **error)
+{
+    const FsimLifetimes *lifetimes = check->lifetimes;
+
     for (gsize i = 0; i < lifetimes->n; i++) {
         /* Memory freed at or before this step is reusable now. */
-        while (j < lifetimes->n && lifetimes->items[by_end[j]].end <= lifetimes->items[i].start) {
-            g_tree_remove(live, GSIZE_TO_POINTER(by_end[j] + 1));
-            j++;
+        while (check->ends.len > 0 && check->ends.items[0].end <= lifetimes->items[i].start) {
+            gsize k = check->ends.items[0].index;
+
+            end_heap_pop(&check->ends);
+            fsim_size_set_erase(&check->live, check->offsets[k], k, GSIZE_TO_POINTER(k + 1));
         }
-        if (offsets[i] != FSIM_PLAN_UNPLACED && !check_insert(&check, live, i, error))
+        if (check->offsets[i] != FSIM_PLAN_UNPLACED && !check_insert(check, i, error))
             return FALSE;
     }
     return TRUE;
+}
+
+gboolean
+fsim_plan_check(const FsimLifetimes *lifetimes, const uint64_t *offsets, const uint64_t *sizes,
+                GError **error)
+{
+    CheckData check = {.lifetimes = lifetimes, .offsets = offsets, .sizes = sizes};
+    gboolean ok;
+
+    if (!check_lifetimes(lifetimes, sizes, error))
+        return FALSE;
+    fsim_size_set_init(&check.live);
+    ok = check_sweep(&check, error);
+    fsim_size_set_clear(&check.live);
+    g_free(check.ends.items);
+    return ok;
 }
