@@ -17,6 +17,7 @@
 #include "fragsim/plan.h"
 #include "fragsim/types.h"
 
+#include "core/heap.h"
 #include "core/live-table.h" /* fsim_live_hash() */
 #include "core/size-set.h"
 
@@ -228,49 +229,14 @@ typedef struct {
     gsize index;
 } EndEntry;
 
-/* The live allocations that end: a binary min-heap by end. */
-typedef struct {
-    EndEntry *items;
-    gsize len;
-    gsize capacity;
-} EndHeap;
-
-static void
-end_heap_push(EndHeap *heap, uint64_t end, gsize index)
+static inline gboolean
+end_before(const EndEntry *a, const EndEntry *b)
 {
-    gsize at = heap->len++;
-
-    if (G_UNLIKELY(heap->len > heap->capacity)) {
-        heap->capacity = MAX(heap->capacity * 2, 256);
-        heap->items = g_renew(EndEntry, heap->items, heap->capacity);
-    }
-    while (at > 0 && heap->items[(at - 1) / 2].end > end) {
-        heap->items[at] = heap->items[(at - 1) / 2];
-        at = (at - 1) / 2;
-    }
-    heap->items[at] = (EndEntry){end, index};
+    return a->end < b->end;
 }
 
-static void
-end_heap_pop(EndHeap *heap)
-{
-    EndEntry last = heap->items[--heap->len];
-    gsize at = 0;
-
-    for (;;) {
-        gsize child = 2 * at + 1;
-
-        if (child >= heap->len)
-            break;
-        if (child + 1 < heap->len && heap->items[child + 1].end < heap->items[child].end)
-            child++;
-        if (heap->items[child].end >= last.end)
-            break;
-        heap->items[at] = heap->items[child];
-        at = child;
-    }
-    heap->items[at] = last;
-}
+/* The live allocations that end, the next to end on top. */
+FSIM_HEAP_DEFINE(EndHeap, end_heap, EndEntry, end_before)
 
 typedef struct {
     const FsimLifetimes *lifetimes;
@@ -305,6 +271,7 @@ check_insert(CheckData *check, gsize i, GError **error)
     FsimSizeCursor after;
     gpointer next = fsim_size_set_lower_bound(&check->live, check->offsets[i], i, &after);
     gpointer prev;
+    EndEntry ending = {check->lifetimes->items[i].end, i};
 
     before = after;
     prev = next != NULL ? fsim_size_set_prev(&check->live, &before)
@@ -314,8 +281,8 @@ check_insert(CheckData *check, gsize i, GError **error)
     if (next != NULL && !check_overlap(check, i, GPOINTER_TO_SIZE(next) - 1, error))
         return FALSE;
     fsim_size_set_insert(&check->live, check->offsets[i], i, GSIZE_TO_POINTER(i + 1));
-    if (check->lifetimes->items[i].end != FSIM_LIFETIME_FOREVER)
-        end_heap_push(&check->ends, check->lifetimes->items[i].end, i);
+    if (ending.end != FSIM_LIFETIME_FOREVER)
+        end_heap_push(&check->ends, &ending);
     return TRUE;
 }
 
@@ -351,7 +318,7 @@ check_sweep(CheckData *check, GError **error)
         while (check->ends.len > 0 && check->ends.items[0].end <= lifetimes->items[i].start) {
             gsize k = check->ends.items[0].index;
 
-            end_heap_pop(&check->ends);
+            end_heap_pop(&check->ends, NULL);
             fsim_size_set_erase(&check->live, check->offsets[k], k, GSIZE_TO_POINTER(k + 1));
         }
         if (check->offsets[i] != FSIM_PLAN_UNPLACED && !check_insert(check, i, error))
@@ -372,6 +339,6 @@ fsim_plan_check(const FsimLifetimes *lifetimes, const uint64_t *offsets, const u
     fsim_size_set_init(&check.live);
     ok = check_sweep(&check, error);
     fsim_size_set_clear(&check.live);
-    g_free(check.ends.items);
+    end_heap_clear(&check.ends);
     return ok;
 }

@@ -44,7 +44,7 @@ random_next(FsimSynth *synth, FsimEvent *ev, GError **error)
     ev->time = step * RANDOM_EVENT_NS;
 
     uint64_t remaining = r->config.events - step;
-    uint64_t live = r->base.heap.items->len;
+    uint64_t live = r->base.heap.items.len;
     const FsimSynthHeapItem *top = fsim_synth_heap_peek(&r->base.heap);
     gboolean room = remaining >= live + 2; /* an allocation and its free still fit */
     gboolean full = r->config.max_live && live >= r->config.max_live;

@@ -132,71 +132,34 @@ fsim_synth_seed(FsimSynth *synth, uint64_t seed)
 void
 fsim_synth_heap_init(FsimSynthHeap *heap)
 {
-    heap->items = g_array_new(FALSE, FALSE, sizeof(FsimSynthHeapItem));
+    heap->items = (FsimSynthHeapItems){0};
     heap->next_seq = 0;
 }
 
 void
 fsim_synth_heap_clear(FsimSynthHeap *heap)
 {
-    g_clear_pointer(&heap->items, g_array_unref);
-}
-
-static gboolean
-heap_before(const FsimSynthHeapItem *a, const FsimSynthHeapItem *b)
-{
-    return a->time < b->time || (a->time == b->time && a->seq < b->seq);
+    fsim_synth_heap_items_clear(&heap->items);
 }
 
 void
 fsim_synth_heap_push(FsimSynthHeap *heap, FsimTime time, uint64_t kind, uint64_t value)
 {
     FsimSynthHeapItem item = {.time = time, .seq = heap->next_seq++, .kind = kind, .value = value};
-    g_array_append_val(heap->items, item);
-    FsimSynthHeapItem *a = (FsimSynthHeapItem *)(void *)heap->items->data;
-    guint i = heap->items->len - 1;
-    while (i > 0) {
-        guint parent = (i - 1) / 2;
-        if (!heap_before(&a[i], &a[parent]))
-            break;
-        FsimSynthHeapItem tmp = a[i];
-        a[i] = a[parent];
-        a[parent] = tmp;
-        i = parent;
-    }
+
+    fsim_synth_heap_items_push(&heap->items, &item);
 }
 
 const FsimSynthHeapItem *
 fsim_synth_heap_peek(const FsimSynthHeap *heap)
 {
-    return heap->items->len ? &g_array_index(heap->items, FsimSynthHeapItem, 0) : NULL;
+    return fsim_synth_heap_items_top(&heap->items);
 }
 
 gboolean
 fsim_synth_heap_pop(FsimSynthHeap *heap, FsimSynthHeapItem *out)
 {
-    guint n = heap->items->len;
-    if (n == 0)
-        return FALSE;
-    FsimSynthHeapItem *a = (FsimSynthHeapItem *)(void *)heap->items->data;
-    *out = a[0];
-    a[0] = a[n - 1];
-    g_array_set_size(heap->items, --n);
-    guint i = 0;
-    for (;;) {
-        guint l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && heap_before(&a[l], &a[m]))
-            m = l;
-        if (r < n && heap_before(&a[r], &a[m]))
-            m = r;
-        if (m == i)
-            break;
-        FsimSynthHeapItem tmp = a[i];
-        a[i] = a[m];
-        a[m] = tmp;
-        i = m;
-    }
-    return TRUE;
+    return fsim_synth_heap_items_pop(&heap->items, out);
 }
 
 /* ---- Distributions ----------------------------------------------------------------------- */

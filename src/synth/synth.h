@@ -26,6 +26,8 @@
 #include "fragsim/event.h"
 #include "fragsim/types.h"
 
+#include "core/heap.h"
+
 G_BEGIN_DECLS
 
 /* ⌈@a / @b⌉, for @b > 0: shards, tiles and the like, where the last one may be partial. */
@@ -544,8 +546,17 @@ typedef struct {
     uint64_t value;
 } FsimSynthHeapItem;
 
+static inline gboolean
+fsim_synth_heap_before(const FsimSynthHeapItem *a, const FsimSynthHeapItem *b)
+{
+    return a->time < b->time || (a->time == b->time && a->seq < b->seq);
+}
+
+FSIM_HEAP_DEFINE(FsimSynthHeapItems, fsim_synth_heap_items, FsimSynthHeapItem,
+                 fsim_synth_heap_before)
+
 typedef struct {
-    GArray *items; /* FsimSynthHeapItem */
+    FsimSynthHeapItems items;
     uint64_t next_seq;
 } FsimSynthHeap;
 

@@ -11,6 +11,7 @@
 
 #include <string.h>
 
+#include "core/heap.h"
 #include "planner.h"
 
 const char *
@@ -37,58 +38,15 @@ placed_before(const Placed *a, const Placed *b)
     return a->end != b->end ? a->end < b->end : a->index < b->index;
 }
 
-/* A binary heap of Placed, the first to end on top. */
-typedef struct {
-    Placed *items;
-    gsize len;
-    gsize cap;
-} PlacedHeap;
-
-static void
-heap_push(PlacedHeap *heap, const Placed *placed)
-{
-    gsize k = heap->len++;
-
-    if (heap->len > heap->cap) {
-        heap->cap = MAX(2 * heap->cap, 64);
-        heap->items = g_renew(Placed, heap->items, heap->cap);
-    }
-    while (k > 0 && placed_before(placed, &heap->items[(k - 1) / 2])) {
-        heap->items[k] = heap->items[(k - 1) / 2];
-        k = (k - 1) / 2;
-    }
-    heap->items[k] = *placed;
-}
-
-static void
-heap_pop(PlacedHeap *heap)
-{
-    Placed *items = heap->items;
-    gsize n = --heap->len;
-    Placed last = items[n];
-    gsize k = 0;
-
-    for (;;) {
-        gsize child = 2 * k + 1;
-
-        if (child >= n)
-            break;
-        if (child + 1 < n && placed_before(&items[child + 1], &items[child]))
-            child++;
-        if (!placed_before(&items[child], &last))
-            break;
-        items[k] = items[child];
-        k = child;
-    }
-    items[k] = last;
-}
+/* The placed allocations, the first to end on top. */
+FSIM_HEAP_DEFINE(PlacedHeap, placed_heap, Placed, placed_before)
 
 static void
 plan_time(const FsimLifetimes *lifetimes, const uint64_t *sizes, uint64_t capacity,
           uint64_t granularity, uint64_t *offsets)
 {
     gsize n = lifetimes->n;
-    PlacedHeap heap = {NULL, 0, 0};
+    PlacedHeap heap = {0};
     uint64_t arena_size = fsim_chunk_arena_bytes(capacity, granularity);
     uint64_t mapped_end = 0;
     PlannerArena arena;
@@ -101,7 +59,7 @@ plan_time(const FsimLifetimes *lifetimes, const uint64_t *sizes, uint64_t capaci
 
         while (heap.len > 0 && heap.items[0].end <= lifetime->start) {
             planner_arena_release(&arena, heap.items[0].chunk);
-            heap_pop(&heap);
+            placed_heap_pop(&heap, NULL);
         }
         offsets[i] = FSIM_PLAN_UNPLACED;
         chunk = planner_arena_find(&arena, sizes[i], &cursor);
@@ -120,11 +78,11 @@ plan_time(const FsimLifetimes *lifetimes, const uint64_t *sizes, uint64_t capaci
         if (lifetime->end != FSIM_LIFETIME_FOREVER) {
             Placed placed = {lifetime->end, i, chunk};
 
-            heap_push(&heap, &placed);
+            placed_heap_push(&heap, &placed);
         }
     }
     planner_arena_clear(&arena);
-    g_free(heap.items);
+    placed_heap_clear(&heap);
 }
 
 /* ---- choosing ------------------------------------------------------------------------------- */
