@@ -386,45 +386,50 @@ frames_seen(GHashTable **set, const TorchFramesKey *probe, gpointer *value)
     return g_hash_table_lookup_extended(*set, probe, NULL, value);
 }
 
-/* Whether the list's twin number (fsim_pickle_list_twin()) was seen before, and then the value
- * noted with it in *@value; a list without one is never seen.  Remembered in @set from now on,
- * with @value. */
-static gboolean
-twin_seen(GHashTable **set, const FsimPickleValue *v, gpointer *value)
+/* The value noted with twin number @twin in @seen (0: none, or no twin), 1 + the value. */
+static inline uint32_t
+twin_find(const TorchListsSeen *seen, uint64_t twin)
 {
-    uint64_t twin = fsim_pickle_list_twin(v);
-    gpointer key = (gpointer)(uintptr_t)twin; /* fits: see fsim_pickle_list_twin() */
-    gpointer stored;
+    return twin < seen->n_twins ? seen->twins[twin] : 0;
+}
 
+/* Notes @value with twin number @twin (0: none) in @seen.  Twin numbers count the lists the load
+ * made twins of, so the array stays as short as the input allows. */
+static void
+twin_note(TorchListsSeen *seen, uint64_t twin, uint32_t value)
+{
     if (twin == 0)
-        return FALSE;
-    if (*set == NULL)
-        *set = g_hash_table_new(g_direct_hash, g_direct_equal);
-    /* (a failed lookup sets its value argument to NULL: look up into a copy) */
-    if (g_hash_table_lookup_extended(*set, key, NULL, &stored)) {
-        *value = stored;
-        return TRUE;
+        return;
+    if (twin >= seen->n_twins) {
+        gsize n = MAX(MAX((gsize)twin + 1, 2 * seen->n_twins), (gsize)256);
+
+        seen->twins = g_renew(uint32_t, seen->twins, n);
+        memset(seen->twins + seen->n_twins, 0, (n - seen->n_twins) * sizeof(uint32_t));
+        seen->n_twins = n;
     }
-    g_hash_table_insert(*set, key, *value);
-    return FALSE;
+    seen->twins[twin] = value + 1;
 }
 
 static void
 lists_seen_clear(TorchListsSeen *seen)
 {
     g_clear_pointer(&seen->items, g_hash_table_unref);
-    g_clear_pointer(&seen->twins, g_hash_table_unref);
+    g_clear_pointer(&seen->twins, g_free);
+    seen->n_twins = 0;
 }
 
 void
 fsim_torch_frames_scan(TorchLoader *ld, const FsimPickleValue *v)
 {
     TorchFramesKey probe;
-    gpointer none = NULL;
+    uint64_t twin;
 
-    if (!ld->npu_frames || ld->trace->base.frames_name_torch_npu ||
-        twin_seen(&ld->scanned.twins, v, &none))
+    if (!ld->npu_frames || ld->trace->base.frames_name_torch_npu)
         return;
+    twin = fsim_pickle_list_twin(v);
+    if (twin_find(&ld->scanned, twin) != 0)
+        return;
+    twin_note(&ld->scanned, twin, 0);
     probe.items = fsim_pickle_items(v, &probe.n);
     if (probe.n == 0 || frames_seen(&ld->scanned.items, &probe, NULL))
         return;
@@ -443,6 +448,7 @@ fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v)
     TorchFramesKey *key;
     gpointer found;
     uint32_t stack;
+    uint64_t twin;
     gsize kept = 0;
 
     probe.items = fsim_pickle_items(v, &probe.n);
@@ -453,12 +459,12 @@ fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v)
         fsim_torch_frames_scan(ld, v); /* for the platform evidence only */
         return 0;
     }
-    if (ld->stacks.twins != NULL && fsim_pickle_list_twin(v) != 0 &&
-        g_hash_table_lookup_extended(ld->stacks.twins,
-                                     (gpointer)(uintptr_t)fsim_pickle_list_twin(v), NULL, &found))
-        return GPOINTER_TO_UINT(found);
+    twin = fsim_pickle_list_twin(v);
+    stack = twin_find(&ld->stacks, twin);
+    if (stack != 0)
+        return stack - 1;
     if (frames_seen(&ld->stacks.items, &probe, &found)) {
-        twin_seen(&ld->stacks.twins, v, &found);
+        twin_note(&ld->stacks, twin, GPOINTER_TO_UINT(found));
         return GPOINTER_TO_UINT(found);
     }
     frames = g_array_sized_new(FALSE, FALSE, sizeof(FsimFrame), (guint)probe.n);
@@ -472,9 +478,8 @@ fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v)
     stack = fsim_trace_add_interned_stack(&ld->trace->base, (const FsimFrame *)(void *)frames->data,
                                           (gsize)kept);
     key = g_memdup2(&probe, sizeof(probe));
-    found = GUINT_TO_POINTER(stack);
-    g_hash_table_insert(ld->stacks.items, key, found);
-    twin_seen(&ld->stacks.twins, v, &found);
+    g_hash_table_insert(ld->stacks.items, key, GUINT_TO_POINTER(stack));
+    twin_note(&ld->stacks, twin, stack);
     return stack;
 }
 

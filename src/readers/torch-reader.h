@@ -91,7 +91,10 @@ typedef struct {
 /* `frames` lists seen (torch-fields.c), by their items and by their twin number. */
 typedef struct {
     GHashTable *items; /* (nullable) TorchFramesKey* (the list's items) -> value */
-    GHashTable *twins; /* (nullable) twin number (fsim_pickle_list_twin()) -> value */
+    /* (nullable) by twin number (fsim_pickle_list_twin(), numbered from 1 as the load makes
+     * them): 1 + the value noted, 0 where none was */
+    uint32_t *twins;
+    gsize n_twins; /* room at twins */
 } TorchListsSeen;
 
 /* The frames read so far (torch-fields.c): frame dict -> 1 + its index in frames, by open
