@@ -157,12 +157,11 @@ push_free_requested(Builder *b, const TorchEntry *e, guint i, FsimTime time)
         i + 1 < entries->len ? &g_array_index(entries, TorchEntry, i + 1) : NULL;
     gboolean deferred =
         next == NULL || next->action != TORCH_FREE_COMPLETED || next->addr != e->addr;
-    FsimLiveEntry *entry = fsim_live_table_lookup(&b->ids, e->addr);
+    gboolean inserted;
+    FsimLiveEntry *entry = fsim_live_table_insert_or_find(&b->ids, e->addr, &inserted);
 
-    if (entry == NULL) {
-        entry = fsim_live_table_insert(&b->ids, e->addr);
+    if (inserted)
         entry->block.cookie = b->next_id++;
-    }
     push_event(b->dev, time, i, FSIM_EV_FREE, entry->block.cookie, 0, e->stream, 0,
                deferred ? FSIM_EVF_DEFERRED : 0);
 }
@@ -173,15 +172,14 @@ build_entry(Builder *b, guint i, FsimTime time)
 {
     const TorchEntry *e = &g_array_index(b->dev->entries, TorchEntry, i);
     gboolean release = FALSE;
+    gboolean inserted;
     FsimLiveEntry *entry;
     uint64_t id;
 
     switch ((TorchAction)e->action) {
     case TORCH_ALLOC:
         id = b->next_id++;
-        entry = fsim_live_table_lookup(&b->ids, e->addr);
-        if (entry == NULL)
-            entry = fsim_live_table_insert(&b->ids, e->addr);
+        entry = fsim_live_table_insert_or_find(&b->ids, e->addr, &inserted);
         entry->block.cookie = id;
         push_alloc(b, e, i, time, id, e->addr, 0);
         break;

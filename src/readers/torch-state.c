@@ -157,6 +157,15 @@ typedef struct {
 } Undo;
 
 /* Start from the device's final state. */
+/* The entry at @addr, inserted when absent (one probe of the table either way). */
+static inline FsimLiveEntry *
+entry_at(FsimLiveTable *table, FsimAddr addr)
+{
+    gboolean inserted;
+
+    return fsim_live_table_insert_or_find(table, addr, &inserted);
+}
+
 static void
 undo_init(Undo *undo, const TorchDevice *dev)
 {
@@ -169,10 +178,8 @@ undo_init(Undo *undo, const TorchDevice *dev)
         if (seg->expandable) {
             ranges_add(undo->ranges, *seg);
         } else {
-            FsimLiveEntry *entry = fsim_live_table_lookup(&undo->segments, seg->addr);
+            FsimLiveEntry *entry = entry_at(&undo->segments, seg->addr);
 
-            if (entry == NULL)
-                entry = fsim_live_table_insert(&undo->segments, seg->addr);
             entry->block.size = seg->size;
             entry->stream = seg->stream;
             entry->block.cookie = seg->pool;
@@ -181,25 +188,14 @@ undo_init(Undo *undo, const TorchDevice *dev)
     }
     for (guint i = 0; i < dev->final_blocks->len; i++) {
         const FsimSeedBlock *block = &g_array_index(dev->final_blocks, FsimSeedBlock, i);
-        FsimLiveEntry *entry = fsim_live_table_lookup(&undo->live, block->addr);
+        FsimLiveEntry *entry = entry_at(&undo->live, block->addr);
 
-        if (entry == NULL)
-            entry = fsim_live_table_insert(&undo->live, block->addr);
         entry->block.size = block->size;
         entry->requested = block->requested;
         entry->stream = block->stream;
         entry->block.cookie = block->stack; /* blocks freed during the trace have none */
         entry->state = block->pending_free ? FSIM_LIVE_PENDING : FSIM_LIVE_ALLOCATED;
     }
-}
-
-/* The entry at @addr, inserted when absent. */
-static FsimLiveEntry *
-entry_at(FsimLiveTable *table, FsimAddr addr)
-{
-    FsimLiveEntry *entry = fsim_live_table_lookup(table, addr);
-
-    return entry != NULL ? entry : fsim_live_table_insert(table, addr);
 }
 
 /* Removes the entry at @addr, if any. */
