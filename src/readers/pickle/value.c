@@ -294,16 +294,21 @@ fsim_pickle_record_fields(const FsimPickleValue *v, FsimPickleFields *fields)
     fields->pairs = RECORD_PAIRS(words[v->u.c.cap - 1]);
     for (int k = 0; k < FSIM_PICKLE_RECORD_KEYS; k++) {
         unsigned slot = (unsigned)(slots >> (8 * k)) & 0xffu;
-        const FsimPickleValue *value = slot == 0        ? NULL
-                                       : (slot & 0x80u) ? &scalars[slot & 0x7fu]
-                                                        : refs[slot - 1];
-        fields->values[k] = value;
-        if (value == NULL || value->type == FSIM_PICKLE_NONE) {
+        if (slot == 0) {
+            fields->values[k] = NULL;
             is_none |= 1u << k;
-        } else if (value->type == FSIM_PICKLE_INT &&
-                   ((value->flags & VALUE_UNSIGNED) || value->u.i >= 0)) {
-            is_uint |= 1u << k;
-            fields->uints[k] = value->u.u;
+            continue;
+        }
+        /* (a referenced value is never NULL: records.c keeps only values it made or found) */
+        const FsimPickleValue *value = (slot & 0x80u) ? &scalars[slot & 0x7fu] : refs[slot - 1];
+        fields->values[k] = value;
+        if (value->type == FSIM_PICKLE_INT) {
+            if ((value->flags & VALUE_UNSIGNED) || value->u.i >= 0) {
+                is_uint |= 1u << k;
+                fields->uints[k] = value->u.u;
+            }
+        } else if (value->type == FSIM_PICKLE_NONE) {
+            is_none |= 1u << k;
         }
     }
     fields->is_uint = is_uint;
