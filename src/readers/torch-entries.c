@@ -247,7 +247,7 @@ torch_read_entry(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *entry
                  const TorchWhere *w, TorchEntry *out, GError **error)
 {
     FsimPickleFields f;
-    TorchEntry e = {0};
+    TorchEntry *e = out; /* written in place (its array's slot) */
     const char *action = NULL;
     gsize action_len = 0;
     TorchAction a;
@@ -265,28 +265,26 @@ torch_read_entry(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *entry
         return fsim_torch_missing(ld, entry, w, "action", error);
     if (!entry_action(ld, f.values[F_ACTION], w, &a, &action, &action_len, error))
         return FALSE;
-    e.action = (uint8_t)a;
+    *e = (TorchEntry){.action = (uint8_t)a};
     dev->n_entries++;
     if (a == TORCH_UNKNOWN) {
         entry_count_unknown(dev, action, action_len);
-        e.time = dev->last_time;
-        *out = e;
+        e->time = dev->last_time;
         return TRUE;
     }
     dev->counts[a]++;
-    if (!entry_values(ld, &f, w, &e, error) || !entry_required(ld, entry, w, &e, error))
+    if (!entry_values(ld, &f, w, e, error) || !entry_required(ld, entry, w, e, error))
         return FALSE;
-    if ((e.flags & ENTRY_HAS_POOL) != 0 && e.pool != 0)
+    if ((e->flags & ENTRY_HAS_POOL) != 0 && e->pool != 0)
         dev->pooled = TRUE;
     if (!(f.is_none & F_BIT(F_TIME)) && !entry_time(ld, dev, &f, w, error))
         return FALSE;
     if (a == TORCH_ALLOC || a == TORCH_OOM)
-        e.stack = fsim_torch_frames(ld, f.values[F_FRAMES]);
+        e->stack = fsim_torch_frames(ld, f.values[F_FRAMES]);
     else if (ld->npu_frames)
         fsim_torch_frames_scan(ld, f.values[F_FRAMES]); /* kept for allocations only; looked at
                                                          * for torch_npu */
-    e.time = dev->last_time;
-    *out = e;
+    e->time = dev->last_time;
     return TRUE;
 }
 
