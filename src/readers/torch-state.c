@@ -341,8 +341,8 @@ keep_consistent(const GArray *all_segments, GArray *all_blocks, GArray *kept, GA
  * empty) and fills @ids with address -> id (block.cookie) of its blocks.
  */
 gboolean
-fsim_torch_initial_state(TorchLoader *ld, TorchDevice *dev, FsimLiveTable *ids,
-                         FsimInitialState **out, GError **error)
+fsim_torch_initial_state(TorchLoader *ld, TorchDevice *dev, TorchIds *ids, FsimInitialState **out,
+                         GError **error)
 {
     g_autoptr(GArray) all_segments = g_array_new(FALSE, FALSE, sizeof(FsimSeedSegment));
     g_autoptr(GArray) all_blocks = g_array_new(FALSE, FALSE, sizeof(FsimSeedBlock));
@@ -366,9 +366,10 @@ fsim_torch_initial_state(TorchLoader *ld, TorchDevice *dev, FsimLiveTable *ids,
 
     for (guint i = 0; i < kept_blocks->len; i++) {
         const FsimSeedBlock *block = &g_array_index(kept_blocks, FsimSeedBlock, i);
-        FsimLiveEntry *entry = fsim_live_table_insert(ids, block->addr);
+        TorchIdSlot *slot = fsim_torch_ids_insert_or_find(ids, block->addr);
 
-        entry->block.cookie = block->id;
+        g_assert(slot->id == 0 && block->id != 0);
+        slot->id = block->id;
     }
     *out = NULL;
     if (kept->len == 0 && kept_blocks->len == 0)
