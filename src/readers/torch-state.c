@@ -150,11 +150,48 @@ collect_range(gpointer key, gpointer value, gpointer data)
 /* The state being undone: live blocks and cudaMalloc'd segments by address, and the mapped ranges
  * of expandable segments. */
 typedef struct {
-    FsimLiveTable live;     /* address -> block: size, requested, stream, state */
+    FsimAddr addr;
+    uint64_t size;
+    uint64_t requested;
+    uint64_t stream;
+    uint32_t stack;
+    uint32_t state; /* FSIM_LIVE_ALLOCATED, FSIM_LIVE_PENDING, 0: no longer there */
+} UndoBlock;
+
+typedef struct {
+    TorchIds live;     /* address -> 1 + the index of its UndoBlock in blocks */
+    UndoBlock *blocks; /* each block made (the live ones: state != 0) */
+    gsize n_blocks;
+    gsize blocks_room;
     FsimLiveTable segments; /* address -> cudaMalloc segment: block.size, stream, cookie = pool,
                              * requested = private pool id */
     GTree *ranges;          /* expandable segments: mapped ranges */
 } Undo;
+
+/* The block at @addr, made (zeroed but for its address) when there is none. */
+static inline UndoBlock *
+block_at(Undo *undo, FsimAddr addr)
+{
+    TorchIdSlot *slot = fsim_torch_ids_insert_or_find(&undo->live, addr);
+
+    if (slot->id == 0) {
+        if (G_UNLIKELY(undo->n_blocks == undo->blocks_room)) {
+            undo->blocks_room = MAX(2 * undo->blocks_room, (gsize)64);
+            undo->blocks = g_renew(UndoBlock, undo->blocks, undo->blocks_room);
+        }
+        undo->blocks[undo->n_blocks++] = (UndoBlock){.addr = addr};
+        slot->id = undo->n_blocks;
+    }
+    return &undo->blocks[slot->id - 1];
+}
+
+/* The block at @addr, or NULL. */
+static inline UndoBlock *
+block_find(Undo *undo, FsimAddr addr, TorchIdSlot **slot)
+{
+    *slot = fsim_torch_ids_lookup(&undo->live, addr);
+    return *slot != NULL ? &undo->blocks[(*slot)->id - 1] : NULL;
+}
 
 /* Start from the device's final state. */
 /* The entry at @addr, inserted when absent (one probe of the table either way). */
@@ -169,7 +206,11 @@ entry_at(FsimLiveTable *table, FsimAddr addr)
 static void
 undo_init(Undo *undo, const TorchDevice *dev)
 {
-    fsim_live_table_init(&undo->live);
+    fsim_torch_ids_init(&undo->live);
+    undo->n_blocks = 0;
+    /* (one per final block and per free_completed at most) */
+    undo->blocks_room = (gsize)dev->final_blocks->len + dev->counts[TORCH_FREE_COMPLETED] + 1;
+    undo->blocks = g_new(UndoBlock, undo->blocks_room);
     fsim_live_table_init(&undo->segments);
     undo->ranges = ranges_new();
     for (guint i = 0; i < dev->final_segments->len; i++) {
@@ -188,13 +229,13 @@ undo_init(Undo *undo, const TorchDevice *dev)
     }
     for (guint i = 0; i < dev->final_blocks->len; i++) {
         const FsimSeedBlock *block = &g_array_index(dev->final_blocks, FsimSeedBlock, i);
-        FsimLiveEntry *entry = entry_at(&undo->live, block->addr);
+        UndoBlock *undone = block_at(undo, block->addr);
 
-        entry->block.size = block->size;
-        entry->requested = block->requested;
-        entry->stream = block->stream;
-        entry->block.cookie = block->stack; /* blocks freed during the trace have none */
-        entry->state = block->pending_free ? FSIM_LIVE_PENDING : FSIM_LIVE_ALLOCATED;
+        undone->size = block->size;
+        undone->requested = block->requested;
+        undone->stream = block->stream;
+        undone->stack = block->stack; /* blocks freed during the trace have none */
+        undone->state = block->pending_free ? FSIM_LIVE_PENDING : FSIM_LIVE_ALLOCATED;
     }
 }
 
@@ -213,23 +254,29 @@ static void
 undo_entry(Undo *undo, const TorchEntry *e)
 {
     FsimLiveEntry *entry;
+    UndoBlock *block;
+    TorchIdSlot *slot;
 
     switch ((TorchAction)e->action) {
     case TORCH_ALLOC:
-        entry_forget(&undo->live, e->addr);
+        block = block_find(undo, e->addr, &slot);
+        if (block != NULL) {
+            block->state = 0;
+            fsim_torch_ids_remove(&undo->live, slot);
+        }
         break;
     case TORCH_FREE_REQUESTED:
-        entry = fsim_live_table_lookup(&undo->live, e->addr);
-        if (entry != NULL)
-            entry->state = FSIM_LIVE_ALLOCATED;
+        block = block_find(undo, e->addr, &slot);
+        if (block != NULL)
+            block->state = FSIM_LIVE_ALLOCATED;
         break;
     case TORCH_FREE_COMPLETED:
-        entry = entry_at(&undo->live, e->addr);
+        block = block_at(undo, e->addr);
         /* The trace has the request, not the block size: see the file comment. */
-        entry->block.size = round_size(e->size);
-        entry->requested = e->size;
-        entry->stream = e->stream;
-        entry->state = FSIM_LIVE_PENDING;
+        block->size = round_size(e->size);
+        block->requested = e->size;
+        block->stream = e->stream;
+        block->state = FSIM_LIVE_PENDING;
         break;
     case TORCH_SEGMENT_ALLOC:
         entry_forget(&undo->segments, e->addr);
@@ -276,19 +323,20 @@ undo_collect(Undo *undo, GArray *all_segments, GArray *all_blocks)
             g_array_append_val(all_segments, seg);
     }
     g_tree_foreach(undo->ranges, collect_range, all_segments);
-    for (gsize i = 0; i < fsim_live_table_extent(&undo->live); i++) {
-        const FsimLiveEntry *entry = fsim_live_table_nth(&undo->live, i);
-        FsimSeedBlock block = {.addr = entry->id,
-                               .size = entry->block.size,
-                               .requested = MIN(entry->requested, entry->block.size),
-                               .stream = entry->stream,
-                               .pending_free = entry->state == FSIM_LIVE_PENDING,
-                               .stack = (uint32_t)entry->block.cookie};
+    for (gsize i = 0; i < undo->n_blocks; i++) {
+        const UndoBlock *undone = &undo->blocks[i];
+        FsimSeedBlock block = {.addr = undone->addr,
+                               .size = undone->size,
+                               .requested = MIN(undone->requested, undone->size),
+                               .stream = undone->stream,
+                               .pending_free = undone->state == FSIM_LIVE_PENDING,
+                               .stack = undone->stack};
 
-        if (entry->state != 0)
+        if (undone->state != 0)
             g_array_append_val(all_blocks, block);
     }
-    fsim_live_table_clear(&undo->live);
+    fsim_torch_ids_clear(&undo->live);
+    g_free(undo->blocks);
     fsim_live_table_clear(&undo->segments);
     g_tree_destroy(undo->ranges);
     g_array_sort_with_data(all_segments, fsim_addr_compare, NULL); /* by their first member */
