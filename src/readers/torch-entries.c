@@ -56,26 +56,11 @@ G_STATIC_ASSERT(F_FRAMES + 1 == FSIM_PICKLE_RECORD_KEYS);
 /* The fields of @entry, a dict built as such (not a record: an entry not written as one), found
  * by their keys, its ints and Nones told as fsim_pickle_record_fields() tells a record's. */
 static void
-entry_dict_fields(const FsimPickleValue *entry, FsimPickleFields *f)
+entry_dict_fields(TorchLoader *ld, const FsimPickleValue *entry, FsimPickleFields *f)
 {
-    gsize n;
-    const FsimPickleValue *const *items;
-
     memset(f, 0, sizeof(*f));
     f->pairs = fsim_pickle_len(entry);
-    items = fsim_pickle_dict_items(entry, &n);
-    for (gsize k = 0; k < n; k++) {
-        gsize len;
-        const char *key = fsim_pickle_get_str(items[2 * k], &len);
-
-        for (gsize j = 0; key != NULL && fsim_torch_entry_keys[j] != NULL; j++) {
-            if (strlen(fsim_torch_entry_keys[j]) == len &&
-                memcmp(key, fsim_torch_entry_keys[j], len) == 0) {
-                f->values[j] = items[2 * k + 1];
-                break;
-            }
-        }
-    }
+    fsim_torch_dict_fields(ld, entry, fsim_torch_entry_keys, FSIM_PICKLE_RECORD_KEYS, f->values);
     for (int k = 0; k < FSIM_PICKLE_RECORD_KEYS; k++) {
         if (fsim_torch_is_none(f->values[k]))
             f->is_none |= F_BIT(k);
@@ -160,16 +145,21 @@ entry_values(TorchLoader *ld, const FsimPickleFields *f, const TorchWhere *w, To
         e->flags |= ENTRY_HAS_ADDR;
     }
     if (f->values[F_SIZE] != NULL) {
-        /* alloc and segment sizes are at least a byte; a free carries the block's request. */
-        gboolean zero_ok = a != TORCH_ALLOC && a != TORCH_SEGMENT_ALLOC &&
-                           a != TORCH_SEGMENT_FREE && a != TORCH_SEGMENT_MAP &&
-                           a != TORCH_SEGMENT_UNMAP;
         uint64_t size = f->uints[F_SIZE];
 
-        if ((f->is_uint & F_BIT(F_SIZE)) && (size != 0 || zero_ok) && size <= FSIM_MAX_SIZE)
-            e->size = size;
-        else if (!fsim_torch_size(ld, f->values[F_SIZE], w, "size", zero_ok, &e->size, error))
-            return FALSE;
+        if ((f->is_uint & F_BIT(F_SIZE)) && size - 1 < FSIM_MAX_SIZE) {
+            e->size = size; /* 1 to FSIM_MAX_SIZE: right for every action */
+        } else {
+            /* alloc and segment sizes are at least a byte; a free carries the block's request. */
+            gboolean zero_ok = a != TORCH_ALLOC && a != TORCH_SEGMENT_ALLOC &&
+                               a != TORCH_SEGMENT_FREE && a != TORCH_SEGMENT_MAP &&
+                               a != TORCH_SEGMENT_UNMAP;
+
+            if ((f->is_uint & F_BIT(F_SIZE)) && size == 0 && zero_ok)
+                e->size = 0;
+            else if (!fsim_torch_size(ld, f->values[F_SIZE], w, "size", zero_ok, &e->size, error))
+                return FALSE;
+        }
         e->flags |= ENTRY_HAS_SIZE;
     }
     if (!(f->is_none & F_BIT(F_STREAM)) && !field_u64(ld, f, F_STREAM, w, &e->stream, error))
@@ -257,7 +247,7 @@ torch_read_entry(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *entry
     else if (fsim_pickle_type(entry) != FSIM_PICKLE_DICT)
         return fsim_torch_dict(ld, entry, w, error); /* the error */
     else
-        entry_dict_fields(entry, &f);
+        entry_dict_fields(ld, entry, &f);
     if (G_UNLIKELY(1 + (uint64_t)f.pairs > ld->budget))
         return fsim_torch_charge(ld, entry, 1 + (uint64_t)f.pairs, error); /* the error */
     ld->budget -= 1 + (uint64_t)f.pairs;
