@@ -293,8 +293,6 @@ frames_key_equal(gconstpointer a, gconstpointer b)
     return x->n == y->n && memcmp(x->items, y->items, x->n * sizeof(*x->items)) == 0;
 }
 
-/* The frame of one item of a `frames` list, interned in the trace (both strings NULL when it is
- * no frame), read once per distinct item; whether it names torch_npu is noted then. */
 /* The slot of @item in the frame index: its own, or the empty one where it would go. */
 static inline gsize
 frame_slot(const TorchFrameIndex *index, const FsimPickleValue *item)
@@ -342,8 +340,12 @@ frame_index_clear(TorchFrameIndex *index)
     index->count = 0;
 }
 
-static const FsimFrame *
-frames_item(TorchLoader *ld, const FsimPickleValue *item)
+/* The keys of a frame dict read (frame_new()). */
+static const char *const frame_keys[] = {"filename", "name", "line"};
+
+/* frames_item() for an item not seen before. */
+static G_GNUC_NO_INLINE const FsimFrame *
+frame_new(TorchLoader *ld, const FsimPickleValue *item)
 {
     TorchFrameIndex *index = &ld->frames;
     FsimFrame frame = {0};
@@ -352,16 +354,13 @@ frames_item(TorchLoader *ld, const FsimPickleValue *item)
 
     if (index->frames == NULL)
         index->frames = g_array_new(FALSE, FALSE, sizeof(FsimFrame));
-    if (index->slots != 0) {
-        slot = frame_slot(index, item);
-        if (index->keys[slot] == item)
-            return &g_array_index(index->frames, FsimFrame, index->ids[slot] - 1);
-    }
     if (fsim_pickle_type(item) == FSIM_PICKLE_DICT) {
-        frame.filename = fsim_pickle_get_str(fsim_pickle_dict_get(item, "filename"), NULL);
-        frame.name = fsim_pickle_get_str(fsim_pickle_dict_get(item, "name"), NULL);
-        if (fsim_pickle_get_int(fsim_pickle_dict_get(item, "line"), &line) && line > 0 &&
-            line <= G_MAXUINT32)
+        const FsimPickleValue *values[G_N_ELEMENTS(frame_keys)];
+
+        fsim_torch_dict_fields(ld, item, frame_keys, G_N_ELEMENTS(frame_keys), values);
+        frame.filename = fsim_pickle_get_str(values[0], NULL);
+        frame.name = fsim_pickle_get_str(values[1], NULL);
+        if (fsim_pickle_get_int(values[2], &line) && line > 0 && line <= G_MAXUINT32)
             frame.line = (uint32_t)line;
         ld->trace->base.frames_name_torch_npu |= frame_in_torch_npu(frame.filename);
         if (frame.filename != NULL || frame.name != NULL)
@@ -374,6 +373,23 @@ frames_item(TorchLoader *ld, const FsimPickleValue *item)
     index->ids[slot] = index->frames->len;
     index->count++;
     return &g_array_index(index->frames, FsimFrame, index->frames->len - 1);
+}
+
+/* The frame of one item of a `frames` list, interned in the trace (both strings NULL when it is
+ * no frame), read once per distinct item (frame_new()); whether it names torch_npu is noted
+ * then.  Most items are frames seen before: found in the index, in line. */
+static inline const FsimFrame *
+frames_item(TorchLoader *ld, const FsimPickleValue *item)
+{
+    const TorchFrameIndex *index = &ld->frames;
+
+    if (G_LIKELY(index->slots != 0)) {
+        gsize slot = frame_slot(index, item);
+
+        if (index->keys[slot] == item)
+            return &g_array_index(index->frames, FsimFrame, index->ids[slot] - 1);
+    }
+    return frame_new(ld, item);
 }
 
 /* Whether the list of items @probe was seen before; it is remembered in @set (created on first
