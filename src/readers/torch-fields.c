@@ -459,7 +459,7 @@ fsim_torch_frames_scan(TorchLoader *ld, const FsimPickleValue *v)
 uint32_t
 fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v)
 {
-    g_autoptr(GArray) frames = NULL;
+    GArray *frames;
     TorchFramesKey probe;
     TorchFramesKey *key;
     gpointer found;
@@ -483,7 +483,9 @@ fsim_torch_frames(TorchLoader *ld, const FsimPickleValue *v)
         twin_note(&ld->stacks, twin, GPOINTER_TO_UINT(found));
         return GPOINTER_TO_UINT(found);
     }
-    frames = g_array_sized_new(FALSE, FALSE, sizeof(FsimFrame), (guint)probe.n);
+    if (ld->stack_frames == NULL)
+        ld->stack_frames = g_array_new(FALSE, FALSE, sizeof(FsimFrame));
+    frames = ld->stack_frames;
     g_array_set_size(frames, (guint)probe.n);
     for (gsize i = 0; i < probe.n; i++) {
         const FsimFrame *frame = frames_item(ld, probe.items[i]);
@@ -505,6 +507,7 @@ fsim_torch_loader_clear(TorchLoader *ld)
     lists_seen_clear(&ld->stacks);
     lists_seen_clear(&ld->scanned);
     frame_index_clear(&ld->frames);
+    g_clear_pointer(&ld->stack_frames, g_array_unref);
 }
 
 TorchAction

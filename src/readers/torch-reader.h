@@ -136,6 +136,7 @@ typedef struct {
     TorchListsSeen stacks;  /* -> stack id */
     TorchListsSeen scanned; /* the lists looked at for torch_npu */
     TorchFrameIndex frames;
+    GArray *stack_frames; /* (nullable) FsimFrame: room for a new stack's frames */
 } TorchLoader;
 
 /* Where a value sits, for messages: `list[i]`, `list[i][j]` or `list[i].sub[j]`. */
