@@ -209,6 +209,29 @@ entry_required(TorchLoader *ld, const FsimPickleValue *entry, const TorchWhere *
     return TRUE;
 }
 
+/* The common entry: an action on an address range (alloc, the frees, the segments' actions) with
+ * `addr`, `size` and `stream` plain ints, a size of 1 byte to FSIM_MAX_SIZE whose range ends
+ * below 2^64, no `device_free` nor `pool_id`: its values into @e without entry_values()'s and
+ * entry_required()'s questions, whose answers are known.  FALSE for any other entry (then asked).
+ */
+static inline gboolean
+entry_plain(const FsimPickleFields *f, TorchAction a, TorchEntry *e)
+{
+    const guint plain = F_BIT(F_ADDR) | F_BIT(F_SIZE) | F_BIT(F_STREAM);
+    const guint absent = F_BIT(F_DEVICE_FREE) | F_BIT(F_POOL);
+    uint64_t addr = f->uints[F_ADDR];
+    uint64_t size = f->uints[F_SIZE];
+
+    if ((f->is_uint & plain) != plain || (f->is_none & absent) != absent ||
+        a > TORCH_SEGMENT_UNMAP || size - 1 >= FSIM_MAX_SIZE || addr + size < addr)
+        return FALSE;
+    e->addr = addr;
+    e->size = size;
+    e->stream = f->uints[F_STREAM];
+    e->flags = ENTRY_HAS_ADDR | ENTRY_HAS_SIZE;
+    return TRUE;
+}
+
 /* Advance the device's clock to the entry's `time_us` (clamped when it goes backwards). */
 static gboolean
 entry_time(TorchLoader *ld, TorchDevice *dev, const FsimPickleFields *f, const TorchWhere *w,
@@ -263,10 +286,12 @@ torch_read_entry(TorchLoader *ld, TorchDevice *dev, const FsimPickleValue *entry
         return TRUE;
     }
     dev->counts[a]++;
-    if (!entry_values(ld, &f, w, e, error) || !entry_required(ld, entry, w, e, error))
-        return FALSE;
-    if ((e->flags & ENTRY_HAS_POOL) != 0 && e->pool != 0)
-        dev->pooled = TRUE;
+    if (!entry_plain(&f, a, e)) {
+        if (!entry_values(ld, &f, w, e, error) || !entry_required(ld, entry, w, e, error))
+            return FALSE;
+        if ((e->flags & ENTRY_HAS_POOL) != 0 && e->pool != 0)
+            dev->pooled = TRUE;
+    }
     if (!(f.is_none & F_BIT(F_TIME)) && !entry_time(ld, dev, &f, w, error))
         return FALSE;
     if (a == TORCH_ALLOC || a == TORCH_OOM)
