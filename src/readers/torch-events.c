@@ -134,7 +134,7 @@ push_marks(TorchDevice *dev, guint *m, gboolean all, FsimTime time, guint i)
 }
 
 /* An allocation of entry @i as id @id, inside a scope of its private pool when it has one. */
-static void
+static inline void
 push_alloc(Builder *b, const TorchEntry *e, guint i, FsimTime time, uint64_t id, FsimAddr addr,
            uint32_t flags)
 {
@@ -142,8 +142,12 @@ push_alloc(Builder *b, const TorchEntry *e, guint i, FsimTime time, uint64_t id,
 
     if (pool != 0)
         torch_pool_scope(b->dev, b->refs, pool, time, i, e->stream, TRUE);
-    push_event(b->dev, time, i, FSIM_EV_ALLOC, id, e->size, e->stream, addr, flags);
-    g_array_index(b->dev->events, TorchEvent, b->dev->n_events - 1).stack = e->stack;
+    *event_next(b->dev) = (TorchEvent){
+        .core = {.time = time, .index = i, .id = id, .size = e->size, .stream = e->stream},
+        .addr = addr,
+        .stack = e->stack,
+        .kind = FSIM_EV_ALLOC,
+        .flags = (uint8_t)flags};
     if (pool != 0)
         torch_pool_scope(b->dev, b->refs, pool, time, i, e->stream, FALSE);
 }
