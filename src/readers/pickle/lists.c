@@ -18,8 +18,11 @@
  *   gets and APPENDS, the run's bytes are looked up in a small cache of lists built from the same
  *   bytes (LIST_CACHE_WAYS-way buckets keyed by the run's first LIST_PREFIX bytes, so that a
  *   long run is found without decoding it first: a hit is a cached run whose bytes are there,
- *   followed by APPENDS).  On a hit the new list shares the cached list's item array (one
- *   reference to each item for all the lists that share it: value_share_twin()), height and node
+ *   followed by APPENDS; a bucket's ways are found by 16-bit tags of their hashes, half a cache
+ *   line a bucket, so that a lookup reads only the ways whose tag is the run's, and a hit points
+ *   its way at the run just read, whose bytes are the likelier in cache next time).  On a hit the
+ *   new list shares the cached list's item array (one reference to
+ *   each item for all the lists that share it: value_share_twin()), height and node
  *   count, without pushing, checking and adopting each item: equal bytes name the same memo
  *   entries, and the entries are the same values as long as no memo entry was *replaced* since
  *   (Loader.memo_generation, which PUT over a set entry bumps; picklers never do it) and the
@@ -30,18 +33,24 @@
  *   a reader knows them for lists of the same items without comparing them; a list modified
  *   later gets an array of its own first.  The cache holds a reference to each list it keeps
  *   (LIST_CACHE_SLOTS lists of at most LIST_CACHE_ITEMS items: at most 5.2 MiB of item arrays,
- *   counted against the budget like any value, as the cache's own 96 KiB are); the result is the
+ *   counted against the budget like any value, as the cache's own 100 KiB are); the result is the
  *   same value graph either way, with less memory: the copies hold no item array of their own.
  */
 #include <glib.h>
 
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "machine.h"
 
-/* The cache's own memory, counted against the budget. */
-#define LIST_CACHE_BYTES \
-    ((gssize)(LIST_CACHE_SLOTS * sizeof(ListCacheSlot) + LIST_CACHE_SLOTS / LIST_CACHE_WAYS))
+/* The cache's own memory, counted against the budget: the ways, their tags, the buckets' next
+ * way to replace. */
+#define LIST_CACHE_BYTES                                                      \
+    ((gssize)(LIST_CACHE_SLOTS * (sizeof(ListCacheSlot) + sizeof(uint16_t)) + \
+              LIST_CACHE_SLOTS / LIST_CACHE_WAYS))
+#define LIST_CACHE_BUCKETS (LIST_CACHE_SLOTS / LIST_CACHE_WAYS)
 
 struct ListCacheSlot {
     uint64_t hash;       /* run_key() */
@@ -52,23 +61,90 @@ struct ListCacheSlot {
     FsimPickleValue *list; /* (nullable) holds a reference */
 };
 
-/* FNV-1a over 8 bytes at a time: the runs are a few hundred bytes. */
-static uint64_t
-run_hash(const guint8 *p, size_t len)
-{
-    uint64_t h = 0xcbf29ce484222325u ^ len;
-    size_t i = 0;
+/* Each way's tag (Loader.list_cache_tags): 16 bits of its hash, never 0 (0: an empty way).  A
+ * bucket's 16 tags are one half of a cache line, looked at all at once, so that a lookup reads
+ * only the ways whose tag is the run's (the ways themselves are 12 lines). */
+G_STATIC_ASSERT(LIST_CACHE_WAYS == 16);
+#define TAG_LANES UINT64_C(0x0001000100010001)
 
-    for (; i + 8 <= len; i += 8) {
+static inline uint16_t
+run_tag(uint64_t hash)
+{
+    return (uint16_t)(hash >> 48 | 1);
+}
+
+/* A bit per way of the bucket at @tags whose tag is @tag (and perhaps, without SSE2, a few
+ * more: the ways are checked after). */
+static inline uint32_t
+tag_matches(const uint16_t *tags, uint16_t tag)
+{
+#ifdef __SSE2__
+    __m128i t = _mm_set1_epi16((short)tag);
+    __m128i lo = _mm_cmpeq_epi16(_mm_load_si128((const __m128i *)tags), t);
+    __m128i hi = _mm_cmpeq_epi16(_mm_load_si128((const __m128i *)(tags + 8)), t);
+    return (uint32_t)_mm_movemask_epi8(_mm_packs_epi16(lo, hi));
+#else
+    uint32_t match = 0;
+
+    for (int i = 0; i < 4; i++) {
         uint64_t w;
 
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 0x100000001b3u;
-        h ^= h >> 29;
+        memcpy(&w, tags + 4 * i, 8);
+        w ^= tag * TAG_LANES;
+        /* a lane's top bit where the lane is 0 (or just above one that is) */
+        uint64_t zero = (w - TAG_LANES) & ~w & (TAG_LANES << 15);
+        /* the four top bits to bits 0..3: lane k's bit 16k + 15 to bit 48 + k, then down */
+        match |= (uint32_t)(((zero >> 15) * (UINT64_C(1) << 48 | UINT64_C(1) << 33 |
+                                             UINT64_C(1) << 18 | UINT64_C(1) << 3)) >>
+                            48)
+                 << (4 * i);
     }
-    for (; i < len; i++)
-        h = (h ^ p[i]) * 0x100000001b3u;
-    return h ^ h >> 32;
+    return match;
+#endif
+}
+
+/* A hash of the run's bytes: 16 bytes a 128-bit product, the products' halves folded and added
+ * (the multiplications are independent of each other, where a chain of them would wait on the
+ * one before: the runs' 128-byte prefixes are most lookups). */
+static inline uint64_t
+fold_mul(uint64_t a, uint64_t b)
+{
+#ifdef __SIZEOF_INT128__
+    __extension__ typedef unsigned __int128 Product;
+    Product m = (Product)a * b;
+    return (uint64_t)m ^ (uint64_t)(m >> 64);
+#else
+    uint64_t m = a * (b | 1);
+    return m ^ m >> 29;
+#endif
+}
+
+static inline uint64_t
+load64(const guint8 *p)
+{
+    uint64_t w;
+
+    memcpy(&w, p, 8);
+    return w;
+}
+
+static inline uint64_t
+run_hash(const guint8 *p, size_t len)
+{
+    const uint64_t k0 = 0xa0761d6478bd642fu;
+    const uint64_t k1 = 0xe7037ed1a0b428dbu;
+    uint64_t h = 0;
+    size_t i = 0;
+
+    for (; i + 16 <= len; i += 16)
+        h += fold_mul(load64(p + i) ^ k0, load64(p + i + 8) ^ k1 ^ i);
+    if (i < len) {
+        uint64_t tail[2] = {0, 0};
+
+        memcpy(tail, p + i, len - i);
+        h += fold_mul(tail[0] ^ k0, tail[1] ^ k1 ^ i);
+    }
+    return fold_mul(h ^ len, 0x8ebc6af09c88c6e3u);
 }
 
 /* The width of each memo get opcode, 0 for the others: a branch per opcode would mispredict on
@@ -100,15 +176,20 @@ scan_run(const guint8 *p, const guint8 *end, const guint8 **appends)
 static ListCacheSlot *
 bucket_find(Loader *l, uint64_t hash, const guint8 *body, size_t avail, size_t len)
 {
-    ListCacheSlot *way =
-        &l->list_cache[(hash & (LIST_CACHE_SLOTS / LIST_CACHE_WAYS - 1)) * LIST_CACHE_WAYS];
+    size_t first = (size_t)(hash & (LIST_CACHE_BUCKETS - 1)) * LIST_CACHE_WAYS;
+    uint32_t match = tag_matches(l->list_cache_tags + first, run_tag(hash));
 
-    for (int w = 0; w < LIST_CACHE_WAYS; w++, way++) {
+    while (match != 0) {
+        ListCacheSlot *way = &l->list_cache[first + (size_t)__builtin_ctz(match)];
+
+        match &= match - 1;
         if (way->list != NULL && way->hash == hash && (len == 0 || way->len == len) &&
             way->len < avail && body[way->len] == 'e' && way->generation == l->memo_generation &&
             (way->list->flags & VALUE_TWIN) && way->list->u.c.len == way->items &&
-            memcmp(way->bytes, body, way->len) == 0)
+            memcmp(way->bytes, body, way->len) == 0) {
+            way->bytes = body; /* the same bytes, read last: the likelier in cache next time */
             return way;
+        }
     }
     return NULL;
 }
@@ -119,10 +200,12 @@ static void
 bucket_keep(Loader *l, uint64_t hash, const guint8 *body, size_t len, size_t n,
             FsimPickleValue *list)
 {
-    size_t bucket = (size_t)(hash & (LIST_CACHE_SLOTS / LIST_CACHE_WAYS - 1));
-    ListCacheSlot *way = &l->list_cache[bucket * LIST_CACHE_WAYS + l->list_cache_next[bucket]];
+    size_t bucket = (size_t)(hash & (LIST_CACHE_BUCKETS - 1));
+    size_t slot = bucket * LIST_CACHE_WAYS + l->list_cache_next[bucket];
+    ListCacheSlot *way = &l->list_cache[slot];
 
     l->list_cache_next[bucket] = (uint8_t)((l->list_cache_next[bucket] + 1) % LIST_CACHE_WAYS);
+    l->list_cache_tags[slot] = run_tag(hash);
     if (way->list != NULL)
         value_unref(l->heap, way->list);
     value_ref(list);
@@ -134,7 +217,9 @@ bucket_keep(Loader *l, uint64_t hash, const guint8 *body, size_t len, size_t n,
 static uint64_t
 run_key(const guint8 *body, size_t len)
 {
-    return run_hash(body, MIN(len, (size_t)LIST_PREFIX));
+    if (len >= LIST_PREFIX)
+        return run_hash(body, LIST_PREFIX); /* (a constant: the loop unrolled) */
+    return run_hash(body, len);
 }
 
 int
@@ -152,13 +237,15 @@ run_memo_list(Loader *l)
         l->n_marks >= l->max_depth)
         return 0;
     list = l->stack[l->stack_len - 1];
-    if (list->type != FSIM_PICKLE_LIST || list->u.c.len != 0 || (list->flags & VALUE_SEALED))
-        return 0;
+    if (list->type != FSIM_PICKLE_LIST || list->u.c.len != 0 || (list->flags & VALUE_SEALED) ||
+        avail == 0 || get_width[body[0]] == 0)
+        return 0; /* (not a run of memo gets: no lookup) */
     if (l->list_cache == NULL) {
         if (!heap_charge(l->heap, LIST_CACHE_BYTES))
             return 0;
         l->list_cache = g_new0(ListCacheSlot, LIST_CACHE_SLOTS);
-        l->list_cache_next = g_new0(uint8_t, LIST_CACHE_SLOTS / LIST_CACHE_WAYS);
+        l->list_cache_tags = g_aligned_alloc0(LIST_CACHE_SLOTS, sizeof(uint16_t), 64);
+        l->list_cache_next = g_new0(uint8_t, LIST_CACHE_BUCKETS);
     }
     if (avail > LIST_PREFIX)
         way = bucket_find(l, run_key(body, LIST_PREFIX), body, avail, 0);
@@ -227,6 +314,7 @@ list_cache_clear(Loader *l)
             value_unref(l->heap, l->list_cache[i].list);
     }
     g_clear_pointer(&l->list_cache, g_free);
+    g_clear_pointer(&l->list_cache_tags, g_aligned_free);
     g_clear_pointer(&l->list_cache_next, g_free);
     heap_charge(l->heap, -(gssize)LIST_CACHE_BYTES);
 }
