@@ -173,7 +173,7 @@ scan_run(const guint8 *p, const guint8 *end, const guint8 **appends)
  * one of the bucket's ways whose bytes are those at @body, followed by APPENDS.  Equal bytes
  * parse alike, so the run need not be decoded first.  @len is the run's length when known, else
  * 0 (then the way's must be at least LIST_PREFIX). */
-static ListCacheSlot *
+static inline ListCacheSlot *
 bucket_find(Loader *l, uint64_t hash, const guint8 *body, size_t avail, size_t len)
 {
     size_t first = (size_t)(hash & (LIST_CACHE_BUCKETS - 1)) * LIST_CACHE_WAYS;
@@ -222,50 +222,39 @@ run_key(const guint8 *body, size_t len)
     return run_hash(body, len);
 }
 
-int
-run_memo_list(Loader *l)
+/* The empty, unshared list on top of the stack that the run of memo gets at @body (after a MARK)
+ * may fill, with the cache ready; NULL when none (the generic path runs). */
+static FsimPickleValue *
+run_target(Loader *l, const guint8 *body)
 {
-    const guint8 *body = l->in.p + 1; /* after the MARK */
     size_t avail = (size_t)(l->in.end - body);
-    const guint8 *appends = NULL;
     FsimPickleValue *list;
-    ListCacheSlot *way = NULL;
-    size_t n;
-    size_t len;
 
     if (l->in.stream != NULL || l->in.end - l->in.start >= UINT32_MAX || l->stack_len <= l->fence ||
         l->n_marks >= l->max_depth)
-        return 0;
+        return NULL;
     list = l->stack[l->stack_len - 1];
     if (list->type != FSIM_PICKLE_LIST || list->u.c.len != 0 || (list->flags & VALUE_SEALED) ||
         avail == 0 || get_width[body[0]] == 0)
-        return 0; /* (not a run of memo gets: no lookup) */
+        return NULL; /* (not a run of memo gets: no lookup) */
     if (l->list_cache == NULL) {
         if (!heap_charge(l->heap, LIST_CACHE_BYTES))
-            return 0;
+            return NULL;
         l->list_cache = g_new0(ListCacheSlot, LIST_CACHE_SLOTS);
         l->list_cache_tags = g_aligned_alloc0(LIST_CACHE_SLOTS, sizeof(uint16_t), 64);
         l->list_cache_next = g_new0(uint8_t, LIST_CACHE_BUCKETS);
     }
-    if (avail > LIST_PREFIX)
-        way = bucket_find(l, run_key(body, LIST_PREFIX), body, avail, 0);
-    if (way == NULL) {
-        n = scan_run(body, l->in.end, &appends);
-        if (n == 0 || l->stack_cap - l->stack_len < n)
-            return 0;
-        len = (size_t)(appends - body);
-        if (len < LIST_PREFIX)
-            way = bucket_find(l, run_key(body, len), body, avail, len);
-    }
-    if (way != NULL) {
-        /* No count can overflow: twins share one reference to each item, and each twin costs
-         * bytes of an input shorter than 2^32 bytes (checked above). */
-        value_share_twin(list, way->list);
-        l->in.p = body + way->len + 1;
-        return 1;
-    }
-    /* A miss: push the run and append it, as MARK, the gets and APPENDS would. */
+    return list;
+}
+
+/* A miss: pushes the run of @n memo gets at @body (up to its APPENDS at @appends) and appends it
+ * to @list, as MARK, the gets and APPENDS would, then caches the list. */
+static int
+fill_missed(Loader *l, FsimPickleValue *list, const guint8 *body, const guint8 *appends, size_t n)
+{
+    size_t len = (size_t)(appends - body);
     size_t base = l->stack_len;
+
     l->in.p = body;
     run_memo_gets(l);
     if (l->in.p != appends) {
@@ -284,6 +273,52 @@ run_memo_list(Loader *l)
         return 1; /* over the budget: the list stays as built, uncached */
     bucket_keep(l, run_key(body, len), body, len, n, list);
     return 1;
+}
+
+int
+run_memo_list(Loader *l)
+{
+    const guint8 *body = l->in.p + 1; /* after the MARK */
+    size_t avail = (size_t)(l->in.end - body);
+    const guint8 *appends = NULL;
+    FsimPickleValue *list = run_target(l, body);
+    ListCacheSlot *way = NULL;
+    size_t n = 0;
+
+    if (list == NULL)
+        return 0;
+    if (avail > LIST_PREFIX)
+        way = bucket_find(l, run_key(body, LIST_PREFIX), body, avail, 0);
+    if (way == NULL) {
+        n = scan_run(body, l->in.end, &appends);
+        if (n == 0 || l->stack_cap - l->stack_len < n)
+            return 0;
+        size_t len = (size_t)(appends - body);
+        if (len < LIST_PREFIX)
+            way = bucket_find(l, run_key(body, len), body, avail, len);
+    }
+    if (way != NULL) {
+        /* No count can overflow: twins share one reference to each item, and each twin costs
+         * bytes of an input shorter than 2^32 bytes (checked above). */
+        value_share_twin(list, way->list);
+        l->in.p = body + way->len + 1;
+        return 1;
+    }
+    return fill_missed(l, list, body, appends, n);
+}
+
+int
+run_memo_list_missed(Loader *l, const guint8 *appends, size_t n)
+{
+    const guint8 *body = l->in.p + 1; /* after the MARK */
+    FsimPickleValue *list;
+
+    if (l->in.end - body <= LIST_PREFIX)
+        return run_memo_list(l); /* (list_cached_run() did not look there) */
+    list = run_target(l, body);
+    if (list == NULL || n == 0 || n > LIST_CACHE_ITEMS || l->stack_cap - l->stack_len < n)
+        return 0;
+    return fill_missed(l, list, body, appends, n);
 }
 
 FsimPickleValue *

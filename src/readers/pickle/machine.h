@@ -186,6 +186,10 @@ run_memo_gets(Loader *l)
 }
 
 int run_memo_list(Loader *l);
+/* run_memo_list() for a run that list_cached_run() found in no way of the cache, whose @n memo
+ * gets (all of them: n counts them) end at the APPENDS at @appends: not looked up nor scanned
+ * again. */
+int run_memo_list_missed(Loader *l, const guint8 *appends, size_t n);
 
 /* At an EMPTY_DICT (in.p on it) whose dict is written as a record (records.c): reads the dict
  * into a record pushed in its place; 1 when it did, 0 when it consumed nothing (the generic

@@ -243,13 +243,14 @@ scan_str(Scan *s, guint8 op, int key, const guint8 **data, size_t *len)
 /* The run of memo gets at @q (after a MARK), up to its APPENDS: the list run_memo_list()'s cache
  * built from the same bytes in *@cached (NULL: none; then only the indices are checked here, the
  * values being looked at as run_memo_list() fills the list: an unset entry or a record among
- * them fails the load then).  NULL when the run is not one. */
+ * them fails the load then; the gets counted in *@n).  NULL when the run is not one. */
 static const guint8 *
-scan_run(Scan *s, const guint8 *q, FsimPickleValue **cached)
+scan_run(Scan *s, const guint8 *q, FsimPickleValue **cached, size_t *n)
 {
     const guint8 *body = q;
     size_t len = 0;
     size_t width;
+    size_t gets = 0;
     *cached = list_cached_run(s->l, body, &len);
     if (*cached != NULL)
         return body + len;
@@ -260,7 +261,9 @@ scan_run(Scan *s, const guint8 *q, FsimPickleValue **cached)
         if (index >= s->memo_base)
             return NULL;
         q += width;
+        gets++;
     }
+    *n = gets;
     len = (size_t)(q - body);
     if (len > 0 && len < LIST_PREFIX)
         *cached = list_cached_run(s->l, body, &len); /* a short run, known by all its bytes */
@@ -277,11 +280,12 @@ scan_list(Scan *s, int key, const guint8 *op_at)
     FsimPickleValue *cached = NULL;
     const guint8 *items = s->p + 1;
     const guint8 *end = items;
+    size_t gets = 0;
 
     if (s->p >= s->end || *s->p != OP_MEMOIZE || !fresh_memo(s))
         return 0;
     if (items < s->end && *items == '(') {
-        end = scan_run(s, items + 1, &cached);
+        end = scan_run(s, items + 1, &cached, &gets);
         if (end == NULL || end >= s->end || *end != 'e')
             return 0;
         end++;
@@ -305,7 +309,7 @@ scan_list(Scan *s, int key, const guint8 *op_at)
         value_share_twin(list, cached); /* as run_memo_list() does on a hit */
     } else if (items < end) {
         l->in.p = items;
-        int done = *items == '(' ? run_memo_list(l) : 0;
+        int done = *items == '(' ? run_memo_list_missed(l, end - 1, gets) : 0;
         if (done < 0)
             return -1;
         if (done == 0) {
