@@ -147,20 +147,22 @@ run_hash(const guint8 *p, size_t len)
     return fold_mul(h ^ len, 0x8ebc6af09c88c6e3u);
 }
 
-/* The width of each memo get opcode, 0 for the others: a branch per opcode would mispredict on
- * a mix of BINGET and LONG_BINGET. */
-static const guint8 get_width[256] = {['h'] = 2, ['j'] = 5};
-
 /* The run of memo gets at @p: its length in items (0: none, or not followed by APPENDS, or too
- * long to cache) and its end (the APPENDS) in *@appends. */
+ * long to cache) and its end (the APPENDS) in *@appends.  A branch per get (not a table of
+ * widths, which made each step wait on the load of the one before: the branches mispredict
+ * where BINGET and LONG_BINGET alternate, and cost less than that wait). */
 static size_t
 scan_run(const guint8 *p, const guint8 *end, const guint8 **appends)
 {
     size_t n = 0;
-    size_t width;
 
-    while (end - p >= 5 && n <= LIST_CACHE_ITEMS && (width = get_width[p[0]]) != 0) {
-        p += width;
+    while (end - p >= 5 && n <= LIST_CACHE_ITEMS) {
+        if (p[0] == 'j')
+            p += 5;
+        else if (p[0] == 'h')
+            p += 2;
+        else
+            break;
         n++;
     }
     if (p >= end || p[0] != 'e' || n == 0 || n > LIST_CACHE_ITEMS)
@@ -235,7 +237,7 @@ run_target(Loader *l, const guint8 *body)
         return NULL;
     list = l->stack[l->stack_len - 1];
     if (list->type != FSIM_PICKLE_LIST || list->u.c.len != 0 || (list->flags & VALUE_SEALED) ||
-        avail == 0 || get_width[body[0]] == 0)
+        avail == 0 || (body[0] != 'h' && body[0] != 'j'))
         return NULL; /* (not a run of memo gets: no lookup) */
     if (l->list_cache == NULL) {
         if (!heap_charge(l->heap, LIST_CACHE_BYTES))

@@ -82,9 +82,6 @@ typedef struct {
 /* (Scan.slot: the record's slots word, a byte per key) */
 G_STATIC_ASSERT(FSIM_PICKLE_RECORD_KEYS == sizeof(uint64_t));
 
-/* The width of each memo get opcode, 0 for the others. */
-static const guint8 get_width[256] = {['h'] = 2, ['j'] = 5};
-
 gboolean
 record_shared(Loader *l)
 {
@@ -240,6 +237,33 @@ scan_str(Scan *s, guint8 op, int key, const guint8 **data, size_t *len)
     return 1;
 }
 
+/* The end of the run of memo gets at @q, their number in *@n; NULL for one whose index is not
+ * below @memo_base.  A branch per get, not a table of widths: the next get's place is then known
+ * before this one's opcode is loaded, where a table lookup made each step wait on the one before
+ * (and out of line: in scan_list() the count was kept on the stack). */
+static G_GNUC_NO_INLINE const guint8 *
+scan_gets(const guint8 *q, const guint8 *end, size_t memo_base, size_t *n)
+{
+    size_t gets = 0;
+    while (end - q >= 5) {
+        size_t index;
+        if (q[0] == 'j') {
+            index = (size_t)q[1] | (size_t)q[2] << 8 | (size_t)q[3] << 16 | (size_t)q[4] << 24;
+            q += 5;
+        } else if (q[0] == 'h') {
+            index = q[1];
+            q += 2;
+        } else {
+            break;
+        }
+        if (index >= memo_base)
+            return NULL;
+        gets++;
+    }
+    *n = gets;
+    return q;
+}
+
 /* The run of memo gets at @q (after a MARK), up to its APPENDS: the list run_memo_list()'s cache
  * built from the same bytes in *@cached (NULL: none; then only the indices are checked here, the
  * values being looked at as run_memo_list() fills the list: an unset entry or a record among
@@ -249,21 +273,11 @@ scan_run(Scan *s, const guint8 *q, FsimPickleValue **cached, size_t *n)
 {
     const guint8 *body = q;
     size_t len = 0;
-    size_t width;
-    size_t gets = 0;
     *cached = list_cached_run(s->l, body, &len);
     if (*cached != NULL)
         return body + len;
-    while (s->end - q >= 5 && (width = get_width[q[0]]) != 0) {
-        size_t index =
-            width == 2 ? q[1]
-                       : (size_t)q[1] | (size_t)q[2] << 8 | (size_t)q[3] << 16 | (size_t)q[4] << 24;
-        if (index >= s->memo_base)
-            return NULL;
-        q += width;
-        gets++;
-    }
-    *n = gets;
+    if ((q = scan_gets(body, s->end, s->memo_base, n)) == NULL)
+        return NULL;
     len = (size_t)(q - body);
     if (len > 0 && len < LIST_PREFIX)
         *cached = list_cached_run(s->l, body, &len); /* a short run, known by all its bytes */
