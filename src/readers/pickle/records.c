@@ -70,8 +70,11 @@ typedef struct {
     size_t pairs;
     uint32_t height;
     uint64_t nodes;
-    /* per record key: 0 (not met), 1 + a ref's index, or 0x80 | a scalar's index */
-    uint8_t slot[FSIM_PICKLE_RECORD_KEYS];
+    /* per record key, a byte (key k's at bits 8k to 8k + 7, so that the record's header takes the
+     * word as it is): 0 (not met), 1 + a ref's index, or 0x80 | a scalar's index.  A word, set by
+     * shifts, not a byte array: a byte stored, then the eight loaded at once (as the state is put
+     * back around a call, or the record committed), stalled the load until the store was done. */
+    uint64_t slots;
     size_t n_refs;
     size_t n_scalars;
     gboolean on_template; /* the pairs so far are Loader.key_template's first ones */
@@ -79,7 +82,7 @@ typedef struct {
     FsimPickleValue scalars[FSIM_PICKLE_RECORD_KEYS + 1]; /* (the last: another key's) */
 } Scan;
 
-/* (Scan.slot: the record's slots word, a byte per key) */
+/* (Scan.slots: the record's slots word, a byte per key) */
 G_STATIC_ASSERT(FSIM_PICKLE_RECORD_KEYS == sizeof(uint64_t));
 
 gboolean
@@ -159,11 +162,24 @@ memo_keep(Scan *s, FsimPickleValue *v)
     return ok;
 }
 
+/* @slots with record key @key's byte set to @slot (its byte was 0: a key is met once). */
+static inline uint64_t
+slot_set(uint64_t slots, int key, unsigned slot)
+{
+    return slots | (uint64_t)slot << (8 * key);
+}
+
+static inline unsigned
+slot_of(uint64_t slots, int key)
+{
+    return (unsigned)(slots >> (8 * key)) & 0xffu;
+}
+
 static inline void
 keep_ref(Scan *s, int key, FsimPickleValue *v)
 {
     s->refs[s->n_refs++] = v;
-    s->slot[key] = (uint8_t)s->n_refs;
+    s->slots = slot_set(s->slots, key, (unsigned)s->n_refs);
 }
 
 /* Counts @v, an item of the dict, into its height and node count. */
@@ -438,7 +454,7 @@ scan_scalar_value(Scan *s, int key, const guint8 *op_at)
         return 0;
     s->nodes++;
     if (key >= 0)
-        s->slot[key] = (uint8_t)(0x80u | s->n_scalars++);
+        s->slots = slot_set(s->slots, key, (unsigned)(0x80u | s->n_scalars++));
     return 1;
 }
 
@@ -520,7 +536,7 @@ static inline gboolean
 key_ok(Scan *s, int key)
 {
     /* (not a record, or a key set twice: a key met has its slot set with its value) */
-    return s->pairs == 0 ? key == 0 : key < 0 || s->slot[key] == 0;
+    return s->pairs == 0 ? key == 0 : key < 0 || slot_of(s->slots, key) == 0;
 }
 
 /* One key at s->p, a new str.  Its record key in *@key (-1: none). */
@@ -671,11 +687,11 @@ fast_int(const guint8 *q, size_t max_long, int64_t *i)
 }
 
 /* The memo get at @p (at least 10 bytes there) of a str set before the dict whose record key
- * is known (key_tag()), the @pairs-th key of the dict (@slot: the keys met): its record key in
+ * is known (key_tag()), the @pairs-th key of the dict (@slots: the keys met): its record key in
  * *@key; past it, or NULL for anything else. */
 static inline const guint8 *
 memo_key(const guint8 *p, FsimPickleValue *const *memo, size_t memo_base, size_t pairs,
-         const uint8_t *slot, int *key)
+         uint64_t slots, int *key)
 {
     size_t index;
     const guint8 *q;
@@ -693,7 +709,7 @@ memo_key(const guint8 *p, FsimPickleValue *const *memo, size_t memo_base, size_t
         v->height == 0)
         return NULL;
     *key = (int)v->height - 2;
-    if (pairs == 0 ? *key != 0 : *key >= 0 && slot[*key] != 0)
+    if (pairs == 0 ? *key != 0 : *key >= 0 && slot_of(slots, *key) != 0)
         return NULL; /* not a record, or a key set twice */
     return q;
 }
@@ -729,14 +745,14 @@ memo_value(const guint8 *q, FsimPickleValue *const *memo, size_t memo_base)
 
 /* Puts scan_pairs_fast()'s state back into @s. */
 static inline void
-put_back(Scan *s, const guint8 *p, size_t pairs, uint64_t nodes, uint32_t height,
-         const uint8_t *slot, size_t n_refs, size_t n_scalars)
+put_back(Scan *s, const guint8 *p, size_t pairs, uint64_t nodes, uint32_t height, uint64_t slots,
+         size_t n_refs, size_t n_scalars)
 {
     s->p = p;
     s->pairs = pairs;
     s->nodes = nodes;
     s->height = height;
-    memcpy(s->slot, slot, sizeof(s->slot));
+    s->slots = slots;
     s->n_refs = n_refs;
     s->n_scalars = n_scalars;
 }
@@ -757,8 +773,7 @@ scan_pairs_fast(Scan *s)
     size_t pairs = s->pairs;
     uint64_t nodes = s->nodes;
     uint32_t height = s->height;
-    uint8_t slot[FSIM_PICKLE_RECORD_KEYS]; /* (a copy in the loop's frame: no aliasing) */
-    memcpy(slot, s->slot, sizeof(slot));
+    uint64_t slots = s->slots;
     size_t n_refs = s->n_refs;
     size_t n_scalars = s->n_scalars;
     KeyTemplate *const t = &l->key_template;
@@ -781,7 +796,7 @@ scan_pairs_fast(Scan *s)
             key = t->key[pairs];
             q = p + t->width[pairs];
         } else {
-            if ((q = memo_key(p, memo, memo_base, pairs, slot, &key)) == NULL)
+            if ((q = memo_key(p, memo, memo_base, pairs, slots, &key)) == NULL)
                 break;
             if (on_template && pairs < KEY_TEMPLATE_PAIRS) {
                 /* the template's first pairs are this record's: this one follows them */
@@ -800,7 +815,7 @@ scan_pairs_fast(Scan *s)
                 memcpy(scalar, &int_head, offsetof(FsimPickleValue, offset)); /* (one store) */
                 scalar->offset = offset_base + (uint64_t)(uintptr_t)op_at;
                 scalar->u.i = i;
-                slot[key] = (uint8_t)(0x80u | n_scalars++);
+                slots = slot_set(slots, key, (unsigned)(0x80u | n_scalars++));
             }
         } else if (op_at[0] == 'h' || op_at[0] == 'j') {
             FsimPickleValue *v = memo_value(op_at, memo, memo_base);
@@ -813,11 +828,11 @@ scan_pairs_fast(Scan *s)
             if (key >= 0) {
                 value_ref(v);
                 s->refs[n_refs++] = v;
-                slot[key] = (uint8_t)n_refs;
+                slots = slot_set(slots, key, (unsigned)n_refs);
             }
         } else if (op_at[0] == ']' || op_at[0] == OP_SHORT_BINUNICODE) {
             /* out of line, the state put back around the call (the key counted) */
-            put_back(s, op_at + 1, pairs, nodes + 1, height, slot, n_refs, n_scalars);
+            put_back(s, op_at + 1, pairs, nodes + 1, height, slots, n_refs, n_scalars);
             int done = scan_value_at(s, key, op_at);
             if (done < 0)
                 return -1;
@@ -827,7 +842,7 @@ scan_pairs_fast(Scan *s)
             q = s->p;
             nodes = s->nodes - 1;
             height = s->height;
-            memcpy(slot, s->slot, sizeof(slot));
+            slots = s->slots;
             n_refs = s->n_refs;
             n_scalars = s->n_scalars;
         } else {
@@ -837,7 +852,7 @@ scan_pairs_fast(Scan *s)
         pairs++;
         p = q;
     }
-    put_back(s, p, pairs, nodes, height, slot, n_refs, n_scalars);
+    put_back(s, p, pairs, nodes, height, slots, n_refs, n_scalars);
     s->on_template = on_template;
     return 1;
 }
@@ -887,9 +902,7 @@ commit_record(Scan *s)
     memcpy(block, s->refs, s->n_refs * sizeof(void *));
     memcpy(block + s->n_refs, s->scalars, s->n_scalars * sizeof(FsimPickleValue));
     uint64_t *header = (uint64_t *)(void *)(block + words - RECORD_HEADER_WORDS);
-    uint64_t slots;
-    memcpy(&slots, s->slot, sizeof(slots)); /* (byte k: record key k's) */
-    header[0] = GUINT64_FROM_LE(slots);
+    header[0] = s->slots; /* (byte k, bits 8k to 8k + 7: record key k's) */
     header[1] = (uint64_t)s->n_refs << 32 | s->pairs;
     l->op_offset = s->at_offset;
     l->op = '}';
@@ -929,7 +942,7 @@ run_record(Loader *l)
     s.memo_base = l->memo_count;
     s.puts = 0;
     s.pairs = 0;
-    memset(s.slot, 0, sizeof(s.slot));
+    s.slots = 0;
     s.height = 1;
     s.nodes = 1;
     s.n_refs = 0;
