@@ -45,10 +45,10 @@
 
 #include "machine.h"
 
-/* The cache's own memory, counted against the budget: the ways, their tags, the buckets' next
- * way to replace. */
-#define LIST_CACHE_BYTES                                                      \
-    ((gssize)(LIST_CACHE_SLOTS * (sizeof(ListCacheSlot) + sizeof(uint16_t)) + \
+/* The cache's own memory, counted against the budget: the ways, their tags and lengths, the
+ * buckets' next way to replace. */
+#define LIST_CACHE_BYTES                                                          \
+    ((gssize)(LIST_CACHE_SLOTS * (sizeof(ListCacheSlot) + 2 * sizeof(uint16_t)) + \
               LIST_CACHE_SLOTS / LIST_CACHE_WAYS))
 #define LIST_CACHE_BUCKETS (LIST_CACHE_SLOTS / LIST_CACHE_WAYS)
 
@@ -61,11 +61,15 @@ struct ListCacheSlot {
     FsimPickleValue *list; /* (nullable) holds a reference */
 };
 
-/* Each way's tag (Loader.list_cache_tags): 16 bits of its hash, never 0 (0: an empty way).  A
- * bucket's 16 tags are one half of a cache line, looked at all at once, so that a lookup reads
- * only the ways whose tag is the run's (the ways themselves are 12 lines). */
+/* Each way's tag (Loader.list_cache_tags): 16 bits of its hash, never 0 (0: an empty way), and
+ * its run's length.  A bucket's 16 tags, then its 16 lengths, are one cache line: the tags are
+ * looked at all at once, so that a lookup reads only the ways whose tag is the run's (the ways
+ * themselves are 12 lines), and the byte after the run (APPENDS) is read before the way's line
+ * is there, or not at all for a way of the same prefix and another length. */
 G_STATIC_ASSERT(LIST_CACHE_WAYS == 16);
-#define TAG_LANES UINT64_C(0x0001000100010001)
+G_STATIC_ASSERT(LIST_CACHE_ITEMS * 5 <= UINT16_MAX); /* (a run's length fits) */
+#define BUCKET_TAGS (2 * LIST_CACHE_WAYS)            /* uint16_t a bucket: tags, lengths */
+#define TAG_LANES   UINT64_C(0x0001000100010001)
 
 static inline uint16_t
 run_tag(uint64_t hash)
@@ -178,17 +182,21 @@ scan_run(const guint8 *p, const guint8 *end, const guint8 **appends)
 static inline ListCacheSlot *
 bucket_find(Loader *l, uint64_t hash, const guint8 *body, size_t avail, size_t len)
 {
-    size_t first = (size_t)(hash & (LIST_CACHE_BUCKETS - 1)) * LIST_CACHE_WAYS;
-    uint32_t match = tag_matches(l->list_cache_tags + first, run_tag(hash));
+    size_t bucket = (size_t)(hash & (LIST_CACHE_BUCKETS - 1));
+    const uint16_t *tags = l->list_cache_tags + bucket * BUCKET_TAGS;
+    uint32_t match = tag_matches(tags, run_tag(hash));
 
     while (match != 0) {
-        ListCacheSlot *way = &l->list_cache[first + (size_t)__builtin_ctz(match)];
+        size_t w = (size_t)__builtin_ctz(match);
+        size_t way_len = tags[LIST_CACHE_WAYS + w];
 
         match &= match - 1;
-        if (way->list != NULL && way->hash == hash && (len == 0 || way->len == len) &&
-            way->len < avail && body[way->len] == 'e' && way->generation == l->memo_generation &&
-            (way->list->flags & VALUE_TWIN) && way->list->u.c.len == way->items &&
-            memcmp(way->bytes, body, way->len) == 0) {
+        if ((len != 0 && way_len != len) || way_len >= avail || body[way_len] != 'e')
+            continue;
+        ListCacheSlot *way = &l->list_cache[bucket * LIST_CACHE_WAYS + w];
+        if (way->list != NULL && way->hash == hash && way->len == way_len &&
+            way->generation == l->memo_generation && (way->list->flags & VALUE_TWIN) &&
+            way->list->u.c.len == way->items && memcmp(way->bytes, body, way->len) == 0) {
             way->bytes = body; /* the same bytes, read last: the likelier in cache next time */
             return way;
         }
@@ -203,11 +211,13 @@ bucket_keep(Loader *l, uint64_t hash, const guint8 *body, size_t len, size_t n,
             FsimPickleValue *list)
 {
     size_t bucket = (size_t)(hash & (LIST_CACHE_BUCKETS - 1));
-    size_t slot = bucket * LIST_CACHE_WAYS + l->list_cache_next[bucket];
-    ListCacheSlot *way = &l->list_cache[slot];
+    size_t w = l->list_cache_next[bucket];
+    uint16_t *tags = l->list_cache_tags + bucket * BUCKET_TAGS;
+    ListCacheSlot *way = &l->list_cache[bucket * LIST_CACHE_WAYS + w];
 
-    l->list_cache_next[bucket] = (uint8_t)((l->list_cache_next[bucket] + 1) % LIST_CACHE_WAYS);
-    l->list_cache_tags[slot] = run_tag(hash);
+    l->list_cache_next[bucket] = (uint8_t)((w + 1) % LIST_CACHE_WAYS);
+    tags[w] = run_tag(hash);
+    tags[LIST_CACHE_WAYS + w] = (uint16_t)len;
     if (way->list != NULL)
         value_unref(l->heap, way->list);
     value_ref(list);
@@ -243,7 +253,8 @@ run_target(Loader *l, const guint8 *body)
         if (!heap_charge(l->heap, LIST_CACHE_BYTES))
             return NULL;
         l->list_cache = g_new0(ListCacheSlot, LIST_CACHE_SLOTS);
-        l->list_cache_tags = g_aligned_alloc0(LIST_CACHE_SLOTS, sizeof(uint16_t), 64);
+        l->list_cache_tags =
+            g_aligned_alloc0(LIST_CACHE_BUCKETS * BUCKET_TAGS, sizeof(uint16_t), 64);
         l->list_cache_next = g_new0(uint8_t, LIST_CACHE_BUCKETS);
     }
     return list;

@@ -59,7 +59,7 @@ typedef struct {
     size_t memo_bound;         /* indices must be below it */
     uint64_t memo_generation;  /* bumped when a set memo entry is replaced */
     ListCacheSlot *list_cache; /* (nullable) lists.c */
-    uint16_t *list_cache_tags; /* per way: its tag (lists.c) */
+    uint16_t *list_cache_tags; /* per bucket: its ways' tags, then their lengths (lists.c) */
     uint8_t *list_cache_next;  /* per bucket: the way to replace next */
     uint64_t twins;            /* twin numbers given so far (lists.c) */
     gboolean text_strings;     /* a str came from STRING or UNICODE (fsim_pickle_text_strings) */
