@@ -33,7 +33,7 @@
  *   a reader knows them for lists of the same items without comparing them; a list modified
  *   later gets an array of its own first.  The cache holds a reference to each list it keeps
  *   (LIST_CACHE_SLOTS lists of at most LIST_CACHE_ITEMS items: at most 5.2 MiB of item arrays,
- *   counted against the budget like any value, as the cache's own 100 KiB are); the result is the
+ *   counted against the budget like any value, as the cache's own 104 KiB are); the result is the
  *   same value graph either way, with less memory: the copies hold no item array of their own.
  */
 #include <glib.h>
