@@ -65,20 +65,12 @@ fsim_pytorch_allocation_size(const FsimAllocConf *conf, uint64_t size)
 /* should_split() of @block, a block of @pool: small pool (and every pool under expandable
  * segments) whenever at least 512 B remain; large pool only below max_split_size and when more than
  * 1 MiB remains -- a remainder of at most 1 MiB stays inside the allocation as internal
- * fragmentation. */
-static gboolean
-should_split(const Pytorch *pt, const Pool *pool, const Block *block, uint64_t size)
+ * fragmentation; never in a MemPool(no_split=True).  The pool's two bounds say it
+ * (fsim_pytorch_pool_init()): the pool is as random as the sizes, so no branch on it. */
+static inline gboolean
+should_split(const Pool *pool, const Block *block, uint64_t size)
 {
-    uint64_t remaining = block->size - size;
-    const PrivatePool *owner = pool->owner;
-    gboolean any;
-
-    if (owner != NULL && owner->no_split)
-        return FALSE; /* MemPool(no_split=True), PyTorch main */
-    /* the pool is as random as the sizes: the two rules are combined without a branch */
-    any = pool->small | pt->expandable;
-    return (any & (remaining >= FSIM_PYTORCH_MIN_BLOCK)) |
-           (!any & (size < pt->conf.max_split_size) & (remaining > FSIM_PYTORCH_SMALL_SIZE));
+    return (block->size - size >= pool->split_rest_min) & (size < pool->split_size_below);
 }
 
 /* The size a free block can grow to: itself and the unmapped range after it. */
@@ -309,7 +301,7 @@ fsim_pytorch_alloc(FsimPolicy *self, const FsimAllocRequest *req, FsimBlock *out
         pool = block->set->pool; /* new memory's, or a MemPool's (try_mempool_fallback()) */
     }
     block = npu_align_block(pt, block, size); /* the same pool */
-    block = alloc_found_block(pt, block, size, req->size, should_split(pt, pool, block, size));
+    block = alloc_found_block(pt, block, size, req->size, should_split(pool, block, size));
     out->addr = block->addr;
     out->size = block->size;
     out->cookie = (uint64_t)(uintptr_t)block;

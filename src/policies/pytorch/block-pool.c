@@ -46,7 +46,30 @@ fsim_pytorch_pool_stream(Pool *pool, uint64_t stream)
     pool->streams[at] = set;
     pool->n_streams++;
     pool->last = at;
+    if (pool->direct[stream & (POOL_DIRECT - 1)] == NULL)
+        pool->direct[stream & (POOL_DIRECT - 1)] = set;
     return set;
+}
+
+void
+fsim_pytorch_pool_init(const Pytorch *pt, Pool *pool, gboolean small, PrivatePool *owner)
+{
+    memset(pool, 0, sizeof(*pool));
+    pool->small = small;
+    pool->owner = owner;
+    if (owner != NULL && owner->no_split) {
+        /* MemPool(no_split=True), PyTorch main: never */
+        pool->split_rest_min = G_MAXUINT64;
+        pool->split_size_below = 0;
+    } else if (small || pt->expandable) {
+        /* the small pool, and every pool under expandable segments: whenever 512 B remain */
+        pool->split_rest_min = FSIM_PYTORCH_MIN_BLOCK;
+        pool->split_size_below = G_MAXUINT64;
+    } else {
+        /* the large pool: below max_split_size, and more than 1 MiB remaining */
+        pool->split_rest_min = FSIM_PYTORCH_SMALL_SIZE + 1;
+        pool->split_size_below = pt->conf.max_split_size;
+    }
 }
 
 void

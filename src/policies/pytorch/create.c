@@ -108,7 +108,8 @@ fsim_pytorch_create(const FsimPolicyOps *ops, FsimDevice *device, GKeyFile *conf
     /* setMemoryFraction(): fraction x the total cudaMemGetInfo reports */
     pt->allowed_memory_maximum =
         (uint64_t)(conf.per_process_memory_fraction * (double)device->spec.total_bytes);
-    pt->small.small = TRUE;
+    fsim_pytorch_pool_init(pt, &pt->small, TRUE, NULL);
+    fsim_pytorch_pool_init(pt, &pt->large, FALSE, NULL);
     pt->default_pools[0] = &pt->large;
     pt->default_pools[1] = &pt->small;
     pt->private_pools = g_ptr_array_new_with_free_func(fsim_pytorch_private_pool_free);

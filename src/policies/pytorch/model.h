@@ -101,6 +101,8 @@ struct StreamSet {
     Tree unmapped; /* pool.unmapped restricted to this stream */
 };
 
+#define POOL_DIRECT 4 /* stream sets found by the stream's low bits (Pool.direct) */
+
 struct Pool {
     gboolean small;
     PrivatePool *owner;  /* owner_PrivatePool: NULL for the default pools */
@@ -108,6 +110,13 @@ struct Pool {
     guint n_streams;
     guint capacity;
     guint last; /* the stream found last: most requests repeat it */
+    /* the first set made of each stream whose low bits are i, at direct[i]: a lookup of a stream
+     * there is a load and a comparison (a trace has a few streams, in random turns) */
+    StreamSet *direct[POOL_DIRECT];
+    /* should_split() as two bounds: a found block is split when the rest is at least
+     * @split_rest_min and the request below @split_size_below (fsim_pytorch_pool_init()) */
+    uint64_t split_rest_min;
+    uint64_t split_size_below;
     /* get_free_blocks_call_count: the garbage collector's clock, advanced by every search while
      * GC is active. */
     int64_t clock;
@@ -316,9 +325,12 @@ block_free(Pytorch *pt, Block *block)
 static inline StreamSet *
 pool_find(Pool *pool, uint64_t stream)
 {
+    StreamSet *direct = pool->direct[stream & (POOL_DIRECT - 1)];
     guint lo = 0;
     guint hi = pool->n_streams;
 
+    if (G_LIKELY(direct != NULL && direct->stream == stream))
+        return direct;
     if (G_LIKELY(pool->n_streams <= 4)) {
         /* a few streams, in random turns: a scan that selects without a branch on the data
          * (its length changes only when a stream appears) */
@@ -347,6 +359,10 @@ pool_find(Pool *pool, uint64_t stream)
 
 /* The set of @stream in @pool, created (in stream order) when missing. */
 StreamSet *fsim_pytorch_pool_stream(Pool *pool, uint64_t stream);
+
+/* Set up @pool, empty: small or large, of @owner (NULL: a default pool), its split rule from
+ * @pt's knobs. */
+void fsim_pytorch_pool_init(const Pytorch *pt, Pool *pool, gboolean small, PrivatePool *owner);
 
 /* Free every stream set of @pool (the blocks live in the slab). */
 void fsim_pytorch_pool_clear(Pool *pool);

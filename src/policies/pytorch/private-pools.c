@@ -77,11 +77,10 @@ fsim_pytorch_private_pool_get(Pytorch *pt, uint64_t id)
         return g_ptr_array_index(pt->private_pools, at);
     pp = g_new0(PrivatePool, 1);
     pp->id = id;
-    pp->small.small = TRUE;
-    pp->small.owner = pp;
-    pp->large.owner = pp;
     pp->use_on_oom = id_listed(pt->use_on_oom_ids, id);
     pp->no_split = id_listed(pt->no_split_ids, id);
+    fsim_pytorch_pool_init(pt, &pp->small, TRUE, pp);
+    fsim_pytorch_pool_init(pt, &pp->large, FALSE, pp);
     g_ptr_array_insert(pt->private_pools, (gint)at, pp);
     return pp;
 }
