@@ -99,7 +99,9 @@ fsim_size_set_bin(uint64_t size)
 {
     /* sizes below 2^FSIM_SIZE_MIN_LOG2 count as that size (a select, not a branch): bin 0 */
     uint64_t s = size < FSIM_SIZE_MIN ? FSIM_SIZE_MIN : size;
-    guint e = 63u - (guint)__builtin_clzll(s);
+    /* the highest bit set: 63 - clz, written as 63 ^ clz so that gcc emits one bsr (63 - clz
+     * compiled to bsr, a xor with 63 and the subtraction undoing it) */
+    guint e = 63u ^ (guint)__builtin_clzll(s);
 
     /* s >> (e - 3) is 8 + the sub-bin */
     return (guint)(s >> (e - FSIM_SIZE_SUBBINS_LOG2)) + (e << FSIM_SIZE_SUBBINS_LOG2) -

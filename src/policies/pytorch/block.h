@@ -42,8 +42,8 @@ struct Block {
     Block *prev; /* neighbours in the segment, by address */
     Block *next;
     Segment *segment;
+    uint64_t size; /* before @addr, as the free set's (size, key) pairs: one 16-byte copy */
     uint64_t addr;
-    uint64_t size;
     uint64_t requested; /* the request an allocated block serves */
     StreamSet *set;     /* segment->set, kept here: a free and a split need not read the segment */
     uint32_t flags;
