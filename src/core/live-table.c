@@ -24,6 +24,7 @@ fsim_live_table_init(FsimLiveTable *table)
     memset(table, 0, sizeof(*table));
     table->group_bits = LIVE_MIN_GROUP_BITS;
     table->shift = 64 - LIVE_MIN_GROUP_BITS;
+    table->max_count = ((gsize)FSIM_LIVE_GROUP << LIVE_MIN_GROUP_BITS) / 2;
     table->groups = live_groups_new(table->group_bits);
 }
 
@@ -86,6 +87,7 @@ live_rebuild(FsimLiveTable *table, guint group_bits)
     g_assert(group_bits <= 29);
     table->group_bits = group_bits;
     table->shift = 64 - group_bits;
+    table->max_count = ((gsize)FSIM_LIVE_GROUP << group_bits) / 2;
     table->groups = live_groups_new(group_bits);
     table->last_entry = NULL;
     for (gsize g = 0; g < old_n; g++) {
@@ -125,7 +127,7 @@ fsim_live_table_insert_slow(FsimLiveTable *table, uint64_t id)
     FsimLiveEntry *entry;
     uint32_t n;
 
-    if ((table->count + 1) * 2 > ((gsize)FSIM_LIVE_GROUP << table->group_bits))
+    if (table->count >= table->max_count)
         live_rebuild(table, table->group_bits + 1);
     n = live_take_entry(table);
     live_place(table, id, n);

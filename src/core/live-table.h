@@ -70,6 +70,7 @@ typedef struct {
     guint group_bits; /* log2 of the number of groups */
     guint shift;      /* 64 - group_bits: a hash's top group_bits bits are its home group */
     gsize count;      /* entries in use */
+    gsize max_count;  /* at most half the slots: FSIM_LIVE_GROUP << group_bits >> 1 */
     FsimLiveEntry **pages;
     gsize n_pages;
     gsize used;    /* entries ever handed out: numbers below it are in use or free */
@@ -78,6 +79,7 @@ typedef struct {
      * no more */
     const FsimLiveEntry *last_entry;
     gsize last_slot;
+    gsize last_home; /* the home group of its id */
 } FsimLiveTable;
 
 void fsim_live_table_init(FsimLiveTable *table);
@@ -145,7 +147,7 @@ fsim_live_ctrl(const FsimLiveGroup *group)
 
 /* The entry of @id, or NULL; *@slot: its slot (group x 8 + slot). */
 static inline FsimLiveEntry *
-fsim_live_find(const FsimLiveTable *table, uint64_t id, gsize *slot)
+fsim_live_find_from(const FsimLiveTable *table, uint64_t id, gsize *slot, gsize *home_out)
 {
     uint64_t hash = fsim_live_hash(id);
     uint32_t tag = fsim_live_tag(table, hash);
@@ -153,6 +155,7 @@ fsim_live_find(const FsimLiveTable *table, uint64_t id, gsize *slot)
 
     gsize home = fsim_live_home(table, hash);
 
+    *home_out = home;
     for (gsize g = home;; g = (g + 1) & mask) {
         const FsimLiveGroup *group = &table->groups[g];
 
@@ -171,15 +174,25 @@ fsim_live_find(const FsimLiveTable *table, uint64_t id, gsize *slot)
     }
 }
 
+static inline FsimLiveEntry *
+fsim_live_find(const FsimLiveTable *table, uint64_t id, gsize *slot)
+{
+    gsize home;
+
+    return fsim_live_find_from(table, id, slot, &home);
+}
+
 /* The entry for @id, or NULL.  The pointer is valid until the entry is removed. */
 static inline FsimLiveEntry *
 fsim_live_table_lookup(FsimLiveTable *table, uint64_t id)
 {
     gsize slot = 0;
-    FsimLiveEntry *entry = fsim_live_find(table, id, &slot);
+    gsize home = 0;
+    FsimLiveEntry *entry = fsim_live_find_from(table, id, &slot, &home);
 
     table->last_entry = entry;
     table->last_slot = slot;
+    table->last_home = home;
     return entry;
 }
 
@@ -201,8 +214,7 @@ fsim_live_table_insert_absent(FsimLiveTable *table, uint64_t id)
     uint32_t n;
 
     /* at most half the slots used */
-    if (G_UNLIKELY(room == 0 || table->free == 0 ||
-                   (table->count + 1) * 2 > ((gsize)FSIM_LIVE_GROUP << table->group_bits)))
+    if (G_UNLIKELY(room == 0 || table->free == 0 || table->count >= table->max_count))
         return fsim_live_table_insert_slow(table, id);
     /* the free list's head: the entry freed last, likely still in the cache */
     n = table->free - 1;
@@ -254,20 +266,19 @@ static inline void
 fsim_live_table_remove(FsimLiveTable *table, FsimLiveEntry *entry)
 {
     gsize slot = table->last_slot;
+    gsize home = table->last_home;
     gsize g;
-    gsize home;
     uint32_t n;
 
-    /* most removes follow the lookup of the same id */
+    /* most removes follow the lookup of the same id, which found its slot and home group */
     if (G_UNLIKELY(table->last_entry != entry)) {
-        FsimLiveEntry *found = fsim_live_find(table, entry->id, &slot);
+        FsimLiveEntry *found = fsim_live_find_from(table, entry->id, &slot, &home);
 
         g_assert(found == entry);
     }
     g = slot / FSIM_LIVE_GROUP;
     n = table->groups[g].entry[slot % FSIM_LIVE_GROUP];
     table->groups[g].ctrl[slot % FSIM_LIVE_GROUP] = FSIM_LIVE_EMPTY;
-    home = fsim_live_home(table, fsim_live_hash(entry->id));
     if (G_UNLIKELY(home != g))
         fsim_live_table_unoverflow(table, home, g);
     table->last_entry = NULL;
