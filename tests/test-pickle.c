@@ -284,6 +284,49 @@ test_load_text_strings(void)
     }
 }
 
+/* FsimPickleLimits.watch_str: found in strs of every binary opcode, at either end, in memory
+ * and through a stream; not in bytes, not split across two strs, not where only a prefix is. */
+static void
+test_load_watch_str(void)
+{
+    static const struct {
+        const guint8 *bytes;
+        gsize len;
+        gboolean seen;
+    } cases[] = {
+        {B("\x80\x04\x8c\x0atorch_npu/."), TRUE},              /* the whole str */
+        {B("\x80\x04\x8c\x11/a/torch_npu/b.py."), TRUE},       /* inside */
+        {B("\x80\x04X\x0e\x00\x00\x00tttorch_npu/ab."), TRUE}, /* BINUNICODE */
+        {B("\x80\x04\x8c\x0atorch_npu_."), FALSE},             /* not its last byte */
+        {B("\x80\x04\x8c\x09torch_npu."), FALSE},              /* too short */
+        {B("\x80\x04"
+           "C\x0atorch_npu/."),
+         FALSE},                                             /* bytes */
+        {B("\x80\x04(\x8c\x05torch\x8c\x05_npu/l."), FALSE}, /* across two strs */
+        {B("\x80\x04(\x8c\x01"
+           "a\x8c\x0b_torch_npu/l."),
+         TRUE}, /* the second str */
+    };
+    FsimPickleLimits limits = {.watch_str = "torch_npu/"};
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        const guint8 *bytes = cases[i].bytes;
+        g_autoptr(GError) error = NULL;
+        g_autoptr(FsimPickle) mem = fsim_pickle_load(bytes, cases[i].len, &limits, &error);
+        g_autoptr(FsimPickle) streamed = NULL;
+        g_autoptr(FsimPickle) unwatched = NULL;
+
+        g_assert_no_error(error);
+        streamed = load_stream(bytes, cases[i].len, FALSE, &limits, &error);
+        g_assert_no_error(error);
+        unwatched = fsim_pickle_load(bytes, cases[i].len, NULL, &error);
+        g_assert_no_error(error);
+        g_assert_cmpint(fsim_pickle_watched_str_seen(mem), ==, cases[i].seen);
+        g_assert_cmpint(fsim_pickle_watched_str_seen(streamed), ==, cases[i].seen);
+        g_assert_false(fsim_pickle_watched_str_seen(unwatched));
+    }
+}
+
 static void
 test_load_strings(void)
 {
@@ -1716,6 +1759,7 @@ main(int argc, char **argv)
     g_test_add_func("/pickle/load/ints", test_load_ints);
     g_test_add_func("/pickle/load/strings", test_load_strings);
     g_test_add_func("/pickle/load/text-strings", test_load_text_strings);
+    g_test_add_func("/pickle/load/watch-str", test_load_watch_str);
     g_test_add_func("/pickle/load/containers", test_load_containers);
     g_test_add_func("/pickle/load/nested-dict", test_load_nested_dict);
     g_test_add_func("/pickle/load/stack-ops", test_load_stack_ops);

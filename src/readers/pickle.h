@@ -94,6 +94,10 @@ typedef struct FsimPickle FsimPickle;
  * @record_keys: (nullable) (array zero-terminated=1): fsim_pickle_load() only: read the dicts
  *     whose first key is @record_keys[0] as *records* (see fsim_pickle_record()).  At most
  *     %FSIM_PICKLE_RECORD_KEYS keys.  %NULL: no records.
+ * @watch_str: (nullable): a string to look for in every str the input
+ *     holds (binary str opcodes: strs from text opcodes are fsim_pickle_text_strings()'s); found
+ *     or not is fsim_pickle_watched_str_seen().  The strs are a fraction of a snapshot's bytes,
+ *     and are looked at as they are read.
  *
  * Safety limits of fsim_pickle_load() and fsim_pickle_load_stream().  Exceeding one is a
  * %FSIM_TRACE_ERROR_LIMIT error.
@@ -120,6 +124,7 @@ typedef struct {
     uint64_t max_input;
     gsize expect_memory;
     const char *const *record_keys;
+    const char *watch_str;
 } FsimPickleLimits;
 
 /* The most keys FsimPickleLimits.record_keys may name. */
@@ -226,6 +231,14 @@ guint64 fsim_pickle_input_bytes(const FsimPickle *pickle);
  * Returns: %TRUE when a text string opcode ran.
  */
 gboolean fsim_pickle_text_strings(const FsimPickle *pickle);
+
+/**
+ * fsim_pickle_watched_str_seen:
+ * @pickle: a loaded pickle.
+ *
+ * Returns: %TRUE when a str read by a binary opcode holds FsimPickleLimits.watch_str.
+ */
+gboolean fsim_pickle_watched_str_seen(const FsimPickle *pickle);
 
 /**
  * fsim_pickle_records:

@@ -145,39 +145,19 @@ torch_read_root(TorchLoader *ld, const FsimPickleValue *root, GError **error)
     return TRUE;
 }
 
-/* Whether the @len bytes at @data hold "torch_npu/".  Found from its '_', the rarest of its bytes
- * in snapshots (a few thousand in a megabyte, where memchr() on 't' stops ten times as often
- * and glibc's memmem() reads every byte). */
-static gboolean
-bytes_name_torch_npu(const guint8 *data, gsize len)
-{
-    static const char needle[] = "torch_npu/";
-    const gsize at = 5; /* needle[at] is the '_' */
-    const guint8 *end = data + len;
-
-    for (const guint8 *p = data + MIN(at, len); p < end; p++) {
-        p = memchr(p, '_', (gsize)(end - p));
-        if (p == NULL)
-            return FALSE;
-        if ((gsize)(end - p) >= sizeof(needle) - 1 - at &&
-            memcmp(p - at, needle, sizeof(needle) - 1) == 0)
-            return TRUE;
-    }
-    return FALSE;
-}
-
 /* Loads the pickle: from the mapped file when it is a plain one (the copy through a stream
  * costs as much as unpickling), else (compressed, not a regular file) streamed through the
  * decompressor, never held whole.  *@npu_frames is FALSE when no str of the pickle can name a
- * file of torch_npu: the bytes were all there and hold no "torch_npu/", and no str came from a
- * text opcode (fsim_pickle_text_strings()); then no frame needs looking at for it. */
+ * file of torch_npu: no str read by a binary opcode holds "torch_npu/" (the unpickler looks as it
+ * reads them: FsimPickleLimits.watch_str) and none came from a text opcode
+ * (fsim_pickle_text_strings()); then no frame needs looking at for it. */
 static FsimPickle *
 torch_load_pickle(const char *path, gboolean records, gboolean *npu_frames, GError **error)
 {
     g_autoptr(GMappedFile) mapped = NULL;
     g_autoptr(GInputStream) in = NULL;
     g_autoptr(GError) local_error = NULL;
-    FsimPickleLimits limits = {.max_input = TORCH_MAX_BYTES};
+    FsimPickleLimits limits = {.max_input = TORCH_MAX_BYTES, .watch_str = "torch_npu/"};
     FsimPickle *pickle = NULL;
 
     if (strcmp(path, "-") != 0 && g_file_test(path, G_FILE_TEST_IS_REGULAR))
@@ -208,19 +188,21 @@ torch_load_pickle(const char *path, gboolean records, gboolean *npu_frames, GErr
             FsimPickleLimits whole = {
                 .expect_memory = 2 * len,
                 .record_keys = records ? fsim_torch_entry_keys : NULL,
+                .watch_str = "torch_npu/",
             };
 
             pickle = fsim_pickle_load(data, len, &whole, &local_error);
             *npu_frames = pickle == NULL || fsim_pickle_text_strings(pickle) ||
-                          bytes_name_torch_npu(data, len);
+                          fsim_pickle_watched_str_seen(pickle);
         }
     }
     if (mapped == NULL) {
-        *npu_frames = TRUE;
         in = fsim_input_open(path, error);
         if (in == NULL)
             return NULL;
         pickle = fsim_pickle_load_stream(in, &limits, &local_error);
+        *npu_frames = pickle == NULL || fsim_pickle_text_strings(pickle) ||
+                      fsim_pickle_watched_str_seen(pickle);
     }
     if (pickle == NULL)
         g_propagate_prefixed_error(error, g_steal_pointer(&local_error), "%s: ", path);

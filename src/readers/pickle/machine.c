@@ -447,6 +447,22 @@ read_length(Loader *l, uint64_t *len)
     return TRUE;
 }
 
+gboolean
+bytes_hold(const guint8 *p, size_t len, const char *needle, size_t n)
+{
+    const guint8 *last = p + (len - n); /* the last place it can begin */
+
+    while (p <= last) {
+        p = memchr(p, (guint8)needle[0], (size_t)(last - p) + 1);
+        if (p == NULL)
+            return FALSE;
+        if (p[n - 1] == (guint8)needle[n - 1] && memcmp(p, needle, n) == 0)
+            return TRUE;
+        p++;
+    }
+    return FALSE;
+}
+
 /* A str (SHORT_BINUNICODE, BINUNICODE, BINUNICODE8, SHORT_BINSTRING, BINSTRING) or bytes
  * (SHORT_BINBYTES, BINBYTES, BINBYTES8, BYTEARRAY8) of a declared length: allocated first (within
  * the budget), then read. */
@@ -475,6 +491,8 @@ op_blob(Loader *l)
                              op_name(l), len, (gsize)got);
         return input_fail(l, s, (size_t)len);
     }
+    if (type == FSIM_PICKLE_STR)
+        watch_str_check(l, (const guint8 *)v->u.s.data, (size_t)len);
     return push(l, v);
 }
 
@@ -809,6 +827,7 @@ load(Loader *l, FsimPickle *pickle, const FsimPickleLimits *limits, uint64_t mem
     gboolean ok = load_run(l, &pickle->root);
     pickle->input_bytes = input_offset(&l->in);
     pickle->text_strings = l->text_strings;
+    pickle->watched_str_seen = l->watched_str_seen;
     pickle->records = l->records;
     list_cache_clear(l);
     /* Values only the memo kept are garbage now; a caller that expects everything to stay
@@ -851,7 +870,10 @@ fsim_pickle_load(const guint8 *data, gsize len, const FsimPickleLimits *limits, 
     FsimPickleLimits defaults = {0};
     if (limits == NULL)
         limits = &defaults;
-    Loader l = {.error = error, .record_keys = limits->record_keys};
+    Loader l = {.error = error,
+                .record_keys = limits->record_keys,
+                .watch_str = limits->watch_str,
+                .watch_str_len = limits->watch_str != NULL ? strlen(limits->watch_str) : 0};
     while (l.record_keys != NULL && l.record_keys[l.n_record_keys] != NULL)
         l.n_record_keys++;
     g_return_val_if_fail(l.n_record_keys <= FSIM_PICKLE_RECORD_KEYS, NULL);
@@ -875,7 +897,9 @@ fsim_pickle_load_stream(GInputStream *in, const FsimPickleLimits *limits, GError
     FsimPickleLimits defaults = {0};
     if (limits == NULL)
         limits = &defaults;
-    Loader l = {.error = error};
+    Loader l = {.error = error,
+                .watch_str = limits->watch_str,
+                .watch_str_len = limits->watch_str != NULL ? strlen(limits->watch_str) : 0};
     FsimPickle *pickle = pickle_new(limits);
     input_init_stream(&l.in, in, limits->max_input, &pickle->heap);
     return load(&l, pickle, limits, G_MAXUINT64);

@@ -63,6 +63,9 @@ typedef struct {
     uint8_t *list_cache_next;  /* per bucket: the way to replace next */
     uint64_t twins;            /* twin numbers given so far (lists.c) */
     gboolean text_strings;     /* a str came from STRING or UNICODE (fsim_pickle_text_strings) */
+    const char *watch_str;     /* (nullable) FsimPickleLimits.watch_str */
+    size_t watch_str_len;
+    gboolean watched_str_seen;      /* a str held it (watch_str_check()) */
     const char *const *record_keys; /* (nullable) FsimPickleLimits.record_keys (records.c) */
     size_t n_record_keys;
     size_t record_key_len[FSIM_PICKLE_RECORD_KEYS];
@@ -76,6 +79,17 @@ typedef struct {
 
     GError **error;
 } Loader;
+
+/* Whether the @len bytes at @p hold the @n bytes of @needle (n >= 1, len >= n). */
+gboolean bytes_hold(const guint8 *p, size_t len, const char *needle, size_t n);
+
+/* Notes whether the str of @len bytes at @data holds FsimPickleLimits.watch_str. */
+static inline void
+watch_str_check(Loader *l, const guint8 *data, size_t len)
+{
+    if (G_UNLIKELY(l->watch_str != NULL) && len >= l->watch_str_len && !l->watched_str_seen)
+        l->watched_str_seen = bytes_hold(data, len, l->watch_str, l->watch_str_len);
+}
 
 #define DEFAULT_NODES_BASE     ((uint64_t)1 << 20)
 #define DEFAULT_NODES_PER_BYTE 64 /* real snapshots: 2 to 4 */

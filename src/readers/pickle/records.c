@@ -227,6 +227,7 @@ scan_str(Scan *s, guint8 op, int key, const guint8 **data, size_t *len)
     if ((size_t)(s->end - q) < *len)
         return 0;
     *data = q;
+    watch_str_check(s->l, q, *len); /* (a str made on the generic path is checked again: no harm) */
     s->p = q + *len;
     gboolean memoized = s->p < s->end && *s->p == OP_MEMOIZE;
     s->nodes++;

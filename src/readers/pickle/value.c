@@ -270,6 +270,13 @@ fsim_pickle_text_strings(const FsimPickle *pickle)
     return pickle->text_strings;
 }
 
+gboolean
+fsim_pickle_watched_str_seen(const FsimPickle *pickle)
+{
+    g_return_val_if_fail(pickle != NULL, FALSE);
+    return pickle->watched_str_seen;
+}
+
 guint64
 fsim_pickle_records(const FsimPickle *pickle)
 {

@@ -218,4 +218,5 @@ struct FsimPickle {
     uint64_t input_bytes;
     uint64_t records;
     gboolean text_strings;
+    gboolean watched_str_seen;
 };
