@@ -83,12 +83,13 @@ walk(const FsimPickleValue *v, guint depth)
         check(fsim_pickle_record_fields(v, &view) && view.pairs == pairs, "record_fields");
         for (gsize k = 0; k < FSIM_PICKLE_RECORD_KEYS; k++) {
             uint64_t u = 0;
-            gboolean is_uint = fsim_pickle_get_uint(fields[k], &u);
+            gboolean field_is_uint = fsim_pickle_get_uint(fields[k], &u);
             check(view.values[k] == fields[k], "record_fields' values");
             check(!!(view.is_none & (1u << k)) ==
                       (fields[k] == NULL || fsim_pickle_type(fields[k]) == FSIM_PICKLE_NONE),
                   "record_fields' Nones");
-            check(!!(view.is_uint & (1u << k)) == is_uint && (!is_uint || view.uints[k] == u),
+            check(!!(view.is_uint & (1u << k)) == field_is_uint &&
+                      (!field_is_uint || view.uints[k] == u),
                   "record_fields' ints");
             if (fields[k] != NULL)
                 visited += walk(fields[k], depth + 1);
