@@ -312,8 +312,10 @@ size_key_compare(gconstpointer a, gconstpointer b, gpointer data)
     return c != 0 ? c : fsim_compare_u64(x->key, y->key);
 }
 
-/* The address map against a GHashTable: random inserts, lookups and removals of aligned
- * addresses (probe runs that wrap and shift back), through several doublings. */
+/* The address map against a GHashTable: random inserts (by insert and by insert_or_find),
+ * lookups and removals of aligned addresses, key 0 among them (value 0 marks an empty slot, so
+ * every key can be mapped), with probe runs that wrap and shift back, through several doublings;
+ * then a live set of a few dozen keys, so that removals fall inside long runs. */
 static void
 test_addr_map(void)
 {
@@ -322,12 +324,14 @@ test_addr_map(void)
     g_autoptr(GArray) keys = g_array_new(FALSE, FALSE, sizeof(uint64_t));
     g_autoptr(GRand) rand = g_rand_new_with_seed(7);
 
-    fsim_addr_map_init(&map);
+    fsim_addr_map_init(&map, 0);
     g_array_set_size(keys, 4096);
     for (guint i = 0; i < keys->len; i++)
-        g_array_index(keys, uint64_t, i) = 0x7f0000000000 + (uint64_t)i * 2 * 1024 * 1024;
-    for (int i = 0; i < 200000; i++) {
-        uint64_t *key = &g_array_index(keys, uint64_t, g_rand_int_range(rand, 0, 4096));
+        g_array_index(keys, uint64_t, i) =
+            i == 0 ? 0 : (i % 7 == 0 ? 0x7f0000000000 : 0) + (uint64_t)i * 2 * 1024 * 1024;
+    for (int i = 0; i < 300000; i++) {
+        guint span = i < 200000 ? 4096 : 48;
+        uint64_t *key = &g_array_index(keys, uint64_t, g_rand_int_range(rand, 0, (gint32)span));
         gpointer value = g_hash_table_lookup(model, key);
         FsimAddrSlot *slot = fsim_addr_map_lookup(&map, *key);
 
@@ -337,13 +341,28 @@ test_addr_map(void)
         if (slot == NULL && g_rand_int_range(rand, 0, 100) < (i < 100000 ? 80 : 30)) {
             uint64_t v = (uint64_t)g_rand_int_range(rand, 1, 1 << 30);
 
-            fsim_addr_map_insert(&map, *key, v);
+            if (g_rand_boolean(rand)) {
+                fsim_addr_map_insert(&map, *key, v);
+            } else {
+                slot = fsim_addr_map_insert_or_find(&map, *key);
+                g_assert_cmpuint(slot->value, ==, 0);
+                slot->value = v;
+            }
             g_hash_table_insert(model, key, GSIZE_TO_POINTER(v));
         } else if (slot != NULL && g_rand_boolean(rand)) {
             fsim_addr_map_remove(&map, slot);
             g_hash_table_remove(model, key);
+        } else if (slot != NULL) {
+            g_assert_true(fsim_addr_map_insert_or_find(&map, *key) == slot);
         }
         g_assert_cmpuint(map.count, ==, g_hash_table_size(model));
+    }
+    for (guint i = 0; i < keys->len; i++) {
+        uint64_t *key = &g_array_index(keys, uint64_t, i);
+        FsimAddrSlot *slot = fsim_addr_map_lookup(&map, *key);
+
+        g_assert_cmpuint(slot != NULL ? slot->value : 0, ==,
+                         GPOINTER_TO_SIZE(g_hash_table_lookup(model, key)));
     }
     g_assert_cmpuint(map.bits, >, 6);
     fsim_addr_map_clear(&map);

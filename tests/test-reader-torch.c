@@ -1271,51 +1271,6 @@ test_without_stacks(void)
         g_assert_cmpuint(with_stacks, >, 1000);
 }
 
-/* The reader's address -> id map against a GHashTable: random inserts, lookups and removals of
- * addresses from a small set (long probe runs, removals inside them), through several growths. */
-static void
-test_ids_map(void)
-{
-    g_autoptr(GHashTable) model = g_hash_table_new(g_int64_hash, g_int64_equal);
-    g_autofree uint64_t *keys = g_new(uint64_t, 4096);
-    GRand *rand = g_rand_new_with_seed(14);
-    TorchIds ids;
-    uint64_t next_id = 1;
-
-    for (guint k = 0; k < 4096; k++)
-        keys[k] = (uint64_t)k * 512 + (k % 7 == 0 ? UINT64_C(0x7f0000000000) : 0);
-    fsim_torch_ids_init(&ids);
-    for (guint step = 0; step < 200000; step++) {
-        /* the live set wanders between a few and about 3,000 addresses */
-        guint span = step < 100000 ? 4096 : 64;
-        uint64_t *key = &keys[g_rand_int_range(rand, 0, (gint32)span)];
-        gpointer want = g_hash_table_lookup(model, key);
-        TorchIdSlot *slot = fsim_torch_ids_lookup(&ids, *key);
-
-        g_assert_cmpuint(slot != NULL ? slot->id : 0, ==, GPOINTER_TO_SIZE(want));
-        if (want == NULL && g_rand_boolean(rand)) {
-            slot = fsim_torch_ids_insert_or_find(&ids, *key);
-            g_assert_cmpuint(slot->id, ==, 0);
-            slot->id = next_id++;
-            g_hash_table_insert(model, key, GSIZE_TO_POINTER(slot->id));
-        } else if (want != NULL && g_rand_int_range(rand, 0, 3) == 0) {
-            fsim_torch_ids_remove(&ids, slot);
-            g_hash_table_remove(model, key);
-        } else if (want != NULL) {
-            g_assert_true(fsim_torch_ids_insert_or_find(&ids, *key) == slot);
-        }
-        g_assert_cmpuint(ids.count, ==, g_hash_table_size(model));
-    }
-    for (guint k = 0; k < 4096; k++) {
-        TorchIdSlot *slot = fsim_torch_ids_lookup(&ids, keys[k]);
-
-        g_assert_cmpuint(slot != NULL ? slot->id : 0, ==,
-                         GPOINTER_TO_SIZE(g_hash_table_lookup(model, &keys[k])));
-    }
-    fsim_torch_ids_clear(&ids);
-    g_rand_free(rand);
-}
-
 int
 main(int argc, char **argv)
 {
@@ -1338,7 +1293,6 @@ main(int argc, char **argv)
     g_test_add_func("/reader/torch/cli/bad", test_cli_bad);
     g_test_add_func("/reader/torch/cli/convert", test_convert);
     g_test_add_func("/reader/torch/shared/without-stacks", test_without_stacks);
-    g_test_add_func("/reader/torch/ids-map", test_ids_map);
     for (gsize i = 0; i < G_N_ELEMENTS(shared_pins); i++) {
         const Pin *pin = &shared_pins[i];
         g_autofree char *short_name = g_strndup(pin->file, strcspn(pin->file, "_"));

@@ -6,9 +6,9 @@
 #define ADDR_MAP_MIN_BITS 6
 
 void
-fsim_addr_map_init(FsimAddrMap *map)
+fsim_addr_map_init(FsimAddrMap *map, guint bits)
 {
-    map->bits = ADDR_MAP_MIN_BITS;
+    map->bits = bits != 0 ? bits : ADDR_MAP_MIN_BITS;
     map->count = 0;
     map->slots = g_new0(FsimAddrSlot, (gsize)1 << map->bits);
 }
@@ -32,8 +32,10 @@ fsim_addr_map_grow(FsimAddrMap *map)
     map->slots = g_new0(FsimAddrSlot, (gsize)1 << map->bits);
     /* at most half the old size: no insert grows again */
     for (gsize i = 0; i < old_n; i++) {
-        if (old[i].key != 0)
-            fsim_addr_map_insert(map, old[i].key, old[i].value);
+        if (old[i].value != 0) {
+            *fsim_addr_map_slot(map, old[i].key) = old[i];
+            map->count++;
+        }
     }
     g_free(old);
 }

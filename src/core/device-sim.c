@@ -299,7 +299,7 @@ fsim_device_sim_new(const FsimDeviceSpec *spec, GKeyFile *config, GError **error
     sim->base.spec = *spec;
     sim->base.faults = faults;
     fsim_chunk_list_init(&sim->ranges, sizeof(FsimChunk));
-    fsim_addr_map_init(&sim->taken);
+    fsim_addr_map_init(&sim->taken, 0);
     fsim_chunk_list_add_run(&sim->ranges, SIM_VA_BASE, SIM_VA_SIZE);
     fsim_chunk_list_add_run(&sim->ranges, SIM_VA_LOW, SIM_VA_BASE - spec->granularity - SIM_VA_LOW);
 #ifdef FSIM_PARANOID

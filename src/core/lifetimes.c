@@ -3,7 +3,7 @@
  * Allocation lifetimes (the pre-pass an offline policy needs) and the placement checker.  See
  * fragsim/plan.h.
  *
- * The pre-pass keeps its live ids in an open-addressed table of its own (linear probing, a
+ * The pre-pass keeps its live ids in an address map (core/addr-map.h: open addressing, a
  * removal shifting the run back) and the lifetimes in a plain array: a GHashTable entry and a
  * g_new() per allocation were most of its cost.  The checker walks the allocations in order
  * with the live ones in a heap by end (the next to be freed on top) and in a size set
@@ -17,108 +17,9 @@
 #include "fragsim/plan.h"
 #include "fragsim/types.h"
 
+#include "core/addr-map.h"
 #include "core/heap.h"
-#include "core/live-table.h" /* fsim_live_hash() */
 #include "core/size-set.h"
-
-/* ---- the live ids of the pre-pass ------------------------------------------------------------ */
-
-/* A slot: @value is 0 when empty, else (index + 1) x 2 + pending (freed, waiting for its
- * FREE_COMPLETED). */
-typedef struct {
-    uint64_t id;
-    uint64_t value;
-} IdSlot;
-
-typedef struct {
-    IdSlot *slots;
-    guint shift; /* 64 - log2 of the number of slots */
-    gsize mask;
-    gsize count;
-} IdTable;
-
-#define ID_TABLE_MIN_BITS 10u
-
-static inline gsize
-id_home(const IdTable *table, uint64_t id)
-{
-    return (gsize)(fsim_live_hash(id) >> table->shift);
-}
-
-static void
-id_table_init(IdTable *table, guint bits)
-{
-    table->slots = g_new0(IdSlot, (gsize)1 << bits);
-    table->shift = 64 - bits;
-    table->mask = ((gsize)1 << bits) - 1;
-    table->count = 0;
-}
-
-/* The slot of @id, or NULL. */
-static inline IdSlot *
-id_table_find(const IdTable *table, uint64_t id)
-{
-    for (gsize at = id_home(table, id);; at = (at + 1) & table->mask) {
-        IdSlot *slot = &table->slots[at];
-
-        if (slot->value == 0)
-            return NULL;
-        if (slot->id == id)
-            return slot;
-    }
-}
-
-static void id_table_put(IdTable *table, uint64_t id, uint64_t value);
-
-/* Double the slots (at half full). */
-static void
-id_table_grow(IdTable *table)
-{
-    IdSlot *old = table->slots;
-    gsize n_old = table->mask + 1;
-
-    id_table_init(table, 64 - table->shift + 1);
-    for (gsize i = 0; i < n_old; i++)
-        if (old[i].value != 0)
-            id_table_put(table, old[i].id, old[i].value);
-    g_free(old);
-}
-
-/* Map @id to @value (a live id's earlier value is replaced). */
-static void
-id_table_put(IdTable *table, uint64_t id, uint64_t value)
-{
-    gsize at = id_home(table, id);
-
-    while (table->slots[at].value != 0 && table->slots[at].id != id)
-        at = (at + 1) & table->mask;
-    if (table->slots[at].value == 0)
-        table->count++;
-    table->slots[at].id = id;
-    table->slots[at].value = value;
-    if (G_UNLIKELY(table->count * 2 > table->mask + 1))
-        id_table_grow(table);
-}
-
-/* Empty @slot, moving back the slots after it that probed past it. */
-static void
-id_table_remove(IdTable *table, IdSlot *slot)
-{
-    gsize hole = (gsize)(slot - table->slots);
-
-    for (gsize at = (hole + 1) & table->mask; table->slots[at].value != 0;
-         at = (at + 1) & table->mask) {
-        /* the probe distance of the slot at @at, and that of @hole from its home */
-        gsize home = id_home(table, table->slots[at].id);
-
-        if (((at - home) & table->mask) >= ((at - hole) & table->mask)) {
-            table->slots[hole] = table->slots[at];
-            hole = at;
-        }
-    }
-    table->slots[hole].value = 0;
-    table->count--;
-}
 
 /* ---- the pre-pass ---------------------------------------------------------------------------- */
 
@@ -126,7 +27,8 @@ typedef struct {
     FsimLifetime *items;
     gsize n;
     gsize capacity;
-    IdTable live;
+    /* the live ids: (index + 1) x 2 + pending (freed, waiting for its FREE_COMPLETED) */
+    FsimAddrMap live;
 } Collect;
 
 static void
@@ -141,28 +43,29 @@ lifetimes_start(Collect *collect, uint64_t id, uint64_t size, uint64_t stream, u
         (FsimLifetime){.size = size, .stream = stream, .start = step, .end = FSIM_LIFETIME_FOREVER};
     /* An id allocated again while alive: its entry is the new lifetime's (the engine rejects
      * it). */
-    id_table_put(&collect->live, id, (uint64_t)(collect->n + 1) * 2 + (pending ? 1 : 0));
+    fsim_addr_map_insert_or_find(&collect->live, id)->value =
+        (uint64_t)(collect->n + 1) * 2 + (pending ? 1 : 0);
     collect->n++;
 }
 
 static void
-lifetimes_end(Collect *collect, IdSlot *slot, uint64_t step)
+lifetimes_end(Collect *collect, FsimAddrSlot *slot, uint64_t step)
 {
     collect->items[slot->value / 2 - 1].end = step;
-    id_table_remove(&collect->live, slot);
+    fsim_addr_map_remove(&collect->live, slot);
 }
 
 static void
 lifetimes_event(Collect *collect, const FsimEvent *ev, uint64_t step)
 {
-    IdSlot *slot;
+    FsimAddrSlot *slot;
 
     switch (ev->kind) {
     case FSIM_EV_ALLOC:
         lifetimes_start(collect, ev->id, ev->size, ev->stream, step, FALSE);
         break;
     case FSIM_EV_FREE:
-        slot = id_table_find(&collect->live, ev->id);
+        slot = fsim_addr_map_lookup(&collect->live, ev->id);
         if (slot == NULL || (slot->value & 1) != 0)
             break;
         if ((ev->flags & FSIM_EVF_DEFERRED) != 0)
@@ -171,7 +74,7 @@ lifetimes_event(Collect *collect, const FsimEvent *ev, uint64_t step)
             lifetimes_end(collect, slot, step);
         break;
     case FSIM_EV_FREE_COMPLETED:
-        slot = id_table_find(&collect->live, ev->id);
+        slot = fsim_addr_map_lookup(&collect->live, ev->id);
         if (slot != NULL && (slot->value & 1) != 0)
             lifetimes_end(collect, slot, step);
         break;
@@ -185,7 +88,7 @@ fsim_lifetimes_from_trace(FsimTrace *trace, uint32_t device, GError **error)
 {
     const FsimInitialState *state = fsim_trace_initial_state(trace, device);
     g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, device, error);
-    Collect collect = {NULL, 0, 0, {NULL, 0, 0, 0}};
+    Collect collect = {NULL, 0, 0, {NULL, 0, 0}};
     GError *local_error = NULL;
     FsimLifetimes *lifetimes;
     FsimEvent ev;
@@ -193,7 +96,7 @@ fsim_lifetimes_from_trace(FsimTrace *trace, uint32_t device, GError **error)
 
     if (stream == NULL)
         return NULL;
-    id_table_init(&collect.live, ID_TABLE_MIN_BITS);
+    fsim_addr_map_init(&collect.live, 10);
     for (gsize i = 0; state != NULL && i < state->n_blocks; i++) {
         const FsimSeedBlock *seed = &state->blocks[i];
 
@@ -201,7 +104,7 @@ fsim_lifetimes_from_trace(FsimTrace *trace, uint32_t device, GError **error)
     }
     while (fsim_trace_stream_next(stream, &ev, &local_error))
         lifetimes_event(&collect, &ev, ++step);
-    g_free(collect.live.slots);
+    fsim_addr_map_clear(&collect.live);
     if (local_error != NULL) {
         g_propagate_error(error, local_error);
         g_free(collect.items);

@@ -112,7 +112,7 @@ torch_pool_releases(TorchDevice *dev, GHashTable *refs, const uint64_t *pools, F
 /* Building one device's events: the state of the walk over its entries. */
 typedef struct {
     TorchDevice *dev;
-    TorchIds ids;     /* address -> id */
+    FsimAddrMap ids;  /* address -> id */
     GArray *outcomes; /* FsimOutcome */
     uint64_t next_id;
     const uint64_t *pools; /* (nullable) the private pool of each entry */
@@ -161,11 +161,11 @@ push_free_requested(Builder *b, const TorchEntry *e, guint i, FsimTime time)
         i + 1 < entries->len ? &g_array_index(entries, TorchEntry, i + 1) : NULL;
     gboolean deferred =
         next == NULL || next->action != TORCH_FREE_COMPLETED || next->addr != e->addr;
-    TorchIdSlot *slot = fsim_torch_ids_insert_or_find(&b->ids, e->addr);
+    FsimAddrSlot *slot = fsim_addr_map_insert_or_find(&b->ids, e->addr);
 
-    if (slot->id == 0)
-        slot->id = b->next_id++;
-    push_event(b->dev, time, i, FSIM_EV_FREE, slot->id, 0, e->stream, 0,
+    if (slot->value == 0)
+        slot->value = b->next_id++;
+    push_event(b->dev, time, i, FSIM_EV_FREE, slot->value, 0, e->stream, 0,
                deferred ? FSIM_EVF_DEFERRED : 0);
 }
 
@@ -175,23 +175,23 @@ build_entry(Builder *b, guint i, FsimTime time)
 {
     const TorchEntry *e = &g_array_index(b->dev->entries, TorchEntry, i);
     gboolean release = FALSE;
-    TorchIdSlot *slot;
+    FsimAddrSlot *slot;
     uint64_t id;
 
     switch ((TorchAction)e->action) {
     case TORCH_ALLOC:
         id = b->next_id++;
-        fsim_torch_ids_insert_or_find(&b->ids, e->addr)->id = id;
+        fsim_addr_map_insert_or_find(&b->ids, e->addr)->value = id;
         push_alloc(b, e, i, time, id, e->addr, 0);
         break;
     case TORCH_FREE_REQUESTED:
         push_free_requested(b, e, i, time);
         break;
     case TORCH_FREE_COMPLETED:
-        slot = fsim_torch_ids_lookup(&b->ids, e->addr);
+        slot = fsim_addr_map_lookup(&b->ids, e->addr);
         if (slot != NULL) {
-            id = slot->id;
-            fsim_torch_ids_remove(&b->ids, slot);
+            id = slot->value;
+            fsim_addr_map_remove(&b->ids, slot);
         } else {
             id = b->next_id++;
         }
@@ -243,9 +243,9 @@ fsim_torch_build_device(TorchLoader *ld, TorchDevice *dev, GError **error)
     guint n = dev->entries->len;
     guint m = 0;
 
-    fsim_torch_ids_init(&b.ids);
+    fsim_addr_map_init(&b.ids, 10);
     if (!fsim_torch_initial_state(ld, dev, &b.ids, &state, error)) {
-        fsim_torch_ids_clear(&b.ids);
+        fsim_addr_map_clear(&b.ids);
         return FALSE;
     }
     pools = fsim_torch_pools_assign(dev->entries, state, dev->final_segments, dev->pooled);
@@ -275,7 +275,7 @@ fsim_torch_build_device(TorchLoader *ld, TorchDevice *dev, GError **error)
     }
     push_marks(dev, &m, TRUE, 0, n);
     g_array_set_size(dev->events, dev->n_events);
-    fsim_torch_ids_clear(&b.ids);
+    fsim_addr_map_clear(&b.ids);
     if (n > 0)
         fsim_trace_set_outcomes(&ld->trace->base, dev->device, b.outcomes);
     else
@@ -286,61 +286,4 @@ fsim_torch_build_device(TorchLoader *ld, TorchDevice *dev, GError **error)
     g_clear_pointer(&dev->final_segments, g_array_unref);
     g_clear_pointer(&dev->final_blocks, g_array_unref);
     return TRUE;
-}
-
-/* ---- address -> id ------------------------------------------------------------------------- */
-
-#define TORCH_IDS_MIN_BITS 10
-
-void
-fsim_torch_ids_init(TorchIds *ids)
-{
-    ids->slots = g_new0(TorchIdSlot, (gsize)1 << TORCH_IDS_MIN_BITS);
-    ids->mask = ((gsize)1 << TORCH_IDS_MIN_BITS) - 1;
-    ids->shift = 64 - TORCH_IDS_MIN_BITS;
-    ids->count = 0;
-}
-
-void
-fsim_torch_ids_clear(TorchIds *ids)
-{
-    g_clear_pointer(&ids->slots, g_free);
-    ids->mask = 0;
-    ids->count = 0;
-}
-
-void
-fsim_torch_ids_grow(TorchIds *ids)
-{
-    TorchIdSlot *old = ids->slots;
-    gsize n = ids->mask + 1;
-
-    g_assert(ids->shift > 1);
-    ids->slots = g_new0(TorchIdSlot, 2 * n);
-    ids->mask = 2 * n - 1;
-    ids->shift--;
-    for (gsize i = 0; i < n; i++) {
-        if (old[i].id != 0)
-            *fsim_torch_ids_slot(ids, old[i].addr) = old[i];
-    }
-    g_free(old);
-}
-
-void
-fsim_torch_ids_remove(TorchIds *ids, TorchIdSlot *slot)
-{
-    gsize i = (gsize)(slot - ids->slots);
-
-    /* Pull back each later slot of the run whose home is not in (i, j]: it would no longer be
-     * found past the hole. */
-    for (gsize j = (i + 1) & ids->mask; ids->slots[j].id != 0; j = (j + 1) & ids->mask) {
-        gsize home = fsim_torch_ids_home(ids, ids->slots[j].addr);
-
-        if (((j - home) & ids->mask) >= ((j - i) & ids->mask)) {
-            ids->slots[i] = ids->slots[j];
-            i = j;
-        }
-    }
-    ids->slots[i].id = 0;
-    ids->count--;
 }

@@ -21,6 +21,7 @@
 #include "fragsim/state.h"
 #include "fragsim/trace.h"
 
+#include "core/addr-map.h"
 #include "core/event-core.h"
 #include "core/live-table.h"
 #include "pickle.h"
@@ -280,79 +281,12 @@ gboolean fsim_torch_read_annotations(TorchLoader *ld, const FsimPickleValue *ann
                                      GError **error);
 gboolean fsim_torch_read_settings(TorchLoader *ld, const FsimPickleValue *settings, GError **error);
 
-/* ---- address -> id while a device's events are built (torch-events.c) ----------------------- */
-
-/* A live block's address and its id; an id is never 0, which marks an empty slot. */
-typedef struct {
-    FsimAddr addr;
-    uint64_t id;
-} TorchIdSlot;
-
-/* Open addressing on the address, linear probing, a power of two of slots at most half used: one
- * probe of two words where a live table's goes through a group, an index and a page. */
-typedef struct {
-    TorchIdSlot *slots;
-    gsize mask;  /* slots - 1 */
-    guint shift; /* 64 - log2(slots) */
-    gsize count;
-} TorchIds;
-
-void fsim_torch_ids_init(TorchIds *ids);
-void fsim_torch_ids_clear(TorchIds *ids);
-/* Doubles the slots (insert_or_find()'s rare case). */
-void fsim_torch_ids_grow(TorchIds *ids);
-/* Removes @slot, a slot of @ids that holds an id (backward shift: no tombstones). */
-void fsim_torch_ids_remove(TorchIds *ids, TorchIdSlot *slot);
-
-static inline gsize
-fsim_torch_ids_home(const TorchIds *ids, FsimAddr addr)
-{
-    return (gsize)((addr * UINT64_C(0x9E3779B97F4A7C15)) >> ids->shift);
-}
-
-/* The slot of @addr: its own, or the empty one where it would go. */
-static inline TorchIdSlot *
-fsim_torch_ids_slot(const TorchIds *ids, FsimAddr addr)
-{
-    gsize i = fsim_torch_ids_home(ids, addr);
-
-    while (ids->slots[i].id != 0 && ids->slots[i].addr != addr)
-        i = (i + 1) & ids->mask;
-    return &ids->slots[i];
-}
-
-/* The slot holding @addr's id, or NULL. */
-static inline TorchIdSlot *
-fsim_torch_ids_lookup(const TorchIds *ids, FsimAddr addr)
-{
-    TorchIdSlot *slot = fsim_torch_ids_slot(ids, addr);
-
-    return slot->id != 0 ? slot : NULL;
-}
-
-/* The slot of @addr, taken with id 0 when it had none: the caller sets the id then. */
-static inline TorchIdSlot *
-fsim_torch_ids_insert_or_find(TorchIds *ids, FsimAddr addr)
-{
-    TorchIdSlot *slot = fsim_torch_ids_slot(ids, addr);
-
-    if (slot->id != 0)
-        return slot;
-    if (G_UNLIKELY(2 * (ids->count + 1) > ids->mask + 1)) {
-        fsim_torch_ids_grow(ids);
-        slot = fsim_torch_ids_slot(ids, addr);
-    }
-    slot->addr = addr;
-    ids->count++;
-    return slot;
-}
-
 /* ---- torch-state.c, torch-events.c ------------------------------------------------------------
  */
 
 /* Undo the device's trace from its final state (see torch.c).  Returns the state (NULL when
  * empty) and fills @ids with address -> id of its blocks. */
-gboolean fsim_torch_initial_state(TorchLoader *ld, TorchDevice *dev, TorchIds *ids,
+gboolean fsim_torch_initial_state(TorchLoader *ld, TorchDevice *dev, FsimAddrMap *ids,
                                   FsimInitialState **out, GError **error);
 
 /* Build the device's events and outcomes from its entries (then freed). */

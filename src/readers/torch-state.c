@@ -159,7 +159,7 @@ typedef struct {
 } UndoBlock;
 
 typedef struct {
-    TorchIds live;     /* address -> 1 + the index of its UndoBlock in blocks */
+    FsimAddrMap live;  /* address -> 1 + the index of its UndoBlock in blocks */
     UndoBlock *blocks; /* each block made (the live ones: state != 0) */
     gsize n_blocks;
     gsize blocks_room;
@@ -172,25 +172,25 @@ typedef struct {
 static inline UndoBlock *
 block_at(Undo *undo, FsimAddr addr)
 {
-    TorchIdSlot *slot = fsim_torch_ids_insert_or_find(&undo->live, addr);
+    FsimAddrSlot *slot = fsim_addr_map_insert_or_find(&undo->live, addr);
 
-    if (slot->id == 0) {
+    if (slot->value == 0) {
         if (G_UNLIKELY(undo->n_blocks == undo->blocks_room)) {
             undo->blocks_room = MAX(2 * undo->blocks_room, (gsize)64);
             undo->blocks = g_renew(UndoBlock, undo->blocks, undo->blocks_room);
         }
         undo->blocks[undo->n_blocks++] = (UndoBlock){.addr = addr};
-        slot->id = undo->n_blocks;
+        slot->value = undo->n_blocks;
     }
-    return &undo->blocks[slot->id - 1];
+    return &undo->blocks[slot->value - 1];
 }
 
 /* The block at @addr, or NULL. */
 static inline UndoBlock *
-block_find(Undo *undo, FsimAddr addr, TorchIdSlot **slot)
+block_find(Undo *undo, FsimAddr addr, FsimAddrSlot **slot)
 {
-    *slot = fsim_torch_ids_lookup(&undo->live, addr);
-    return *slot != NULL ? &undo->blocks[(*slot)->id - 1] : NULL;
+    *slot = fsim_addr_map_lookup(&undo->live, addr);
+    return *slot != NULL ? &undo->blocks[(*slot)->value - 1] : NULL;
 }
 
 /* Start from the device's final state. */
@@ -206,7 +206,7 @@ entry_at(FsimLiveTable *table, FsimAddr addr)
 static void
 undo_init(Undo *undo, const TorchDevice *dev)
 {
-    fsim_torch_ids_init(&undo->live);
+    fsim_addr_map_init(&undo->live, 10);
     undo->n_blocks = 0;
     /* (one per final block and per free_completed at most) */
     undo->blocks_room = (gsize)dev->final_blocks->len + dev->counts[TORCH_FREE_COMPLETED] + 1;
@@ -255,14 +255,14 @@ undo_entry(Undo *undo, const TorchEntry *e)
 {
     FsimLiveEntry *entry;
     UndoBlock *block;
-    TorchIdSlot *slot;
+    FsimAddrSlot *slot;
 
     switch ((TorchAction)e->action) {
     case TORCH_ALLOC:
         block = block_find(undo, e->addr, &slot);
         if (block != NULL) {
             block->state = 0;
-            fsim_torch_ids_remove(&undo->live, slot);
+            fsim_addr_map_remove(&undo->live, slot);
         }
         break;
     case TORCH_FREE_REQUESTED:
@@ -335,7 +335,7 @@ undo_collect(Undo *undo, GArray *all_segments, GArray *all_blocks)
         if (undone->state != 0)
             g_array_append_val(all_blocks, block);
     }
-    fsim_torch_ids_clear(&undo->live);
+    fsim_addr_map_clear(&undo->live);
     g_free(undo->blocks);
     fsim_live_table_clear(&undo->segments);
     g_tree_destroy(undo->ranges);
@@ -389,8 +389,8 @@ keep_consistent(const GArray *all_segments, GArray *all_blocks, GArray *kept, GA
  * empty) and fills @ids with address -> id (block.cookie) of its blocks.
  */
 gboolean
-fsim_torch_initial_state(TorchLoader *ld, TorchDevice *dev, TorchIds *ids, FsimInitialState **out,
-                         GError **error)
+fsim_torch_initial_state(TorchLoader *ld, TorchDevice *dev, FsimAddrMap *ids,
+                         FsimInitialState **out, GError **error)
 {
     g_autoptr(GArray) all_segments = g_array_new(FALSE, FALSE, sizeof(FsimSeedSegment));
     g_autoptr(GArray) all_blocks = g_array_new(FALSE, FALSE, sizeof(FsimSeedBlock));
@@ -414,10 +414,10 @@ fsim_torch_initial_state(TorchLoader *ld, TorchDevice *dev, TorchIds *ids, FsimI
 
     for (guint i = 0; i < kept_blocks->len; i++) {
         const FsimSeedBlock *block = &g_array_index(kept_blocks, FsimSeedBlock, i);
-        TorchIdSlot *slot = fsim_torch_ids_insert_or_find(ids, block->addr);
+        FsimAddrSlot *slot = fsim_addr_map_insert_or_find(ids, block->addr);
 
-        g_assert(slot->id == 0 && block->id != 0);
-        slot->id = block->id;
+        g_assert(slot->value == 0 && block->id != 0);
+        slot->value = block->id;
     }
     *out = NULL;
     if (kept->len == 0 && kept_blocks->len == 0)
