@@ -231,6 +231,58 @@ test_checker_random(void)
     g_assert_cmpuint(failed, <, 1900);
 }
 
+/* Random lifetimes (some starting together, some forever, in a few rounds not in start order):
+ * every greedy order completes at a work limit of exactly planner_greedy_work() and gives up one
+ * below it, and the plan runs them (the orders' high-water marks set) at that limit only. */
+static void
+test_greedy_work(void)
+{
+    g_autoptr(GRand) rand = g_rand_new_with_seed(11);
+
+    for (guint round = 0; round < 600; round++) {
+        FsimLifetime items[60];
+        uint64_t sizes[60];
+        uint64_t offsets[60];
+        FsimLifetimes lifetimes = {items, 1 + round % 60, 0};
+        uint64_t start = 0;
+        uint64_t work;
+
+        for (gsize i = 0; i < lifetimes.n; i++) {
+            start += (uint64_t)g_rand_int_range(rand, 0, 3);
+            items[i] = (FsimLifetime){.size = (uint64_t)g_rand_int_range(rand, 1, 9) * 1000,
+                                      .start = start};
+            items[i].end = g_rand_int_range(rand, 0, 10) == 0
+                               ? FSIM_LIFETIME_FOREVER
+                               : start + 1 + (uint64_t)g_rand_int_range(rand, 0, 2 + round % 30);
+            sizes[i] = (items[i].size + 255) & ~(uint64_t)255;
+        }
+        if (round % 10 == 9 && lifetimes.n > 2) {
+            FsimLifetime t = items[0];
+
+            items[0] = items[lifetimes.n / 2];
+            items[lifetimes.n / 2] = t;
+        }
+        lifetimes.steps = start + 1;
+        work = planner_greedy_work(&lifetimes, G_MAXUINT64);
+        g_assert_cmpuint(planner_greedy_work(&lifetimes, work), ==, work);
+        for (int order = PLANNER_ORDER_SIZE; order < PLANNER_ORDER_COUNT; order++) {
+            g_assert_true(planner_plan_greedy(&lifetimes, sizes, order, work, offsets));
+            if (work == 0)
+                continue;
+            g_assert_cmpuint(planner_greedy_work(&lifetimes, work - 1), >, work - 1);
+            g_assert_false(planner_plan_greedy(&lifetimes, sizes, order, work - 1, offsets));
+        }
+        for (uint64_t limit = work > 0 ? work - 1 : 0; limit <= work; limit++) {
+            PlannerPlan plan;
+
+            planner_plan_build(&lifetimes, 256, 80 * FSIM_GiB, 2 * MIB, limit, &plan);
+            for (int order = PLANNER_ORDER_SIZE; order < PLANNER_ORDER_COUNT; order++)
+                g_assert_cmpint(plan.arena_by_order[order] != 0, ==, limit == work);
+            planner_plan_clear(&plan);
+        }
+    }
+}
+
 typedef struct {
     FsimMetrics metrics;
     FsimPolicyStats stats;
@@ -392,6 +444,7 @@ main(int argc, char **argv)
     g_test_add_func("/planner/checker-fails", test_checker_fails);
     g_test_add_func("/planner/lifetimes-many", test_lifetimes_many);
     g_test_add_func("/planner/checker-random", test_checker_random);
+    g_test_add_func("/planner/greedy-work", test_greedy_work);
     g_test_add_func("/planner/hole-replay", test_hole_replay);
     g_test_add_func("/planner/sample-traces", test_sample_traces);
     g_test_add_func("/planner/shared-traces", test_shared_traces);

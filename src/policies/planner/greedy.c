@@ -224,6 +224,16 @@ queue_next(OrderQueue *q)
 
 /* ---- the neighbours ------------------------------------------------------------------------- */
 
+static gboolean
+starts_in_order(const FsimLifetimes *lifetimes)
+{
+    for (gsize i = 1; i < lifetimes->n; i++) {
+        if (lifetimes->items[i].start < lifetimes->items[i - 1].start)
+            return FALSE;
+    }
+    return TRUE;
+}
+
 static void
 greedy_init(Greedy *g, const FsimLifetimes *lifetimes, const uint64_t *sizes,
             const uint64_t *offsets)
@@ -235,11 +245,7 @@ greedy_init(Greedy *g, const FsimLifetimes *lifetimes, const uint64_t *sizes,
     g->sizes = sizes;
     g->offsets = offsets;
     g->n = n;
-    g->starts_in_order = TRUE;
-    for (gsize i = 1; i < n; i++) {
-        if (lifetimes->items[i].start < lifetimes->items[i - 1].start)
-            g->starts_in_order = FALSE;
-    }
+    g->starts_in_order = starts_in_order(lifetimes);
     g->leaves = 1;
     while (g->leaves < MAX(n, 1))
         g->leaves *= 2;
@@ -467,6 +473,22 @@ greedy_best_gap(Greedy *g, uint64_t size)
         cursor = MAX(cursor, interval->end);
     }
     return best != FSIM_PLAN_UNPLACED ? best : cursor;
+}
+
+/* The work a greedy order does when it completes, whatever the order: placing @x it looks at
+ * each placed @y whose lifetime overlaps its own, the tree giving those with y < x (y <= x < hi
+ * of y) and the bitmap those with x < y < hi of x, so each pair a < b with b < hi of a is looked
+ * at once, by the later of the two placed, and the others never.  Counted up to @limit + 1. */
+uint64_t
+planner_greedy_work(const FsimLifetimes *lifetimes, uint64_t limit)
+{
+    Greedy g = {.lifetimes = lifetimes, .n = lifetimes->n};
+    uint64_t work = 0;
+
+    g.starts_in_order = starts_in_order(lifetimes);
+    for (gsize a = 0; a < g.n && work <= limit; a++)
+        work += greedy_hi(&g, a) - a - 1;
+    return MIN(work, limit == G_MAXUINT64 ? limit : limit + 1);
 }
 
 gboolean

@@ -112,6 +112,7 @@ planner_plan_build(const FsimLifetimes *lifetimes, uint64_t alignment, uint64_t 
 {
     gsize n = lifetimes->n;
     g_autofree uint64_t *offsets = g_new(uint64_t, MAX(n, 1));
+    gboolean greedy;
 
     memset(plan, 0, sizeof(*plan));
     plan->n = n;
@@ -119,14 +120,16 @@ planner_plan_build(const FsimLifetimes *lifetimes, uint64_t alignment, uint64_t 
     plan->offsets = g_new(uint64_t, MAX(n, 1));
     for (gsize i = 0; i < n; i++)
         plan->sizes[i] = (lifetimes->items[i].size + alignment - 1) & ~(alignment - 1);
+    /* every greedy order would look at the same neighbours: when they are too many, none is run */
+    greedy = planner_greedy_work(lifetimes, work_limit) <= work_limit;
     for (int order = 0; order < PLANNER_ORDER_COUNT; order++) {
         uint64_t unplaced;
         uint64_t top;
 
         if (order == PLANNER_ORDER_TIME)
             plan_time(lifetimes, plan->sizes, capacity, granularity, offsets);
-        else if (!planner_plan_greedy(lifetimes, plan->sizes, (PlannerOrder)order, work_limit,
-                                      offsets))
+        else if (!greedy || !planner_plan_greedy(lifetimes, plan->sizes, (PlannerOrder)order,
+                                                 work_limit, offsets))
             continue;
         top = plan_extent(offsets, plan->sizes, n, capacity, &unplaced);
         plan->arena_by_order[order] = MAX(top, 1);

@@ -96,4 +96,8 @@ void planner_plan_clear(PlannerPlan *plan);
  * written, when the work limit was reached. */
 gboolean planner_plan_greedy(const FsimLifetimes *lifetimes, const uint64_t *sizes,
                              PlannerOrder order, uint64_t work_limit, uint64_t *offsets);
+/* The neighbours every greedy order looks at when it completes (the same in each: the pairs of
+ * overlapping lifetimes), counted until they pass @limit: above @limit, every greedy order would
+ * give up at the work limit @limit. */
+uint64_t planner_greedy_work(const FsimLifetimes *lifetimes, uint64_t limit);
 const char *planner_order_name(PlannerOrder order);
