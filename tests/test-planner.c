@@ -231,6 +231,76 @@ test_checker_random(void)
     g_assert_cmpuint(failed, <, 1900);
 }
 
+/* A broken plan: every order's is checked, but the time order's only under paranoid (its places
+ * cannot overlap); short sizes are found in every order. */
+static void
+test_plan_check(void)
+{
+    FsimLifetime items[] = {{.size = 100, .start = 1, .end = 4},
+                            {.size = 100, .start = 2, .end = 3}};
+    FsimLifetimes lifetimes = {items, G_N_ELEMENTS(items), 4};
+    uint64_t sizes[] = {256, 256};
+    uint64_t offsets[] = {0, 128};
+    uint64_t short_sizes[] = {256, 64};
+    PlannerPlan plan = {.offsets = offsets, .sizes = sizes, .n = 2, .order = PLANNER_ORDER_SIZE};
+    g_autoptr(GError) error = NULL;
+
+    g_assert_false(planner_plan_check(&lifetimes, &plan, FALSE, &error));
+    g_assert_error(error, FSIM_ERROR, FSIM_ERROR_FAILED);
+    g_assert_true(g_str_has_prefix(error->message, "planner: the size order's plan is broken: "
+                                                   "placement check failed: allocations 0"));
+    g_clear_error(&error);
+    plan.order = PLANNER_ORDER_TIME;
+    g_assert_false(planner_plan_check(&lifetimes, &plan, TRUE, &error));
+    g_assert_true(g_str_has_prefix(error->message, "planner: the time order's plan is broken: "));
+    g_clear_error(&error);
+    g_assert_true(planner_plan_check(&lifetimes, &plan, FALSE, &error));
+    g_assert_no_error(error);
+    plan.sizes = short_sizes;
+    g_assert_false(planner_plan_check(&lifetimes, &plan, FALSE, &error));
+    g_assert_nonnull(strstr(error->message, "allocation 1 has 64 bytes for 100"));
+}
+
+/* The time order's plan, which is not swept by the checker but under paranoid, passes it: random
+ * lifetimes on devices from a few pages (many left out) to a large one. */
+static void
+test_time_order_valid(void)
+{
+    g_autoptr(GRand) rand = g_rand_new_with_seed(13);
+    guint checked = 0;
+    guint left_out = 0;
+
+    for (guint round = 0; round < 400; round++) {
+        FsimLifetime items[80];
+        FsimLifetimes lifetimes = {items, 1 + round % 80, 0};
+        uint64_t capacity = (uint64_t)(1 + round % 7) * 64 * 1024;
+        uint64_t start = 0;
+        g_autoptr(GError) error = NULL;
+        PlannerPlan plan;
+
+        for (gsize i = 0; i < lifetimes.n; i++) {
+            start += (uint64_t)g_rand_int_range(rand, 0, 3);
+            items[i] = (FsimLifetime){.size = (uint64_t)g_rand_int_range(rand, 1, 40) * 1000,
+                                      .start = start};
+            items[i].end = g_rand_int_range(rand, 0, 10) == 0
+                               ? FSIM_LIFETIME_FOREVER
+                               : start + 1 + (uint64_t)g_rand_int_range(rand, 0, 20);
+        }
+        lifetimes.steps = start + 1;
+        planner_plan_build(&lifetimes, 256, capacity, 4096, 0, &plan);
+        if (plan.arena_by_order[PLANNER_ORDER_SIZE] == 0) { /* the time order's offsets */
+            g_assert_cmpint(plan.order, ==, PLANNER_ORDER_TIME);
+            g_assert_true(planner_plan_check(&lifetimes, &plan, TRUE, &error));
+            g_assert_no_error(error);
+            checked++;
+            left_out += plan.unplaced > 0;
+        }
+        planner_plan_clear(&plan);
+    }
+    g_assert_cmpuint(checked, >, 300);
+    g_assert_cmpuint(left_out, >, 50);
+}
+
 /* Random lifetimes (some starting together, some forever, in a few rounds not in start order):
  * every greedy order completes at a work limit of exactly planner_greedy_work() and gives up one
  * below it, and the plan runs them (the orders' high-water marks set) at that limit only. */
@@ -295,7 +365,8 @@ next_event(gpointer data, FsimEvent *ev, GError **error)
 }
 
 static RunResult
-replay(FsimTrace *trace, uint32_t device, const char *policy, const FsimLifetimes *lifetimes)
+replay_checked(FsimTrace *trace, uint32_t device, const char *policy,
+               const FsimLifetimes *lifetimes, gboolean paranoid)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, device, &error);
@@ -308,14 +379,22 @@ replay(FsimTrace *trace, uint32_t device, const char *policy, const FsimLifetime
     config.policy = policy;
     config.initial_state = fsim_trace_initial_state(trace, device);
     config.lifetimes = lifetimes;
+    config.paranoid = paranoid;
     g_assert_true(fsim_device_spec_parse(FSIM_DEVICE_DEFAULT, &config.device, &error));
     engine = fsim_engine_new(&config, &error);
     g_assert_no_error(error);
+    g_assert_cmpint(fsim_engine_policy(engine)->paranoid, ==, paranoid);
     g_assert_true(fsim_engine_run(engine, next_event, stream, &error));
     g_assert_no_error(error);
     result.metrics = *fsim_engine_metrics(engine);
     fsim_engine_policy_stats(engine, &result.stats);
     return result;
+}
+
+static RunResult
+replay(FsimTrace *trace, uint32_t device, const char *policy, const FsimLifetimes *lifetimes)
+{
+    return replay_checked(trace, device, policy, lifetimes, TRUE);
 }
 
 static uint64_t
@@ -343,6 +422,7 @@ check_trace(const char *path)
     for (gsize d = 0; d < n_devices; d++) {
         g_autoptr(FsimLifetimes) lifetimes = fsim_lifetimes_from_trace(trace, devices[d], &error);
         RunResult planner;
+        RunResult quick;
         RunResult bestfit;
         RunResult unplanned;
 
@@ -365,6 +445,17 @@ check_trace(const char *path)
                              bestfit.metrics.peak_reserved_bytes);
         g_assert_cmpuint(planner.metrics.peak_reserved_bytes, >=,
                          planner.metrics.lower_bound_bytes);
+        /* Not paranoid (the time order's plan not swept): the same run. */
+        quick = replay_checked(trace, devices[d], "planner", lifetimes, FALSE);
+        g_assert_cmpuint(quick.metrics.peak_reserved_bytes, ==,
+                         planner.metrics.peak_reserved_bytes);
+        g_assert_cmpuint(quick.metrics.ooms, ==, planner.metrics.ooms);
+        g_assert_cmpuint(quick.stats.num_splits, ==, planner.stats.num_splits);
+        g_assert_cmpuint(quick.stats.num_merges, ==, planner.stats.num_merges);
+        g_assert_cmpuint(stat_value(&quick.stats, "planned_allocations"), ==,
+                         stat_value(&planner.stats, "planned_allocations"));
+        g_assert_cmpuint(stat_value(&quick.stats, "plan_bytes"), ==,
+                         stat_value(&planner.stats, "plan_bytes"));
         /* Without lifetimes it is best fit, block for block. */
         unplanned = replay(trace, devices[d], "planner", NULL);
         g_assert_cmpuint(unplanned.metrics.peak_reserved_bytes, ==,
@@ -445,6 +536,8 @@ main(int argc, char **argv)
     g_test_add_func("/planner/lifetimes-many", test_lifetimes_many);
     g_test_add_func("/planner/checker-random", test_checker_random);
     g_test_add_func("/planner/greedy-work", test_greedy_work);
+    g_test_add_func("/planner/plan-check", test_plan_check);
+    g_test_add_func("/planner/time-order-valid", test_time_order_valid);
     g_test_add_func("/planner/hole-replay", test_hole_replay);
     g_test_add_func("/planner/sample-traces", test_sample_traces);
     g_test_add_func("/planner/shared-traces", test_shared_traces);

@@ -80,4 +80,20 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimLifetimes, fsim_lifetimes_free)
 gboolean fsim_plan_check(const FsimLifetimes *lifetimes, const uint64_t *offsets,
                          const uint64_t *sizes, GError **error);
 
+/**
+ * fsim_plan_check_lifetimes:
+ * @lifetimes: the allocations.
+ * @sizes: one per lifetime, as for fsim_plan_check().
+ * @error: FSIM_ERROR_FAILED, as fsim_plan_check() for the same fault.
+ *
+ * The checker's first part alone, O(n): each allocation has at least its bytes, and the
+ * lifetimes start in order and end after they start.  For a plan whose places cannot overlap by
+ * construction (each carved from the free space of one arena, given back at the end of its
+ * lifetime, as the checker's sweep frees it).
+ *
+ * Returns: %TRUE when the sizes and lifetimes are valid.
+ */
+gboolean fsim_plan_check_lifetimes(const FsimLifetimes *lifetimes, const uint64_t *sizes,
+                                   GError **error);
+
 G_END_DECLS

@@ -226,6 +226,9 @@ struct FsimPolicyOps {
 struct FsimPolicy {
     const FsimPolicyOps *ops; /* always first; set by create() */
     FsimDevice *device;       /* borrowed; outlives the policy */
+    /* The run checks every invariant (FsimRunConfig.paranoid), set by the engine before plan():
+     * a policy then also checks what it otherwise holds true by construction. */
+    gboolean paranoid;
 };
 
 /**

@@ -64,6 +64,7 @@ fsim_engine_new(const FsimRunConfig *config, GError **error)
     policy = fsim_policy_new(config->policy, device, config->config, error);
     if (policy == NULL)
         return NULL;
+    policy->paranoid = config->paranoid;
     if (config->lifetimes != NULL && policy->ops->plan != NULL &&
         !policy->ops->plan(policy, config->lifetimes, error)) {
         fsim_policy_free(policy);

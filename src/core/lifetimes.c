@@ -190,8 +190,8 @@ check_insert(CheckData *check, gsize i, GError **error)
 }
 
 /* Each lifetime's bytes and its place in the order. */
-static gboolean
-check_lifetimes(const FsimLifetimes *lifetimes, const uint64_t *sizes, GError **error)
+gboolean
+fsim_plan_check_lifetimes(const FsimLifetimes *lifetimes, const uint64_t *sizes, GError **error)
 {
     for (gsize i = 0; i < lifetimes->n; i++) {
         const FsimLifetime *lifetime = &lifetimes->items[i];
@@ -237,7 +237,7 @@ fsim_plan_check(const FsimLifetimes *lifetimes, const uint64_t *offsets, const u
     CheckData check = {.lifetimes = lifetimes, .offsets = offsets, .sizes = sizes};
     gboolean ok;
 
-    if (!check_lifetimes(lifetimes, sizes, error))
+    if (!fsim_plan_check_lifetimes(lifetimes, sizes, error))
         return FALSE;
     fsim_size_set_init(&check.live);
     ok = check_sweep(&check, error);

@@ -144,6 +144,24 @@ planner_plan_build(const FsimLifetimes *lifetimes, uint64_t alignment, uint64_t 
     }
 }
 
+/* The time order's places need no sweep: each was carved from a free chunk of one arena
+ * (plan_time()), whose taken chunks never overlap, and given back exactly when the checker's
+ * sweep lets it go (the first allocation starting at or after its end); those the device cannot
+ * hold were only taken out.  Its sizes and lifetimes are still checked, in O(n). */
+gboolean
+planner_plan_check(const FsimLifetimes *lifetimes, const PlannerPlan *plan, gboolean paranoid,
+                   GError **error)
+{
+    gboolean ok = plan->order == PLANNER_ORDER_TIME && !paranoid
+                      ? fsim_plan_check_lifetimes(lifetimes, plan->sizes, error)
+                      : fsim_plan_check(lifetimes, plan->offsets, plan->sizes, error);
+
+    if (!ok)
+        g_prefix_error(error,
+                       "planner: the %s order's plan is broken: ", planner_order_name(plan->order));
+    return ok;
+}
+
 void
 planner_plan_clear(PlannerPlan *plan)
 {

@@ -22,7 +22,8 @@
  * The plan with the fewest allocations left out (an allocation beyond the device is an OOM),
  * then the lowest high-water mark, is kept.  The engine hands the policy the run's lifetimes
  * before the first event (the `plan` operation; fragsim/plan.h says how they are counted), the
- * plan is checked by fsim_plan_check() (a broken plan is an error, never a silent result), and
+ * plan is checked by fsim_plan_check() (a broken plan is an error, never a silent result; the
+ * time order's, whose places cannot overlap, only under --paranoid: plan.c says why), and
  * the run then replays it: each allocation is placed at its planned offset in one arena the size
  * of the device, whose pages are mapped as its top rises and never released, so every metric is
  * comparable with the online policies.  Its reserved memory is "the best contiguous plan found";
@@ -111,11 +112,8 @@ planner_plan(FsimPolicy *self, const FsimLifetimes *lifetimes, GError **error)
     planner_plan_clear(&planner->plan);
     planner_plan_build(lifetimes, planner->alignment, spec->capacity_bytes, spec->granularity,
                        planner->work_limit, &planner->plan);
-    if (!fsim_plan_check(lifetimes, planner->plan.offsets, planner->plan.sizes, error)) {
-        g_prefix_error(error, "planner: the %s order's plan is broken: ",
-                       planner_order_name(planner->plan.order));
+    if (!planner_plan_check(lifetimes, &planner->plan, self->paranoid, error))
         return FALSE;
-    }
     planner->has_plan = TRUE;
     planner->next = 0;
     return TRUE;

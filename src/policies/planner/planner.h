@@ -89,6 +89,10 @@ typedef struct {
 void planner_plan_build(const FsimLifetimes *lifetimes, uint64_t alignment, uint64_t capacity,
                         uint64_t granularity, uint64_t work_limit, PlannerPlan *plan);
 void planner_plan_clear(PlannerPlan *plan);
+/* The placement checker on @plan, its error prefixed with the order's name (the time order's
+ * places only under @paranoid: they cannot overlap). */
+gboolean planner_plan_check(const FsimLifetimes *lifetimes, const PlannerPlan *plan,
+                            gboolean paranoid, GError **error);
 
 /* ---- greedy.c ------------------------------------------------------------------------------- */
 
