@@ -353,6 +353,117 @@ test_greedy_work(void)
     }
 }
 
+/* The chunks of @a and @b, one after the other, the same. */
+static void
+assert_same_chunks(const PlannerArena *a, const PlannerArena *b)
+{
+    const PlannerChunk *x = a->first;
+    const PlannerChunk *y = b->first;
+
+    for (; x != NULL && y != NULL; x = x->next, y = y->next) {
+        g_assert_cmpuint(x->start, ==, y->start);
+        g_assert_cmpuint(x->size, ==, y->size);
+        g_assert_cmpint(x->free, ==, y->free);
+    }
+    g_assert_true(x == NULL && y == NULL);
+    g_assert_cmpuint(a->used_bytes, ==, b->used_bytes);
+}
+
+/* A free chunk of @a of at least @size bytes after its first 256 (a place no best fit takes), at
+ * random; G_MAXUINT64 when none. */
+static uint64_t
+inner_offset(const PlannerArena *a, uint64_t size, GRand *rand)
+{
+    uint64_t found = G_MAXUINT64;
+
+    for (const PlannerChunk *c = a->first; c != NULL && c->next != NULL; c = c->next) {
+        if (c->free && c->size >= size + 256 && (found == G_MAXUINT64 || g_rand_boolean(rand)))
+            found = c->start + 256;
+    }
+    return found;
+}
+
+/* The arena unindexed against the arena indexed, given the same takes and releases: the takes
+ * at the best fit of the indexed one (the time order's plan), in some rounds now and then at a
+ * place inside a free chunk (the run leaving the plan: the arena is indexed again); after each
+ * operation the same chunks, the same largest free chunk below the top of the taken ones, and
+ * the unindexed arena's own check.  Queried after every operation, the largest free chunk is
+ * walked for often enough that some rounds go over the walks' budget and index again. */
+static void
+test_unindexed_arena(void)
+{
+    g_autoptr(GRand) rand = g_rand_new_with_seed(17);
+    guint left_plan = 0;
+    guint over_budget = 0;
+    guint stayed = 0;
+
+    for (guint round = 0; round < 40; round++) {
+        PlannerArena a;
+        PlannerArena b;
+        g_autoptr(GPtrArray) live_a = g_ptr_array_new();
+        g_autoptr(GPtrArray) live_b = g_ptr_array_new();
+        uint64_t top = 0;
+        gboolean leaves = round % 4 == 3;
+        gboolean grows = round % 4 == 1; /* larger and larger: the largest free chunk taken */
+        gboolean left = FALSE;
+        g_autoptr(GError) error = NULL;
+
+        planner_arena_init(&a, 1 << 30);
+        planner_arena_init(&b, 1 << 30);
+        planner_arena_unindex(&b);
+        for (guint op = 0; op < 4000; op++) {
+            if (live_a->len == 0 || g_rand_int_range(rand, 0, 100) < (grows ? 60 : 52)) {
+                uint64_t size = (uint64_t)g_rand_int_range(rand, 1, grows ? 8 + op / 8 : 64) * 256;
+                uint64_t offset = leaves && g_rand_int_range(rand, 0, 200) == 0
+                                      ? inner_offset(&a, size, rand)
+                                      : G_MAXUINT64;
+                PlannerChunk *x;
+                PlannerChunk *y;
+
+                if (offset == G_MAXUINT64) {
+                    FsimSizeCursor cursor;
+
+                    x = planner_arena_find(&a, size, &cursor);
+                    g_assert_nonnull(x);
+                    x = planner_arena_take(&a, x, &cursor, size);
+                } else {
+                    x = planner_arena_carve(&a, offset, size);
+                    left = TRUE;
+                }
+                y = planner_arena_carve(&b, x->start, size);
+                g_assert_nonnull(y);
+                g_assert_cmpuint(y->start, ==, x->start);
+                g_ptr_array_add(live_a, x);
+                g_ptr_array_add(live_b, y);
+                top = MAX(top, x->start + size);
+            } else {
+                guint k = (guint)g_rand_int_range(rand, 0, (gint32)live_a->len);
+
+                planner_arena_release(&a, g_ptr_array_steal_index_fast(live_a, k));
+                planner_arena_release(&b, g_ptr_array_steal_index_fast(live_b, k));
+            }
+            g_assert_cmpuint(planner_arena_largest_below(&b, top), ==,
+                             planner_arena_largest_below(&a, top));
+            g_assert_true(planner_arena_check(&b, &error));
+            g_assert_no_error(error);
+            assert_same_chunks(&a, &b);
+        }
+        if (left)
+            left_plan += !b.unindexed;
+        else if (!b.unindexed)
+            over_budget++;
+        else
+            stayed++;
+        planner_arena_clear(&a);
+        planner_arena_clear(&b);
+    }
+    g_test_message("left the plan %u, over the budget %u, unindexed throughout %u", left_plan,
+                   over_budget, stayed);
+    g_assert_cmpuint(left_plan, >=, 5);
+    g_assert_cmpuint(over_budget, >=, 3);
+    g_assert_cmpuint(stayed, >=, 3);
+}
+
 typedef struct {
     FsimMetrics metrics;
     FsimPolicyStats stats;
@@ -445,11 +556,14 @@ check_trace(const char *path)
                              bestfit.metrics.peak_reserved_bytes);
         g_assert_cmpuint(planner.metrics.peak_reserved_bytes, >=,
                          planner.metrics.lower_bound_bytes);
-        /* Not paranoid (the time order's plan not swept): the same run. */
+        /* Not paranoid (the time order's plan not swept, and followed unindexed): the same run,
+         * metrics and statistics. */
         quick = replay_checked(trace, devices[d], "planner", lifetimes, FALSE);
-        g_assert_cmpuint(quick.metrics.peak_reserved_bytes, ==,
-                         planner.metrics.peak_reserved_bytes);
-        g_assert_cmpuint(quick.metrics.ooms, ==, planner.metrics.ooms);
+        quick.metrics.wall_seconds = planner.metrics.wall_seconds;
+        quick.metrics.events_per_second = planner.metrics.events_per_second;
+        g_assert_cmpmem(&quick.metrics, sizeof(quick.metrics), &planner.metrics,
+                        sizeof(planner.metrics));
+        g_assert_cmpuint(quick.stats.largest_free_block, ==, planner.stats.largest_free_block);
         g_assert_cmpuint(quick.stats.num_splits, ==, planner.stats.num_splits);
         g_assert_cmpuint(quick.stats.num_merges, ==, planner.stats.num_merges);
         g_assert_cmpuint(stat_value(&quick.stats, "planned_allocations"), ==,
@@ -538,6 +652,7 @@ main(int argc, char **argv)
     g_test_add_func("/planner/greedy-work", test_greedy_work);
     g_test_add_func("/planner/plan-check", test_plan_check);
     g_test_add_func("/planner/time-order-valid", test_time_order_valid);
+    g_test_add_func("/planner/unindexed-arena", test_unindexed_arena);
     g_test_add_func("/planner/hole-replay", test_hole_replay);
     g_test_add_func("/planner/sample-traces", test_sample_traces);
     g_test_add_func("/planner/shared-traces", test_shared_traces);

@@ -186,6 +186,13 @@ chunk_merge(FsimChunkList *list, FsimChunk *left, FsimChunk *right)
     list->num_merges++;
 }
 
+void
+fsim_chunk_list_merge(FsimChunkList *list, FsimChunk *left, FsimChunk *right)
+{
+    g_assert(left->next == right);
+    chunk_merge(list, left, right);
+}
+
 FsimChunk *
 fsim_chunk_list_release(FsimChunkList *list, FsimChunk *chunk)
 {

@@ -72,6 +72,8 @@ fsim_chunk_list_best_fit(const FsimChunkList *list, uint64_t size, FsimSizeCurso
 /* Cut @chunk after @size bytes (less than its size): the new chunk after it, a copy of its record
  * for the rest, is returned, not indexed. */
 FsimChunk *fsim_chunk_list_split(FsimChunkList *list, FsimChunk *chunk, uint64_t size);
+/* Merge @right, @left's successor and out of the index, into @left: @right's record is freed. */
+void fsim_chunk_list_merge(FsimChunkList *list, FsimChunk *left, FsimChunk *right);
 /* Take the first @size bytes of the free @chunk found at @cursor: it leaves the index, and the
  * rest, when there is one, stays free and indexed. */
 void fsim_chunk_list_take(FsimChunkList *list, FsimChunk *chunk, const FsimSizeCursor *cursor,

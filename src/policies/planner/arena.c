@@ -20,13 +20,19 @@ planner_arena_init(PlannerArena *arena, uint64_t size)
 void
 planner_arena_clear(PlannerArena *arena)
 {
+    if (arena->unindexed) {
+        fsim_addr_map_clear(&arena->taken_ends);
+        g_free(arena->largest);
+    }
     fsim_chunk_list_clear(&arena->chunks);
     memset(arena, 0, sizeof(*arena));
 }
 
 PlannerChunk *
-planner_arena_find(const PlannerArena *arena, uint64_t size, FsimSizeCursor *cursor)
+planner_arena_find(PlannerArena *arena, uint64_t size, FsimSizeCursor *cursor)
 {
+    if (G_UNLIKELY(arena->unindexed))
+        planner_arena_reindex(arena);
     return fsim_chunk_list_best_fit(&arena->chunks, size, cursor);
 }
 
@@ -60,6 +66,12 @@ planner_arena_carve(PlannerArena *arena, uint64_t offset, uint64_t size)
 {
     PlannerChunk *chunk;
 
+    if (arena->unindexed) {
+        chunk = planner_unindexed_take(arena, offset, size);
+        if (chunk != NULL)
+            return chunk;
+        planner_arena_reindex(arena); /* the run left the plan */
+    }
     if (arena->chunks.by_start == NULL) {
         FsimSizeCursor cursor;
 
@@ -80,8 +92,19 @@ planner_arena_carve(PlannerArena *arena, uint64_t offset, uint64_t size)
 void
 planner_arena_release(PlannerArena *arena, PlannerChunk *chunk)
 {
+    if (arena->unindexed) {
+        planner_unindexed_release(arena, chunk);
+        return;
+    }
     arena->used_bytes -= chunk->size;
     fsim_chunk_list_release(&arena->chunks, chunk);
+}
+
+uint64_t
+planner_arena_largest_below(const PlannerArena *arena, uint64_t limit)
+{
+    return arena->unindexed ? planner_unindexed_largest_below(arena, limit)
+                            : fsim_chunk_list_largest_below(&arena->chunks, limit);
 }
 
 gboolean
@@ -89,6 +112,9 @@ planner_arena_check(const PlannerArena *arena, GError **error)
 {
     uint64_t used = 0;
     gsize n_free = 0;
+
+    if (arena->unindexed)
+        return planner_unindexed_check(arena, error);
 
     if (!fsim_chunk_list_check_run(&arena->chunks, arena->first, 0, arena->size, &used, &n_free,
                                    error) ||

@@ -114,6 +114,12 @@ planner_plan(FsimPolicy *self, const FsimLifetimes *lifetimes, GError **error)
                        planner->work_limit, &planner->plan);
     if (!planner_plan_check(lifetimes, &planner->plan, self->paranoid, error))
         return FALSE;
+    /* The time order's plan is followed without an index of the free chunks (planner.h); a
+     * paranoid run keeps it, for the checks. */
+    if (planner->arena.unindexed)
+        planner_arena_reindex(&planner->arena);
+    if (planner->plan.order == PLANNER_ORDER_TIME && !self->paranoid)
+        planner_arena_unindex(&planner->arena);
     planner->has_plan = TRUE;
     planner->next = 0;
     return TRUE;
@@ -205,6 +211,8 @@ planner_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
 
     fsim_chunk_list_arena_stats(&planner->arena.chunks, planner->mapped_end,
                                 planner->arena.used_bytes, out);
+    if (planner->arena.unindexed)
+        out->largest_free_block = planner_arena_largest_below(&planner->arena, planner->mapped_end);
     fsim_policy_stats_extra(out, "planned_allocations", planner->planned);
     fsim_policy_stats_extra(out, "unplanned_allocations", planner->unplanned);
     fsim_policy_stats_extra(out, "plan_bytes", planner->plan.arena_bytes);

@@ -10,6 +10,7 @@
 #include "fragsim/plan.h"
 #include "fragsim/types.h"
 
+#include "core/addr-map.h"
 #include "core/chunk-list.h"
 
 /* ---- arena.c -------------------------------------------------------------------------------- */
@@ -19,21 +20,42 @@
  * taken from the chunk's low end, immediate coalescing.  A chunk is placed at a planned offset by
  * best fit while the best fit lands there (always, when the plan is the time order's and the run
  * follows it); from the first planned offset it does not, the free chunks are indexed by offset
- * too, to carve the chunk holding it. */
+ * too, to carve the chunk holding it.
+ *
+ * Following the time order's plan, the arena may also run unindexed (unindexed.c): the free
+ * chunks in no index, each planned offset found as the start of the free chunk after the taken
+ * one that ends there, and the largest free chunk kept apart.  Whatever it cannot do that
+ * way (a planned offset not at such a chunk's start, a best fit) indexes the free chunks again
+ * first and is done as above, so the arena's chunks are the same either way. */
 typedef FsimChunk PlannerChunk;
+
+/* Unindexed, the largest free chunk but the last (unindexed.c), kept apart from the arena so
+ * that a query through a const arena may walk and keep it. */
+typedef struct {
+    uint64_t size;        /* the largest, or when stale a bound on it */
+    gboolean stale;       /* a chunk of that size went */
+    gboolean over_budget; /* the walks cost too much: index again */
+    uint64_t walked;      /* chunks walked by the queries */
+    uint64_t ops;         /* takes and releases */
+} PlannerLargest;
 
 typedef struct {
     FsimChunkList chunks;
     uint64_t size;
     PlannerChunk *first;
     uint64_t used_bytes;
+    /* unindexed only */
+    gboolean unindexed;
+    FsimAddrMap taken_ends;  /* the taken chunks by end offset */
+    PlannerLargest *largest; /* the largest free chunk but the last */
+    PlannerChunk *last;      /* the arena's last chunk */
 } PlannerArena;
 
 void planner_arena_init(PlannerArena *arena, uint64_t size);
 void planner_arena_clear(PlannerArena *arena);
 /* The smallest free chunk of at least @size bytes, lowest offset on ties (@cursor: its place, for
- * planner_arena_take()); NULL when none. */
-PlannerChunk *planner_arena_find(const PlannerArena *arena, uint64_t size, FsimSizeCursor *cursor);
+ * planner_arena_take()); NULL when none.  An unindexed arena is indexed first. */
+PlannerChunk *planner_arena_find(PlannerArena *arena, uint64_t size, FsimSizeCursor *cursor);
 /* Take @size bytes from the low end of the free chunk @chunk found at @cursor. */
 PlannerChunk *planner_arena_take(PlannerArena *arena, PlannerChunk *chunk,
                                  const FsimSizeCursor *cursor, uint64_t size);
@@ -41,7 +63,23 @@ PlannerChunk *planner_arena_take(PlannerArena *arena, PlannerChunk *chunk,
 PlannerChunk *planner_arena_carve(PlannerArena *arena, uint64_t offset, uint64_t size);
 /* Give a taken chunk back, merging it with free neighbours. */
 void planner_arena_release(PlannerArena *arena, PlannerChunk *chunk);
+/* The largest free chunk below @limit, as fsim_chunk_list_largest_below(). */
+uint64_t planner_arena_largest_below(const PlannerArena *arena, uint64_t limit);
 gboolean planner_arena_check(const PlannerArena *arena, GError **error);
+
+/* ---- unindexed.c ---------------------------------------------------------------------------- */
+
+/* Take the free chunks out of the index (the arena's chunks may all be taken). */
+void planner_arena_unindex(PlannerArena *arena);
+/* Index them again. */
+void planner_arena_reindex(PlannerArena *arena);
+/* Unindexed: take [@offset, @offset + @size) from the low end of the free chunk starting at
+ * @offset after a taken chunk ending there (or the arena's first); NULL when there is none, or
+ * when the arena should be indexed again. */
+PlannerChunk *planner_unindexed_take(PlannerArena *arena, uint64_t offset, uint64_t size);
+void planner_unindexed_release(PlannerArena *arena, PlannerChunk *chunk);
+uint64_t planner_unindexed_largest_below(const PlannerArena *arena, uint64_t limit);
+gboolean planner_unindexed_check(const PlannerArena *arena, GError **error);
 
 /* ---- plan.c --------------------------------------------------------------------------------- */
 
