@@ -57,7 +57,6 @@
 #define OP_NEWTRUE          0x88
 #define OP_NEWFALSE         0x89
 #define RECORD_MAX_PAIRS    32 /* the most setitems_fresh() takes: 64 items */
-#define SCALAR_WORDS        (sizeof(FsimPickleValue) / sizeof(void *))
 
 typedef struct {
     Loader *l;
@@ -896,12 +895,14 @@ commit_record(Scan *s)
     if (s->nodes > max_nodes(l))
         return load_fail(l, FSIM_TRACE_ERROR_LIMIT, "%s: too many values for a full walk",
                          op_name(l));
-    size_t words = s->n_refs + s->n_scalars * SCALAR_WORDS + RECORD_HEADER_WORDS;
+    size_t words = s->n_refs + s->n_scalars * RECORD_SCALAR_WORDS + RECORD_HEADER_WORDS;
     FsimPickleValue **block = heap_alloc(l->heap, words * sizeof(void *));
     if (block == NULL)
         return over_budget(l);
     memcpy(block, s->refs, s->n_refs * sizeof(void *));
-    memcpy(block + s->n_refs, s->scalars, s->n_scalars * sizeof(FsimPickleValue));
+    for (size_t k = 0; k < s->n_scalars; k++) /* (each scalar's first words: record_scalar()) */
+        memcpy(block + s->n_refs + k * RECORD_SCALAR_WORDS, &s->scalars[k],
+               RECORD_SCALAR_WORDS * sizeof(void *));
     uint64_t *header = (uint64_t *)(void *)(block + words - RECORD_HEADER_WORDS);
     header[0] = s->slots; /* (byte k, bits 8k to 8k + 7: record key k's) */
     header[1] = (uint64_t)s->n_refs << 32 | s->pairs;

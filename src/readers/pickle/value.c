@@ -295,7 +295,6 @@ fsim_pickle_record_fields(const FsimPickleValue *v, FsimPickleFields *fields)
     const uint64_t *words = (const uint64_t *)(const void *)refs;
     uint64_t slots = words[v->u.c.cap - 2];
     size_t n_refs = RECORD_REFS(words[v->u.c.cap - 1]);
-    const FsimPickleValue *scalars = (const FsimPickleValue *)(const void *)(refs + n_refs);
     guint is_uint = 0;
     guint is_none = 0;
     fields->pairs = RECORD_PAIRS(words[v->u.c.cap - 1]);
@@ -307,7 +306,8 @@ fsim_pickle_record_fields(const FsimPickleValue *v, FsimPickleFields *fields)
             continue;
         }
         /* (a referenced value is never NULL: records.c keeps only values it made or found) */
-        const FsimPickleValue *value = (slot & 0x80u) ? &scalars[slot & 0x7fu] : refs[slot - 1];
+        const FsimPickleValue *value =
+            (slot & 0x80u) ? record_scalar(refs, n_refs, slot & 0x7fu) : refs[slot - 1];
         fields->values[k] = value;
         if (value->type == FSIM_PICKLE_INT) {
             if ((value->flags & VALUE_UNSIGNED) || value->u.i >= 0) {

@@ -20,6 +20,7 @@
 
 #include <glib.h>
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "readers/pickle.h"
@@ -34,8 +35,12 @@ enum {
 
 /* A record's block (records.c): u.c.cap words, u.c.len 0 (an empty dict to the accessors).
  * First the values it holds a reference to (strs, lists, memo references), then its scalars
- * (FsimPickleValue each), then two words: the slot of each record key (0: absent, 1 + k: the
- * k-th referenced value, 0x80 | k: the k-th scalar) and RECORD_INFO (pairs, referenced values). */
+ * (RECORD_SCALAR_WORDS each: a FsimPickleValue up to and with u.i, all that an int, None or bool
+ * has: a record's entries are most of a snapshot's memory), then two words: the slot of each
+ * record key (0: absent, 1 + k: the k-th referenced value, 0x80 | k: the k-th scalar) and
+ * RECORD_INFO (pairs, referenced values).  (A scalar is read through a FsimPickleValue pointer;
+ * the words after it, the header's at least, keep a read of the whole struct in the block.) */
+#define RECORD_SCALAR_WORDS 3
 #define RECORD_HEADER_WORDS 2
 #define RECORD_REFS(info)   ((size_t)((info) >> 32))
 #define RECORD_PAIRS(info)  ((size_t)((info)&0xffffffffu))
@@ -67,6 +72,19 @@ struct FsimPickleValue {
         } c;
     } u;
 };
+
+G_STATIC_ASSERT(offsetof(FsimPickleValue, u) + sizeof(int64_t) ==
+                RECORD_SCALAR_WORDS * sizeof(void *));
+G_STATIC_ASSERT(sizeof(FsimPickleValue) <=
+                (RECORD_SCALAR_WORDS + RECORD_HEADER_WORDS) * sizeof(void *));
+
+/* Record scalar @k of the record whose block is @words, holding @n_refs referenced values. */
+static inline const FsimPickleValue *
+record_scalar(const void *words, size_t n_refs, size_t k)
+{
+    return (const FsimPickleValue *)(const void *)((const uint64_t *)words + n_refs +
+                                                   k * RECORD_SCALAR_WORDS);
+}
 
 /* The values a record holds references to (value_unref()). */
 static inline size_t
