@@ -295,6 +295,68 @@ test_records_fuzz_regressions(void)
                    "-r");
 }
 
+/* With shared_record_lists, the records whose frames repeat a list read before (the same memo
+ * gets) share one list, with the items, length, node count and twin number of the copies a load
+ * without makes and the offset of the first; a memo get of one of them elsewhere pushes it. */
+static void
+test_records_shared_lists(void)
+{
+    /* [e0, e1, e2, e3, e2['frames'], 'x' * 150]: e0's frames hold the frame dicts, e1's to e3's
+     * the same memo gets of them (e1's built and cached, e2's and e3's found in the cache) */
+    static const char bytes[] =
+        "\x80\x04\x95\x91\x01\x00\x00\x00\x00\x00\x00]\x94(}\x94(\x8c\x06"
+        "action\x94\x8c\x05"
+        "alloc\x94\x8c\x04"
+        "addr\x94M\x00\x10\x8c\x04size\x94M\x00\x02\x8c\x06stream\x94K\x00\x8c\x06"
+        "frames\x94]\x94(}\x94(\x8c\x08"
+        "filename\x94\x8c\x04"
+        "a.py\x94\x8c\x04line\x94K\x00\x8c\x04name\x94\x8c\x01"
+        "f\x94u}\x94(h\x0ah\x0bh\x0cK\x01h\x0dh\x0eu}\x94(h\x0ah\x0bh\x0cK\x02h\x0dh\x0eue"
+        "u}\x94(h\x02h\x03h\x04M\x00 h\x05M\x00\x02h\x06K\x00h\x07]\x94(h\x09h\x0fh\x10"
+        "eu}\x94(h\x02h\x03h\x04M\x00"
+        "0h\x05M\x00\x02h\x06K\x00h\x07]\x94(h\x09h\x0fh\x10"
+        "eu}\x94(h\x02h\x03h\x04M\x00@h\x05M\x00\x02h\x06K\x00h\x07]\x94(h\x09h\x0fh\x10"
+        "euh\x14\x8c\x96xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+        "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+        "xxx\x94"
+        "e.";
+    FsimPickleLimits limits = {.record_keys = keys, .shared_record_lists = TRUE};
+    g_autoptr(GError) error = NULL;
+    g_autoptr(FsimPickle) plain = load((const guint8 *)bytes, sizeof(bytes) - 1, FALSE, &error);
+    g_assert_no_error(error);
+    g_autoptr(FsimPickle) shared =
+        fsim_pickle_load((const guint8 *)bytes, sizeof(bytes) - 1, &limits, &error);
+    g_assert_no_error(error);
+    const FsimPickleValue *a = fsim_pickle_root(plain);
+    const FsimPickleValue *b = fsim_pickle_root(shared);
+    const FsimPickleValue *frames[4] = {NULL};
+
+    g_assert_cmpuint(fsim_pickle_nodes(a), ==, fsim_pickle_nodes(b));
+    g_assert_cmpuint(fsim_pickle_records(shared), ==, 3);
+    for (gsize i = 1; i < 4; i++) {
+        const FsimPickleValue *values[FSIM_PICKLE_RECORD_KEYS];
+        const FsimPickleValue *want = fsim_pickle_dict_get(fsim_pickle_item(a, i), "frames");
+
+        if (i < 3) /* (e3's frames have e2's offset) */
+            assert_same_entry(fsim_pickle_item(b, i), fsim_pickle_item(a, i));
+        g_assert_true(fsim_pickle_record(fsim_pickle_item(b, i), NULL, values));
+        frames[i] = values[4];
+        g_assert_cmpuint(fsim_pickle_len(frames[i]), ==, 3);
+        g_assert_cmpuint(fsim_pickle_nodes(frames[i]), ==, fsim_pickle_nodes(want));
+        g_assert_cmpuint(fsim_pickle_list_twin(frames[i]), ==, fsim_pickle_list_twin(want));
+        g_assert_cmpuint(fsim_pickle_list_twin(frames[i]), !=, 0);
+        for (gsize j = 0; j < 3; j++)
+            g_assert_true(fsim_pickle_item(frames[i], j) == fsim_pickle_item(frames[1], j));
+    }
+    g_assert_true(frames[1] != frames[2]); /* the cached list itself */
+    g_assert_true(frames[2] == frames[3]); /* one list for the repeats */
+    g_assert_cmpuint(fsim_pickle_offset(frames[2]), ==,
+                     fsim_pickle_offset(fsim_pickle_dict_get(fsim_pickle_item(a, 2), "frames")));
+    /* the memo get of e2's frames (a list of the root) */
+    g_assert_true(fsim_pickle_item(b, 4) == frames[2]);
+    g_assert_true(fsim_pickle_item(a, 4) == fsim_pickle_dict_get(fsim_pickle_item(a, 2), "frames"));
+}
+
 /* The snapshot reader reads entries from records, and a snapshot that refers to an entry twice
  * (so that records fail) is read again without them, to the same result. */
 static void
@@ -334,6 +396,7 @@ main(int argc, char **argv)
     g_test_add_func("/pickle-records/ints", test_records_ints);
     g_test_add_func("/pickle-records/template", test_records_template);
     g_test_add_func("/pickle-records/shared", test_records_shared);
+    g_test_add_func("/pickle-records/shared-lists", test_records_shared_lists);
     g_test_add_func("/pickle-records/truncated", test_records_truncated);
     g_test_add_func("/pickle-records/fuzz-regressions", test_records_fuzz_regressions);
     g_test_add_func("/pickle-records/snapshot", test_records_snapshot);

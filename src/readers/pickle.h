@@ -94,6 +94,14 @@ typedef struct FsimPickle FsimPickle;
  * @record_keys: (nullable) (array zero-terminated=1): fsim_pickle_load() only: read the dicts
  *     whose first key is @record_keys[0] as *records* (see fsim_pickle_record()).  At most
  *     %FSIM_PICKLE_RECORD_KEYS keys.  %NULL: no records.
+ * @shared_record_lists: with @record_keys: a record's list of memo references (a snapshot
+ *     entry's `frames`) whose bytes repeat a list's read before, with the same memo entries, is
+ *     one value shared by all the records that repeat it, rather than a copy each (a twin:
+ *     fsim_pickle_list_twin()): the same items, length, height, node count and twin number,
+ *     the offset of the first copy.  The memo entries of the copies refer to it, and it is
+ *     never pushed: a pickle that refers to one of them (a memo get) fails to load as for a
+ *     record referred to twice (the message says "a record"), and so must be loaded again
+ *     without records, as for records.
  * @watch_str: (nullable): a string to look for in every str the input
  *     holds (binary str opcodes: strs from text opcodes are fsim_pickle_text_strings()'s); found
  *     or not is fsim_pickle_watched_str_seen().  The strs are a fraction of a snapshot's bytes,
@@ -109,7 +117,7 @@ typedef struct FsimPickle FsimPickle;
  * most double), rounded to 8 bytes; freed memory is reused, never returned before the end, so
  * the peak is what counts: at most about 2.5 times the peak live graph, plus 8 bytes per memo
  * index up to the highest used and a 256 KiB input window; fsim_pickle_load() also keeps the
- * last 2,048 lists of memo references it built (96 KiB, and the lists, 5.2 MiB at most, alive
+ * last 2,048 lists of memo references it built (120 KiB, and the lists, 5.2 MiB at most, alive
  * until it returns) to copy them when the same bytes come again.  None of it depends on the input's
  * length: `(NONE POP)` repeated a billion times costs one value.  Loading takes time linear in
  * the input.
@@ -124,6 +132,7 @@ typedef struct {
     uint64_t max_input;
     gsize expect_memory;
     const char *const *record_keys;
+    gboolean shared_record_lists;
     const char *watch_str;
 } FsimPickleLimits;
 

@@ -188,6 +188,8 @@ torch_load_pickle(const char *path, gboolean records, gboolean *npu_frames, GErr
             FsimPickleLimits whole = {
                 .expect_memory = 2 * len,
                 .record_keys = records ? fsim_torch_entry_keys : NULL,
+                /* the frames lists are read by their items and twin numbers only */
+                .shared_record_lists = records,
                 .watch_str = "torch_npu/",
             };
 

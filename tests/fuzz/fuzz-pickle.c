@@ -179,6 +179,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const char *const record_keys[] = {"action",  "addr",   "size", "stream",
                                               "time_us", "frames", NULL};
     limits.record_keys = record_keys;
+    limits.shared_record_lists = TRUE;
     FsimPickle *records = fsim_pickle_load(data, size, &limits, &error);
     if (records == NULL) {
         check(error != NULL && strstr(error->message, ": a record") != NULL,

@@ -33,7 +33,7 @@
  *   a reader knows them for lists of the same items without comparing them; a list modified
  *   later gets an array of its own first.  The cache holds a reference to each list it keeps
  *   (LIST_CACHE_SLOTS lists of at most LIST_CACHE_ITEMS items: at most 5.2 MiB of item arrays,
- *   counted against the budget like any value, as the cache's own 104 KiB are); the result is the
+ *   counted against the budget like any value, as the cache's own 120 KiB are); the result is the
  *   same value graph either way, with less memory: the copies hold no item array of their own.
  */
 #include <glib.h>
@@ -59,6 +59,9 @@ struct ListCacheSlot {
     size_t items;          /* the list's length when it was built */
     uint64_t generation;   /* Loader.memo_generation when it was cached */
     FsimPickleValue *list; /* (nullable) holds a reference */
+    /* (nullable) holds a reference: the list records share in place of copies of @list
+     * (list_standin()) */
+    FsimPickleValue *standin;
 };
 
 /* Each way's tag (Loader.list_cache_tags): 16 bits of its hash, never 0 (0: an empty way), and
@@ -220,8 +223,10 @@ bucket_keep(Loader *l, uint64_t hash, const guint8 *body, size_t len, size_t n,
     tags[LIST_CACHE_WAYS + w] = (uint16_t)len;
     if (way->list != NULL)
         value_unref(l->heap, way->list);
+    if (way->standin != NULL)
+        value_unref(l->heap, way->standin);
     value_ref(list);
-    *way = (ListCacheSlot){hash, body, len, n, l->memo_generation, list};
+    *way = (ListCacheSlot){hash, body, len, n, l->memo_generation, list, NULL};
 }
 
 /* The key of a run: a hash of its first LIST_PREFIX bytes when it has that many (found without
@@ -335,7 +340,7 @@ run_memo_list_missed(Loader *l, const guint8 *appends, size_t n)
 }
 
 FsimPickleValue *
-list_cached_run(Loader *l, const guint8 *body, size_t *len)
+list_cached_run(Loader *l, const guint8 *body, size_t *len, ListCacheSlot **found)
 {
     size_t avail = (size_t)(l->in.end - body);
     ListCacheSlot *way;
@@ -349,7 +354,25 @@ list_cached_run(Loader *l, const guint8 *body, size_t *len)
     if (way == NULL)
         return NULL;
     *len = way->len;
+    *found = way;
     return way->list;
+}
+
+FsimPickleValue *
+list_standin(Loader *l, ListCacheSlot *way)
+{
+    FsimPickleValue *standin = way->standin;
+
+    if (standin == NULL) {
+        standin = new_value(l, FSIM_PICKLE_LIST);
+        if (standin == NULL)
+            return NULL;
+        value_share_twin(standin, way->list);
+        standin->flags |= VALUE_SEALED; /* stored in a record, as each copy was */
+        value_ref(standin);
+        way->standin = standin;
+    }
+    return standin;
 }
 
 void
@@ -360,6 +383,8 @@ list_cache_clear(Loader *l)
     for (size_t i = 0; i < LIST_CACHE_SLOTS; i++) {
         if (l->list_cache[i].list != NULL)
             value_unref(l->heap, l->list_cache[i].list);
+        if (l->list_cache[i].standin != NULL)
+            value_unref(l->heap, l->list_cache[i].standin);
     }
     g_clear_pointer(&l->list_cache, g_free);
     g_clear_pointer(&l->list_cache_tags, g_aligned_free);

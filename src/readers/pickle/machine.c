@@ -872,6 +872,7 @@ fsim_pickle_load(const guint8 *data, gsize len, const FsimPickleLimits *limits, 
         limits = &defaults;
     Loader l = {.error = error,
                 .record_keys = limits->record_keys,
+                .shared_record_lists = limits->shared_record_lists,
                 .watch_str = limits->watch_str,
                 .watch_str_len = limits->watch_str != NULL ? strlen(limits->watch_str) : 0};
     while (l.record_keys != NULL && l.record_keys[l.n_record_keys] != NULL)

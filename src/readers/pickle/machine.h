@@ -67,6 +67,7 @@ typedef struct {
     size_t watch_str_len;
     gboolean watched_str_seen;      /* a str held it (watch_str_check()) */
     const char *const *record_keys; /* (nullable) FsimPickleLimits.record_keys (records.c) */
+    gboolean shared_record_lists;   /* FsimPickleLimits.shared_record_lists (records.c) */
     size_t n_record_keys;
     size_t record_key_len[FSIM_PICKLE_RECORD_KEYS];
     uint64_t records; /* records made */
@@ -218,9 +219,17 @@ gboolean record_modified(Loader *l);
 void list_cache_clear(Loader *l);
 
 /* The list the cache built from the run of memo gets at @body (after a MARK; its length in bytes
- * in *@len, followed by APPENDS), for value_share_twin(); NULL when it has none.  *@len is 0 or,
- * when known, the run's length: a run shorter than LIST_PREFIX is found only so. */
-FsimPickleValue *list_cached_run(Loader *l, const guint8 *body, size_t *len);
+ * in *@len, followed by APPENDS), for value_share_twin(), its way in *@found; NULL when it has
+ * none.  *@len is 0 or, when known, the run's length: a run shorter than LIST_PREFIX is found
+ * only so. */
+FsimPickleValue *list_cached_run(Loader *l, const guint8 *body, size_t *len, ListCacheSlot **found);
+
+/* The list that records share in place of copies of the list cached at @way, made at the first
+ * call (at l->op_offset: the offset of its first copy) and kept with the way: a twin of it,
+ * sealed and flagged VALUE_HAS_RECORD, so that pushing it (a memo get of an entry that holds it)
+ * fails the load as for a record (FsimPickleLimits.shared_record_lists).  NULL over the
+ * budget. */
+FsimPickleValue *list_standin(Loader *l, ListCacheSlot *way);
 
 /* The protocol 0 opcodes, whose argument is a line of text (text.c): INT, LONG, GET, PUT, FLOAT,
  * STRING, UNICODE. */

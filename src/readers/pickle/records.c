@@ -15,11 +15,12 @@
  * first record key, in one pass over its bytes, making only what the generic path would have
  * made of it that anyone could see again: the memo entries (the dict's, new strs, the lists, at
  * the indices the MEMOIZEs give them), the sealing of what memo gets name, the lists (shared
- * from run_memo_list()'s cache, or built by it, so that they are twins as on the generic path)
- * and, in place of the dict, a record: a dict value flagged VALUE_RECORD, empty to every
- * accessor but fsim_pickle_record(), with the height and node count of the dict it stands for
- * and the limits checked on them as SETITEMS checks them.  Ints, None and bools are kept in the
- * record's block, not made values of their own.  At the first opcode of another form (a memo
+ * from run_memo_list()'s cache, or built by it, so that they are twins as on the generic path;
+ * with FsimPickleLimits.shared_record_lists, a list the cache holds is the one its repeats all
+ * refer to: list_standin()) and, in place of the dict, a record: a dict value flagged VALUE_RECORD,
+ * empty to every accessor but fsim_pickle_record(), with the height and node count of the dict it
+ * stands for and the limits checked on them as SETITEMS checks them.  Ints, None and bools are kept
+ * in the record's block, not made values of their own.  At the first opcode of another form (a memo
  * get of a value set inside the dict, a MEMOIZE over a set entry, a list holding anything but
  * memo gets, any other opcode), what it made is undone (the memo entries it set are unset, the
  * references it took dropped; what it sealed, the generic path seals too when it runs the same
@@ -285,19 +286,65 @@ scan_gets(const guint8 *q, const guint8 *end, size_t memo_base, size_t *n)
  * values being looked at as run_memo_list() fills the list: an unset entry or a record among
  * them fails the load then; the gets counted in *@n).  NULL when the run is not one. */
 static const guint8 *
-scan_run(Scan *s, const guint8 *q, FsimPickleValue **cached, size_t *n)
+scan_run(Scan *s, const guint8 *q, FsimPickleValue **cached, ListCacheSlot **way, size_t *n)
 {
     const guint8 *body = q;
     size_t len = 0;
-    *cached = list_cached_run(s->l, body, &len);
+    *cached = list_cached_run(s->l, body, &len, way);
     if (*cached != NULL)
         return body + len;
     if ((q = scan_gets(body, s->end, s->memo_base, n)) == NULL)
         return NULL;
     len = (size_t)(q - body);
     if (len > 0 && len < LIST_PREFIX)
-        *cached = list_cached_run(s->l, body, &len); /* a short run, known by all its bytes */
+        *cached = list_cached_run(s->l, body, &len, way); /* a short run, known by all its bytes */
     return q;
+}
+
+/* The list on top of the stack (@list, memoized), read up to @end: taken off the stack (its
+ * reference becomes the record's, or goes), sealed as stored into the dict, counted into it, kept
+ * as record key @key's value (-1: another key's, which only the memo holds). */
+static int
+list_done(Scan *s, int key, FsimPickleValue *list, const guint8 *end)
+{
+    s->p = end;
+    s->l->stack_len--;
+    list->flags |= VALUE_SEALED;
+    count_value(s, list);
+    if (key >= 0)
+        keep_ref(s, key, list);
+    else
+        list->refs--;
+    return 1;
+}
+
+/* The list at s->p (after its EMPTY_LIST at @op_at), a run of memo gets from @items to @end
+ * that the cache built before (at @way): the list the records share in its place
+ * (list_standin()), memoized, instead of a twin of the cached one made for this record alone.
+ * (FsimPickleLimits.shared_record_lists; the caller checked the MEMOIZE.)  0 where it cannot
+ * take another reference (the caller makes the twin), -1 on an error. */
+static int
+scan_shared_list(Scan *s, int key, const guint8 *op_at, const guint8 *items, const guint8 *end,
+                 ListCacheSlot *way)
+{
+    Loader *l = s->l;
+    l->op_offset = offset_of(s, op_at);
+    l->op = ']';
+    FsimPickleValue *list = list_standin(l, way);
+    if (list == NULL) {
+        over_budget(l);
+        return -1;
+    }
+    if (list->refs >= UINT32_MAX - 8)
+        return 0;
+    if (!push(l, list))
+        return -1;
+    l->op_offset = offset_of(s, items - 1);
+    l->op = OP_MEMOIZE;
+    if (!memo_put_fresh(l, s->memo_base + 1 + s->puts))
+        return -1;
+    s->puts++;
+    return list_done(s, key, list, end);
 }
 
 /* A list at s->p (after its EMPTY_LIST at @op_at): MEMOIZE, then MARK, memo gets and APPENDS,
@@ -308,6 +355,7 @@ scan_list(Scan *s, int key, const guint8 *op_at)
 {
     Loader *l = s->l;
     FsimPickleValue *cached = NULL;
+    ListCacheSlot *way = NULL;
     const guint8 *items = s->p + 1;
     const guint8 *end = items;
     size_t gets = 0;
@@ -315,10 +363,15 @@ scan_list(Scan *s, int key, const guint8 *op_at)
     if (s->p >= s->end || *s->p != OP_MEMOIZE || !fresh_memo(s))
         return 0;
     if (items < s->end && *items == '(') {
-        end = scan_run(s, items + 1, &cached, &gets);
+        end = scan_run(s, items + 1, &cached, &way, &gets);
         if (end == NULL || end >= s->end || *end != 'e')
             return 0;
         end++;
+        if (cached != NULL && l->shared_record_lists) {
+            int done = scan_shared_list(s, key, op_at, items, end, way);
+            if (done != 0)
+                return done;
+        }
     } else if (items < s->end && (*items == 'h' || *items == 'j')) {
         s->p = items;
         if (scan_get(s) == NULL || s->p >= s->end || *s->p != 'a')
@@ -358,15 +411,7 @@ scan_list(Scan *s, int key, const guint8 *op_at)
         }
         l->in.p = s->at;
     }
-    s->p = end;
-    l->stack_len--; /* the stack's reference becomes the record's, or goes */
-    list->flags |= VALUE_SEALED;
-    count_value(s, list);
-    if (key >= 0)
-        keep_ref(s, key, list);
-    else
-        list->refs--; /* the memo holds it */
-    return 1;
+    return list_done(s, key, list, end);
 }
 
 /* A LONG1 of at most 8 bytes into @v, as new_long() reads it. */
