@@ -81,7 +81,7 @@ test_checker_fails(void)
     FsimLifetime items[] = {{.size = 100, .start = 1, .end = 4},
                             {.size = 100, .start = 2, .end = 3},
                             {.size = 100, .start = 4, .end = FSIM_LIFETIME_FOREVER}};
-    FsimLifetimes lifetimes = {items, G_N_ELEMENTS(items), 4};
+    FsimLifetimes lifetimes = {items, G_N_ELEMENTS(items), 4, NULL, 0};
     uint64_t sizes[] = {256, 256, 256};
     uint64_t good[] = {0, 256, 0}; /* the third reuses the first's place after its end */
     uint64_t bad[] = {0, 128, 0};  /* the second overlaps the first while both live */
@@ -99,6 +99,28 @@ test_checker_fails(void)
     g_clear_error(&error);
     items[2].end = 4; /* ends where it starts: not a lifetime */
     g_assert_false(fsim_plan_check(&lifetimes, good, sizes, &error));
+}
+
+/* The pre-pass's ends: every lifetime that ends, once, by end ascending. */
+static void
+assert_ends_in_order(const FsimLifetimes *lifetimes)
+{
+    g_autofree guint8 *seen = g_new0(guint8, MAX(lifetimes->n, 1));
+    gsize finite = 0;
+
+    for (gsize i = 0; i < lifetimes->n; i++)
+        finite += lifetimes->items[i].end != FSIM_LIFETIME_FOREVER;
+    g_assert_cmpuint(lifetimes->n_ends, ==, finite);
+    for (gsize e = 0; e < lifetimes->n_ends; e++) {
+        gsize k = lifetimes->ends[e];
+
+        g_assert_cmpuint(k, <, lifetimes->n);
+        g_assert_false(seen[k]);
+        seen[k] = 1;
+        if (e > 0)
+            g_assert_cmpuint(lifetimes->items[lifetimes->ends[e - 1]].end, <,
+                             lifetimes->items[k].end);
+    }
 }
 
 /* Many ids, freed in a shuffled order, some deferred (their end the free_completed), some
@@ -166,6 +188,7 @@ test_lifetimes_many(void)
     lifetimes = fsim_lifetimes_from_trace(trace, 0, &error);
     g_assert_no_error(error);
     g_assert_cmpuint(lifetimes->n, ==, ends->len);
+    assert_ends_in_order(lifetimes);
     g_assert_cmpuint(lifetimes->steps, ==, step);
     for (gsize i = 0; i < lifetimes->n; i++)
         g_assert_cmpuint(lifetimes->items[i].end, ==, g_array_index(ends, uint64_t, i));
@@ -193,7 +216,7 @@ test_checker_random(void)
     FsimLifetime items[] = {{.size = 100, .start = 1, .end = 9},
                             {.size = 100, .start = 2, .end = 3},
                             {.size = 100, .start = 3, .end = 9}};
-    FsimLifetimes above = {items, G_N_ELEMENTS(items), 9};
+    FsimLifetimes above = {items, G_N_ELEMENTS(items), 9, NULL, 0};
     uint64_t sizes[] = {256, 256, 256};
     uint64_t offsets[] = {512, 0, 300}; /* the third meets the first above it, not the second */
     g_autoptr(GRand) rand = g_rand_new_with_seed(7);
@@ -207,7 +230,7 @@ test_checker_random(void)
         FsimLifetime random_items[40];
         uint64_t random_offsets[40];
         uint64_t random_sizes[40];
-        FsimLifetimes lifetimes = {random_items, 1 + round % 40, 0};
+        FsimLifetimes lifetimes = {random_items, 1 + round % 40, 0, NULL, 0};
         uint64_t start = 0;
 
         for (gsize i = 0; i < lifetimes.n; i++) {
@@ -238,7 +261,7 @@ test_plan_check(void)
 {
     FsimLifetime items[] = {{.size = 100, .start = 1, .end = 4},
                             {.size = 100, .start = 2, .end = 3}};
-    FsimLifetimes lifetimes = {items, G_N_ELEMENTS(items), 4};
+    FsimLifetimes lifetimes = {items, G_N_ELEMENTS(items), 4, NULL, 0};
     uint64_t sizes[] = {256, 256};
     uint64_t offsets[] = {0, 128};
     uint64_t short_sizes[] = {256, 64};
@@ -272,7 +295,7 @@ test_time_order_valid(void)
 
     for (guint round = 0; round < 400; round++) {
         FsimLifetime items[80];
-        FsimLifetimes lifetimes = {items, 1 + round % 80, 0};
+        FsimLifetimes lifetimes = {items, 1 + round % 80, 0, NULL, 0};
         uint64_t capacity = (uint64_t)(1 + round % 7) * 64 * 1024;
         uint64_t start = 0;
         g_autoptr(GError) error = NULL;
@@ -313,7 +336,7 @@ test_greedy_work(void)
         FsimLifetime items[60];
         uint64_t sizes[60];
         uint64_t offsets[60];
-        FsimLifetimes lifetimes = {items, 1 + round % 60, 0};
+        FsimLifetimes lifetimes = {items, 1 + round % 60, 0, NULL, 0};
         uint64_t start = 0;
         uint64_t work;
 
@@ -350,6 +373,55 @@ test_greedy_work(void)
                 g_assert_cmpint(plan.arena_by_order[order] != 0, ==, limit == work);
             planner_plan_clear(&plan);
         }
+    }
+}
+
+/* Lifetimes as a trace makes them (one event a step: an allocation, or the end of a live one at
+ * random), with their ends in order: the time order released in that order places every
+ * allocation where the heap by end places it, on devices from a few pages to a large one. */
+static void
+test_time_order_ends(void)
+{
+    g_autoptr(GRand) rand = g_rand_new_with_seed(19);
+
+    for (guint round = 0; round < 300; round++) {
+        FsimLifetime items[120];
+        gsize ends[120];
+        gsize live[120];
+        gsize n_live = 0;
+        FsimLifetimes with = {items, 0, 0, ends, 0};
+        FsimLifetimes without;
+        uint64_t capacity = round % 3 == 0 ? 80 * FSIM_GiB : (uint64_t)(1 + round % 5) * 64 * 1024;
+        PlannerPlan a;
+        PlannerPlan b;
+
+        for (uint64_t step = 1; with.n < G_N_ELEMENTS(items); step++) {
+            if (n_live > 0 && g_rand_int_range(rand, 0, 100) < 45) {
+                gsize k = (gsize)g_rand_int_range(rand, 0, (gint32)n_live);
+
+                items[live[k]].end = step;
+                ends[with.n_ends++] = live[k];
+                live[k] = live[--n_live];
+            } else {
+                items[with.n] =
+                    (FsimLifetime){.size = (uint64_t)g_rand_int_range(rand, 1, 40) * 1000,
+                                   .start = step,
+                                   .end = FSIM_LIFETIME_FOREVER};
+                live[n_live++] = with.n++;
+            }
+            with.steps = step;
+        }
+        without = with;
+        without.ends = NULL;
+        without.n_ends = 0;
+        planner_plan_build(&with, 256, capacity, 4096, 0, &a);
+        planner_plan_build(&without, 256, capacity, 4096, 0, &b);
+        g_assert_cmpint(a.order, ==, PLANNER_ORDER_TIME);
+        g_assert_cmpmem(a.offsets, a.n * sizeof(uint64_t), b.offsets, b.n * sizeof(uint64_t));
+        g_assert_cmpuint(a.arena_bytes, ==, b.arena_bytes);
+        g_assert_cmpuint(a.unplaced, ==, b.unplaced);
+        planner_plan_clear(&a);
+        planner_plan_clear(&b);
     }
 }
 
@@ -538,6 +610,7 @@ check_trace(const char *path)
         RunResult unplanned;
 
         g_assert_no_error(error);
+        assert_ends_in_order(lifetimes);
         /* fsim_engine_new() runs the checker on the plan (an error fails the run). */
         planner = replay(trace, devices[d], "planner", lifetimes);
         bestfit = replay(trace, devices[d], "bestfit", NULL);
@@ -652,6 +725,7 @@ main(int argc, char **argv)
     g_test_add_func("/planner/greedy-work", test_greedy_work);
     g_test_add_func("/planner/plan-check", test_plan_check);
     g_test_add_func("/planner/time-order-valid", test_time_order_valid);
+    g_test_add_func("/planner/time-order-ends", test_time_order_ends);
     g_test_add_func("/planner/unindexed-arena", test_unindexed_arena);
     g_test_add_func("/planner/hole-replay", test_hole_replay);
     g_test_add_func("/planner/sample-traces", test_sample_traces);

@@ -44,11 +44,17 @@ typedef struct {
  * @items: one per allocation, in the order alloc() receives them.
  * @n: how many.
  * @steps: steps of the stream (the last event's step).
+ * @ends: (nullable): the index of every lifetime that ends, once each, in the order of their ends
+ *     (each at its own step), as the pre-pass meets them; NULL when not known.  With the items'
+ *     starts in order, every lifetime ending at or before a start comes before it.
+ * @n_ends: how many.
  */
 typedef struct {
     FsimLifetime *items;
     gsize n;
     uint64_t steps;
+    gsize *ends;
+    gsize n_ends;
 } FsimLifetimes;
 
 /**

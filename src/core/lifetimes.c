@@ -27,6 +27,8 @@ typedef struct {
     FsimLifetime *items;
     gsize n;
     gsize capacity;
+    gsize *ends; /* the lifetimes ended, in order */
+    gsize n_ends;
     /* the live ids: (index + 1) x 2 + pending (freed, waiting for its FREE_COMPLETED) */
     FsimAddrMap live;
 } Collect;
@@ -38,6 +40,7 @@ lifetimes_start(Collect *collect, uint64_t id, uint64_t size, uint64_t stream, u
     if (G_UNLIKELY(collect->n == collect->capacity)) {
         collect->capacity = MAX(collect->capacity * 2, 1024);
         collect->items = g_renew(FsimLifetime, collect->items, collect->capacity);
+        collect->ends = g_renew(gsize, collect->ends, collect->capacity);
     }
     collect->items[collect->n] =
         (FsimLifetime){.size = size, .stream = stream, .start = step, .end = FSIM_LIFETIME_FOREVER};
@@ -51,7 +54,11 @@ lifetimes_start(Collect *collect, uint64_t id, uint64_t size, uint64_t stream, u
 static void
 lifetimes_end(Collect *collect, FsimAddrSlot *slot, uint64_t step)
 {
-    collect->items[slot->value / 2 - 1].end = step;
+    gsize index = (gsize)(slot->value / 2 - 1);
+
+    /* never more ends than lifetimes: the array grows with theirs */
+    collect->ends[collect->n_ends++] = index;
+    collect->items[index].end = step;
     fsim_addr_map_remove(&collect->live, slot);
 }
 
@@ -88,7 +95,7 @@ fsim_lifetimes_from_trace(FsimTrace *trace, uint32_t device, GError **error)
 {
     const FsimInitialState *state = fsim_trace_initial_state(trace, device);
     g_autoptr(FsimTraceStream) stream = fsim_trace_stream_open(trace, device, error);
-    Collect collect = {NULL, 0, 0, {NULL, 0, 0}};
+    Collect collect = {NULL, 0, 0, NULL, 0, {NULL, 0, 0}};
     GError *local_error = NULL;
     FsimLifetimes *lifetimes;
     FsimEvent ev;
@@ -108,19 +115,23 @@ fsim_lifetimes_from_trace(FsimTrace *trace, uint32_t device, GError **error)
     if (local_error != NULL) {
         g_propagate_error(error, local_error);
         g_free(collect.items);
+        g_free(collect.ends);
         return NULL;
     }
     lifetimes = g_new0(FsimLifetimes, 1);
     lifetimes->n = collect.n;
     lifetimes->steps = step;
     lifetimes->items = collect.items;
+    lifetimes->ends = collect.ends;
+    lifetimes->n_ends = collect.n_ends;
     return lifetimes;
 }
 
 void
 fsim_lifetimes_free(FsimLifetimes *lifetimes)
 {
-    static const FsimOwned owned[] = {FSIM_OWNED(FsimLifetimes, items, g_free)};
+    static const FsimOwned owned[] = {FSIM_OWNED(FsimLifetimes, items, g_free),
+                                      FSIM_OWNED(FsimLifetimes, ends, g_free)};
 
     fsim_owned_free(lifetimes, owned, G_N_ELEMENTS(owned));
 }

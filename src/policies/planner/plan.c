@@ -25,6 +25,35 @@ planner_order_name(PlannerOrder order)
 
 /* ---- the time order: best fit in allocation order ----------------------------------------- */
 
+/* The time order's arena: bestfit's, its pages mapped as its top rises. */
+typedef struct {
+    PlannerArena arena;
+    uint64_t capacity;
+    uint64_t granularity;
+    uint64_t mapped_end;
+} TimeArena;
+
+/* Best fit for @size: the chunk taken, or NULL when none fits or the device has no pages left
+ * for it (bestfit's OOM). */
+static inline PlannerChunk *
+time_place(TimeArena *t, uint64_t size)
+{
+    FsimSizeCursor cursor;
+    PlannerChunk *chunk = planner_arena_find(&t->arena, size, &cursor);
+
+    if (chunk == NULL)
+        return NULL;
+    if (chunk->start + size > t->mapped_end) {
+        uint64_t new_end =
+            (chunk->start + size + t->granularity - 1) / t->granularity * t->granularity;
+
+        if (new_end > t->capacity)
+            return NULL;
+        t->mapped_end = new_end;
+    }
+    return planner_arena_take(&t->arena, chunk, &cursor, size);
+}
+
 /* A placed allocation of the time order, released at @end (ties in allocation order). */
 typedef struct {
     uint64_t end;
@@ -41,48 +70,82 @@ placed_before(const Placed *a, const Placed *b)
 /* The placed allocations, the first to end on top. */
 FSIM_HEAP_DEFINE(PlacedHeap, placed_heap, Placed, placed_before)
 
+/* Lifetimes without their ends in order: the placed ones in a heap by end. */
 static void
-plan_time(const FsimLifetimes *lifetimes, const uint64_t *sizes, uint64_t capacity,
-          uint64_t granularity, uint64_t *offsets)
+time_by_heap(TimeArena *t, const FsimLifetimes *lifetimes, const uint64_t *sizes, uint64_t *offsets)
 {
-    gsize n = lifetimes->n;
     PlacedHeap heap = {0};
-    uint64_t arena_size = fsim_chunk_arena_bytes(capacity, granularity);
-    uint64_t mapped_end = 0;
-    PlannerArena arena;
 
-    planner_arena_init(&arena, arena_size);
-    for (gsize i = 0; i < n; i++) {
+    for (gsize i = 0; i < lifetimes->n; i++) {
         const FsimLifetime *lifetime = &lifetimes->items[i];
         PlannerChunk *chunk;
-        FsimSizeCursor cursor;
 
         while (heap.len > 0 && heap.items[0].end <= lifetime->start) {
-            planner_arena_release(&arena, heap.items[0].chunk);
+            planner_arena_release(&t->arena, heap.items[0].chunk);
             placed_heap_pop(&heap, NULL);
         }
-        offsets[i] = FSIM_PLAN_UNPLACED;
-        chunk = planner_arena_find(&arena, sizes[i], &cursor);
-        if (chunk == NULL)
-            continue;
-        if (chunk->start + sizes[i] > mapped_end) {
-            uint64_t new_end =
-                (chunk->start + sizes[i] + granularity - 1) / granularity * granularity;
-
-            if (new_end > capacity)
-                continue; /* the device has no pages left for it: bestfit's OOM */
-            mapped_end = new_end;
-        }
-        chunk = planner_arena_take(&arena, chunk, &cursor, sizes[i]);
-        offsets[i] = chunk->start;
-        if (lifetime->end != FSIM_LIFETIME_FOREVER) {
+        chunk = time_place(t, sizes[i]);
+        offsets[i] = chunk != NULL ? chunk->start : FSIM_PLAN_UNPLACED;
+        if (chunk != NULL && lifetime->end != FSIM_LIFETIME_FOREVER) {
             Placed placed = {lifetime->end, i, chunk};
 
             placed_heap_push(&heap, &placed);
         }
     }
-    planner_arena_clear(&arena);
     placed_heap_clear(&heap);
+}
+
+/* Lifetimes with their ends in order (fsim_lifetimes_from_trace()'s): each released as the next
+ * start passes its end, in that order, which the heap would give (ends are distinct steps, and
+ * the frees between two allocations leave the same free chunks in any order).  While placed, an
+ * allocation's offset holds its chunk. */
+static void
+time_by_ends(TimeArena *t, const FsimLifetimes *lifetimes, const uint64_t *sizes, uint64_t *offsets)
+{
+    const FsimLifetime *items = lifetimes->items;
+    gsize e = 0;
+
+    for (gsize i = 0; i < lifetimes->n; i++) {
+        PlannerChunk *chunk;
+
+        for (; e < lifetimes->n_ends && items[lifetimes->ends[e]].end <= items[i].start; e++) {
+            gsize k = lifetimes->ends[e];
+
+            g_assert(k < i);
+            if (offsets[k] == FSIM_PLAN_UNPLACED)
+                continue;
+            chunk = (PlannerChunk *)(uintptr_t)offsets[k];
+            offsets[k] = chunk->start;
+            planner_arena_release(&t->arena, chunk);
+        }
+        chunk = time_place(t, sizes[i]);
+        offsets[i] = chunk != NULL ? (uint64_t)(uintptr_t)chunk : FSIM_PLAN_UNPLACED;
+    }
+    /* the placed ones left: those ending after the last start, and those never ending */
+    for (; e < lifetimes->n_ends; e++) {
+        gsize k = lifetimes->ends[e];
+
+        if (offsets[k] != FSIM_PLAN_UNPLACED)
+            offsets[k] = ((PlannerChunk *)(uintptr_t)offsets[k])->start;
+    }
+    for (gsize i = 0; i < lifetimes->n; i++) {
+        if (items[i].end == FSIM_LIFETIME_FOREVER && offsets[i] != FSIM_PLAN_UNPLACED)
+            offsets[i] = ((PlannerChunk *)(uintptr_t)offsets[i])->start;
+    }
+}
+
+static void
+plan_time(const FsimLifetimes *lifetimes, const uint64_t *sizes, uint64_t capacity,
+          uint64_t granularity, uint64_t *offsets)
+{
+    TimeArena t = {.capacity = capacity, .granularity = granularity};
+
+    planner_arena_init(&t.arena, fsim_chunk_arena_bytes(capacity, granularity));
+    if (lifetimes->ends != NULL)
+        time_by_ends(&t, lifetimes, sizes, offsets);
+    else
+        time_by_heap(&t, lifetimes, sizes, offsets);
+    planner_arena_clear(&t.arena);
 }
 
 /* ---- choosing ------------------------------------------------------------------------------- */
@@ -111,8 +174,7 @@ planner_plan_build(const FsimLifetimes *lifetimes, uint64_t alignment, uint64_t 
                    uint64_t granularity, uint64_t work_limit, PlannerPlan *plan)
 {
     gsize n = lifetimes->n;
-    g_autofree uint64_t *offsets = g_new(uint64_t, MAX(n, 1));
-    gboolean greedy;
+    g_autofree uint64_t *offsets = NULL;
 
     memset(plan, 0, sizeof(*plan));
     plan->n = n;
@@ -120,22 +182,26 @@ planner_plan_build(const FsimLifetimes *lifetimes, uint64_t alignment, uint64_t 
     plan->offsets = g_new(uint64_t, MAX(n, 1));
     for (gsize i = 0; i < n; i++)
         plan->sizes[i] = (lifetimes->items[i].size + alignment - 1) & ~(alignment - 1);
+    /* the time order first, kept unless another does better */
+    plan_time(lifetimes, plan->sizes, capacity, granularity, plan->offsets);
+    plan->arena_bytes = plan_extent(plan->offsets, plan->sizes, n, capacity, &plan->unplaced);
+    plan->arena_by_order[PLANNER_ORDER_TIME] = MAX(plan->arena_bytes, 1);
+    plan->unplaced_by_order[PLANNER_ORDER_TIME] = plan->unplaced;
+    plan->order = PLANNER_ORDER_TIME;
     /* every greedy order would look at the same neighbours: when they are too many, none is run */
-    greedy = planner_greedy_work(lifetimes, work_limit) <= work_limit;
-    for (int order = 0; order < PLANNER_ORDER_COUNT; order++) {
+    if (planner_greedy_work(lifetimes, work_limit) > work_limit)
+        return;
+    offsets = g_new(uint64_t, MAX(n, 1));
+    for (int order = PLANNER_ORDER_TIME + 1; order < PLANNER_ORDER_COUNT; order++) {
         uint64_t unplaced;
         uint64_t top;
 
-        if (order == PLANNER_ORDER_TIME)
-            plan_time(lifetimes, plan->sizes, capacity, granularity, offsets);
-        else if (!greedy || !planner_plan_greedy(lifetimes, plan->sizes, (PlannerOrder)order,
-                                                 work_limit, offsets))
+        if (!planner_plan_greedy(lifetimes, plan->sizes, (PlannerOrder)order, work_limit, offsets))
             continue;
         top = plan_extent(offsets, plan->sizes, n, capacity, &unplaced);
         plan->arena_by_order[order] = MAX(top, 1);
         plan->unplaced_by_order[order] = unplaced;
-        if (order == PLANNER_ORDER_TIME || unplaced < plan->unplaced ||
-            (unplaced == plan->unplaced && top < plan->arena_bytes)) {
+        if (unplaced < plan->unplaced || (unplaced == plan->unplaced && top < plan->arena_bytes)) {
             plan->order = (PlannerOrder)order;
             plan->unplaced = unplaced;
             plan->arena_bytes = top;
