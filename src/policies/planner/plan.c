@@ -4,8 +4,9 @@
  *
  * The time order replays the lifetimes through best fit in an arena the size of the device, as
  * `bestfit` does online, in O(n log n), releasing each placed allocation when the next one starts
- * at or after its end (a heap of the placed ones by end, as large as the live set).  The greedy
- * orders are greedy.c's.
+ * at or after its end (in the order of the pre-pass's ends, or for lifetimes without them from a
+ * heap of the placed ones by end, as large as the live set).  The greedy orders are greedy.c's,
+ * run only when they can complete within the work limit.
  */
 #include <glib.h>
 
