@@ -480,8 +480,8 @@ gm_stitch(Gmlake *gm, uint64_t stream, uint64_t size)
     Stitched *stitched;
     FsimAddr addr;
 
-    for (Block *block = fsim_size_set_last(set, &cursor); block != NULL && covered < size;
-         block = fsim_size_set_prev(set, &cursor)) {
+    for (Block *block = freeset_last(set, &cursor); block != NULL && covered < size;
+         block = freeset_prev(set, &cursor)) {
         Piece piece = {
             .segment = block->segment,
             .offset = block->addr - block->segment->addr,
@@ -652,7 +652,7 @@ gmlake_get_stats(const FsimPolicy *self, FsimPolicyStats *out)
 
         for (int pool = 0; pool < 2; pool++) {
             FreeCursor cursor;
-            const Block *last = fsim_size_set_last(&s->free[pool], &cursor);
+            const Block *last = freeset_last(&s->free[pool], &cursor);
 
             largest = MAX(largest, last != NULL ? last->size : 0);
         }
@@ -780,7 +780,7 @@ gmlake_check(const FsimPolicy *self, GError **error)
     for (guint i = 0; i < gm->streams->len; i++) {
         const GmStream *s = g_ptr_array_index(gm->streams, i);
 
-        indexed += s->free[GM_SMALL].count + s->free[GM_LARGE].count;
+        indexed += freeset_count(&s->free[GM_SMALL]) + freeset_count(&s->free[GM_LARGE]);
     }
     FsimTally tallies[] = {
         {"allocated", allocated, gm->allocated_bytes},

@@ -108,7 +108,7 @@ get_free_block(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t size)
             FreeCursor ahead = cursor;
 
             while (block_expandable(block) && expandable_size(block) != block->size) {
-                Block *next = fsim_size_set_next(&set->free, &ahead);
+                Block *next = freeset_next(&set->free, &ahead);
 
                 if (next == NULL || expandable_size(next) >= expandable_size(block))
                     break;
@@ -118,7 +118,7 @@ get_free_block(Pytorch *pt, Pool *pool, uint64_t stream, uint64_t size)
         } else {
             /* Expandable segments were switched off: only ordinary blocks qualify. */
             do
-                block = fsim_size_set_next(&set->free, &cursor);
+                block = freeset_next(&set->free, &cursor);
             while (block != NULL && block_expandable(block));
             if (block == NULL)
                 return NULL;

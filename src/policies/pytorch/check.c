@@ -45,20 +45,21 @@ check_tree(const Tree *tree, uint64_t stream, GError **error)
 static gboolean
 check_freeset(const FreeSet *set, uint64_t stream, GError **error)
 {
-    const char *broken = fsim_size_set_check(set);
+    const char *broken = fsim_pytorch_freeset_check(set);
     FreeCursor cursor;
 
     if (broken != NULL)
         return check_fail(error, "stream %" G_GUINT64_FORMAT ": free set: %s", stream, broken);
-    for (Block *b = fsim_size_set_first(set, &cursor); b != NULL;
-         b = fsim_size_set_next(set, &cursor)) {
-        const FsimSizeEntry *e = fsim_size_set_entry(&cursor);
+    for (Block *b = freeset_first(set, &cursor); b != NULL; b = freeset_next(set, &cursor)) {
+        uint64_t size;
+        uint64_t key;
 
-        if (b->size != e->size || b->addr != e->key || (b->flags & BLOCK_IN_TREE) == 0)
+        freeset_key(set, &cursor, &size, &key);
+        if (b->size != size || b->addr != key || (b->flags & BLOCK_IN_TREE) == 0)
             return check_fail(error,
                               "stream %" G_GUINT64_FORMAT ": free block 0x%" G_GINT64_MODIFIER
                               "x is out of place",
-                              stream, e->key);
+                              stream, key);
     }
     return TRUE;
 }
@@ -84,7 +85,7 @@ check_pool(const Pool *pool, gsize *free_blocks, gsize *unmapped_blocks, GError 
         if (!check_freeset(&set->free, set->stream, error) ||
             !check_tree(&set->unmapped, set->stream, error))
             return FALSE;
-        *free_blocks += set->free.count;
+        *free_blocks += freeset_count(&set->free);
         *unmapped_blocks += set->unmapped.count;
     }
     return TRUE;

@@ -48,13 +48,13 @@
  * honours blocks made before it was switched off), the synchronisation release_cached_blocks does
  * on pending events (the engine decides when a free completes).
  *
- * Data structures: blocks come from a slab and are cached in intrusive structures (a binned
- * sorted set of free blocks, a red-black tree of unmapped ones), so the hot path of a replay
- * allocates no host memory once the slab has grown.
+ * Data structures: blocks come from a slab and are cached in sorted structures (exact size
+ * classes and a binned sorted set for the free blocks, a red-black tree of unmapped ones), so the
+ * hot path of a replay allocates no host memory once the slab and the classes have grown.
  *
  * THE FILES (this header is the model's private interface; pytorch.h is its public one):
  *   block.h               a block: links, flags
- *   free-set.h            the free blocks of a (pool, stream) by (size, address): the hot path
+ *   free-set.[ch]         the free blocks of a (pool, stream) by (size, address): the hot path
  *   unmapped-tree.[ch]    the unmapped blocks of a (pool, stream) by address: a red-black tree
  *   block-pool.c          the slab of blocks, pools and their per-stream sets
  *   segments.c            the segment list, cudaMalloc'd segments (alloc and cudaFree)

@@ -96,10 +96,8 @@ fsim_pytorch_release_available_cached_blocks(Pytorch *pt, Pool *pool, uint64_t s
     }
     /* Largest first, down to max_split_size, until enough is freed. */
     g_ptr_array_set_size(candidates, 0);
-    block = block != NULL ? fsim_size_set_prev(&set->free, &cursor)
-                          : fsim_size_set_last(&set->free, &cursor);
-    for (; block != NULL && block->size >= max_split;
-         block = fsim_size_set_prev(&set->free, &cursor))
+    block = block != NULL ? freeset_prev(&set->free, &cursor) : freeset_last(&set->free, &cursor);
+    for (; block != NULL && block->size >= max_split; block = freeset_prev(&set->free, &cursor))
         g_ptr_array_add(candidates, block);
     for (guint i = 0; i < candidates->len && released < key; i++) {
         block = g_ptr_array_index(candidates, i);
@@ -144,8 +142,7 @@ fsim_pytorch_garbage_collect(Pytorch *pt)
         const FreeSet *set = &pool->streams[s]->free;
         FreeCursor cursor;
 
-        for (Block *b = fsim_size_set_first(set, &cursor); b != NULL;
-             b = fsim_size_set_next(set, &cursor)) {
+        for (Block *b = freeset_first(set, &cursor); b != NULL; b = freeset_next(set, &cursor)) {
             if (!block_is_split(b)) {
                 total_age += gc_age(b);
                 freeable++;

@@ -15,7 +15,7 @@ pool_largest_free(const Pool *pool)
 
     for (guint s = 0; s < pool->n_streams; s++) {
         FreeCursor cursor;
-        const Block *last = fsim_size_set_last(&pool->streams[s]->free, &cursor);
+        const Block *last = freeset_last(&pool->streams[s]->free, &cursor);
 
         if (last != NULL && last->size > largest)
             largest = last->size;
