@@ -387,6 +387,30 @@ test_records_snapshot(void)
     g_rmdir(dir);
 }
 
+/* A freed pickle's heap chunk is lent as scratch memory (the snapshot reader's events array),
+ * writable whole, and taken back; none is lent larger than the cache holds. */
+static void
+test_records_scratch(void)
+{
+    static const char bytes[] = "\x80\x02]q\x00(K\x01K\x02K\x03"
+                                "e.";
+    g_autoptr(GError) error = NULL;
+    FsimPickleLimits limits = {0};
+    FsimPickle *pickle;
+    gsize room = 0;
+    guint8 *p;
+
+    pickle = fsim_pickle_load((const guint8 *)bytes, sizeof(bytes) - 1, &limits, &error);
+    g_assert_no_error(error);
+    fsim_pickle_free(pickle);
+    p = fsim_pickle_scratch_take(64, &room);
+    g_assert_nonnull(p);
+    g_assert_cmpuint(room, >=, 64);
+    memset(p, 0xa5, room);
+    fsim_pickle_scratch_give(p);
+    g_assert_null(fsim_pickle_scratch_take(G_MAXSIZE / 2, &room));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -400,5 +424,6 @@ main(int argc, char **argv)
     g_test_add_func("/pickle-records/truncated", test_records_truncated);
     g_test_add_func("/pickle-records/fuzz-regressions", test_records_fuzz_regressions);
     g_test_add_func("/pickle-records/snapshot", test_records_snapshot);
+    g_test_add_func("/pickle-records/scratch", test_records_scratch);
     return g_test_run();
 }

@@ -204,6 +204,28 @@ void fsim_pickle_free(FsimPickle *pickle);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(FsimPickle, fsim_pickle_free)
 
 /**
+ * fsim_pickle_scratch_take:
+ * @bytes: the bytes wanted.
+ * @room: (out): the bytes usable at the result, at least @bytes.
+ *
+ * Memory that a freed pickle's heap left in the loader's cache of chunks, for an array a reader
+ * fills right after freeing its pickle: its pages were faulted in by the load, where fresh ones
+ * would cost a fault each.  Its contents are undefined.
+ *
+ * Returns: (nullable): at least @bytes, or %NULL where the cache holds no chunk as large; give
+ * it back with fsim_pickle_scratch_give().
+ */
+void *fsim_pickle_scratch_take(gsize bytes, gsize *room);
+
+/**
+ * fsim_pickle_scratch_give:
+ * @p: (transfer full): memory from fsim_pickle_scratch_take().
+ *
+ * Puts @p back in the loader's cache of chunks (or frees it where the cache is full).
+ */
+void fsim_pickle_scratch_give(void *p);
+
+/**
  * fsim_pickle_root:
  * @pickle: a loaded pickle.
  *

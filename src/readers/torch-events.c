@@ -19,14 +19,14 @@ mark_compare(gconstpointer a, gconstpointer b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* The next event of @dev: its events array is as long as its room, dev->n_events of it used
+/* The next event of @dev: dev->n_events of its events array's room are used
  * (fsim_torch_build_device()). */
 static inline TorchEvent *
 event_next(TorchDevice *dev)
 {
-    if (G_UNLIKELY(dev->n_events == dev->events->len))
-        g_array_set_size(dev->events, MAX(dev->events->len * 2, 64u));
-    return &g_array_index(dev->events, TorchEvent, dev->n_events++);
+    if (G_UNLIKELY(dev->n_events == dev->events_room))
+        fsim_torch_events_room(dev, MAX(dev->events_room * 2, 64u));
+    return &dev->events[dev->n_events++];
 }
 
 static void
@@ -129,7 +129,7 @@ push_marks(TorchDevice *dev, guint *m, gboolean all, FsimTime time, guint i)
         const TorchMark *mark = &g_array_index(dev->marks, TorchMark, *m);
 
         push_event(dev, mark->time, i, FSIM_EV_MARK, 0, 0, 0, 0, 0);
-        g_array_index(dev->events, TorchEvent, dev->n_events - 1).label = mark->label;
+        dev->events[dev->n_events - 1].label = mark->label;
     }
 }
 
@@ -262,10 +262,8 @@ fsim_torch_build_device(TorchLoader *ld, TorchDevice *dev, GError **error)
 
     g_array_sort(dev->marks, mark_compare);
     /* (room for an event per entry and mark, and some: pool scopes, inferred releases) */
-    dev->events =
-        fsim_torch_array_take(TORCH_SPARE_EVENTS, sizeof(TorchEvent), n + dev->marks->len + 64);
-    g_array_set_size(dev->events, n + dev->marks->len + 64);
     dev->n_events = 0;
+    fsim_torch_events_room(dev, n + dev->marks->len + 64);
     for (guint i = 0; i < n; i++) {
         const TorchEntry *e = &g_array_index(dev->entries, TorchEntry, i);
         FsimTime time = dev->timed ? e->time : (FsimTime)i * TORCH_CLOCK_STEP_NS;
@@ -274,7 +272,6 @@ fsim_torch_build_device(TorchLoader *ld, TorchDevice *dev, GError **error)
         build_entry(&b, i, time);
     }
     push_marks(dev, &m, TRUE, 0, n);
-    g_array_set_size(dev->events, dev->n_events);
     fsim_addr_map_clear(&b.ids);
     if (n > 0)
         fsim_trace_set_outcomes(&ld->trace->base, dev->device, b.outcomes);

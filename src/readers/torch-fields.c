@@ -589,6 +589,43 @@ fsim_torch_array_give(TorchSpare which, GArray *array)
         g_array_unref(array);
 }
 
+static void
+events_free(TorchDevice *dev)
+{
+    if (dev->events_scratch)
+        fsim_pickle_scratch_give(dev->events);
+    else
+        g_free(dev->events);
+    dev->events = NULL;
+    dev->events_room = 0;
+    dev->events_scratch = FALSE;
+}
+
+void
+fsim_torch_events_room(TorchDevice *dev, guint room)
+{
+    gsize bytes = (gsize)room * sizeof(TorchEvent);
+    gsize got = 0;
+    TorchEvent *events;
+    gboolean scratch;
+
+    if (room <= dev->events_room)
+        return;
+    events = fsim_pickle_scratch_take(bytes, &got);
+    scratch = events != NULL;
+    if (events == NULL) {
+        events = g_new(TorchEvent, room);
+        torch_populate(events, bytes);
+        got = bytes;
+    }
+    if (dev->n_events > 0)
+        memcpy(events, dev->events, (gsize)dev->n_events * sizeof(TorchEvent));
+    events_free(dev);
+    dev->events = events;
+    dev->events_room = (guint)MIN(got / sizeof(TorchEvent), (gsize)G_MAXUINT);
+    dev->events_scratch = scratch;
+}
+
 void
 fsim_torch_device_free(gpointer data)
 {
@@ -600,7 +637,7 @@ fsim_torch_device_free(gpointer data)
     g_clear_pointer(&dev->marks, g_array_unref);
     g_clear_pointer(&dev->final_segments, g_array_unref);
     g_clear_pointer(&dev->final_blocks, g_array_unref);
-    fsim_torch_array_give(TORCH_SPARE_EVENTS, g_steal_pointer(&dev->events));
+    events_free(dev);
     g_clear_pointer(&dev->unknown, g_hash_table_unref);
     g_free(dev);
 }

@@ -66,8 +66,10 @@ typedef struct {
     uint64_t backwards; /* entries whose time_us went backwards */
     gboolean pooled;    /* some entry names a private pool (ENTRY_HAS_POOL, not (0, 0)) */
     /* Kept. */
-    GArray *events; /* TorchEvent */
-    guint n_events; /* while building the events: those made (the array is their room) */
+    TorchEvent *events; /* n_events of them, room for events_room (fsim_torch_events_room()) */
+    guint n_events;
+    guint events_room;
+    gboolean events_scratch; /* events is the pickle loader's (fsim_pickle_scratch_take()) */
     uint64_t n_entries;
     uint64_t counts[TORCH_N_ACTIONS];
     GHashTable *unknown; /* (nullable) action name -> count (a uint64_t) */
@@ -243,12 +245,12 @@ void fsim_torch_loader_clear(TorchLoader *ld);
 TorchAction fsim_torch_action_from_name(const char *name, gsize len);
 
 /* The arrays of a device that are as long as its trace (its entries while opening, its events)
- * are reused across opens: the last one dropped of each kind is kept (up to 16 MiB) for the next
+ * are reused across opens: the last entries array dropped is kept (up to 16 MiB) for the next
  * open, whose fresh pages would cost a fault each the first time they are written (about a
- * microsecond in a virtual machine, as long as decoding what fills them). */
+ * microsecond in a virtual machine, as long as decoding what fills them); the events array, made
+ * once the pickle is freed, is in the pages of its heap (fsim_torch_events_room()). */
 typedef enum {
     TORCH_SPARE_ENTRIES, /* TorchEntry */
-    TORCH_SPARE_EVENTS,  /* TorchEvent */
     TORCH_N_SPARES,
 } TorchSpare;
 
@@ -259,6 +261,11 @@ GArray *fsim_torch_array_take(TorchSpare which, guint element_size, guint reserv
 /* Drops @array (nullable; an array of @which's), keeping it for the next open if none is kept and
  * it held something. */
 void fsim_torch_array_give(TorchSpare which, GArray *array);
+
+/* Room for @room events in @dev's events array, its dev->n_events kept: memory the freed
+ * pickle's heap left in the loader's cache where it has a chunk as large (its pages faulted in
+ * already), else fresh memory, faulted in at once. */
+void fsim_torch_events_room(TorchDevice *dev, guint room);
 
 /* Free a TorchDevice (a GDestroyNotify). */
 void fsim_torch_device_free(gpointer data);

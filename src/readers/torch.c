@@ -299,9 +299,9 @@ static gsize
 torch_stream_read(FsimTraceStream *base, FsimEvent *evs, gsize max, GError **error)
 {
     TorchStream *stream = (TorchStream *)base;
-    const GArray *events = stream->device->events;
-    const TorchEvent *e = &g_array_index(events, TorchEvent, 0) + stream->next;
-    gsize n = MIN(max, (gsize)(events->len - stream->next));
+    const TorchDevice *dev = stream->device;
+    const TorchEvent *e = dev->events + stream->next;
+    gsize n = MIN(max, (gsize)(dev->n_events - stream->next));
     uint32_t device = stream->device->device;
 
     (void)error;

@@ -161,6 +161,36 @@ chunk_free(HeapChunk *c)
     g_free(c);
 }
 
+void *
+fsim_pickle_scratch_take(gsize bytes, gsize *room)
+{
+    HeapChunk *c = NULL;
+
+    g_mutex_lock(&chunk_cache.lock);
+    for (int k = 0; k < CACHE_SIZES && c == NULL; k++) {
+        for (HeapChunk **at = &chunk_cache.free[k]; *at != NULL; at = &(*at)->next) {
+            if ((*at)->size >= bytes) {
+                c = *at;
+                *at = c->next;
+                chunk_cache.bytes -= c->size;
+                break;
+            }
+        }
+    }
+    g_mutex_unlock(&chunk_cache.lock);
+    if (c == NULL)
+        return NULL;
+    ASAN_UNPOISON_MEMORY_REGION((char *)c + CHUNK_HEADER, c->size);
+    *room = c->size;
+    return (char *)c + CHUNK_HEADER;
+}
+
+void
+fsim_pickle_scratch_give(void *p)
+{
+    chunk_free((HeapChunk *)(void *)((char *)p - CHUNK_HEADER));
+}
+
 void
 heap_clear(Heap *heap)
 {
