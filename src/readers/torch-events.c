@@ -24,8 +24,12 @@ mark_compare(gconstpointer a, gconstpointer b)
 static inline TorchEvent *
 event_next(TorchDevice *dev)
 {
-    if (G_UNLIKELY(dev->n_events == dev->events_room))
+    if (G_UNLIKELY(dev->n_events == dev->events_room)) {
+        /* doubled, short of wrapping (four billion events are far past any memory budget) */
+        if (dev->events_room > G_MAXUINT / 2)
+            g_error("a device of more than %u events", dev->events_room);
         fsim_torch_events_room(dev, MAX(dev->events_room * 2, 64u));
+    }
     return &dev->events[dev->n_events++];
 }
 
