@@ -51,3 +51,20 @@ op_name(const Loader *l)
     const char *name = opcode_names[l->op];
     return name != NULL ? name : "?";
 }
+
+/* A record (records.c) pushed a second time, or a container holding one: each record has one
+ * place in the result. */
+gboolean
+record_shared(Loader *l)
+{
+    return load_fail(l, FSIM_TRACE_ERROR_SYNTAX,
+                     "%s: a record, or a container holding one, is referred to twice", op_name(l));
+}
+
+/* SETITEMS into a record. */
+gboolean
+record_modified(Loader *l)
+{
+    return load_fail(l, FSIM_TRACE_ERROR_FORBIDDEN, "%s: a record is modified after it was read",
+                     op_name(l));
+}

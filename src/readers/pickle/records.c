@@ -40,7 +40,7 @@
  *
  * A record is never shared, nor a container that holds one (VALUE_HAS_RECORD, set as containers
  * adopt items), nor modified: pushing one a second time (memo GET, DUP) or SETITEMS into one
- * fails the load (record_shared(), record_modified()), so
+ * fails the load (record_shared(), record_modified() in errors.c), so
  * that each record has one place in the result, which is where its reader finds it; a reader
  * that finds fewer records than the pickle holds (fsim_pickle_records()), or fails, loads the
  * input again without records.
@@ -84,20 +84,6 @@ typedef struct {
 
 /* (Scan.slots: the record's slots word, a byte per key) */
 G_STATIC_ASSERT(FSIM_PICKLE_RECORD_KEYS == sizeof(uint64_t));
-
-gboolean
-record_shared(Loader *l)
-{
-    return load_fail(l, FSIM_TRACE_ERROR_SYNTAX,
-                     "%s: a record, or a container holding one, is referred to twice", op_name(l));
-}
-
-gboolean
-record_modified(Loader *l)
-{
-    return load_fail(l, FSIM_TRACE_ERROR_FORBIDDEN, "%s: a record is modified after it was read",
-                     op_name(l));
-}
 
 static inline uint64_t
 offset_of(const Scan *s, const guint8 *p)
